@@ -1,0 +1,110 @@
+#include "autograd/variable.h"
+
+#include <unordered_set>
+
+#include "backend/kernels.h"
+
+namespace hnas {
+
+namespace {
+thread_local bool grad_recording = true;
+}
+
+bool grad_enabled() { return grad_recording; }
+
+NoGradScope::NoGradScope() : previous_(grad_recording) { grad_recording = false; }
+NoGradScope::~NoGradScope() { grad_recording = previous_; }
+
+Var::Var(Tensor value, bool requires_grad) : node_(std::make_shared<Node>()) {
+    node_->value = std::move(value);
+    node_->requires_grad = requires_grad;
+}
+
+const Tensor& Var::value() const {
+    HNAS_CHECK(node_, "var: use of an undefined Var");
+    return node_->value;
+}
+
+Tensor& Var::value() {
+    HNAS_CHECK(node_, "var: use of an undefined Var");
+    return node_->value;
+}
+
+Tensor Var::grad() const {
+    if (!node_ || !node_->grad_initialized) return Tensor();
+    return node_->grad;
+}
+
+void Var::zero_grad() {
+    if (node_) node_->grad_initialized = false;
+}
+
+void Var::backward() {
+    HNAS_CHECK(node_ && node_->requires_grad, "backward: the value does not depend on any parameter");
+    HNAS_CHECK(numel() == 1, "backward: needs a single value (a loss), got shape ", shape_str(shape()));
+
+    // Iterative depth-first post-order: every node comes after all nodes it was computed from. The
+    // order holds owning pointers because running a node's backward releases its edges.
+    std::vector<std::shared_ptr<Node>> order;
+    std::unordered_set<Node*> visited{node_.get()};
+    std::vector<std::pair<std::shared_ptr<Node>, size_t>> stack{{node_, 0}};
+    while (!stack.empty()) {
+        auto& [node, next_input] = stack.back();
+        if (next_input < node->inputs.size()) {
+            const std::shared_ptr<Node>& input = node->inputs[next_input++];
+            if (input && input->requires_grad && visited.insert(input.get()).second) stack.push_back({input, 0});
+        } else {
+            order.push_back(node);
+            stack.pop_back();
+        }
+    }
+
+    const std::vector<std::shared_ptr<Node>> root{node_};
+    GradSink::Target seed = GradSink(root).target(0);
+    seed.grad.fill(seed.accumulate ? seed.grad.item() + 1.0f : 1.0f);
+
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+        Node* node = it->get();
+        if (!node->backward_fn) continue;  // a leaf: its gradient stays for the optimizer
+        if (node->grad_initialized) {
+            GradSink sink(node->inputs);
+            node->backward_fn(node->grad, sink);
+        }
+        // Interior nodes are used once: free the closure, the graph edges and the gradient now.
+        node->backward_fn = nullptr;
+        node->inputs.clear();
+        node->grad = Tensor();
+        node->grad_initialized = false;
+    }
+}
+
+GradSink::Target GradSink::target(size_t input) {
+    Node& node = *inputs_[input];
+    if (!node.grad.defined()) node.grad = Tensor::empty(node.value.shape());
+    const bool accumulate = node.grad_initialized;
+    node.grad_initialized = true;
+    return {node.grad, accumulate};
+}
+
+void GradSink::add(size_t input, const Tensor& grad) {
+    if (!wants(input)) return;
+    Target out = target(input);
+    kernels::accumulate_reduced(grad, out.grad, out.accumulate);
+}
+
+Var make_result(const char* op, Tensor value, const std::vector<Var>& inputs, BackwardFn backward_fn) {
+    Var result(std::move(value));
+    if (!grad_enabled()) return result;
+    bool any_requires_grad = false;
+    for (const Var& input : inputs) any_requires_grad |= input.requires_grad();
+    if (!any_requires_grad) return result;
+    Node* node = result.node();
+    node->requires_grad = true;
+    node->op = op;
+    node->inputs.reserve(inputs.size());
+    for (const Var& input : inputs) node->inputs.push_back(input.shared_node());
+    node->backward_fn = std::move(backward_fn);
+    return result;
+}
+
+}  // namespace hnas

@@ -1,0 +1,103 @@
+// Reverse-mode automatic differentiation on an eager tape.
+// A Var is a shared handle to a Node: the value an op computed, its gradient, the Vars it was computed
+// from, and the closure that carries the op's chain rule. Ops (src/ops/) compute their value at once
+// and attach the closure next to the forward code, so an op's forward and backward read as one piece.
+// backward() walks the nodes in reverse topological order from a scalar; leaf gradients accumulate
+// across calls until zero_grad(); interior nodes release their closures as soon as they have run.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace hnas {
+
+struct Node;
+class GradSink;
+
+// backward closure: reads the output gradient, adds into the inputs' gradients through the sink.
+using BackwardFn = std::function<void(const Tensor& grad_output, GradSink& sink)>;
+
+struct Node {
+    Tensor value;
+    Tensor grad;                       // allocated on first use
+    bool grad_initialized = false;     // false: grad holds garbage and must be overwritten, not added to
+    bool requires_grad = false;
+    const char* op = "leaf";
+    std::vector<std::shared_ptr<Node>> inputs;
+    BackwardFn backward_fn;
+};
+
+class Var {
+public:
+    Var() = default;
+    explicit Var(Tensor value, bool requires_grad = false);
+
+    bool defined() const { return node_ != nullptr; }
+    const Tensor& value() const;
+    Tensor& value();
+    const Shape& shape() const { return value().shape(); }
+    int rank() const { return value().rank(); }
+    int64_t dim(int axis) const { return value().dim(axis); }
+    int64_t numel() const { return value().numel(); }
+    float item() const { return value().item(); }
+    bool requires_grad() const { return node_ && node_->requires_grad; }
+    const char* op() const { return node_->op; }
+
+    // The accumulated gradient; an undefined Tensor when nothing has flowed into it yet.
+    Tensor grad() const;
+    void zero_grad();
+
+    // Back-propagate from this Var, which must hold one value (a loss); seeds its gradient with 1.
+    void backward();
+
+    Node* node() const { return node_.get(); }
+    const std::shared_ptr<Node>& shared_node() const { return node_; }
+
+private:
+    std::shared_ptr<Node> node_;
+};
+
+// Where an op's backward writes: one slot per input, in the order the op listed them.
+class GradSink {
+public:
+    explicit GradSink(const std::vector<std::shared_ptr<Node>>& inputs) : inputs_(inputs) {}
+
+    bool wants(size_t input) const { return inputs_[input] && inputs_[input]->requires_grad; }
+
+    // Add `grad` into input's gradient, summing over axes that were broadcast in the forward pass.
+    void add(size_t input, const Tensor& grad);
+
+    // Direct access for fused kernels: the gradient buffer and whether it already holds values that
+    // must be added to (true) or garbage that must be overwritten (false). Marks it initialized.
+    struct Target {
+        Tensor& grad;
+        bool accumulate;
+    };
+    Target target(size_t input);
+
+private:
+    const std::vector<std::shared_ptr<Node>>& inputs_;
+};
+
+// Records an op's result: a node that remembers its inputs and backward closure only when gradient
+// recording is on and some input requires a gradient.
+Var make_result(const char* op, Tensor value, const std::vector<Var>& inputs, BackwardFn backward_fn);
+
+// Gradient recording is on by default; NoGradScope turns it off (evaluation, decoding) for its lifetime.
+bool grad_enabled();
+class NoGradScope {
+public:
+    NoGradScope();
+    ~NoGradScope();
+    NoGradScope(const NoGradScope&) = delete;
+    NoGradScope& operator=(const NoGradScope&) = delete;
+
+private:
+    bool previous_;
+};
+
+}  // namespace hnas

@@ -1,0 +1,79 @@
+// hnas's own elementwise loops, shared by every op: numpy-style broadcasting of a binary function
+// and its adjoint, the sum of a broadcast gradient back to an input's shape. Plain OpenMP loops over
+// contiguous memory; OpenMP is the same pool oneDNN runs on, so the two never oversubscribe the cores.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace hnas::kernels {
+
+// Loops smaller than this run on one thread: forking costs more than it saves.
+constexpr int64_t kParallelGrain = 1 << 14;
+
+// A broadcast walk over an output shape, with each operand's strides merged into as few axes as
+// possible: the last axis is the inner loop, the others enumerate rows.
+struct BroadcastPlan {
+    std::vector<int64_t> dims;                    // merged output axes
+    std::vector<std::vector<int64_t>> strides;    // per operand, per merged axis (0 where broadcast)
+    int64_t rows() const;                         // product of all but the last merged axis
+    int64_t row_length() const { return dims.back(); }
+    // Element offset of each operand at the start of `row`.
+    void row_offsets(int64_t row, int64_t* offsets) const;
+};
+BroadcastPlan plan_broadcast(const Shape& out_shape, const std::vector<Shape>& operand_shapes);
+
+// out[i] = f(a[i'], b[i'']) over the broadcast of a's and b's shapes into out's shape.
+template <typename F>
+void broadcast_binary(const float* a, const Shape& a_shape, const float* b, const Shape& b_shape, float* out,
+                      const Shape& out_shape, F f) {
+    const BroadcastPlan plan = plan_broadcast(out_shape, {a_shape, b_shape});
+    const int64_t rows = plan.rows(), length = plan.row_length();
+    const int64_t stride_a = plan.strides[0].back(), stride_b = plan.strides[1].back();
+#pragma omp parallel for schedule(static) if (rows * length >= kParallelGrain)
+    for (int64_t row = 0; row < rows; ++row) {
+        int64_t offsets[2];
+        plan.row_offsets(row, offsets);
+        const float* row_a = a + offsets[0];
+        const float* row_b = b + offsets[1];
+        float* row_out = out + row * length;
+        if (stride_a == 1 && stride_b == 1) {
+            for (int64_t i = 0; i < length; ++i) row_out[i] = f(row_a[i], row_b[i]);
+        } else if (stride_a == 1 && stride_b == 0) {
+            const float vb = row_b[0];
+            for (int64_t i = 0; i < length; ++i) row_out[i] = f(row_a[i], vb);
+        } else if (stride_a == 0 && stride_b == 1) {
+            const float va = row_a[0];
+            for (int64_t i = 0; i < length; ++i) row_out[i] = f(va, row_b[i]);
+        } else {
+            for (int64_t i = 0; i < length; ++i) row_out[i] = f(row_a[i * stride_a], row_b[i * stride_b]);
+        }
+    }
+}
+
+// out[i] = f(x[i]) elementwise over n values.
+template <typename F>
+void map_unary(const float* x, float* out, int64_t n, F f) {
+#pragma omp parallel for simd schedule(static) if (n >= kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) out[i] = f(x[i]);
+}
+
+// dst = (accumulate ? dst : 0) + src summed over the axes along which dst's shape was broadcast
+// to src's shape: the adjoint of broadcasting.
+void accumulate_reduced(const Tensor& src, Tensor& dst, bool accumulate);
+
+}  // namespace hnas::kernels
+
+namespace hnas::kernels {
+
+// out = in with its axes reordered: out axis i is in axis dims[i].
+void permute_copy(const float* in, const Shape& in_shape, const std::vector<int>& dims, float* out);
+
+// Along one axis of tensors viewed as (outer, length, inner): copy (or add) `count` slices starting at
+// src_start of a src with src_length slices into dst starting at dst_start of a dst with dst_length.
+void copy_axis_range(const float* src, int64_t src_length, int64_t src_start, float* dst, int64_t dst_length,
+                     int64_t dst_start, int64_t count, int64_t outer, int64_t inner, bool add);
+
+}  // namespace hnas::kernels

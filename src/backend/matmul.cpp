@@ -1,0 +1,135 @@
+#include "backend/matmul.h"
+
+#include <omp.h>
+
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <sstream>
+#include <tuple>
+#include <unordered_map>
+
+#include "tensor/check.h"
+
+namespace hnas::backend {
+
+namespace {
+
+using dims = dnnl::memory::dims;
+using dt = dnnl::memory::data_type;
+
+struct Engine {
+    dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+    dnnl::stream stream{engine};
+};
+
+Engine& cpu() {
+    static Engine instance;
+    return instance;
+}
+
+struct MatmulKey {
+    int64_t batch, m, n, k;
+    bool trans_a, trans_b, shared_b, has_bias, accumulate;
+    float alpha;
+    bool operator==(const MatmulKey&) const = default;
+};
+
+struct MatmulKeyHash {
+    size_t operator()(const MatmulKey& key) const {
+        size_t h = 1469598103934665603ull;
+        auto mix = [&h](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+        mix(static_cast<uint64_t>(key.batch));
+        mix(static_cast<uint64_t>(key.m));
+        mix(static_cast<uint64_t>(key.n));
+        mix(static_cast<uint64_t>(key.k));
+        mix((key.trans_a ? 1u : 0u) | (key.trans_b ? 2u : 0u) | (key.shared_b ? 4u : 0u) |
+            (key.has_bias ? 8u : 0u) | (key.accumulate ? 16u : 0u));
+        mix(std::hash<float>{}(key.alpha));
+        return h;
+    }
+};
+
+struct CachedMatmul {
+    dnnl::matmul primitive;
+    dnnl::memory::desc a_desc, b_desc, bias_desc, c_desc;
+};
+
+// Row-major (batch, rows, cols) descriptor, or the transpose of a stored (batch, cols, rows) array.
+dnnl::memory::desc matrix_desc(int64_t batch, int64_t rows, int64_t cols, bool transposed, bool shared) {
+    const int64_t batch_stride = shared ? 0 : rows * cols;
+    const dims strides = transposed ? dims{batch_stride, 1, rows} : dims{batch_stride, cols, 1};
+    return dnnl::memory::desc({shared ? 1 : batch, rows, cols}, dt::f32, strides);
+}
+
+CachedMatmul create_matmul(const MatmulKey& key) {
+    CachedMatmul cached;
+    cached.a_desc = matrix_desc(key.batch, key.m, key.k, key.trans_a, false);
+    cached.b_desc = matrix_desc(key.batch, key.k, key.n, key.trans_b, key.shared_b);
+    cached.c_desc = dnnl::memory::desc({key.batch, key.m, key.n}, dt::f32, dims{key.m * key.n, key.n, 1});
+    if (key.has_bias) cached.bias_desc = dnnl::memory::desc({1, 1, key.n}, dt::f32, dims{key.n, key.n, 1});
+
+    dnnl::primitive_attr attr;
+    if (key.alpha != 1.0f) attr.set_output_scales(0, {key.alpha});
+    if (key.accumulate) {
+        dnnl::post_ops post_ops;
+        post_ops.append_sum(1.0f);
+        attr.set_post_ops(post_ops);
+    }
+    const dnnl::matmul::desc desc(cached.a_desc, cached.b_desc, cached.bias_desc, cached.c_desc);
+    cached.primitive = dnnl::matmul(dnnl::matmul::primitive_desc(desc, attr, cpu().engine));
+    return cached;
+}
+
+std::mutex cache_mutex;
+std::unordered_map<MatmulKey, CachedMatmul, MatmulKeyHash> matmul_cache;
+
+const CachedMatmul& lookup_matmul(const MatmulKey& key) {
+    std::lock_guard<std::mutex> lock(cache_mutex);
+    auto found = matmul_cache.find(key);
+    if (found == matmul_cache.end()) found = matmul_cache.emplace(key, create_matmul(key)).first;
+    return found->second;
+}
+
+}  // namespace
+
+void matmul(const float* a, const float* b, float* c, const MatmulShape& shape, const MatmulOptions& options) {
+    HNAS_CHECK(shape.batch > 0 && shape.m > 0 && shape.n > 0 && shape.k > 0, "backend.matmul: empty problem (batch ",
+               shape.batch, ", m ", shape.m, ", n ", shape.n, ", k ", shape.k, ")");
+    const MatmulKey key{shape.batch,    shape.m,   shape.n,
+                        shape.k,        shape.trans_a, shape.trans_b,
+                        shape.shared_b, options.bias != nullptr, options.accumulate,
+                        options.alpha};
+    const CachedMatmul& cached = lookup_matmul(key);
+    auto wrap = [](const dnnl::memory::desc& desc, const float* pointer) {
+        return dnnl::memory(desc, cpu().engine, const_cast<float*>(pointer));
+    };
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, wrap(cached.a_desc, a)},
+                                               {DNNL_ARG_WEIGHTS, wrap(cached.b_desc, b)},
+                                               {DNNL_ARG_DST, wrap(cached.c_desc, c)}};
+    if (options.bias) args.emplace(DNNL_ARG_BIAS, wrap(cached.bias_desc, options.bias));
+    cached.primitive.execute(cpu().stream, args);
+    cpu().stream.wait();
+}
+
+size_t matmul_primitives_created() {
+    std::lock_guard<std::mutex> lock(cache_mutex);
+    return matmul_cache.size();
+}
+
+void set_num_threads(int threads) {
+    HNAS_CHECK(threads > 0, "threads must be positive, got ", threads);
+    omp_set_num_threads(threads);
+}
+
+int num_threads() { return omp_get_max_threads(); }
+
+std::string describe() {
+    const dnnl_version_t* version = dnnl_version();
+    std::ostringstream out;
+    out << "oneDNN " << version->major << "." << version->minor << "." << version->patch << " (cpu runtime "
+        << (version->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "other") << ", " << num_threads()
+        << " threads)";
+    return out.str();
+}
+
+}  // namespace hnas::backend

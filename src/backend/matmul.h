@@ -1,0 +1,42 @@
+// The matrix-multiply backend: the only part of hnas that talks to oneDNN.
+// C[b] = alpha · op(A[b]) · op(B[b]) (+ bias) (+ C[b] when accumulating), row-major f32, where op
+// transposes when asked. Transposes are folded into the memory descriptors' strides, never copied.
+// Each distinct problem creates its oneDNN primitive once and reuses it from a cache.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace hnas::backend {
+
+struct MatmulShape {
+    int64_t batch = 1;   // number of independent products
+    int64_t m = 0;       // rows of op(A) and C
+    int64_t n = 0;       // columns of op(B) and C
+    int64_t k = 0;       // the contracted dimension
+    bool trans_a = false;  // A is stored (k, m) instead of (m, k)
+    bool trans_b = false;  // B is stored (n, k) instead of (k, n)
+    bool shared_b = false;  // one B for every batch entry (weights), instead of one per entry
+};
+
+struct MatmulOptions {
+    float alpha = 1.0f;
+    const float* bias = nullptr;  // length n, added to every row of C
+    bool accumulate = false;      // C += result instead of C = result
+};
+
+void matmul(const float* a, const float* b, float* c, const MatmulShape& shape,
+            const MatmulOptions& options = {});
+
+// How many distinct matmul primitives have been created (the cache's size): lets tests and the
+// benchmark prove that the hot path reuses primitives instead of rebuilding them.
+size_t matmul_primitives_created();
+
+// Threads used by oneDNN and by hnas's own OpenMP loops (one shared OpenMP pool).
+void set_num_threads(int threads);
+int num_threads();
+
+// "oneDNN 2.6.3 (cpu runtime OMP, isa ...)": for --version and logs.
+std::string describe();
+
+}  // namespace hnas::backend

@@ -1,0 +1,32 @@
+#include "nn/layers.h"
+
+namespace hnas::nn {
+
+Linear::Linear(int64_t in_features, int64_t out_features, Rng& init_rng, bool with_bias) {
+    weight_ = register_parameter("weight", init_xavier_uniform({out_features, in_features}, init_rng));
+    if (with_bias) bias_ = register_parameter("bias", Tensor::zeros({out_features}));
+}
+
+LayerNorm::LayerNorm(int64_t width, float eps) : eps_(eps) {
+    weight_ = register_parameter("weight", Tensor::full({width}, 1.0f));
+    bias_ = register_parameter("bias", Tensor::zeros({width}));
+}
+
+Embedding::Embedding(int64_t vocabulary, int64_t width, float init_stddev, Rng& init_rng) {
+    weight_ = register_parameter("weight", init_normal({vocabulary, width}, init_stddev, init_rng));
+}
+
+FeedForward::FeedForward(int64_t width, int64_t hidden, Activation activation, float dropout, Rng& init_rng,
+                         Rng& dropout_rng)
+    : fc1_(register_module("fc1", std::make_unique<Linear>(width, hidden, init_rng))),
+      fc2_(register_module("fc2", std::make_unique<Linear>(hidden, width, init_rng))),
+      dropout_(register_module("dropout", std::make_unique<Dropout>(dropout, dropout_rng))),
+      activation_(activation) {}
+
+Var FeedForward::forward(const Var& x) const {
+    Var hidden = fc1_.forward(x);  // (..., F)
+    hidden = activation_ == Activation::gelu ? ops::gelu(hidden) : ops::relu(hidden);
+    return fc2_.forward(dropout_.forward(hidden));  // (..., D)
+}
+
+}  // namespace hnas::nn

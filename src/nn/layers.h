@@ -1,0 +1,68 @@
+// The basic layers: Linear, LayerNorm, Embedding, Dropout and the position-wise FeedForward.
+// Shapes: B batch, T positions, D model width, F feed-forward width, V vocabulary.
+#pragma once
+
+#include "nn/module.h"
+#include "ops/ops.h"
+
+namespace hnas::nn {
+
+class Linear : public Module {
+public:
+    Linear(int64_t in_features, int64_t out_features, Rng& init_rng, bool with_bias = true);
+    Var forward(const Var& x) const { return ops::linear(x, weight_, bias_); }  // (..., in) -> (..., out)
+
+    const Var& weight() const { return weight_; }
+
+private:
+    Var weight_;  // (out, in)
+    Var bias_;    // (out) or undefined
+};
+
+class LayerNorm : public Module {
+public:
+    explicit LayerNorm(int64_t width, float eps = 1e-5f);
+    Var forward(const Var& x) const { return ops::layer_norm(x, weight_, bias_, eps_); }
+
+private:
+    Var weight_, bias_;
+    float eps_;
+};
+
+class Embedding : public Module {
+public:
+    Embedding(int64_t vocabulary, int64_t width, float init_stddev, Rng& init_rng);
+    Var forward(const Tensor& ids) const { return ops::embedding(weight_, ids); }  // ids (...) -> (..., D)
+    const Var& weight() const { return weight_; }
+
+private:
+    Var weight_;  // (V, D)
+};
+
+// Dropout is active only in training mode; the mask stream is the rng it is given.
+class Dropout : public Module {
+public:
+    Dropout(float p, Rng& rng) : p_(p), rng_(rng) {}
+    Var forward(const Var& x) const { return training() && p_ > 0.0f ? ops::dropout(x, p_, rng_) : x; }
+
+private:
+    float p_;
+    Rng& rng_;
+};
+
+enum class Activation { relu, gelu };
+
+// FFN(x) = W₂ · dropout(act(W₁·x + b₁)) + b₂, with W₁ (F, D) and W₂ (D, F).
+class FeedForward : public Module {
+public:
+    FeedForward(int64_t width, int64_t hidden, Activation activation, float dropout, Rng& init_rng, Rng& dropout_rng);
+    Var forward(const Var& x) const;
+
+private:
+    Linear& fc1_;
+    Linear& fc2_;
+    Dropout& dropout_;
+    Activation activation_;
+};
+
+}  // namespace hnas::nn

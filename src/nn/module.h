@@ -1,0 +1,59 @@
+// Module: the unit models are built from. A module declares its parameters and children *by name*
+// where it creates them; named_parameters() walks the tree and yields dotted paths such as
+// "encoder.layers.3.self_attn.q_proj.weight", the names checkpoints and PyTorch fixtures share.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autograd/variable.h"
+#include "tensor/rng.h"
+
+namespace hnas::nn {
+
+struct NamedParameter {
+    std::string name;
+    Var parameter;
+};
+
+class Module {
+public:
+    Module() = default;
+    Module(const Module&) = delete;
+    Module& operator=(const Module&) = delete;
+    virtual ~Module() = default;
+
+    std::vector<NamedParameter> named_parameters() const;
+    Var parameter(const std::string& dotted_name) const;  // throws naming the missing parameter
+    int64_t parameter_count() const;
+    void zero_grad();
+
+    // Training mode turns dropout on; it propagates to children.
+    void set_training(bool training);
+    bool training() const { return training_; }
+
+protected:
+    Var register_parameter(const std::string& name, Tensor value);
+    template <typename Child>
+    Child& register_module(const std::string& name, std::unique_ptr<Child> child) {
+        Child& reference = *child;
+        children_.emplace_back(name, std::move(child));
+        return reference;
+    }
+
+private:
+    void collect(const std::string& prefix, std::vector<NamedParameter>& out) const;
+
+    std::vector<NamedParameter> parameters_;
+    std::vector<std::pair<std::string, std::unique_ptr<Module>>> children_;
+    bool training_ = true;
+};
+
+// Weight initializers: uniform Xavier/Glorot for projections, normal for embeddings.
+Tensor init_xavier_uniform(const Shape& shape, Rng& rng);
+Tensor init_normal(const Shape& shape, float stddev, Rng& rng);
+
+}  // namespace hnas::nn

@@ -1,0 +1,167 @@
+// Elementwise ops: broadcasting binary arithmetic, scaling, and the unary functions with their
+// derivatives written next to them.
+#include <cmath>
+#include <numbers>
+
+#include "backend/kernels.h"
+#include "ops/ops.h"
+
+namespace hnas::ops {
+
+namespace {
+
+// y = f(x); dx = dy · dfdx(x, y). The derivative may use the input, the output, or both.
+template <typename Forward, typename Derivative>
+Var unary_op(const char* name, const Var& x, Forward forward, Derivative dfdx) {
+    Tensor y = Tensor::empty(x.shape());
+    kernels::map_unary(x.value().data(), y.data(), y.numel(), forward);
+    Tensor xv = x.value();
+    return make_result(name, y, {x}, [xv, y, dfdx](const Tensor& dy, GradSink& sink) {
+        auto [dx, accumulate] = sink.target(0);
+        const float *in = xv.data(), *out = y.data(), *g = dy.data();
+        float* d = dx.data();
+        const int64_t n = dx.numel();
+#pragma omp parallel for simd schedule(static) if (n >= kernels::kParallelGrain)
+        for (int64_t i = 0; i < n; ++i) {
+            const float value = g[i] * dfdx(in[i], out[i]);
+            d[i] = accumulate ? d[i] + value : value;
+        }
+    });
+}
+
+template <typename F>
+Tensor broadcast_apply(const Tensor& a, const Tensor& b, const Shape& out_shape, F f) {
+    Tensor out = Tensor::empty(out_shape);
+    kernels::broadcast_binary(a.data(), a.shape(), b.data(), b.shape(), out.data(), out_shape, f);
+    return out;
+}
+
+// A broadcasting binary op whose gradients are dy·∂f/∂a and dy·∂f/∂b, each summed to its input's shape.
+template <typename Forward, typename GradA, typename GradB>
+Var binary_op(const char* name, const Var& a, const Var& b, Forward forward, GradA grad_a, GradB grad_b) {
+    const Shape out_shape = broadcast_shapes(a.shape(), b.shape(), name);
+    Tensor out = broadcast_apply(a.value(), b.value(), out_shape, forward);
+    Tensor av = a.value(), bv = b.value();
+    return make_result(name, out, {a, b}, [=](const Tensor& dy, GradSink& sink) {
+        // The local derivative at every output element, times dy, summed back to the input's shape.
+        auto add_partial = [&](size_t input, auto derivative) {
+            if (!sink.wants(input)) return;
+            Tensor partial = broadcast_apply(av, bv, out_shape, derivative);
+            float* p = partial.data();
+            const float* g = dy.data();
+            const int64_t n = partial.numel();
+#pragma omp parallel for simd schedule(static) if (n >= kernels::kParallelGrain)
+            for (int64_t i = 0; i < n; ++i) p[i] *= g[i];
+            sink.add(input, partial);
+        };
+        add_partial(0, grad_a);
+        add_partial(1, grad_b);
+    });
+}
+
+}  // namespace
+
+Var add(const Var& a, const Var& b) {
+    const Shape out_shape = broadcast_shapes(a.shape(), b.shape(), "add");
+    Tensor out = broadcast_apply(a.value(), b.value(), out_shape, [](float x, float y) { return x + y; });
+    return make_result("add", out, {a, b}, [](const Tensor& dy, GradSink& sink) {
+        sink.add(0, dy);
+        sink.add(1, dy);
+    });
+}
+
+Var sub(const Var& a, const Var& b) {
+    const Shape out_shape = broadcast_shapes(a.shape(), b.shape(), "sub");
+    Tensor out = broadcast_apply(a.value(), b.value(), out_shape, [](float x, float y) { return x - y; });
+    return make_result("sub", out, {a, b}, [](const Tensor& dy, GradSink& sink) {
+        sink.add(0, dy);
+        if (sink.wants(1)) {
+            Tensor negated = Tensor::empty(dy.shape());
+            kernels::map_unary(dy.data(), negated.data(), dy.numel(), [](float g) { return -g; });
+            sink.add(1, negated);
+        }
+    });
+}
+
+Var mul(const Var& a, const Var& b) {
+    return binary_op(
+        "mul", a, b, [](float x, float y) { return x * y; }, [](float, float y) { return y; },
+        [](float x, float) { return x; });
+}
+
+Var div(const Var& a, const Var& b) {
+    return binary_op(
+        "div", a, b, [](float x, float y) { return x / y; }, [](float, float y) { return 1.0f / y; },
+        [](float x, float y) { return -x / (y * y); });
+}
+
+Var scale(const Var& x, float factor) {
+    return unary_op(
+        "scale", x, [factor](float v) { return factor * v; }, [factor](float, float) { return factor; });
+}
+
+Var add_scalar(const Var& x, float value) {
+    return unary_op(
+        "add_scalar", x, [value](float v) { return v + value; }, [](float, float) { return 1.0f; });
+}
+
+Var exp(const Var& x) {
+    return unary_op(
+        "exp", x, [](float v) { return std::exp(v); }, [](float, float y) { return y; });
+}
+
+Var log(const Var& x) {
+    return unary_op(
+        "log", x, [](float v) { return std::log(v); }, [](float v, float) { return 1.0f / v; });
+}
+
+Var sqrt(const Var& x) {
+    return unary_op(
+        "sqrt", x, [](float v) { return std::sqrt(v); }, [](float, float y) { return 0.5f / y; });
+}
+
+Var rsqrt(const Var& x) {
+    // d/dx x^(-1/2) = -1/2 · x^(-3/2) = -1/2 · y³
+    return unary_op(
+        "rsqrt", x, [](float v) { return 1.0f / std::sqrt(v); }, [](float, float y) { return -0.5f * y * y * y; });
+}
+
+Var relu(const Var& x) {
+    return unary_op(
+        "relu", x, [](float v) { return v > 0.0f ? v : 0.0f; }, [](float v, float) { return v > 0.0f ? 1.0f : 0.0f; });
+}
+
+Var gelu(const Var& x, GeluForm form) {
+    constexpr float kInvSqrt2 = 0.70710678118654752f;
+    constexpr float kInvSqrt2Pi = 0.39894228040143268f;
+    if (form == GeluForm::erf) {
+        // gelu(x) = x·Φ(x); gelu'(x) = Φ(x) + x·φ(x)
+        return unary_op(
+            "gelu", x, [](float v) { return 0.5f * v * (1.0f + std::erf(v * kInvSqrt2)); },
+            [](float v, float) {
+                return 0.5f * (1.0f + std::erf(v * kInvSqrt2)) + v * kInvSqrt2Pi * std::exp(-0.5f * v * v);
+            });
+    }
+    // The tanh approximation: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
+    constexpr float kSqrt2OverPi = 0.79788456080286536f;
+    return unary_op(
+        "gelu_tanh", x,
+        [](float v) { return 0.5f * v * (1.0f + std::tanh(kSqrt2OverPi * (v + 0.044715f * v * v * v))); },
+        [](float v, float) {
+            const float t = std::tanh(kSqrt2OverPi * (v + 0.044715f * v * v * v));
+            return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * kSqrt2OverPi * (1.0f + 3.0f * 0.044715f * v * v);
+        });
+}
+
+Var tanh(const Var& x) {
+    return unary_op(
+        "tanh", x, [](float v) { return std::tanh(v); }, [](float, float y) { return 1.0f - y * y; });
+}
+
+Var sigmoid(const Var& x) {
+    return unary_op(
+        "sigmoid", x, [](float v) { return 1.0f / (1.0f + std::exp(-v)); },
+        [](float, float y) { return y * (1.0f - y); });
+}
+
+}  // namespace hnas::ops

@@ -1,0 +1,79 @@
+// The differentiable op set: every function takes and returns Vars, computes its value eagerly and
+// records its backward closure beside the forward code (one file per family, see the comments).
+// Shapes are checked here, at the op's boundary; an error names the op and the shapes involved.
+#pragma once
+
+#include <vector>
+
+#include "autograd/variable.h"
+#include "tensor/rng.h"
+
+namespace hnas::ops {
+
+// ---- matmul.cpp -----------------------------------------------------------------------------------
+// op(a) · op(b) over the last two axes; leading (batch) axes must match, or b may be 2-D (shared).
+// trans_a / trans_b read the stored matrix as its transpose, without copying. alpha scales the product.
+Var matmul(const Var& a, const Var& b, bool trans_a = false, bool trans_b = false, float alpha = 1.0f);
+// x · weightᵀ + bias with weight (out, in), x (..., in) -> (..., out). bias may be undefined.
+Var linear(const Var& x, const Var& weight, const Var& bias);
+
+// ---- elementwise.cpp ------------------------------------------------------------------------------
+// Binary ops broadcast like numpy; gradients are summed back over the broadcast axes.
+Var add(const Var& a, const Var& b);
+Var sub(const Var& a, const Var& b);
+Var mul(const Var& a, const Var& b);
+Var div(const Var& a, const Var& b);
+Var scale(const Var& x, float factor);  // factor · x
+Var add_scalar(const Var& x, float value);
+Var exp(const Var& x);
+Var log(const Var& x);
+Var sqrt(const Var& x);
+Var rsqrt(const Var& x);  // 1 / sqrt(x)
+Var relu(const Var& x);
+enum class GeluForm { erf, tanh };
+Var gelu(const Var& x, GeluForm form = GeluForm::erf);
+Var tanh(const Var& x);
+Var sigmoid(const Var& x);
+
+// ---- reduce.cpp -----------------------------------------------------------------------------------
+Var sum(const Var& x, int axis, bool keepdim = false);
+Var mean(const Var& x, int axis, bool keepdim = false);
+Var max(const Var& x, int axis, bool keepdim = false);  // gradient flows to the first maximum
+Var logsumexp(const Var& x, int axis, bool keepdim = false);
+Var sum_all(const Var& x);  // a scalar of shape ()
+
+// ---- softmax.cpp ----------------------------------------------------------------------------------
+// softmax(x + mask) along any axis. mask is additive, not differentiable, broadcastable to x, and may
+// be undefined; use large finite negatives (kMaskedScore), never -inf, so no row becomes NaN.
+constexpr float kMaskedScore = -1e9f;
+Var softmax(const Var& x, int axis, const Tensor& mask = Tensor());
+Var log_softmax(const Var& x, int axis, const Tensor& mask = Tensor());
+
+// ---- layer_norm.cpp -------------------------------------------------------------------------------
+// Normalizes over the last axis: (x - mean) / sqrt(var + eps) · weight + bias (biased variance).
+Var layer_norm(const Var& x, const Var& weight, const Var& bias, float eps = 1e-5f);
+
+// ---- dropout.cpp ----------------------------------------------------------------------------------
+// Zeroes each value with probability p and scales the rest by 1/(1-p) (inverted dropout). The mask is
+// a pure function of one draw from rng and the element index, so thread count does not change it.
+Var dropout(const Var& x, float p, Rng& rng);
+
+// ---- embedding.cpp --------------------------------------------------------------------------------
+// Rows of weight (V, D) picked by int32 ids of any shape -> ids.shape + (D); backward scatter-adds.
+Var embedding(const Var& weight, const Tensor& ids);
+
+// ---- shape.cpp ------------------------------------------------------------------------------------
+Var reshape(const Var& x, const Shape& shape);  // a view; one axis may be -1
+Var transpose(const Var& x, int axis0, int axis1);
+Var permute(const Var& x, const std::vector<int>& dims);
+Var concat(const std::vector<Var>& xs, int axis);
+std::vector<Var> split(const Var& x, const std::vector<int64_t>& sizes, int axis);
+Var slice(const Var& x, int axis, int64_t start, int64_t end);  // [start, end) along axis
+
+// ---- loss.cpp -------------------------------------------------------------------------------------
+// Mean cross-entropy of logits (N, V) against int32 targets (N), fused with log-softmax. Targets equal
+// to ignore_index count for nothing. With label smoothing ε the target distribution is
+// (1-ε)·onehot + ε/V (PyTorch's convention); the mean runs over non-ignored targets.
+Var cross_entropy(const Var& logits, const Tensor& targets, int ignore_index = -100, float label_smoothing = 0.0f);
+
+}  // namespace hnas::ops

@@ -1,0 +1,57 @@
+// Tensor: a row-major, contiguous block of f32 values (or int32 token ids) with a shape.
+// Storage is shared and 64-byte aligned; reshape() is a view, everything else copies. There are no
+// strided views: ops that permute data (transpose, slice) materialize, which keeps every kernel a
+// plain loop over contiguous memory and every oneDNN call a dense descriptor.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "tensor/check.h"
+#include "tensor/shape.h"
+
+namespace hnas {
+
+enum class DType { f32, i32 };
+const char* dtype_name(DType dtype);
+
+class Tensor {
+public:
+    Tensor() = default;
+
+    static Tensor empty(const Shape& shape, DType dtype = DType::f32);  // uninitialized
+    static Tensor zeros(const Shape& shape, DType dtype = DType::f32);
+    static Tensor full(const Shape& shape, float value);
+    static Tensor from_floats(const Shape& shape, const std::vector<float>& values);
+    static Tensor from_ints(const Shape& shape, const std::vector<int32_t>& values);
+    static Tensor scalar(float value) { return full({}, value); }
+
+    bool defined() const { return storage_ != nullptr; }
+    const Shape& shape() const { return shape_; }
+    int rank() const { return static_cast<int>(shape_.size()); }
+    int64_t dim(int axis) const;  // negative axes count from the end
+    int64_t numel() const { return numel_; }
+    DType dtype() const { return dtype_; }
+
+    float* data();
+    const float* data() const;
+    int32_t* ints();
+    const int32_t* ints() const;
+    float item() const;  // the value of a one-element f32 tensor
+
+    Tensor reshape(const Shape& shape) const;  // a view sharing storage; one axis may be -1
+    Tensor clone() const;
+    std::vector<float> to_floats() const;
+    void fill(float value);
+    bool shares_storage(const Tensor& other) const { return storage_ == other.storage_; }
+
+private:
+    struct Storage;
+    std::shared_ptr<Storage> storage_;
+    Shape shape_;
+    int64_t numel_ = 0;
+    DType dtype_ = DType::f32;
+};
+
+}  // namespace hnas

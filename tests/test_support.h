@@ -1,0 +1,122 @@
+// Helpers shared by the test executables: random inputs, the finite-difference gradient check, and
+// the reader for PyTorch fixtures (tests/fixtures/*.json, written by scripts/make_fixtures.py).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "autograd/variable.h"
+#include "ops/ops.h"
+#include "tensor/rng.h"
+
+namespace hnas::testing {
+
+inline Tensor random_tensor(const Shape& shape, uint64_t seed, float low = -1.0f, float high = 1.0f) {
+    Rng rng(seed, 7);
+    return rng.uniform_tensor(shape, low, high);
+}
+
+// A function of several differentiable inputs, returning one Var.
+using TestFunction = std::function<Var(const std::vector<Var>&)>;
+
+struct GradCheckOptions {
+    float step = 1e-2f;        // finite-difference step
+    double tolerance = 2e-3;   // on max |numeric − analytic| / (1 + |analytic|)
+};
+
+// Checks the gradient of L = Σ f(inputs) ⊙ R (R fixed and random) for every element of every input
+// against the four-point central difference (8·(L(x+h/2) − L(x−h/2)) − (L(x+h) − L(x−h))) / (6h),
+// with L accumulated in double. Returns the worst error so callers can report it.
+inline double check_gradients(const std::vector<Tensor>& inputs, const TestFunction& f, const GradCheckOptions& options,
+                              const std::string& label) {
+    std::vector<Var> vars;
+    for (const Tensor& input : inputs) vars.emplace_back(input.clone(), true);
+    Var output = f(vars);
+    const Tensor weights = random_tensor(output.shape(), 991);
+    Var loss = ops::sum_all(ops::mul(output, Var(weights)));
+    loss.backward();
+
+    auto evaluate = [&](const std::vector<Tensor>& values) {
+        NoGradScope no_grad;
+        std::vector<Var> fresh;
+        for (const Tensor& value : values) fresh.emplace_back(value);
+        const Tensor out = f(fresh).value();
+        double total = 0.0;
+        for (int64_t i = 0; i < out.numel(); ++i) total += static_cast<double>(out.data()[i]) * weights.data()[i];
+        return total;
+    };
+
+    double worst = 0.0;
+    std::vector<Tensor> values;
+    for (const Tensor& input : inputs) values.push_back(input.clone());
+    for (size_t which = 0; which < inputs.size(); ++which) {
+        const Tensor analytic = vars[which].grad();
+        EXPECT_TRUE(analytic.defined()) << label << ": no gradient reached input " << which;
+        if (!analytic.defined()) continue;
+        float* x = values[which].data();
+        for (int64_t j = 0; j < values[which].numel(); ++j) {
+            const float original = x[j];
+            auto at = [&](float offset) {
+                x[j] = original + offset;
+                return evaluate(values);
+            };
+            const double h = options.step;
+            const double numeric =
+                (8.0 * (at(options.step / 2) - at(-options.step / 2)) - (at(options.step) - at(-options.step))) /
+                (6.0 * h);
+            x[j] = original;
+            const double exact = analytic.data()[j];
+            const double error = std::abs(numeric - exact) / (1.0 + std::abs(exact));
+            worst = std::max(worst, error);
+            EXPECT_LE(error, options.tolerance) << label << ": input " << which << " element " << j << " numeric "
+                                                << numeric << " analytic " << exact;
+        }
+    }
+    return worst;
+}
+
+// ---- PyTorch fixtures --------------------------------------------------------------------------------
+using Json = nlohmann::ordered_json;
+
+inline Json load_fixture(const std::string& file) {
+    const std::string path = std::string(HNAS_SOURCE_DIR) + "/tests/fixtures/" + file;
+    std::ifstream in(path);
+    if (!in) throw Error("fixture not found: " + path + " (regenerate with /usr/bin/python3 scripts/make_fixtures.py)");
+    return Json::parse(in);
+}
+
+inline Shape json_shape(const Json& tensor) { return tensor.at("shape").get<Shape>(); }
+
+inline Tensor json_tensor(const Json& tensor) {
+    if (tensor.value("dtype", std::string("float32")) == "int32") {
+        return Tensor::from_ints(json_shape(tensor), tensor.at("data").get<std::vector<int32_t>>());
+    }
+    const std::vector<double> data = tensor.at("data").get<std::vector<double>>();
+    return Tensor::from_floats(json_shape(tensor), std::vector<float>(data.begin(), data.end()));
+}
+
+// max |actual − expected| / (atol + rtol·|expected|) ≤ 1 elementwise; reports the worst element.
+inline void expect_close(const Tensor& actual, const Json& expected, double atol, double rtol, const std::string& label) {
+    ASSERT_EQ(actual.shape(), json_shape(expected)) << label << ": shape";
+    const std::vector<double> reference = expected.at("data").get<std::vector<double>>();
+    double worst = 0.0;
+    int64_t worst_at = 0;
+    for (int64_t i = 0; i < actual.numel(); ++i) {
+        const double ratio = std::abs(actual.data()[i] - reference[static_cast<size_t>(i)]) /
+                             (atol + rtol * std::abs(reference[static_cast<size_t>(i)]));
+        if (!(ratio <= worst)) {
+            worst = ratio;
+            worst_at = i;
+        }
+    }
+    EXPECT_LE(worst, 1.0) << label << ": element " << worst_at << " is " << actual.data()[worst_at] << ", expected "
+                          << reference[static_cast<size_t>(worst_at)];
+}
+
+}  // namespace hnas::testing
