@@ -40,8 +40,15 @@ void Var::zero_grad() {
 }
 
 void Var::backward() {
-    HNAS_CHECK(node_ && node_->requires_grad, "backward: the value does not depend on any parameter");
+    HNAS_CHECK(node_, "backward: undefined Var");
     HNAS_CHECK(numel() == 1, "backward: needs a single value (a loss), got shape ", shape_str(shape()));
+    backward(Tensor::full(shape(), 1.0f));
+}
+
+void Var::backward(const Tensor& grad_output) {
+    HNAS_CHECK(node_ && node_->requires_grad, "backward: the value does not depend on any parameter");
+    HNAS_CHECK(grad_output.shape() == shape(), "backward: gradient of shape ", shape_str(grad_output.shape()),
+               " for a value of shape ", shape_str(shape()));
 
     // Iterative depth-first post-order: every node comes after all nodes it was computed from. The
     // order holds owning pointers because running a node's backward releases its edges.
@@ -60,8 +67,7 @@ void Var::backward() {
     }
 
     const std::vector<std::shared_ptr<Node>> root{node_};
-    GradSink::Target seed = GradSink(root).target(0);
-    seed.grad.fill(seed.accumulate ? seed.grad.item() + 1.0f : 1.0f);
+    GradSink(root).add(0, grad_output);
 
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
         Node* node = it->get();

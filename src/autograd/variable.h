@@ -53,6 +53,8 @@ public:
 
     // Back-propagate from this Var, which must hold one value (a loss); seeds its gradient with 1.
     void backward();
+    // Back-propagate a given gradient of this Var (same shape): the vector-Jacobian product.
+    void backward(const Tensor& grad_output);
 
     Node* node() const { return node_.get(); }
     const std::shared_ptr<Node>& shared_node() const { return node_; }

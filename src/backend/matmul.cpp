@@ -95,6 +95,8 @@ const CachedMatmul& lookup_matmul(const MatmulKey& key) {
 void matmul(const float* a, const float* b, float* c, const MatmulShape& shape, const MatmulOptions& options) {
     HNAS_CHECK(shape.batch > 0 && shape.m > 0 && shape.n > 0 && shape.k > 0, "backend.matmul: empty problem (batch ",
                shape.batch, ", m ", shape.m, ", n ", shape.n, ", k ", shape.k, ")");
+    HNAS_CHECK(options.alpha == 1.0f || options.bias == nullptr,
+               "backend.matmul: alpha with a bias is not supported (oneDNN would scale the bias too)");
     const MatmulKey key{shape.batch,    shape.m,   shape.n,
                         shape.k,        shape.trans_a, shape.trans_b,
                         shape.shared_b, options.bias != nullptr, options.accumulate,

@@ -20,7 +20,7 @@ struct MatmulShape {
 };
 
 struct MatmulOptions {
-    float alpha = 1.0f;
+    float alpha = 1.0f;           // must stay 1 when a bias is given
     const float* bias = nullptr;  // length n, added to every row of C
     bool accumulate = false;      // C += result instead of C = result
 };

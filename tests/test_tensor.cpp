@@ -1,0 +1,106 @@
+// Tensors, shapes and the random number generator.
+#include "test_support.h"
+
+namespace hnas {
+namespace {
+
+TEST(Tensor, ReshapeIsAViewAndInfersOneAxis) {
+    Tensor t = Tensor::from_floats({2, 3}, {1, 2, 3, 4, 5, 6});
+    Tensor view = t.reshape({3, -1});
+    EXPECT_EQ(view.shape(), (Shape{3, 2}));
+    EXPECT_TRUE(view.shares_storage(t));
+    view.data()[0] = 42.0f;
+    EXPECT_EQ(t.data()[0], 42.0f);
+    EXPECT_THROW(t.reshape({4, -1}), Error);
+    EXPECT_THROW(t.reshape({-1, -1}), Error);
+}
+
+TEST(Tensor, StorageIsAligned) {
+    for (int64_t n : {1, 3, 17, 1000}) {
+        Tensor t = Tensor::empty({n});
+        EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data()) % 64, 0u);
+    }
+}
+
+TEST(Tensor, DtypeIsChecked) {
+    Tensor ids = Tensor::from_ints({2}, {1, 2});
+    EXPECT_THROW(ids.data(), Error);
+    Tensor values = Tensor::zeros({2});
+    EXPECT_THROW(values.ints(), Error);
+    EXPECT_THROW(Tensor::from_floats({3}, {1.0f}), Error);
+}
+
+TEST(Shape, BroadcastErrorsNameTheOpAndShapes) {
+    EXPECT_EQ(broadcast_shapes({2, 1, 4}, {3, 1}, "add"), (Shape{2, 3, 4}));
+    try {
+        broadcast_shapes({2, 3}, {4}, "mul");
+        FAIL() << "expected an error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("mul: shapes (2, 3) and (4)"), std::string::npos) << e.what();
+    }
+}
+
+TEST(Shape, OpErrorsNameTheOpAndShapes) {
+    Var a(Tensor::zeros({2, 3})), b(Tensor::zeros({4, 5}));
+    try {
+        ops::matmul(a, b);
+        FAIL() << "expected an error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("matmul: inner dimensions differ: (2, 3)"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("(4, 5)"), std::string::npos) << e.what();
+    }
+}
+
+TEST(Rng, StreamsAreReproducibleAndDistinct) {
+    Rng a(42, 1), b(42, 1), c(42, 2);
+    bool any_difference = false;
+    for (int i = 0; i < 100; ++i) {
+        const uint64_t x = a.next_u64();
+        EXPECT_EQ(x, b.next_u64());
+        any_difference |= x != c.next_u64();
+    }
+    EXPECT_TRUE(any_difference);
+}
+
+TEST(Rng, StateRestoresTheSequence) {
+    Rng rng(7);
+    for (int i = 0; i < 10; ++i) rng.next_u64();
+    const Rng::State saved = rng.state();
+    const float first = rng.normal();
+    rng.uniform();
+    rng.set_state(saved);
+    EXPECT_EQ(rng.normal(), first);
+}
+
+TEST(Rng, MomentsAreRight) {
+    Rng rng(3);
+    double sum = 0.0, squares = 0.0, uniform_sum = 0.0;
+    const int n = 200000;
+    for (int i = 0; i < n; ++i) {
+        const double x = rng.normal();
+        sum += x;
+        squares += x * x;
+        uniform_sum += rng.uniform();
+    }
+    EXPECT_NEAR(sum / n, 0.0, 0.01);
+    EXPECT_NEAR(squares / n, 1.0, 0.01);
+    EXPECT_NEAR(uniform_sum / n, 0.5, 0.005);
+    for (int i = 0; i < 1000; ++i) EXPECT_LT(rng.below(7), 7u);
+}
+
+TEST(Dropout, KeepsTheExpectedFractionAndScales) {
+    Rng rng(11);
+    Var x(Tensor::full({100000}, 1.0f));
+    Tensor y = ops::dropout(x, 0.25f, rng).value();
+    int64_t kept = 0;
+    for (int64_t i = 0; i < y.numel(); ++i) {
+        if (y.data()[i] != 0.0f) {
+            ++kept;
+            ASSERT_FLOAT_EQ(y.data()[i], 1.0f / 0.75f);
+        }
+    }
+    EXPECT_NEAR(static_cast<double>(kept) / y.numel(), 0.75, 0.01);
+}
+
+}  // namespace
+}  // namespace hnas
