@@ -1,8 +1,11 @@
-"""PyTorch reference values for the C++ op tests: writes tests/fixtures/ops.json.
+"""PyTorch reference values for the C++ tests: writes tests/fixtures/ops.json (single
+ops) and tests/fixtures/attention.json (whole multi-head attention layers).
 
-This script is the only place Python touches the op tests. The C++ tests read the
-JSON it writes, so the tests themselves never need Python. The file is committed;
-run this script again only when adding or changing a case.
+This script is the only place Python touches those tests. The C++ tests read the
+JSON it writes, so the tests themselves never need Python. The files are committed;
+run this script again only when adding or changing a case. One run writes both
+files; the two use separate random streams, so a change to one leaves the other
+byte-identical.
 
 How to run
 ----------
@@ -12,11 +15,11 @@ It needs Debian's PyTorch and OpenBLAS, from the system Python:
     /usr/bin/python3 scripts/make_fixtures.py
 
 Use /usr/bin/python3: a `python3` found first on PATH (for example a pyenv one)
-has no torch. Only the standard library and torch are used. The seed and thread
-count are fixed, so running the script twice writes a byte-identical file.
+has no torch. Only the standard library and torch are used. The seeds and thread
+count are fixed, so running the script twice writes byte-identical files.
 
-File format (a contract with the C++ tests)
--------------------------------------------
+ops.json format (a contract with the C++ tests)
+-----------------------------------------------
     {
       "generator": "scripts/make_fixtures.py",
       "torch_version": "<torch.__version__>",
@@ -73,6 +76,70 @@ Ops, inputs (in order) and attrs
               The output is contiguous.
   concat      x0, x1 (, x2); axis
   slice       x; axis, start, end. out = x.narrow(axis, start, end - start)
+
+attention.json format (a contract with the C++ tests)
+-----------------------------------------------------
+Same top level ("generator", "torch_version", "cases"), same tensor format T and the
+same numerics (float32 inputs and parameters written with 9 digits; weights, output
+and grads float64 with 12 digits). Shapes: B batch, Lq queries, Lk keys, D width,
+H heads, K = D / H. One case is one attention layer:
+
+    {
+      "name": "hnas_self_prior",                    <kind>_<setting>, unique
+      "kind": "hnas",                               lnas dnas hnas sinkhorn dnas_causal nap
+      "attrs": {...},                               sinkhorn: {"iterations": 3}; nap: {"eps": 1e-05};
+                                                    with a relative position prior also
+                                                    "prior": {"num_buckets": 8, "max_distance": 16,
+                                                              "bidirectional": true}
+                                                    (no "prior" key: no prior)
+      "self_attention": true,                       memory is x; "memory" is then absent
+      "causal": false,                              only with self-attention (Lq == Lk)
+      "width": 8, "heads": 2,
+      "inputs": {"x": T (B, Lq, D), "memory": T (B, Lk, D),
+                 "key_valid": T (B, Lk), "query_valid": T (B, Lq)},   masks hold 0.0 / 1.0
+      "parameters": {"q_proj.weight": T (D, D), "q_proj.bias": T (D), k_proj.*, v_proj.*,
+                     out_proj.*, then by kind "norm.hybrid_theta" (H) for hnas,
+                     "norm.gain" (H) and "norm.bias" (H) for nap, and
+                     "relative_bias.weight" (num_buckets, H) with a prior},
+      "weights": T (B, H, Lq, Lk),                  the normalized attention A, for diagnosis
+      "buckets": T int32 (Lq, Lk),                  prior cases only, for diagnosis: bucket(j - i)
+      "output": T (B, Lq, D),
+      "grad_output": T (B, Lq, D),
+      "grads": {"x": T, "memory": T (cross-attention only), then every parameter name: T}
+    }
+
+grads are the gradients of sum(output * grad_output). In self-attention x feeds the
+queries, keys and values, and its gradient sums all three paths. No dropout.
+
+The layer. Linear layers compute y = x W^T + b. heads(t) reshapes (B, L, D) to
+(B, L, H, K) and permutes to (B, H, L, K); merge is the inverse.
+    q = heads(x Wq^T + bq), k = heads(memory Wk^T + bk), v = heads(memory Wv^T + bv)
+    S = q k^T / sqrt(K)                                        (B, H, Lq, Lk)
+    S[b, h, i, j] += relative_bias.weight[bucket(j - i), h]   with a prior, before normalizing
+    allowed(b, i, j) = key_valid[b, j] == 1 and query_valid[b, i] == 1 and (not causal or j <= i)
+    A = normalize(S)                                           per kind, below
+    out = merge(A v) Wo^T + bo
+A is exactly 0 wherever not allowed, and a query row (or key column) with nothing
+allowed is all 0: padded query rows give out = bo. In the kinds below (i query,
+j key) every sum, mean and logsumexp runs over allowed entries only, and
+softmax_j(L) is exp(L_ij) / sum_j' exp(L_ij').
+  lnas         A = softmax_j(S)
+  dnas         A = softmax_j(S_ij - logsumexp_i' S_i'j)   (normalize over queries per key,
+               then over keys per query)
+  hnas         u_h = sigmoid(norm.hybrid_theta[h]); A = u_h dnas + (1 - u_h) lnas
+  sinkhorn     L = S; "iterations" times { L_ij -= logsumexp_i' L_i'j;
+               L_ij -= logsumexp_j' L_ij' }; A = exp(L). One iteration is dnas.
+  dnas_causal  A = softmax_j(S_ij - log sum_{i' <= i} exp(S_i'j)), a prefix logsumexp
+               down the query axis (also in cross-attention: queries 0..i)
+  nap          per query row: mu = mean_j S_ij, var = mean_j (S_ij - mu)^2 (biased),
+               A_ij = norm.gain[h] (S_ij - mu) / sqrt(var + eps) + norm.bias[h]
+bucket(rel) is T5's _relative_position_bucket, rel = j - i. Bidirectional (encoder,
+cross): nb = num_buckets / 2, bucket = nb if rel > 0 else 0, n = |rel|. Causal
+(decoder self-attention): nb = num_buckets, bucket = 0, n = max(-rel, 0). Then with
+max_exact = nb / 2 (integer division): bucket += n if n < max_exact, else
+min(nb - 1, max_exact + trunc(log(n / max_exact) / log(max_distance / max_exact)
+* (nb - max_exact))). With num_buckets 8, max_distance 16 the causal n = 8 is an
+exact truncation boundary: log(2) / log(4) * 4 = 2, bucket 6.
 """
 
 import json
@@ -83,8 +150,12 @@ import torch
 import torch.nn.functional as F
 
 SEED = 20240607
-OUT_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures", "ops.json")
+ATTENTION_SEED = 20240608  # its own stream: attention cases never shift the op cases' draws
+FIXTURE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures")
+OPS_PATH = os.path.join(FIXTURE_DIR, "ops.json")
+ATTENTION_PATH = os.path.join(FIXTURE_DIR, "attention.json")
 MAX_BYTES = 400 * 1024
+ATTENTION_MAX_BYTES = 600 * 1024
 NEG = -1e9  # masked entry of an additive mask; finite, exact in float32
 
 OPS = {
@@ -368,6 +439,363 @@ def build_shape_ops():
              {"x": uniform((2, 5, 3))}, lambda x: x.narrow(1, 2, 3).contiguous())
 
 
+# ---------------------------------------------------------------- attention layer
+# Whole multi-head attention layers, one per (normalization kind, setting); written to
+# attention.json. The reference is written out by hand below, in float64; masked entries
+# are replaced (torch.where), never added to, so no -inf or NaN can reach a gradient.
+
+ATTENTION_KINDS = ("lnas", "dnas", "hnas", "sinkhorn", "dnas_causal", "nap")
+PARAMETER_NAMES = ("q_proj.weight", "q_proj.bias", "k_proj.weight", "k_proj.bias",
+                   "v_proj.weight", "v_proj.bias", "out_proj.weight", "out_proj.bias")
+WIDTH, HEADS, BATCH = 8, 2, 2
+SINKHORN_ITERATIONS = 3
+NAP_EPS = 1e-5
+HYBRID_THETA = [-1.2, 0.4]
+NAP_GAIN, NAP_BIAS = [1.3, 0.8], [0.1, -0.2]
+PRIOR_BUCKETS, PRIOR_MAX_DISTANCE = 8, 16
+attention_cases = []
+score_scale = []  # scores at allowed entries of every case, to report their spread
+
+
+def relative_position_bucket(rel, bidirectional, num_buckets, max_distance):
+    """T5's _relative_position_bucket for one relative position rel = key - query."""
+    bucket = 0
+    if bidirectional:
+        nb = num_buckets // 2
+        bucket += nb if rel > 0 else 0
+        n = abs(rel)
+    else:
+        nb = num_buckets
+        n = max(-rel, 0)
+    max_exact = nb // 2
+    if n < max_exact:
+        return bucket + n
+    large = max_exact + int(math.log(n / max_exact) / math.log(max_distance / max_exact) * (nb - max_exact))
+    return bucket + min(nb - 1, large)
+
+
+def t5_bucket_float32(rel, bidirectional, num_buckets, max_distance):
+    """T5's own code (float32 tensors), only to cross-check relative_position_bucket."""
+    buckets = torch.zeros_like(rel)
+    if bidirectional:
+        num_buckets //= 2
+        buckets += (rel > 0).to(torch.long) * num_buckets
+        rel = torch.abs(rel)
+    else:
+        rel = -torch.min(rel, torch.zeros_like(rel))
+    max_exact = num_buckets // 2
+    large = max_exact + (torch.log(rel.float() / max_exact) / math.log(max_distance / max_exact)
+                         * (num_buckets - max_exact)).to(torch.long)
+    large = torch.min(large, torch.full_like(large, num_buckets - 1))
+    return buckets + torch.where(rel < max_exact, rel, large)
+
+
+def bucket_matrix(lq, lk, bidirectional):
+    return torch.tensor([[relative_position_bucket(j - i, bidirectional, PRIOR_BUCKETS, PRIOR_MAX_DISTANCE)
+                          for j in range(lk)] for i in range(lq)], dtype=torch.int32)
+
+
+def check_buckets():
+    rel = torch.arange(-40, 41, dtype=torch.long)
+    for bidirectional in (True, False):
+        ours = [relative_position_bucket(r, bidirectional, PRIOR_BUCKETS, PRIOR_MAX_DISTANCE) for r in rel.tolist()]
+        t5 = t5_bucket_float32(rel, bidirectional, PRIOR_BUCKETS, PRIOR_MAX_DISTANCE).tolist()
+        assert ours == t5, (bidirectional, ours, t5)
+    # the fixture sizes hit the log branch. Bidirectional bucket 4 (rel > 0 with n = 0) cannot
+    # occur. Causal n = 8 lands exactly on a truncation boundary (log(2)/log(4)*4 == 2 -> 6).
+    assert set(bucket_matrix(10, 10, True).reshape(-1).tolist()) == {0, 1, 2, 3, 5, 6, 7}
+    assert set(bucket_matrix(10, 10, False).reshape(-1).tolist()) == set(range(7))
+    assert relative_position_bucket(-8, False, PRIOR_BUCKETS, PRIOR_MAX_DISTANCE) == 6
+
+
+def masked(t, allowed):
+    return torch.where(allowed, t, torch.full_like(t, NEG))
+
+
+def zero_outside(t, allowed):
+    return torch.where(allowed, t, torch.zeros_like(t))
+
+
+def masked_logsumexp(t, allowed, dim):
+    return torch.logsumexp(masked(t, allowed), dim=dim, keepdim=True)
+
+
+def softmax_over_keys(logits, allowed):
+    return zero_outside(torch.softmax(masked(logits, allowed), dim=-1), allowed)
+
+
+def norm_lnas(s, allowed):
+    return softmax_over_keys(s, allowed)
+
+
+def norm_dnas(s, allowed):
+    return softmax_over_keys(s - masked_logsumexp(s, allowed, -2), allowed)
+
+
+def norm_hnas(s, allowed, theta):
+    u = torch.sigmoid(theta).reshape(1, -1, 1, 1)
+    return u * norm_dnas(s, allowed) + (1 - u) * norm_lnas(s, allowed)
+
+
+def norm_sinkhorn(s, allowed, iterations):
+    log_a = masked(s, allowed)  # re-masked after each step: exp never sees a huge entry
+    for _ in range(iterations):
+        log_a = masked(log_a - masked_logsumexp(log_a, allowed, -2), allowed)
+        log_a = masked(log_a - masked_logsumexp(log_a, allowed, -1), allowed)
+    return zero_outside(torch.exp(log_a), allowed)
+
+
+def norm_dnas_causal(s, allowed):
+    lq = s.shape[-2]
+    prefix = torch.ones((lq, lq), dtype=torch.bool).tril()          # [i, i'] = i' <= i
+    both = allowed.unsqueeze(-3) & prefix.reshape(1, 1, lq, lq, 1)  # (B, H, i, i', j)
+    c = torch.logsumexp(masked(s.unsqueeze(-3).expand(both.shape), both), dim=-2)
+    return softmax_over_keys(s - c, allowed)
+
+
+def norm_nap(s, allowed, gain, bias, eps):
+    count = allowed.to(s.dtype).sum(dim=-1, keepdim=True).clamp(min=1)
+    mean = zero_outside(s, allowed).sum(dim=-1, keepdim=True) / count
+    var = zero_outside((s - mean) ** 2, allowed).sum(dim=-1, keepdim=True) / count
+    a = gain.reshape(1, -1, 1, 1) * (s - mean) / torch.sqrt(var + eps) + bias.reshape(1, -1, 1, 1)
+    return zero_outside(a, allowed)
+
+
+def normalize(kind, s, allowed, params, attrs):
+    if kind == "lnas":
+        return norm_lnas(s, allowed)
+    if kind == "dnas":
+        return norm_dnas(s, allowed)
+    if kind == "hnas":
+        return norm_hnas(s, allowed, params["norm.hybrid_theta"])
+    if kind == "sinkhorn":
+        return norm_sinkhorn(s, allowed, attrs["iterations"])
+    if kind == "dnas_causal":
+        return norm_dnas_causal(s, allowed)
+    if kind == "nap":
+        return norm_nap(s, allowed, params["norm.gain"], params["norm.bias"], attrs["eps"])
+    raise ValueError(kind)
+
+
+def split_heads(t):  # (B, L, D) -> (B, H, L, K)
+    b, length, d = t.shape
+    return t.reshape(b, length, HEADS, d // HEADS).transpose(1, 2)
+
+
+def merge_heads(t):  # (B, H, L, K) -> (B, L, D)
+    b, h, length, k = t.shape
+    return t.transpose(1, 2).reshape(b, length, h * k)
+
+
+def attention_scores(x, memory, params, prior):
+    q = split_heads(F.linear(x, params["q_proj.weight"], params["q_proj.bias"]))
+    k = split_heads(F.linear(memory, params["k_proj.weight"], params["k_proj.bias"]))
+    s = q @ k.transpose(-1, -2) / math.sqrt(WIDTH // HEADS)
+    if prior is not None:
+        buckets = bucket_matrix(s.shape[-2], s.shape[-1], prior["bidirectional"]).long()
+        s = s + params["relative_bias.weight"][buckets].permute(2, 0, 1).unsqueeze(0)  # (1, H, Lq, Lk)
+    return s
+
+
+def attention_layer(kind, attrs, x, memory, allowed, params):
+    s = attention_scores(x, memory, params, attrs.get("prior"))
+    a = normalize(kind, s, allowed, params, attrs)
+    v = split_heads(F.linear(memory, params["v_proj.weight"], params["v_proj.bias"]))
+    out = F.linear(merge_heads(a @ v), params["out_proj.weight"], params["out_proj.bias"])
+    return out, a, s
+
+
+def allowed_mask(key_valid, query_valid, causal):
+    allowed = (query_valid.reshape(BATCH, 1, -1, 1) == 1) & (key_valid.reshape(BATCH, 1, 1, -1) == 1)
+    if causal:
+        lq, lk = query_valid.shape[-1], key_valid.shape[-1]
+        allowed = allowed & torch.ones((lq, lk), dtype=torch.bool).tril()
+    return allowed.expand(BATCH, HEADS, -1, -1)
+
+
+def check_normalizations(name, kind, s, allowed, key_valid, query_valid):
+    """Self-checks of the normalizations on one case's scores (float64, no grad)."""
+    s = s.detach()
+    theta = torch.tensor(HYBRID_THETA, dtype=torch.float64)
+    results = {
+        "lnas": norm_lnas(s, allowed),
+        "dnas": norm_dnas(s, allowed),
+        "hnas": norm_hnas(s, allowed, theta),
+        "sinkhorn": norm_sinkhorn(s, allowed, SINKHORN_ITERATIONS),
+        "dnas_causal": norm_dnas_causal(s, allowed),
+        "nap": norm_nap(s, allowed, torch.tensor(NAP_GAIN, dtype=torch.float64),
+                        torch.tensor(NAP_BIAS, dtype=torch.float64), NAP_EPS),
+    }
+    row_has_key = allowed.any(dim=-1)                                   # (B, H, Lq)
+    valid_rows = row_has_key & (query_valid.reshape(BATCH, 1, -1) == 1)
+    assert valid_rows.any(), name
+    for k, a in results.items():
+        assert not torch.isnan(a).any(), (name, k)
+        assert (a[~allowed] == 0).all(), (name, k, "nonzero weight at a non-allowed entry")
+        if k != "nap":
+            sums = a.sum(dim=-1)
+            assert (sums[valid_rows] - 1).abs().max() < 1e-12, (name, k, "rows must sum to 1")
+            assert (sums[~row_has_key] == 0).all(), (name, k)
+            assert (a >= 0).all(), (name, k)
+    # dnas: every real key keeps at least 1/(number of real keys) of the total attention
+    col_has_query = allowed.any(dim=-2)                                 # (B, H, Lk)
+    real_keys = key_valid.reshape(BATCH, 1, -1).sum(dim=-1, keepdim=True).expand_as(col_has_query)
+    col_sums = results["dnas"].sum(dim=-2)
+    assert (col_sums[col_has_query] >= 1 / real_keys[col_has_query] - 1e-12).all(), (name, "dnas column floor")
+    # dnas by its definition, outside log space
+    e = zero_outside(torch.exp(s), allowed)
+    bq = e / e.sum(dim=-2, keepdim=True).clamp(min=1e-300)
+    direct = bq / bq.sum(dim=-1, keepdim=True).clamp(min=1e-300)
+    assert (direct - results["dnas"]).abs().max() < 1e-13, (name, "dnas log space vs direct")
+    # dnas_causal by its definition: prefix sums of exp down the query axis
+    prefix = e.cumsum(dim=-2)
+    bq = zero_outside(e / prefix.clamp(min=1e-300), allowed)
+    direct = bq / bq.sum(dim=-1, keepdim=True).clamp(min=1e-300)
+    assert (direct - results["dnas_causal"]).abs().max() < 1e-13, (name, "dnas_causal vs direct")
+    # hnas at theta -> +-inf is dnas / lnas; sinkhorn with one iteration is dnas
+    for t, limit in ((40.0, "dnas"), (-40.0, "lnas")):
+        h = norm_hnas(s, allowed, torch.full((HEADS,), t, dtype=torch.float64))
+        assert (h - results[limit]).abs().max() < 1e-15, (name, "hnas limit", limit)
+    assert (norm_sinkhorn(s, allowed, 1) - results["dnas"]).abs().max() < 1e-14, (name, "sinkhorn k=1")
+    # sinkhorn: the last step normalizes keys, so columns are only approximately 1 in full batches
+    # nap: per valid row, weights have mean b_h and (biased) variance g_h^2 var/(var + eps)
+    a = results["nap"]
+    n = allowed.to(s.dtype).sum(dim=-1)
+    mean = a.sum(dim=-1) / n.clamp(min=1)
+    bias = torch.tensor(NAP_BIAS, dtype=torch.float64).reshape(1, -1, 1).expand_as(mean)
+    assert (mean[valid_rows] - bias[valid_rows]).abs().max() < 1e-12, (name, "nap mean")
+    # gradients of the normalizations with respect to the scores: the case's own kind in full,
+    # the other kinds (on the same masks) with gradcheck's faster random projection
+    for k in ATTENTION_KINDS:
+        def fn(scores, k=k):
+            params = {"norm.hybrid_theta": theta,
+                      "norm.gain": torch.tensor(NAP_GAIN, dtype=torch.float64),
+                      "norm.bias": torch.tensor(NAP_BIAS, dtype=torch.float64)}
+            return normalize(k, scores, allowed, params, {"iterations": SINKHORN_ITERATIONS, "eps": NAP_EPS})
+        assert torch.autograd.gradcheck(fn, (s.clone().requires_grad_(True),), eps=1e-6, atol=1e-7, rtol=1e-5,
+                                        fast_mode=k != kind), (name, k)
+
+
+def check_against_torch_mha(name, x, memory, params, allowed, attrs, out, a, query_valid):
+    """lnas is standard attention: compare with torch.nn.MultiheadAttention on valid query rows."""
+    mha = torch.nn.MultiheadAttention(WIDTH, HEADS, batch_first=True, dtype=torch.float64)
+    with torch.no_grad():
+        mha.in_proj_weight.copy_(torch.cat([params[f"{p}_proj.weight"] for p in "qkv"]))
+        mha.in_proj_bias.copy_(torch.cat([params[f"{p}_proj.bias"] for p in "qkv"]))
+        mha.out_proj.weight.copy_(params["out_proj.weight"])
+        mha.out_proj.bias.copy_(params["out_proj.bias"])
+        lq, lk = allowed.shape[-2:]
+        mask = torch.zeros((BATCH, HEADS, lq, lk), dtype=torch.float64)
+        prior = attrs.get("prior")
+        if prior is not None:
+            buckets = bucket_matrix(lq, lk, prior["bidirectional"]).long()
+            mask = mask + params["relative_bias.weight"][buckets].permute(2, 0, 1).unsqueeze(0)
+        mask = torch.where(allowed, mask, torch.full_like(mask, NEG))
+        ref_out, ref_a = mha(x, memory, memory, attn_mask=mask.reshape(BATCH * HEADS, lq, lk),
+                             need_weights=True, average_attn_weights=False)
+    rows = query_valid == 1
+    assert (ref_out[rows] - out[rows]).abs().max() < 1e-12, (name, "lnas vs nn.MultiheadAttention")
+    rows = rows.reshape(BATCH, 1, -1).expand(BATCH, HEADS, -1)
+    assert (ref_a[rows] - a[rows]).abs().max() < 1e-12, (name, "lnas weights vs nn.MultiheadAttention")
+
+
+def add_attention_case(kind, setting, lq, lk, self_attention, causal, key_valid, query_valid, prior=None):
+    """Record one attention layer case. key_valid (B, Lk) and query_valid (B, Lq) are 0/1 lists."""
+    name = f"{kind}_{setting}"
+    assert kind in ATTENTION_KINDS, kind
+    assert all(c["name"] != name for c in attention_cases), f"duplicate case name {name}"
+    assert not causal or (self_attention and lq == lk)
+    assert not self_attention or (lq == lk and key_valid == query_valid)
+    attrs = {}
+    if kind == "sinkhorn":
+        attrs["iterations"] = SINKHORN_ITERATIONS
+    if kind == "nap":
+        attrs["eps"] = NAP_EPS
+    if prior is not None:
+        attrs["prior"] = {"num_buckets": PRIOR_BUCKETS, "max_distance": PRIOR_MAX_DISTANCE,
+                          "bidirectional": prior == "bidirectional"}
+        assert prior == ("causal" if causal else "bidirectional")
+
+    inputs = {"x": uniform((BATCH, lq, WIDTH), -2.0, 2.0)}  # U(-2, 2): scores come out O(1)
+    if not self_attention:
+        inputs["memory"] = uniform((BATCH, lk, WIDTH), -2.0, 2.0)
+    inputs["key_valid"] = torch.tensor(key_valid, dtype=torch.float32)
+    inputs["query_valid"] = torch.tensor(query_valid, dtype=torch.float32)
+    params = {}
+    for p in PARAMETER_NAMES:
+        params[p] = uniform((WIDTH, WIDTH), -0.5, 0.5) if p.endswith("weight") else uniform((WIDTH,), -0.1, 0.1)
+    if kind == "hnas":
+        params["norm.hybrid_theta"] = torch.tensor(HYBRID_THETA, dtype=torch.float32)
+    if kind == "nap":
+        params["norm.gain"] = torch.tensor(NAP_GAIN, dtype=torch.float32)
+        params["norm.bias"] = torch.tensor(NAP_BIAS, dtype=torch.float32)
+    if prior is not None:
+        params["relative_bias.weight"] = uniform((PRIOR_BUCKETS, HEADS), -1.0, 1.0)
+    grad_out = uniform((BATCH, lq, WIDTH))
+
+    x = inputs["x"].double().requires_grad_(True)
+    memory = x if self_attention else inputs["memory"].double().requires_grad_(True)
+    ref = {k: t.double().requires_grad_(True) for k, t in params.items()}
+    key_valid_t, query_valid_t = inputs["key_valid"].double(), inputs["query_valid"].double()
+    allowed = allowed_mask(key_valid_t, query_valid_t, causal)
+    out, a, s = attention_layer(kind, attrs, x, memory, allowed, ref)
+    (out * grad_out.double()).sum().backward()
+
+    check_normalizations(name, kind, s, allowed, key_valid_t, query_valid_t)
+    assert (a[~allowed] == 0).all() and not torch.isnan(out).any()
+    if kind == "lnas":
+        check_against_torch_mha(name, x.detach(), memory.detach(), {k: v.detach() for k, v in ref.items()},
+                                allowed, attrs, out.detach(), a.detach(), query_valid_t)
+    score_scale.append(s.detach()[allowed])
+
+    grads = {"x": tensor_json(x.grad, F64_DIGITS)}
+    if not self_attention:
+        grads["memory"] = tensor_json(memory.grad, F64_DIGITS)
+    for k, v in ref.items():
+        grads[k] = tensor_json(v.grad, F64_DIGITS)
+    case = {
+        "name": name,
+        "kind": kind,
+        "attrs": attrs,
+        "self_attention": self_attention,
+        "causal": causal,
+        "width": WIDTH,
+        "heads": HEADS,
+        "inputs": {k: tensor_json(t, F32_DIGITS) for k, t in inputs.items()},
+        "parameters": {k: tensor_json(t, F32_DIGITS) for k, t in params.items()},
+        "weights": tensor_json(a.detach().contiguous(), F64_DIGITS),
+    }
+    if prior is not None:
+        case["buckets"] = tensor_json(bucket_matrix(lq, lk, prior == "bidirectional"), 0)
+    case.update({
+        "output": tensor_json(out.detach().contiguous(), F64_DIGITS),
+        "grad_output": tensor_json(grad_out, F32_DIGITS),
+        "grads": grads,
+    })
+    attention_cases.append(case)
+
+
+def build_attention():
+    check_buckets()
+    for kind in ATTENTION_KINDS:
+        add_attention_case(kind, "self_padded", 5, 5, True, False,
+                           [[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], [[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
+        add_attention_case(kind, "cross_padded", 3, 5, False, False,
+                           [[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], [[1, 1, 1], [1, 1, 0]])
+    for kind in ("lnas", "dnas_causal", "nap"):
+        add_attention_case(kind, "causal", 5, 5, True, True,
+                           [[1, 1, 1, 1, 1], [1, 1, 1, 1, 0]], [[1, 1, 1, 1, 1], [1, 1, 1, 1, 0]])
+    pad3 = [[1] * 10, [1] * 7 + [0] * 3]
+    add_attention_case("lnas", "self_prior", 10, 10, True, False, pad3, pad3, prior="bidirectional")
+    add_attention_case("hnas", "self_prior", 10, 10, True, False, pad3, pad3, prior="bidirectional")
+    pad2 = [[1] * 10, [1] * 8 + [0] * 2]
+    add_attention_case("dnas_causal", "causal_prior", 10, 10, True, True, pad2, pad2, prior="causal")
+    add_attention_case("lnas", "cross_prior", 6, 10, False, False, pad3, [[1] * 6, [1] * 5 + [0]],
+                       prior="bidirectional")
+    s = torch.cat(score_scale)
+    print(f"attention scores at allowed entries: std {s.std().item():.3f}, max |s| {s.abs().max().item():.3f}")
+
+
 # ---------------------------------------------------------------- writing
 
 def dump(value, indent=0):
@@ -382,6 +810,23 @@ def dump(value, indent=0):
         items = [f"{pad}  {dump(v, indent + 1)}" for v in value]
         return "[\n" + ",\n".join(items) + "\n" + pad + "]"
     return json.dumps(value, allow_nan=False)
+
+
+def write(path, cases, max_bytes):
+    doc = {
+        "generator": "scripts/make_fixtures.py",
+        "torch_version": torch.__version__,
+        "cases": cases,
+    }
+    text = dump(doc) + "\n"
+    json.loads(text)  # the writer above must produce valid JSON
+    path = os.path.normpath(path)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    size = len(text.encode("utf-8"))
+    assert size < max_bytes, f"{path} is {size} bytes; keep fixtures under {max_bytes}"
+    print(f"wrote {len(cases)} cases, {size} bytes, to {os.path.relpath(path)}")
 
 
 def main():
@@ -400,21 +845,11 @@ def main():
     build_embedding()
     build_cross_entropy()
     build_shape_ops()
+    write(OPS_PATH, cases, MAX_BYTES)
 
-    doc = {
-        "generator": "scripts/make_fixtures.py",
-        "torch_version": torch.__version__,
-        "cases": cases,
-    }
-    text = dump(doc) + "\n"
-    json.loads(text)  # the writer above must produce valid JSON
-    path = os.path.normpath(OUT_PATH)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
-    size = len(text.encode("utf-8"))
-    assert size < MAX_BYTES, f"{path} is {size} bytes; keep fixtures under {MAX_BYTES}"
-    print(f"wrote {len(cases)} cases, {size} bytes, to {os.path.relpath(path)}")
+    gen.manual_seed(ATTENTION_SEED)
+    build_attention()
+    write(ATTENTION_PATH, attention_cases, ATTENTION_MAX_BYTES)
 
 
 if __name__ == "__main__":

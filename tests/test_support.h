@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "autograd/variable.h"
+#include "nn/module.h"
 #include "ops/ops.h"
 #include "tensor/rng.h"
 
@@ -117,6 +118,51 @@ inline void expect_close(const Tensor& actual, const Json& expected, double atol
     }
     EXPECT_LE(worst, 1.0) << label << ": element " << worst_at << " is " << actual.data()[worst_at] << ", expected "
                           << reference[static_cast<size_t>(worst_at)];
+}
+
+}  // namespace hnas::testing
+
+namespace hnas::testing {
+
+// The finite-difference check of every parameter of a module: `f` runs the module's forward on
+// fixed inputs; parameters are perturbed in place, one element at a time.
+inline double check_parameter_gradients(const nn::Module& module, const std::function<Var()>& f,
+                                        const GradCheckOptions& options, const std::string& label) {
+    const auto parameters = module.named_parameters();
+    for (const auto& named : parameters) named.parameter.node()->grad_initialized = false;
+    Var output = f();
+    const Tensor weights = random_tensor(output.shape(), 993);
+    ops::sum_all(ops::mul(output, Var(weights))).backward();
+    auto evaluate = [&] {
+        NoGradScope no_grad;
+        const Tensor out = f().value();
+        double total = 0.0;
+        for (int64_t i = 0; i < out.numel(); ++i) total += static_cast<double>(out.data()[i]) * weights.data()[i];
+        return total;
+    };
+    double worst = 0.0;
+    for (const auto& named : parameters) {
+        const Tensor analytic = named.parameter.grad();
+        EXPECT_TRUE(analytic.defined()) << label << ": no gradient reached " << named.name;
+        if (!analytic.defined()) continue;
+        float* x = const_cast<Var&>(named.parameter).value().data();
+        for (int64_t j = 0; j < named.parameter.numel(); ++j) {
+            const float original = x[j];
+            auto at = [&](float offset) {
+                x[j] = original + offset;
+                return evaluate();
+            };
+            const double h = options.step;
+            const double numeric = (8.0 * (at(options.step / 2) - at(-options.step / 2)) - (at(options.step) - at(-options.step))) / (6.0 * h);
+            x[j] = original;
+            const double exact = analytic.data()[j];
+            const double error = std::abs(numeric - exact) / (1.0 + std::abs(exact));
+            worst = std::max(worst, error);
+            EXPECT_LE(error, options.tolerance) << label << ": " << named.name << " element " << j << " numeric "
+                                                << numeric << " analytic " << exact;
+        }
+    }
+    return worst;
 }
 
 }  // namespace hnas::testing

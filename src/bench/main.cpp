@@ -1,5 +1,6 @@
 // hnas-bench: micro-benchmarks of the numeric core, printed as tables. Not a test: it asserts nothing.
-//   hnas-bench linear   the linear op's forward+backward against raw oneDNN matmuls on the same shapes
+//   hnas-bench linear     the linear op's forward+backward against raw oneDNN matmuls on the same shapes
+//   hnas-bench attention  one multi-head attention layer's forward+backward for every attention kind
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "backend/matmul.h"
+#include "nn/attention.h"
 #include "ops/ops.h"
 
 namespace {
@@ -68,6 +70,55 @@ void bench_linear(int warmup, int repeats) {
     }
 }
 
+// The attention layer of the papers' comparison (batch 32, 4 heads, L = 128, d = 256), forward and
+// backward, each kind timed in alternating rounds and reported relative to lnas.
+void bench_attention(int warmup, int repeats) {
+    using namespace hnas;
+    const int64_t batch = 32, length = 128, width = 256, heads = 4;
+    std::printf("multi-head attention forward+backward, B=%lld H=%lld L=%lld d=%lld (%s)\n", static_cast<long long>(batch),
+                static_cast<long long>(heads), static_cast<long long>(length), static_cast<long long>(width),
+                backend::describe().c_str());
+    Rng rng(1);
+    const Tensor x = rng.uniform_tensor({batch, length, width}, -1, 1);
+    const Tensor grad_out = rng.uniform_tensor({batch, length, width}, -1, 1);
+    std::vector<float> valid_values;  // ragged padding, as in real batches
+    for (int64_t b = 0; b < batch; ++b)
+        for (int64_t t = 0; t < length; ++t) valid_values.push_back(t < length - (b % 8) * 8 ? 1.0f : 0.0f);
+    const Tensor valid = Tensor::from_floats({batch, length}, valid_values);
+    const ops::AttentionMask mask{valid, valid};
+
+    std::vector<std::string> kinds;
+    std::vector<std::unique_ptr<nn::MultiHeadAttention>> layers;
+    for (const auto& kind : nn::attention_kinds()) {
+        nn::AttentionOptions options;
+        options.width = width;
+        options.heads = heads;
+        options.kind = kind.name;
+        Rng init(2), dropout(3);
+        kinds.push_back(kind.name);
+        layers.push_back(std::make_unique<nn::MultiHeadAttention>(options, init, dropout));
+    }
+    std::vector<std::vector<double>> times(kinds.size());
+    for (int round = 0; round < 5; ++round) {
+        for (size_t k = 0; k < kinds.size(); ++k) {
+            Var input(x, true);
+            times[k].push_back(median_seconds(
+                [&] {
+                    layers[k]->zero_grad();
+                    input.zero_grad();
+                    layers[k]->forward(input, input, mask).backward(grad_out);
+                },
+                warmup, repeats));
+        }
+    }
+    std::printf("%-12s %12s %10s\n", "kind", "ms/step", "vs lnas");
+    for (auto& t : times) std::sort(t.begin(), t.end());
+    const double lnas = times[0][2];
+    for (size_t k = 0; k < kinds.size(); ++k) {
+        std::printf("%-12s %12.2f %10.3f\n", kinds[k].c_str(), 1e3 * times[k][2], times[k][2] / lnas);
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -78,6 +129,9 @@ int main(int argc, char** argv) {
     app.require_subcommand(1);
     app.add_subcommand("linear", "linear forward+backward GFLOP/s against raw oneDNN matmul")->callback([&] {
         bench_linear(warmup, repeats);
+    });
+    app.add_subcommand("attention", "attention forward+backward per kind, relative to lnas")->callback([&] {
+        bench_attention(warmup, repeats);
     });
     CLI11_PARSE(app, argc, argv);
     return 0;

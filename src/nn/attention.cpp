@@ -4,16 +4,33 @@
 
 namespace hnas::nn {
 
-MultiHeadAttention::MultiHeadAttention(int64_t width, int64_t heads, float attention_dropout, Rng& init_rng,
-                                       Rng& dropout_rng)
-    : width_(width),
-      heads_(heads),
-      q_proj_(register_module("q_proj", std::make_unique<Linear>(width, width, init_rng))),
-      k_proj_(register_module("k_proj", std::make_unique<Linear>(width, width, init_rng))),
-      v_proj_(register_module("v_proj", std::make_unique<Linear>(width, width, init_rng))),
-      out_proj_(register_module("out_proj", std::make_unique<Linear>(width, width, init_rng))),
-      attention_dropout_(register_module("dropout", std::make_unique<Dropout>(attention_dropout, dropout_rng))) {
-    HNAS_CHECK(heads > 0 && width % heads == 0, "attention: width ", width, " is not divisible by ", heads, " heads");
+namespace {
+AttentionNormOptions with_heads(AttentionNormOptions options, int64_t heads) {
+    options.heads = heads;
+    return options;
+}
+
+// A checked copy of the options: the kind must exist and be allowed in this role.
+const AttentionOptions& validated(const AttentionOptions& options) {
+    HNAS_CHECK(options.heads > 0 && options.width % options.heads == 0, "attention: width ", options.width,
+               " is not divisible by ", options.heads, " heads");
+    check_attention_kind_allowed(options.kind, options.role);
+    return options;
+}
+}  // namespace
+
+MultiHeadAttention::MultiHeadAttention(const AttentionOptions& options, Rng& init_rng, Rng& dropout_rng)
+    : width_(validated(options).width),
+      heads_(options.heads),
+      kind_(options.kind),
+      role_(options.role),
+      q_proj_(register_module("q_proj", std::make_unique<Linear>(width_, width_, init_rng))),
+      k_proj_(register_module("k_proj", std::make_unique<Linear>(width_, width_, init_rng))),
+      v_proj_(register_module("v_proj", std::make_unique<Linear>(width_, width_, init_rng))),
+      out_proj_(register_module("out_proj", std::make_unique<Linear>(width_, width_, init_rng))),
+      norm_(register_module("norm", find_attention_kind(options.kind).make(with_heads(options.kind_options, heads_)))),
+      attention_dropout_(register_module("dropout", std::make_unique<Dropout>(options.dropout, dropout_rng))) {
+    if (options.prior) prior_ = &register_module("relative_bias", std::make_unique<RelativePositionBias>(heads_, *options.prior));
 }
 
 Var MultiHeadAttention::split_heads(const Var& x) const {
@@ -25,18 +42,28 @@ Var MultiHeadAttention::merge_heads(const Var& x) const {
     return ops::reshape(merged, {merged.dim(0), merged.dim(1), width_});
 }
 
-Var MultiHeadAttention::forward(const Var& query, const Var& memory, const Tensor& mask) const {
+Var MultiHeadAttention::forward(const Var& query, const Var& memory, const ops::AttentionMask& mask) const {
     HNAS_CHECK(query.rank() == 3 && memory.rank() == 3 && query.dim(2) == width_ && memory.dim(2) == width_ &&
                    query.dim(0) == memory.dim(0),
                "attention: query ", shape_str(query.shape()), " and memory ", shape_str(memory.shape()),
                " must be (B, T, ", width_, ") with the same batch");
+    HNAS_CHECK(mask.causal == (role_ == AttentionRole::causal_self), "attention: a ",
+               mask.causal ? "causal" : "non-causal", " mask given to ", attention_role_name(role_));
     Var q = split_heads(q_proj_.forward(query));   // (B, H, Tq, K)
     Var k = split_heads(k_proj_.forward(memory));  // (B, H, Tk, K)
     Var v = split_heads(v_proj_.forward(memory));  // (B, H, Tk, K)
     const float scale = 1.0f / std::sqrt(static_cast<float>(width_ / heads_));
-    Var scores = ops::matmul(q, k, false, true, scale);                         // (B, H, Tq, Tk)
-    Var weights = attention_dropout_.forward(ops::softmax(scores, -1, mask));   // (B, H, Tq, Tk)
-    return out_proj_.forward(merge_heads(ops::matmul(weights, v)));             // (B, Tq, D)
+    Var scores = ops::matmul(q, k, false, true, scale);  // (B, H, Tq, Tk)
+    if (prior_) scores = ops::add(scores, prior_->forward(scores.dim(2), scores.dim(3), mask.query_offset));
+    Var weights = norm_.normalize(scores, mask);  // (B, H, Tq, Tk)
+    if (record_statistics_) {
+        // Padded queries and masked entries hold exactly zero weight, so a plain sum over queries is
+        // the sum over real queries.
+        NoGradScope no_grad;
+        key_weight_sums_ = ops::sum(Var(weights.value()), 2).value();  // (B, H, Tk)
+    }
+    weights = attention_dropout_.forward(weights);
+    return out_proj_.forward(merge_heads(ops::matmul(weights, v)));  // (B, Tq, D)
 }
 
 }  // namespace hnas::nn

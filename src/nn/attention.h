@@ -1,29 +1,57 @@
 // Multi-head attention: q/k/v/output projections, heads split and merged with one reshape+permute
-// each, scores for all heads from one batched matmul. Shapes: B batch, Tq queries, Tk keys,
-// D model width, H heads, K = D/H head width.
+// each, scores for all heads from one batched matmul, then the configured normalization (nn/
+// attention_norm.h) and, optionally, a learned relative-position prior added to the scores.
+// Shapes: B batch, Tq queries, Tk keys, D model width, H heads, K = D/H head width.
 #pragma once
 
+#include <optional>
+#include <string>
+
+#include "nn/attention_norm.h"
 #include "nn/layers.h"
+#include "nn/relative_position_bias.h"
 
 namespace hnas::nn {
 
+struct AttentionOptions {
+    int64_t width = 0, heads = 0;
+    float dropout = 0.0f;                  // on the attention weights
+    std::string kind = "lnas";             // a name from the registry
+    AttentionNormOptions kind_options;     // heads is filled in from `heads`
+    AttentionRole role = AttentionRole::bidirectional;
+    std::optional<RelativePositionOptions> prior;  // the preference prior, when on
+};
+
 class MultiHeadAttention : public Module {
 public:
-    MultiHeadAttention(int64_t width, int64_t heads, float attention_dropout, Rng& init_rng, Rng& dropout_rng);
+    MultiHeadAttention(const AttentionOptions& options, Rng& init_rng, Rng& dropout_rng);
 
-    // query (B, Tq, D), memory (B, Tk, D), mask additive and broadcastable to (B, H, Tq, Tk) or undefined.
-    Var forward(const Var& query, const Var& memory, const Tensor& mask) const;
+    // query (B, Tq, D), memory (B, Tk, D) -> (B, Tq, D). The mask's causal flag must match the role.
+    Var forward(const Var& query, const Var& memory, const ops::AttentionMask& mask) const;
+
+    // Statistics for the analyses, kept from the last forward while recording is on.
+    void record_statistics(bool on) { record_statistics_ = on; }
+    // Σ_i A_ij over real queries for every key: (B, H, Tk) (the explaining-away statistic).
+    const Tensor& key_weight_sums() const { return key_weight_sums_; }
+    std::vector<HeadValues> head_values() const { return norm_.head_values(); }
+    const std::string& kind() const { return kind_; }
 
 private:
     Var split_heads(const Var& x) const;  // (B, T, D) -> (B, H, T, K)
     Var merge_heads(const Var& x) const;  // (B, H, T, K) -> (B, T, D)
 
     int64_t width_, heads_;
+    std::string kind_;
+    AttentionRole role_;
     Linear& q_proj_;
     Linear& k_proj_;
     Linear& v_proj_;
     Linear& out_proj_;
+    AttentionNorm& norm_;
+    RelativePositionBias* prior_ = nullptr;
     Dropout& attention_dropout_;
+    bool record_statistics_ = false;
+    mutable Tensor key_weight_sums_;
 };
 
 }  // namespace hnas::nn

@@ -7,15 +7,17 @@
 namespace hnas::nn {
 
 struct EncoderLayerOptions {
-    int64_t width = 0, heads = 0, hidden = 0;
+    AttentionOptions attention;  // width, heads, kind, prior, attention dropout
+    int64_t hidden = 0;          // feed-forward width
     Activation activation = Activation::gelu;
-    float dropout = 0.0f, attention_dropout = 0.0f;
+    float dropout = 0.0f;        // on the residual branches and inside the feed-forward
 };
 
 class EncoderLayer : public Module {
 public:
     EncoderLayer(const EncoderLayerOptions& options, Rng& init_rng, Rng& dropout_rng);
-    Var forward(const Var& x, const Tensor& mask) const;  // (B, T, D) -> (B, T, D)
+    Var forward(const Var& x, const ops::AttentionMask& mask) const;  // (B, T, D) -> (B, T, D)
+    MultiHeadAttention& self_attention() { return self_attn_; }
 
 private:
     MultiHeadAttention& self_attn_;

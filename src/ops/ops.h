@@ -76,4 +76,33 @@ Var slice(const Var& x, int axis, int64_t start, int64_t end);  // [start, end) 
 // (1-ε)·onehot + ε/V (PyTorch's convention); the mean runs over non-ignored targets.
 Var cross_entropy(const Var& logits, const Tensor& targets, int ignore_index = -100, float label_smoothing = 0.0f);
 
+// ---- attention.cpp -------------------------------------------------------------------------------
+// Score normalizations of attention, fused: scores are (B, H, Lq, Lk); entry (b, h, i, j) is
+// *allowed* when query i and key j are real and, if causal, j <= i + query_offset. Outputs are exactly
+// 0 where not allowed, and a row or column with nothing allowed is all 0, never NaN.
+struct AttentionMask {
+    Tensor key_valid;          // (B, Lk) of 1 (real) / 0 (padding); undefined: every key is real
+    Tensor query_valid;        // (B, Lq) likewise for queries
+    bool causal = false;       // query i sees keys j <= i + query_offset
+    int64_t query_offset = 0;  // absolute position of query 0 (incremental decoding)
+};
+
+// One normalization step in log space: subtract the logsumexp over the allowed keys of each query
+// (keys), over the allowed queries of each key (queries), or, per entry (i, j), over the allowed
+// queries i' <= i of key j (queries_prefix: the causal doubly-normalized attention's first step).
+enum class NormalizeAxis { keys, queries, queries_prefix };
+
+// exp of the scores after the given log-normalization steps: {keys} is softmax attention (LNAS),
+// {queries, keys} is doubly-normalized attention (DNAS, paper 000 Eq. 6-8), k repetitions of that are
+// Sinkhorn-k. Stores only the final log values and the normalizers for the backward pass.
+Var normalize_attention(const Var& scores, const AttentionMask& mask, const std::vector<NormalizeAxis>& steps);
+
+// Normalized attention pooling (paper 002, Eq. 1): per query, the allowed scores standardized with their
+// mean and biased variance (+ eps), then gain[h] · z + bias[h]; gain and bias are (H).
+Var standardize_attention(const Var& scores, const Var& gain, const Var& bias, const AttentionMask& mask, float eps);
+
+// u[h] · first + (1 − u[h]) · second with u = sigmoid(theta), theta (H), first and second (B, H, Lq, Lk):
+// the hybrid attention HNAS mixes DNAS and LNAS with.
+Var mix_attention(const Var& first, const Var& second, const Var& theta);
+
 }  // namespace hnas::ops

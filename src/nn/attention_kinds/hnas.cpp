@@ -1,0 +1,35 @@
+// hnas: the hybrid A = u·A_dnas + (1−u)·A_lnas with u = sigmoid(θ), one θ per head (paper 004, Alg. 1),
+// initialized so every head starts at u = hybrid_init (the papers used 0.5 and, for headlines, 0.1).
+#include <cmath>
+
+#include "nn/attention_norm.h"
+
+namespace hnas::nn {
+
+namespace {
+class Hnas : public AttentionNorm {
+public:
+    explicit Hnas(const AttentionNormOptions& options) {
+        const float u = options.hybrid_init;
+        HNAS_CHECK(u > 0.0f && u < 1.0f, "hnas: hybrid_init must be in (0, 1), got ", u);
+        theta_ = register_parameter("hybrid_theta", Tensor::full({options.heads}, std::log(u / (1.0f - u))));
+    }
+    Var normalize(const Var& scores, const ops::AttentionMask& mask) const override {
+        Var doubly = ops::normalize_attention(scores, mask, {ops::NormalizeAxis::queries, ops::NormalizeAxis::keys});
+        Var softmax = ops::normalize_attention(scores, mask, {ops::NormalizeAxis::keys});
+        return ops::mix_attention(doubly, softmax, theta_);
+    }
+    std::vector<HeadValues> head_values() const override {
+        HeadValues u{"u", {}};
+        for (int64_t h = 0; h < theta_.numel(); ++h) u.values.push_back(1.0f / (1.0f + std::exp(-theta_.value().data()[h])));
+        return {u};
+    }
+
+private:
+    Var theta_;  // (H)
+};
+}  // namespace
+
+std::unique_ptr<AttentionNorm> make_hnas(const AttentionNormOptions& options) { return std::make_unique<Hnas>(options); }
+
+}  // namespace hnas::nn

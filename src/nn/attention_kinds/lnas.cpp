@@ -1,0 +1,17 @@
+// lnas: softmax over the keys of each query, A_ij = exp(S_ij) / Σ_j' exp(S_ij') (paper 000, Eq. 3).
+#include "nn/attention_norm.h"
+
+namespace hnas::nn {
+
+namespace {
+class Lnas : public AttentionNorm {
+public:
+    Var normalize(const Var& scores, const ops::AttentionMask& mask) const override {
+        return ops::normalize_attention(scores, mask, {ops::NormalizeAxis::keys});
+    }
+};
+}  // namespace
+
+std::unique_ptr<AttentionNorm> make_lnas(const AttentionNormOptions&) { return std::make_unique<Lnas>(); }
+
+}  // namespace hnas::nn

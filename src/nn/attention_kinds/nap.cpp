@@ -1,0 +1,30 @@
+// nap: normalized attention pooling (paper 002, Eq. 1): per query, the scores over the allowed keys
+// standardized by their mean and standard deviation, then scaled by a gain and shifted by a bias per
+// head (initially 1 and 0). No softmax: weights may be negative and rows need not sum to 1.
+#include "nn/attention_norm.h"
+
+namespace hnas::nn {
+
+namespace {
+class Nap : public AttentionNorm {
+public:
+    explicit Nap(const AttentionNormOptions& options) : eps_(options.nap_eps) {
+        gain_ = register_parameter("gain", Tensor::full({options.heads}, 1.0f));
+        bias_ = register_parameter("bias", Tensor::zeros({options.heads}));
+    }
+    Var normalize(const Var& scores, const ops::AttentionMask& mask) const override {
+        return ops::standardize_attention(scores, gain_, bias_, mask, eps_);
+    }
+    std::vector<HeadValues> head_values() const override {
+        return {{"gain", gain_.value().to_floats()}, {"bias", bias_.value().to_floats()}};
+    }
+
+private:
+    Var gain_, bias_;  // (H)
+    float eps_;
+};
+}  // namespace
+
+std::unique_ptr<AttentionNorm> make_nap(const AttentionNormOptions& options) { return std::make_unique<Nap>(options); }
+
+}  // namespace hnas::nn

@@ -1,0 +1,53 @@
+// The registry of attention normalizations: one line per kind.
+#include <sstream>
+
+#include "nn/attention_norm.h"
+
+namespace hnas::nn {
+
+std::unique_ptr<AttentionNorm> make_lnas(const AttentionNormOptions&);
+std::unique_ptr<AttentionNorm> make_dnas(const AttentionNormOptions&);
+std::unique_ptr<AttentionNorm> make_hnas(const AttentionNormOptions&);
+std::unique_ptr<AttentionNorm> make_sinkhorn(const AttentionNormOptions&);
+std::unique_ptr<AttentionNorm> make_dnas_causal(const AttentionNormOptions&);
+std::unique_ptr<AttentionNorm> make_nap(const AttentionNormOptions&);
+
+const std::vector<AttentionKind>& attention_kinds() {
+    static const std::vector<AttentionKind> kinds{
+        {"lnas", "softmax over keys for each query (the standard Transformer)", false, make_lnas},
+        {"dnas", "normalize exp(S) over queries for each key, then over keys (paper 000, Eq. 6-8)", true, make_dnas},
+        {"hnas", "u·DNAS + (1−u)·LNAS with a trainable u per head (paper 004)", true, make_hnas},
+        {"sinkhorn", "k alternations of query- and key-axis normalization (k = 1 is dnas)", true, make_sinkhorn},
+        {"dnas_causal", "DNAS whose query-axis normalizer of query i runs over queries ≤ i only", false, make_dnas_causal},
+        {"nap", "logits standardized per query with a gain and bias per head, no softmax (paper 002)", false, make_nap},
+    };
+    return kinds;
+}
+
+const char* attention_role_name(AttentionRole role) {
+    switch (role) {
+        case AttentionRole::bidirectional: return "bidirectional attention";
+        case AttentionRole::causal_self: return "causal decoder self-attention";
+        case AttentionRole::decoder_cross: return "decoder cross-attention";
+    }
+    return "attention";
+}
+
+const AttentionKind& find_attention_kind(const std::string& name) {
+    std::ostringstream known;
+    for (const AttentionKind& kind : attention_kinds()) {
+        if (kind.name == name) return kind;
+        known << (known.tellp() > 0 ? ", " : "") << kind.name;
+    }
+    throw Error("unknown attention kind '" + name + "'; known kinds: " + known.str());
+}
+
+void check_attention_kind_allowed(const std::string& name, AttentionRole role) {
+    const AttentionKind& kind = find_attention_kind(name);
+    HNAS_CHECK(!kind.uses_later_queries || role == AttentionRole::bidirectional, "attention kind '", name,
+               "' cannot be used in ", attention_role_name(role), ": it normalizes over all queries, so the weights of ",
+               "target position i would depend on later positions (a leak of the future) and training would not ",
+               "match step-by-step decoding; use 'dnas_causal' (doubly-normalized over queries up to i) or 'lnas'");
+}
+
+}  // namespace hnas::nn

@@ -1,0 +1,56 @@
+// The attention normalization family: how a layer turns scores S = QKᵀ/√d (+ prior) into weights.
+// Each kind is one file in nn/attention_kinds/ and one line in its registry (registry.cpp); model code
+// asks the registry by name and never branches on the kind.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/module.h"
+#include "ops/ops.h"
+
+namespace hnas::nn {
+
+// Settings a kind may read; each kind uses only its own.
+struct AttentionNormOptions {
+    int64_t heads = 1;
+    float hybrid_init = 0.5f;   // hnas: the initial u = sigmoid(θ) of every head, in (0, 1)
+    int iterations = 3;         // sinkhorn: alternations of query- and key-axis normalization
+    float nap_eps = 1e-5f;      // nap: added to the variance
+};
+
+// A named per-head quantity a kind reports for analysis (hnas: u; nap: gain and bias).
+struct HeadValues {
+    std::string name;
+    std::vector<float> values;
+};
+
+class AttentionNorm : public Module {
+public:
+    // scores (B, H, Lq, Lk) -> weights (B, H, Lq, Lk), exactly 0 where the mask disallows.
+    virtual Var normalize(const Var& scores, const ops::AttentionMask& mask) const = 0;
+    virtual std::vector<HeadValues> head_values() const { return {}; }
+};
+
+// Where an attention runs: bidirectional (encoder self-attention, or cross-attention whose queries may
+// all see each other), causal self-attention, or a decoder's cross-attention. Kinds whose weights for
+// query i depend on later queries are invalid where a query must not see the future: the last two.
+enum class AttentionRole { bidirectional, causal_self, decoder_cross };
+const char* attention_role_name(AttentionRole role);
+
+struct AttentionKind {
+    std::string name;
+    std::string description;
+    bool uses_later_queries;  // normalizes over all queries at once (not causal-safe)
+    std::function<std::unique_ptr<AttentionNorm>(const AttentionNormOptions&)> make;
+};
+
+const std::vector<AttentionKind>& attention_kinds();
+// The kind called `name`; throws listing the known kinds.
+const AttentionKind& find_attention_kind(const std::string& name);
+// Throws, explaining why and naming the causal alternative, when `name` may not run in `role`.
+void check_attention_kind_allowed(const std::string& name, AttentionRole role);
+
+}  // namespace hnas::nn

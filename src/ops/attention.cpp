@@ -1,0 +1,372 @@
+// Fused attention normalizations: alternating log-space normalizations over keys and queries (LNAS,
+// DNAS, Sinkhorn-k, causal DNAS), NAP's standardization, and HNAS's per-head mixture.
+//
+// Masking: each (b, h) slice is copied into a work buffer in which entries that are not allowed hold
+// -inf; every logsumexp checks for an empty set first (a row or column with nothing allowed keeps
+// normalizer 0 and stays -inf), so -inf - -inf never happens and exp(-inf) = 0 zeroes masked weights.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "backend/kernels.h"
+#include "ops/ops.h"
+
+namespace hnas::ops {
+
+namespace {
+
+constexpr float kMinusInfinity = -std::numeric_limits<float>::infinity();
+
+struct Dims {
+    int64_t batch, heads, queries, keys;
+    int64_t slice() const { return queries * keys; }
+};
+
+Dims check_scores(const Var& scores, const AttentionMask& mask, const char* op) {
+    HNAS_CHECK(scores.rank() == 4, op, ": scores must be (B, H, Lq, Lk), got ", shape_str(scores.shape()));
+    const Dims d{scores.dim(0), scores.dim(1), scores.dim(2), scores.dim(3)};
+    HNAS_CHECK(!mask.key_valid.defined() || (mask.key_valid.shape() == Shape{d.batch, d.keys}), op, ": key_valid ",
+               shape_str(mask.key_valid.shape()), " does not match scores ", shape_str(scores.shape()));
+    HNAS_CHECK(!mask.query_valid.defined() || (mask.query_valid.shape() == Shape{d.batch, d.queries}), op,
+               ": query_valid ", shape_str(mask.query_valid.shape()), " does not match scores ",
+               shape_str(scores.shape()));
+    return d;
+}
+
+// Which entries of batch element b's (Lq, Lk) slices are allowed.
+struct SliceMask {
+    const float* key_valid;    // null: all real
+    const float* query_valid;  // null: all real
+    bool causal;
+    int64_t query_offset;
+
+    SliceMask(const AttentionMask& mask, const Dims& d, int64_t b)
+        : key_valid(mask.key_valid.defined() ? mask.key_valid.data() + b * d.keys : nullptr),
+          query_valid(mask.query_valid.defined() ? mask.query_valid.data() + b * d.queries : nullptr),
+          causal(mask.causal),
+          query_offset(mask.query_offset) {}
+
+    bool query_real(int64_t i) const { return !query_valid || query_valid[i] > 0.5f; }
+    // Keys at or beyond this index are hidden from query i by causality.
+    int64_t visible_end(int64_t i, int64_t keys) const {
+        return causal ? std::clamp<int64_t>(i + query_offset + 1, 0, keys) : keys;
+    }
+    bool allowed(int64_t i, int64_t j) const {
+        return query_real(i) && (!key_valid || key_valid[j] > 0.5f) && (!causal || j <= i + query_offset);
+    }
+};
+
+// Copies a slice's scores, putting -inf where not allowed (row by row, so the loop vectorizes).
+void load_masked(const float* scores, const SliceMask& mask, int64_t queries, int64_t keys, float* out) {
+    for (int64_t i = 0; i < queries; ++i) {
+        const float* in = scores + i * keys;
+        float* row = out + i * keys;
+        const int64_t end = mask.query_real(i) ? mask.visible_end(i, keys) : 0;
+        if (mask.key_valid) {
+            for (int64_t j = 0; j < end; ++j) row[j] = mask.key_valid[j] > 0.5f ? in[j] : kMinusInfinity;
+        } else {
+            for (int64_t j = 0; j < end; ++j) row[j] = in[j];
+        }
+        for (int64_t j = end; j < keys; ++j) row[j] = kMinusInfinity;
+    }
+}
+
+// In place: each row of L (Lq, Lk) minus its logsumexp; the normalizers go to `normalizer` (Lq).
+void normalize_rows(float* L, int64_t queries, int64_t keys, float* normalizer) {
+    for (int64_t i = 0; i < queries; ++i) {
+        float* row = L + i * keys;
+        float top = kMinusInfinity;
+#pragma omp simd reduction(max : top)
+        for (int64_t j = 0; j < keys; ++j) top = std::max(top, row[j]);
+        if (top == kMinusInfinity) {
+            normalizer[i] = 0.0f;
+            continue;
+        }
+        float total = 0.0f;
+#pragma omp simd reduction(+ : total)
+        for (int64_t j = 0; j < keys; ++j) total += kernels::fast_exp(row[j] - top);
+        const float c = top + std::log(total);
+#pragma omp simd
+        for (int64_t j = 0; j < keys; ++j) row[j] -= c;
+        normalizer[i] = c;
+    }
+}
+
+// In place: each column of L minus its logsumexp over queries; normalizers to `normalizer` (Lk).
+void normalize_columns(float* L, int64_t queries, int64_t keys, float* normalizer, std::vector<float>& scratch) {
+    scratch.assign(static_cast<size_t>(keys), 0.0f);
+    float* total = scratch.data();
+    for (int64_t j = 0; j < keys; ++j) normalizer[j] = kMinusInfinity;  // the column maxima first
+    for (int64_t i = 0; i < queries; ++i)
+#pragma omp simd
+        for (int64_t j = 0; j < keys; ++j) normalizer[j] = std::max(normalizer[j], L[i * keys + j]);
+    for (int64_t i = 0; i < queries; ++i)
+#pragma omp simd
+        for (int64_t j = 0; j < keys; ++j)
+            total[j] += normalizer[j] == kMinusInfinity ? 0.0f : kernels::fast_exp(L[i * keys + j] - normalizer[j]);
+    for (int64_t j = 0; j < keys; ++j) normalizer[j] = normalizer[j] == kMinusInfinity ? 0.0f : normalizer[j] + std::log(total[j]);
+    for (int64_t i = 0; i < queries; ++i)
+#pragma omp simd
+        for (int64_t j = 0; j < keys; ++j) L[i * keys + j] -= normalizer[j];
+}
+
+// In place: entry (i, j) minus the logsumexp of column j over rows 0..i (allowed entries only);
+// the per-entry normalizers go to C (Lq, Lk). A running (max, sum) per column makes it one pass.
+void normalize_column_prefixes(float* L, int64_t queries, int64_t keys, float* C, std::vector<float>& scratch) {
+    scratch.assign(static_cast<size_t>(2 * keys), 0.0f);
+    float* running_max = scratch.data();
+    float* running_sum = scratch.data() + keys;
+    for (int64_t j = 0; j < keys; ++j) running_max[j] = kMinusInfinity;
+    for (int64_t i = 0; i < queries; ++i) {
+        for (int64_t j = 0; j < keys; ++j) {
+            float& value = L[i * keys + j];
+            if (value == kMinusInfinity) {
+                C[i * keys + j] = 0.0f;
+                continue;
+            }
+            const float top = std::max(running_max[j], value);
+            running_sum[j] = running_sum[j] * kernels::fast_exp(running_max[j] - top) + kernels::fast_exp(value - top);
+            running_max[j] = top;
+            C[i * keys + j] = top + std::log(running_sum[j]);
+            value -= C[i * keys + j];
+        }
+    }
+}
+
+}  // namespace
+
+Var normalize_attention(const Var& scores, const AttentionMask& mask, const std::vector<NormalizeAxis>& steps) {
+    const Dims d = check_scores(scores, mask, "normalize_attention");
+    HNAS_CHECK(!steps.empty(), "normalize_attention: no normalization steps");
+    const int64_t slices = d.batch * d.heads, slice = d.slice();
+    // Per step, the normalizers of every slice: (slices, Lq), (slices, Lk) or (slices, Lq, Lk).
+    std::vector<Tensor> normalizers;
+    for (NormalizeAxis axis : steps) {
+        const int64_t per_slice = axis == NormalizeAxis::keys ? d.queries : axis == NormalizeAxis::queries ? d.keys : slice;
+        normalizers.push_back(Tensor::empty({slices, per_slice}));
+    }
+    Tensor log_weights = Tensor::empty(scores.shape());  // the final log values: enough to undo every step
+    Tensor weights = Tensor::empty(scores.shape());
+    const float* in = scores.value().data();
+#pragma omp parallel for schedule(dynamic) if (scores.numel() >= kernels::kParallelGrain)
+    for (int64_t s = 0; s < slices; ++s) {
+        std::vector<float> scratch;
+        float* L = log_weights.data() + s * slice;
+        load_masked(in + s * slice, SliceMask(mask, d, s / d.heads), d.queries, d.keys, L);
+        for (size_t t = 0; t < steps.size(); ++t) {
+            float* c = normalizers[t].data() + s * normalizers[t].dim(1);
+            if (steps[t] == NormalizeAxis::keys) normalize_rows(L, d.queries, d.keys, c);
+            if (steps[t] == NormalizeAxis::queries) normalize_columns(L, d.queries, d.keys, c, scratch);
+            if (steps[t] == NormalizeAxis::queries_prefix) normalize_column_prefixes(L, d.queries, d.keys, c, scratch);
+        }
+        float* A = weights.data() + s * slice;
+#pragma omp simd
+        for (int64_t e = 0; e < slice; ++e) A[e] = kernels::fast_exp(L[e]);
+    }
+
+    return make_result("normalize_attention", weights, {scores}, [=](const Tensor& dy, GradSink& sink) {
+        auto [dscores, accumulate] = sink.target(0);
+#pragma omp parallel for schedule(dynamic) if (dy.numel() >= kernels::kParallelGrain)
+        for (int64_t s = 0; s < slices; ++s) {
+            // W walks back through the log values of each step; G is the gradient w.r.t. W.
+            std::vector<float> W(log_weights.data() + s * slice, log_weights.data() + (s + 1) * slice);
+            std::vector<float> G(static_cast<size_t>(slice)), column(static_cast<size_t>(d.keys)),
+                carry(static_cast<size_t>(2 * d.keys));
+            const float *A = weights.data() + s * slice, *g = dy.data() + s * slice;
+#pragma omp simd
+            for (int64_t e = 0; e < slice; ++e) G[static_cast<size_t>(e)] = g[e] * A[e];  // d exp(L) = exp(L) dL
+            for (size_t t = steps.size(); t-- > 0;) {
+                const float* c = normalizers[t].data() + s * normalizers[t].dim(1);
+                if (steps[t] == NormalizeAxis::keys) {
+                    // log-softmax over keys: dL_in = dL_out − softmax · Σ_j dL_out
+                    for (int64_t i = 0; i < d.queries; ++i) {
+                        float* grow = G.data() + i * d.keys;
+                        float* wrow = W.data() + i * d.keys;
+                        float total = 0.0f;
+#pragma omp simd reduction(+ : total)
+                        for (int64_t j = 0; j < d.keys; ++j) total += grow[j];
+#pragma omp simd
+                        for (int64_t j = 0; j < d.keys; ++j) {
+                            grow[j] -= kernels::fast_exp(wrow[j]) * total;
+                            wrow[j] += c[i];
+                        }
+                    }
+                } else if (steps[t] == NormalizeAxis::queries) {
+                    std::fill(column.begin(), column.end(), 0.0f);
+                    for (int64_t i = 0; i < d.queries; ++i)
+#pragma omp simd
+                        for (int64_t j = 0; j < d.keys; ++j) column[static_cast<size_t>(j)] += G[static_cast<size_t>(i * d.keys + j)];
+                    for (int64_t i = 0; i < d.queries; ++i)
+#pragma omp simd
+                        for (int64_t j = 0; j < d.keys; ++j) {
+                            const size_t e = static_cast<size_t>(i * d.keys + j);
+                            G[e] -= kernels::fast_exp(W[e]) * column[static_cast<size_t>(j)];
+                            W[e] += c[j];
+                        }
+                } else {
+                    // Prefix normalizer C_ij = logsumexp_{i' ≤ i} L_i'j. With T_ij = Σ_{i'' ≥ i} dL_i''j ·
+                    // exp(C_ij − C_i''j), kept by the recursion T_ij = dL_ij + exp(C_ij − C_next,j)·T_next,j
+                    // (all exponents ≤ 0), the gradient is dL_in_ij = dL_ij − exp(L_out_ij) · T_ij.
+                    float* T = carry.data();
+                    float* C_next = carry.data() + d.keys;
+                    std::fill(T, T + d.keys, 0.0f);
+                    for (int64_t j = 0; j < d.keys; ++j) C_next[j] = kMinusInfinity;
+                    for (int64_t i = d.queries; i-- > 0;)
+                        for (int64_t j = 0; j < d.keys; ++j) {
+                            const size_t e = static_cast<size_t>(i * d.keys + j);
+                            if (W[e] == kMinusInfinity) continue;
+                            const float C = c[e];
+                            T[j] = G[e] + (C_next[j] == kMinusInfinity ? 0.0f : kernels::fast_exp(C - C_next[j]) * T[j]);
+                            C_next[j] = C;
+                            G[e] -= kernels::fast_exp(W[e]) * T[j];
+                            W[e] += C;
+                        }
+                }
+            }
+            float* out = dscores.data() + s * slice;
+#pragma omp simd
+            for (int64_t e = 0; e < slice; ++e) out[e] = (accumulate ? out[e] : 0.0f) + G[static_cast<size_t>(e)];
+        }
+    });
+}
+
+Var standardize_attention(const Var& scores, const Var& gain, const Var& bias, const AttentionMask& mask, float eps) {
+    const Dims d = check_scores(scores, mask, "standardize_attention");
+    HNAS_CHECK(gain.shape() == Shape{d.heads} && bias.shape() == Shape{d.heads}, "standardize_attention: gain ",
+               shape_str(gain.shape()), " and bias ", shape_str(bias.shape()), " must be (", d.heads, ")");
+    const int64_t slices = d.batch * d.heads, slice = d.slice();
+    Tensor weights = Tensor::empty(scores.shape());
+    Tensor row_mean = Tensor::zeros({slices, d.queries}), row_rstd = Tensor::zeros({slices, d.queries});
+    const float *in = scores.value().data(), *g = gain.value().data(), *b = bias.value().data();
+#pragma omp parallel for schedule(dynamic) if (scores.numel() >= kernels::kParallelGrain)
+    for (int64_t s = 0; s < slices; ++s) {
+        const SliceMask allowed(mask, d, s / d.heads);
+        const int64_t h = s % d.heads;
+        for (int64_t i = 0; i < d.queries; ++i) {
+            const float* row = in + s * slice + i * d.keys;
+            float* out = weights.data() + s * slice + i * d.keys;
+            double total = 0.0;
+            int64_t count = 0;
+            for (int64_t j = 0; j < d.keys; ++j)
+                if (allowed.allowed(i, j)) total += row[j], ++count;
+            if (count == 0) {
+                for (int64_t j = 0; j < d.keys; ++j) out[j] = 0.0f;
+                continue;
+            }
+            const float mu = static_cast<float>(total / static_cast<double>(count));
+            double squares = 0.0;
+            for (int64_t j = 0; j < d.keys; ++j)
+                if (allowed.allowed(i, j)) squares += (row[j] - mu) * (row[j] - mu);
+            const float rstd = 1.0f / std::sqrt(static_cast<float>(squares / static_cast<double>(count)) + eps);
+            for (int64_t j = 0; j < d.keys; ++j) out[j] = allowed.allowed(i, j) ? g[h] * (row[j] - mu) * rstd + b[h] : 0.0f;
+            row_mean.data()[s * d.queries + i] = mu;
+            row_rstd.data()[s * d.queries + i] = rstd;
+        }
+    }
+
+    Tensor sv = scores.value(), gv = gain.value();
+    return make_result("standardize_attention", weights, {scores, gain, bias}, [=](const Tensor& dy, GradSink& sink) {
+        // z = (S − μ)·rstd over the allowed keys; like layer norm: dS = rstd·(dz − mean(dz) − z·mean(dz ⊙ z))
+        // with dz = dA·gain; dgain = Σ dA ⊙ z; dbias = Σ dA, all over allowed entries.
+        std::vector<double> dgain(static_cast<size_t>(slices), 0.0), dbias(static_cast<size_t>(slices), 0.0);
+        const bool want_scores = sink.wants(0);
+        Tensor* dscores = nullptr;
+        bool accumulate = false;
+        if (want_scores) {
+            auto target = sink.target(0);
+            dscores = &target.grad;
+            accumulate = target.accumulate;
+        }
+        const float *in = sv.data(), *g = gv.data(), *up = dy.data(), *mean = row_mean.data(), *rstd = row_rstd.data();
+#pragma omp parallel for schedule(dynamic) if (dy.numel() >= kernels::kParallelGrain)
+        for (int64_t s = 0; s < slices; ++s) {
+            const SliceMask allowed(mask, d, s / d.heads);
+            const int64_t h = s % d.heads;
+            for (int64_t i = 0; i < d.queries; ++i) {
+                const int64_t base = s * slice + i * d.keys;
+                const float mu = mean[s * d.queries + i], r = rstd[s * d.queries + i];
+                double sum_dz = 0.0, sum_dz_z = 0.0;
+                int64_t count = 0;
+                for (int64_t j = 0; j < d.keys; ++j) {
+                    if (!allowed.allowed(i, j)) continue;
+                    const float z = (in[base + j] - mu) * r;
+                    sum_dz += up[base + j] * g[h];
+                    sum_dz_z += up[base + j] * g[h] * z;
+                    dgain[static_cast<size_t>(s)] += up[base + j] * z;
+                    dbias[static_cast<size_t>(s)] += up[base + j];
+                    ++count;
+                }
+                if (!dscores) continue;
+                float* out = dscores->data() + base;
+                const float mean_dz = count ? static_cast<float>(sum_dz / static_cast<double>(count)) : 0.0f;
+                const float mean_dz_z = count ? static_cast<float>(sum_dz_z / static_cast<double>(count)) : 0.0f;
+                for (int64_t j = 0; j < d.keys; ++j) {
+                    float value = 0.0f;
+                    if (allowed.allowed(i, j)) {
+                        const float z = (in[base + j] - mu) * r;
+                        value = r * (up[base + j] * g[h] - mean_dz - z * mean_dz_z);
+                    }
+                    out[j] = accumulate ? out[j] + value : value;
+                }
+            }
+        }
+        // Per-slice partial sums reduced per head in a fixed order: deterministic across thread counts.
+        auto reduce_heads = [&](size_t input, const std::vector<double>& per_slice) {
+            if (!sink.wants(input)) return;
+            auto [grad, accumulate_head] = sink.target(input);
+            for (int64_t h = 0; h < d.heads; ++h) {
+                double total = 0.0;
+                for (int64_t b = 0; b < d.batch; ++b) total += per_slice[static_cast<size_t>(b * d.heads + h)];
+                grad.data()[h] = (accumulate_head ? grad.data()[h] : 0.0f) + static_cast<float>(total);
+            }
+        };
+        reduce_heads(1, dgain);
+        reduce_heads(2, dbias);
+    });
+}
+
+Var mix_attention(const Var& first, const Var& second, const Var& theta) {
+    HNAS_CHECK(first.rank() == 4 && first.shape() == second.shape() && theta.shape() == Shape{first.dim(1)},
+               "mix_attention: needs two (B, H, Lq, Lk) weight tensors and theta (H), got ", shape_str(first.shape()),
+               ", ", shape_str(second.shape()), " and ", shape_str(theta.shape()));
+    const int64_t heads = first.dim(1), slice = first.dim(2) * first.dim(3), slices = first.dim(0) * heads;
+    std::vector<float> u(static_cast<size_t>(heads));
+    for (int64_t h = 0; h < heads; ++h) u[static_cast<size_t>(h)] = 1.0f / (1.0f + std::exp(-theta.value().data()[h]));
+    Tensor out = Tensor::empty(first.shape());
+    const float *a = first.value().data(), *b = second.value().data();
+    float* o = out.data();
+#pragma omp parallel for schedule(static) if (out.numel() >= kernels::kParallelGrain)
+    for (int64_t s = 0; s < slices; ++s) {
+        const float w = u[static_cast<size_t>(s % heads)];
+        for (int64_t e = s * slice; e < (s + 1) * slice; ++e) o[e] = w * a[e] + (1.0f - w) * b[e];
+    }
+    Tensor av = first.value(), bv = second.value();
+    return make_result("mix_attention", out, {first, second, theta}, [=](const Tensor& dy, GradSink& sink) {
+        const float* g = dy.data();
+        for (size_t input : {size_t{0}, size_t{1}}) {
+            if (!sink.wants(input)) continue;
+            auto [grad, accumulate] = sink.target(input);
+            float* d = grad.data();
+#pragma omp parallel for schedule(static) if (dy.numel() >= kernels::kParallelGrain)
+            for (int64_t s = 0; s < slices; ++s) {
+                const float w = input == 0 ? u[static_cast<size_t>(s % heads)] : 1.0f - u[static_cast<size_t>(s % heads)];
+                for (int64_t e = s * slice; e < (s + 1) * slice; ++e) d[e] = (accumulate ? d[e] : 0.0f) + w * g[e];
+            }
+        }
+        if (sink.wants(2)) {
+            // dθ_h = u(1−u) · Σ dA ⊙ (first − second) over the head's entries.
+            auto [grad, accumulate] = sink.target(2);
+            const float *pa = av.data(), *pb = bv.data();
+            for (int64_t h = 0; h < heads; ++h) {
+                double total = 0.0;
+                for (int64_t s = h; s < slices; s += heads)
+                    for (int64_t e = s * slice; e < (s + 1) * slice; ++e) total += g[e] * (pa[e] - pb[e]);
+                const float w = u[static_cast<size_t>(h)];
+                grad.data()[h] = (accumulate ? grad.data()[h] : 0.0f) + static_cast<float>(total) * w * (1.0f - w);
+            }
+        }
+    });
+}
+
+}  // namespace hnas::ops

@@ -1,0 +1,95 @@
+// PyTorch parity of a whole multi-head attention layer for every attention kind: self-attention padded
+// on both axes, cross-attention with L_q ≠ L_k, causal self-attention and the relative-position prior.
+// Fixtures: tests/fixtures/attention.json, written by scripts/make_fixtures.py (float64 reference from
+// the same float32 inputs): the output and the gradients of the inputs and of every parameter by name.
+#include "nn/attention.h"
+#include "test_support.h"
+
+namespace hnas {
+namespace {
+
+using testing::Json;
+using testing::json_tensor;
+
+const Json& fixture_cases() {
+    static const Json cases = testing::load_fixture("attention.json").at("cases");
+    return cases;
+}
+
+std::vector<std::string> case_names() {
+    std::vector<std::string> names;
+    for (const Json& c : fixture_cases()) names.push_back(c.at("name").get<std::string>());
+    return names;
+}
+
+class AttentionParity : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(AttentionParity, OutputAndEveryGradientMatch) {
+    const Json* found = nullptr;
+    for (const Json& c : fixture_cases()) {
+        if (c.at("name") == GetParam()) found = &c;
+    }
+    ASSERT_NE(found, nullptr);
+    const Json& c = *found;
+    const bool self_attention = c.at("self_attention").get<bool>(), causal = c.at("causal").get<bool>();
+    const Json& attrs = c.at("attrs");
+
+    nn::AttentionOptions options;
+    options.width = c.at("width").get<int64_t>();
+    options.heads = c.at("heads").get<int64_t>();
+    options.kind = c.at("kind").get<std::string>();
+    options.role = causal ? nn::AttentionRole::causal_self : nn::AttentionRole::bidirectional;
+    if (attrs.contains("iterations")) options.kind_options.iterations = attrs.at("iterations").get<int>();
+    if (attrs.contains("eps")) options.kind_options.nap_eps = attrs.at("eps").get<float>();
+    if (attrs.contains("prior")) {
+        const Json& prior = attrs.at("prior");
+        options.prior = nn::RelativePositionOptions{prior.at("num_buckets").get<int64_t>(),
+                                                    prior.at("max_distance").get<int64_t>(),
+                                                    prior.at("bidirectional").get<bool>()};
+    }
+    Rng init(1), dropout(2);
+    nn::MultiHeadAttention attention(options, init, dropout);
+
+    // The module's parameters and the fixture's are the same set, by name.
+    const auto parameters = attention.named_parameters();
+    ASSERT_EQ(parameters.size(), c.at("parameters").size());
+    for (const auto& named : parameters) {
+        ASSERT_TRUE(c.at("parameters").contains(named.name)) << "fixture lacks " << named.name;
+        const Tensor value = json_tensor(c.at("parameters").at(named.name));
+        ASSERT_EQ(value.shape(), named.parameter.shape()) << named.name;
+        std::copy_n(value.data(), value.numel(), const_cast<Var&>(named.parameter).value().data());
+    }
+
+    const Json& inputs = c.at("inputs");
+    Var x(json_tensor(inputs.at("x")), true);
+    Var memory = self_attention ? x : Var(json_tensor(inputs.at("memory")), true);
+    const ops::AttentionMask mask{json_tensor(inputs.at("key_valid")), json_tensor(inputs.at("query_valid")), causal};
+    attention.record_statistics(true);
+    Var output = attention.forward(x, memory, mask);
+    testing::expect_close(output.value(), c.at("output"), 1e-5, 1e-4, GetParam() + " output");
+    output.backward(json_tensor(c.at("grad_output")));
+
+    const Json& grads = c.at("grads");
+    testing::expect_close(x.grad(), grads.at("x"), 1e-5, 1e-3, GetParam() + " grad x");
+    if (!self_attention) testing::expect_close(memory.grad(), grads.at("memory"), 1e-5, 1e-3, GetParam() + " grad memory");
+    for (const auto& named : parameters) {
+        ASSERT_TRUE(named.parameter.grad().defined()) << named.name;
+        testing::expect_close(named.parameter.grad(), grads.at(named.name), 1e-5, 1e-3, GetParam() + " grad " + named.name);
+    }
+    // The recorded explaining-away statistic is the column sum of the fixture's weights.
+    const Tensor weights = json_tensor(c.at("weights"));
+    const Tensor& sums = attention.key_weight_sums();
+    const int64_t batch = weights.dim(0), heads = weights.dim(1), queries = weights.dim(2), keys = weights.dim(3);
+    for (int64_t s = 0; s < batch * heads; ++s)
+        for (int64_t j = 0; j < keys; ++j) {
+            double column = 0.0;
+            for (int64_t i = 0; i < queries; ++i) column += weights.data()[(s * queries + i) * keys + j];
+            EXPECT_NEAR(sums.data()[s * keys + j], column, 1e-5) << GetParam() << " key " << j;
+        }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kind, AttentionParity, ::testing::ValuesIn(case_names()),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+}  // namespace
+}  // namespace hnas
