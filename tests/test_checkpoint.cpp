@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "tensor/rng.h"
-#include "train/checkpoint.h"
+#include "io/checkpoint.h"
 
-namespace hnas::train {
+namespace hnas::io {
 namespace {
 
 namespace fs = std::filesystem;
@@ -555,4 +555,4 @@ TEST_F(CheckpointTest, ReaderNamesMissingEntriesAndWrongShapes) {
 }
 
 }  // namespace
-}  // namespace hnas::train
+}  // namespace hnas::io

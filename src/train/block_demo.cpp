@@ -1,6 +1,6 @@
 #include "train/block_demo.h"
 
-#include "nn/encoder_layer.h"
+#include "nn/transformer_layer.h"
 #include "optim/adam.h"
 
 namespace hnas::train {
@@ -9,10 +9,10 @@ namespace {
 
 constexpr int64_t kBatch = 8, kLength = 10, kVocabulary = 16, kWidth = 32, kPad = 0;
 
-nn::EncoderLayerOptions layer_options() {
-    nn::EncoderLayerOptions options;
-    options.attention.width = kWidth;
-    options.attention.heads = 4;
+nn::TransformerLayerOptions layer_options() {
+    nn::TransformerLayerOptions options;
+    options.self_attention.width = kWidth;
+    options.self_attention.heads = 4;
     options.hidden = 4 * kWidth;
     return options;
 }
@@ -22,7 +22,7 @@ public:
     ReverserModel(Rng& init_rng, Rng& dropout_rng)
         : tokens_(register_module("tokens", std::make_unique<nn::Embedding>(kVocabulary, kWidth, 0.5f, init_rng))),
           positions_(register_module("positions", std::make_unique<nn::Embedding>(kLength, kWidth, 0.5f, init_rng))),
-          layer_(register_module("layer", std::make_unique<nn::EncoderLayer>(
+          layer_(register_module("layer", std::make_unique<nn::TransformerLayer>(
                                               layer_options(), init_rng, dropout_rng))),
           output_(register_module("output", std::make_unique<nn::Linear>(kWidth, kVocabulary, init_rng))) {}
 
@@ -39,7 +39,7 @@ public:
 private:
     nn::Embedding& tokens_;
     nn::Embedding& positions_;
-    nn::EncoderLayer& layer_;
+    nn::TransformerLayer& layer_;
     nn::Linear& output_;
 };
 

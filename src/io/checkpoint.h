@@ -51,7 +51,7 @@
 
 #include "tensor/tensor.h"
 
-namespace hnas::train {
+namespace hnas::io {
 
 inline constexpr char kCheckpointMagic[8] = {'H', 'N', 'A', 'S', 'C', 'K', 'P', 'T'};
 inline constexpr uint32_t kCheckpointFormatVersion = 1;
@@ -138,4 +138,4 @@ private:
 // checksumming the data: what `hnas inspect` prints.
 nlohmann::ordered_json read_checkpoint_header(const std::string& path);
 
-}  // namespace hnas::train
+}  // namespace hnas::io

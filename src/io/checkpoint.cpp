@@ -1,7 +1,7 @@
 // Checkpoint files: the CRC-32C, the atomic writer and the verifying reader. The layout is documented
 // in checkpoint.h. The reader trusts nothing in the file until its checksum has passed, and bounds
 // every length by the file's size before allocating for it.
-#include "train/checkpoint.h"
+#include "io/checkpoint.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -19,7 +19,7 @@
 #include <unordered_set>
 #include <utility>
 
-namespace hnas::train {
+namespace hnas::io {
 
 static_assert(std::endian::native == std::endian::little,
               "checkpoints store tensors in memory order, defined as little-endian");
@@ -520,4 +520,4 @@ nlohmann::ordered_json read_checkpoint_header(const std::string& path) {
     return read_layout(file).header;
 }
 
-}  // namespace hnas::train
+}  // namespace hnas::io

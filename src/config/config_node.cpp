@@ -1,0 +1,172 @@
+#include "config/config_node.h"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "tensor/check.h"
+
+namespace hnas::config {
+
+namespace {
+std::string describe(const Json& value) {
+    std::string text = value.dump();
+    if (text.size() > 60) text = text.substr(0, 57) + "...";
+    return text;
+}
+}  // namespace
+
+ConfigNode::ConfigNode(const Json& value, std::string path) : value_(value), path_(std::move(path)) {
+    HNAS_CHECK(value_.is_object(), "config ", path_.empty() ? "file" : path_, ": expected an object {…}, got ",
+               describe(value_));
+}
+
+void ConfigNode::fail(const std::string& key, const std::string& problem) const {
+    throw Error("config " + path_of(key) + ": " + problem);
+}
+
+const Json* ConfigNode::find(const std::string& key) {
+    read_.insert(key);
+    const auto found = value_.find(key);
+    return found == value_.end() ? nullptr : &*found;
+}
+
+bool ConfigNode::has(const std::string& key) const { return value_.contains(key); }
+
+int64_t ConfigNode::integer(const std::string& key, int64_t fallback, int64_t min, int64_t max) {
+    int64_t result = fallback;
+    if (const Json* value = find(key)) {
+        if (!value->is_number_integer()) fail(key, "expected an integer, got " + describe(*value));
+        result = value->get<int64_t>();
+    }
+    if (result < min || result > max) {
+        std::ostringstream range;
+        range << "must be ";
+        if (max == std::numeric_limits<int64_t>::max()) {
+            range << "at least " << min;
+        } else {
+            range << "between " << min << " and " << max;
+        }
+        fail(key, range.str() + ", got " + std::to_string(result));
+    }
+    resolved_[key] = result;
+    return result;
+}
+
+double ConfigNode::number(const std::string& key, double fallback, double min, double max) {
+    double result = fallback;
+    if (const Json* value = find(key)) {
+        if (!value->is_number()) fail(key, "expected a number, got " + describe(*value));
+        result = value->get<double>();
+    }
+    if (!(result >= min && result <= max)) {
+        std::ostringstream message;
+        message << "must be in [" << min << ", " << max << "], got " << result;
+        fail(key, message.str());
+    }
+    resolved_[key] = result;
+    return result;
+}
+
+bool ConfigNode::boolean(const std::string& key, bool fallback) {
+    bool result = fallback;
+    if (const Json* value = find(key)) {
+        if (!value->is_boolean()) fail(key, "expected true or false, got " + describe(*value));
+        result = value->get<bool>();
+    }
+    resolved_[key] = result;
+    return result;
+}
+
+std::string ConfigNode::text(const std::string& key, const std::string& fallback) {
+    std::string result = fallback;
+    if (const Json* value = find(key)) {
+        if (!value->is_string()) fail(key, "expected a string, got " + describe(*value));
+        result = value->get<std::string>();
+    }
+    resolved_[key] = result;
+    return result;
+}
+
+std::string ConfigNode::choice(const std::string& key, const std::string& fallback, const std::vector<std::string>& allowed) {
+    const std::string result = text(key, fallback);
+    for (const std::string& option : allowed) {
+        if (option == result) return result;
+    }
+    std::string options;
+    for (const std::string& option : allowed) options += (options.empty() ? "" : ", ") + ("\"" + option + "\"");
+    fail(key, "expected one of " + options + ", got \"" + result + "\"");
+}
+
+std::vector<std::string> ConfigNode::text_or_list(const std::string& key, const std::string& fallback) {
+    std::vector<std::string> result{fallback};
+    if (const Json* value = find(key)) {
+        if (value->is_string()) {
+            result = {value->get<std::string>()};
+        } else if (value->is_array() && !value->empty()) {
+            result.clear();
+            for (const Json& item : *value) {
+                if (!item.is_string()) fail(key, "expected a string or a list of strings, got " + describe(*value));
+                result.push_back(item.get<std::string>());
+            }
+        } else {
+            fail(key, "expected a string or a non-empty list of strings, got " + describe(*value));
+        }
+    }
+    resolved_[key] = result.size() == 1 ? Json(result[0]) : Json(result);
+    return result;
+}
+
+ConfigNode ConfigNode::child(const std::string& key) {
+    const Json* value = find(key);
+    if (value && !value->is_object()) fail(key, "expected an object {…}, got " + describe(*value));
+    return ConfigNode(value ? *value : Json::object(), path_of(key));
+}
+
+void ConfigNode::finish_child(const std::string& key, const ConfigNode& child) {
+    child.finish();
+    resolved_[key] = child.resolved();
+}
+
+void ConfigNode::finish() const {
+    for (const auto& [key, value] : value_.items()) {
+        if (read_.count(key)) continue;
+        std::string known;
+        for (const std::string& name : read_) known += (known.empty() ? "" : ", ") + name;
+        fail(key, "unknown option (known here: " + known + ")");
+    }
+}
+
+void apply_override(Json& config, const std::string& assignment) {
+    const size_t equals = assignment.find('=');
+    HNAS_CHECK(equals != std::string::npos && equals > 0, "--set ", assignment, ": expected key.path=value");
+    const std::string path = assignment.substr(0, equals), text = assignment.substr(equals + 1);
+    Json value = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (value.is_discarded()) value = text;
+    Json* node = &config;
+    std::istringstream parts(path);
+    std::string part;
+    std::vector<std::string> keys;
+    while (std::getline(parts, part, '.')) keys.push_back(part);
+    for (size_t i = 0; i + 1 < keys.size(); ++i) {
+        HNAS_CHECK(!keys[i].empty(), "--set ", assignment, ": empty key in the path");
+        Json& next = (*node)[keys[i]];
+        if (next.is_null()) next = Json::object();
+        HNAS_CHECK(next.is_object(), "--set ", assignment, ": ", keys[i], " is not an object in the config");
+        node = &next;
+    }
+    HNAS_CHECK(!keys.empty() && !keys.back().empty(), "--set ", assignment, ": empty key");
+    (*node)[keys.back()] = value;
+}
+
+Json read_json_file(const std::string& path) {
+    std::ifstream in(path);
+    HNAS_CHECK(in, "config ", path, ": cannot open the file");
+    try {
+        return Json::parse(in, nullptr, true, /*ignore_comments=*/false);
+    } catch (const nlohmann::json::parse_error& e) {
+        throw Error("config " + path + ": not valid JSON (" + e.what() + ")");
+    }
+}
+
+}  // namespace hnas::config

@@ -1,0 +1,45 @@
+// The settings of the two model families, as plain values. src/config/ fills them from JSON (and
+// documents every option in configs/README.md); models receive them and never read JSON.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "nn/attention.h"
+#include "nn/layers.h"
+
+namespace hnas::models {
+
+// The attention of one stack (encoder self, decoder self or cross): a kind per layer plus the
+// settings the kinds read, and the optional relative-position prior.
+struct AttentionStackConfig {
+    std::vector<std::string> kinds;
+    nn::AttentionNormOptions kind_options;
+    std::optional<nn::RelativePositionOptions> prior;
+};
+
+// Padding's token id, fixed by the tokenizer (src/data/tokenizer.h); losses ignore it.
+constexpr int32_t kPadId = 0;
+
+enum class Architecture { seq2seq, bert };
+enum class PositionEncoding { learned, sinusoidal };
+
+struct ModelConfig {
+    Architecture architecture = Architecture::seq2seq;
+    int64_t vocab_size = 0;
+    int64_t width = 512, heads = 8, ffn_width = 2048;
+    int64_t encoder_layers = 6, decoder_layers = 6;  // bert: encoder_layers only
+    nn::Activation activation = nn::Activation::gelu;
+    bool pre_norm = false;
+    PositionEncoding positions = PositionEncoding::learned;
+    int64_t max_source_positions = 128, max_target_positions = 64;  // bert: max_source_positions
+    int64_t segments = 2;                                          // bert only
+    float embedding_dropout = 0.1f, attention_dropout = 0.1f, residual_dropout = 0.1f, ffn_dropout = 0.0f;
+    bool tie_embeddings = true;   // seq2seq: output projection = token embedding
+    bool scale_embeddings = true; // seq2seq: token embeddings times sqrt(width)
+    bool embedding_norm = false;  // layer norm after the embedding sum (always on for bert)
+    AttentionStackConfig encoder_attention, decoder_attention, cross_attention;
+};
+
+}  // namespace hnas::models

@@ -1,0 +1,39 @@
+#include "models/model_factory.h"
+
+#include <map>
+#include <regex>
+
+#include "models/bert.h"
+#include "models/seq2seq.h"
+
+namespace hnas::models {
+
+std::unique_ptr<nn::Module> build_model(const ModelConfig& config, Rng& init_rng, Rng& dropout_rng) {
+    HNAS_CHECK(config.vocab_size > 0, "model: vocab_size is 0; set model.vocab_size or build the model after the ",
+               "tokenizer has given it");
+    if (config.architecture == Architecture::seq2seq) return std::make_unique<Seq2SeqModel>(config, init_rng, dropout_rng);
+    return std::make_unique<BertModel>(config, init_rng, dropout_rng);
+}
+
+std::vector<std::pair<std::string, int64_t>> group_parameter_counts(
+    const std::vector<std::pair<std::string, int64_t>>& parameters) {
+    static const std::regex layer_index(R"(\.layers\.\d+)");
+    std::vector<std::pair<std::string, int64_t>> groups;
+    std::map<std::string, size_t> position;
+    for (const auto& [name, count] : parameters) {
+        std::string group = std::regex_replace(name, layer_index, ".layers.*");
+        group = group.substr(0, group.rfind('.'));  // drop "weight", "bias", ...
+        // Keep at most the module one level below a layer: "encoder.layers.*.self_attn".
+        const size_t layers = group.find(".layers.*.");
+        if (layers != std::string::npos) {
+            const size_t end = group.find('.', layers + 10);
+            if (end != std::string::npos) group = group.substr(0, end);
+        }
+        auto [it, inserted] = position.emplace(group, groups.size());
+        if (inserted) groups.emplace_back(group, 0);
+        groups[it->second].second += count;
+    }
+    return groups;
+}
+
+}  // namespace hnas::models

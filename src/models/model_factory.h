@@ -1,0 +1,22 @@
+// Building a model from its config, and summarizing models by parameter count.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "models/model_config.h"
+#include "nn/module.h"
+
+namespace hnas::models {
+
+// A Seq2SeqModel or a BertModel, as the config's architecture says.
+std::unique_ptr<nn::Module> build_model(const ModelConfig& config, Rng& init_rng, Rng& dropout_rng);
+
+// Parameter counts grouped by module kind: layer indices fold together ("encoder.layers.*.ffn") and the
+// tensor's own name is dropped, in first-seen order. Input: (name, element count) pairs.
+std::vector<std::pair<std::string, int64_t>> group_parameter_counts(
+    const std::vector<std::pair<std::string, int64_t>>& parameters);
+
+}  // namespace hnas::models

@@ -1,0 +1,84 @@
+#include "models/model_io.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <set>
+
+namespace hnas::models {
+
+void add_parameters(io::CheckpointWriter& writer, const nn::Module& module, const std::string& prefix) {
+    for (const auto& named : module.named_parameters()) writer.add_tensor(prefix + named.name, named.parameter.value());
+}
+
+void load_parameters(const io::Checkpoint& checkpoint, nn::Module& module, const std::string& prefix) {
+    for (auto& named : module.named_parameters()) {
+        const Tensor stored = checkpoint.tensor(prefix + named.name, named.parameter.shape());
+        std::memcpy(named.parameter.value().data(), stored.data(), static_cast<size_t>(stored.numel()) * sizeof(float));
+    }
+}
+
+namespace {
+
+// The BERT tensor feeding seq2seq parameter `target`, or "" when it has none.
+std::string bert_source(const std::string& target) {
+    auto starts = [&](const std::string& head) { return target.rfind(head, 0) == 0; };
+    if (target == "embedding.weight") return "embeddings.tokens.weight";
+    if (target == "encoder.positions.weight" || target == "decoder.positions.weight") return "embeddings.positions.weight";
+    if (starts("encoder.norm.") || starts("decoder.norm.")) return "embeddings.norm." + target.substr(target.find(".norm.") + 6);
+    for (const char* stack : {"encoder.layers.", "decoder.layers."}) {
+        if (!starts(stack)) continue;
+        const std::string rest = target.substr(std::strlen(stack));  // "N.self_attn.q_proj.weight"
+        const std::string inner = rest.substr(rest.find('.') + 1);
+        if (inner.rfind("cross_attn", 0) == 0) return "";
+        return "encoder.layers." + rest;
+    }
+    return "";
+}
+
+}  // namespace
+
+InitReport initialize_from_bert(const io::Checkpoint& bert, Seq2SeqModel& model, const std::string& prefix) {
+    // Every seq2seq layer needs a BERT layer to start from.
+    int64_t bert_layers = 0;
+    const std::string layer_head = prefix + "encoder.layers.";
+    for (const auto& entry : bert.entries()) {
+        if (entry.name.rfind(layer_head, 0) != 0) continue;
+        bert_layers = std::max<int64_t>(bert_layers, std::stoll(entry.name.substr(layer_head.size())) + 1);
+    }
+    const ModelConfig& config = model.config();
+    HNAS_CHECK(config.encoder_layers <= bert_layers && config.decoder_layers <= bert_layers, "init_from ", bert.path(),
+               ": the MLM checkpoint has ", bert_layers, " layers, the seq2seq model ", config.encoder_layers,
+               " encoder and ", config.decoder_layers, " decoder layers");
+    InitReport report;
+    std::set<std::string> used;
+    for (auto& named : model.named_parameters()) {
+        const std::string source = bert_source(named.name);
+        if (source.empty() || !bert.has(prefix + source)) {
+            report.fresh.push_back(named.name);
+            continue;
+        }
+        const Tensor stored = bert.tensor(prefix + source);
+        Tensor& target = named.parameter.value();
+        const bool positions = source == "embeddings.positions.weight";
+        // Position tables may be longer in BERT: the first rows serve the shorter seq2seq tables.
+        const bool fits = positions ? stored.rank() == 2 && target.rank() == 2 && stored.dim(1) == target.dim(1) &&
+                                          stored.dim(0) >= target.dim(0)
+                                    : stored.shape() == target.shape();
+        HNAS_CHECK(fits, "init_from ", bert.path(), ": ", prefix + source, " has shape ", shape_str(stored.shape()),
+                   " but ", named.name, " needs ", shape_str(target.shape()),
+                   positions ? " (at least as many positions, same width)" : "");
+        std::memcpy(target.data(), stored.data(), static_cast<size_t>(target.numel()) * sizeof(float));
+        report.mapped.emplace_back(prefix + source, named.name);
+        used.insert(prefix + source);
+    }
+    for (const auto& entry : bert.entries()) {
+        if (entry.name.rfind(prefix, 0) == 0 && entry.type == io::EntryType::f32 && !used.count(entry.name)) {
+            report.unused.push_back(entry.name);
+        }
+    }
+    HNAS_CHECK(!report.mapped.empty(), "init_from ", bert.path(), ": no parameter of the seq2seq model was found in it");
+    return report;
+}
+
+}  // namespace hnas::models

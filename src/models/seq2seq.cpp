@@ -1,0 +1,112 @@
+#include "models/seq2seq.h"
+
+#include <cmath>
+
+namespace hnas::models {
+
+namespace {
+
+nn::AttentionOptions attention_options(const ModelConfig& config, const AttentionStackConfig& stack,
+                                       nn::AttentionRole role, size_t index) {
+    HNAS_CHECK(index < stack.kinds.size(), "model: no attention kind for layer ", index);
+    nn::AttentionOptions options;
+    options.width = config.width;
+    options.heads = config.heads;
+    options.dropout = config.attention_dropout;
+    options.kind = stack.kinds[index];
+    options.kind_options = stack.kind_options;
+    options.role = role;
+    options.prior = stack.prior;
+    return options;
+}
+
+EmbeddingOptions embedding_options(const ModelConfig& config, int64_t max_positions) {
+    EmbeddingOptions options;
+    options.max_positions = max_positions;
+    options.positions = config.positions;
+    options.token_scale = config.scale_embeddings ? std::sqrt(static_cast<float>(config.width)) : 1.0f;
+    options.norm = config.embedding_norm;
+    options.dropout = config.embedding_dropout;
+    return options;
+}
+
+}  // namespace
+
+nn::TransformerLayerOptions layer_options(const ModelConfig& config, const AttentionStackConfig& self,
+                                          nn::AttentionRole role, size_t index, const AttentionStackConfig* cross) {
+    nn::TransformerLayerOptions options;
+    options.self_attention = attention_options(config, self, role, index);
+    if (cross) options.cross_attention = attention_options(config, *cross, nn::AttentionRole::decoder_cross, index);
+    options.hidden = config.ffn_width;
+    options.activation = config.activation;
+    options.residual_dropout = config.residual_dropout;
+    options.ffn_dropout = config.ffn_dropout;
+    options.pre_norm = config.pre_norm;
+    return options;
+}
+
+Seq2SeqModel::Seq2SeqModel(const ModelConfig& config, Rng& init_rng, Rng& dropout_rng)
+    : config_(config),
+      // Token embeddings ~ N(0, D^-1/2), so that after the sqrt(D) scale they have unit variance.
+      tokens_(register_module("embedding", std::make_unique<nn::Embedding>(
+                                               config.vocab_size, config.width,
+                                               1.0f / std::sqrt(static_cast<float>(config.width)), init_rng))),
+      source_embeddings_(register_module("encoder", std::make_unique<EmbeddingSum>(
+                                                        config.width, embedding_options(config, config.max_source_positions),
+                                                        init_rng, dropout_rng))),
+      target_embeddings_(register_module("decoder", std::make_unique<EmbeddingSum>(
+                                                        config.width, embedding_options(config, config.max_target_positions),
+                                                        init_rng, dropout_rng))) {
+    HNAS_CHECK(config.architecture == Architecture::seq2seq, "seq2seq model: the config describes another architecture");
+    for (size_t i = 0; i < static_cast<size_t>(config.encoder_layers); ++i) {
+        encoder_layers_.push_back(&register_module(
+            "encoder.layers." + std::to_string(i),
+            std::make_unique<nn::TransformerLayer>(
+                layer_options(config, config.encoder_attention, nn::AttentionRole::bidirectional, i, nullptr), init_rng,
+                dropout_rng)));
+    }
+    for (size_t i = 0; i < static_cast<size_t>(config.decoder_layers); ++i) {
+        decoder_layers_.push_back(&register_module(
+            "decoder.layers." + std::to_string(i),
+            std::make_unique<nn::TransformerLayer>(layer_options(config, config.decoder_attention,
+                                                                 nn::AttentionRole::causal_self, i, &config.cross_attention),
+                                                   init_rng, dropout_rng)));
+    }
+    if (config.pre_norm) {
+        encoder_final_norm_ = &register_module("encoder.final_norm", std::make_unique<nn::LayerNorm>(config.width));
+        decoder_final_norm_ = &register_module("decoder.final_norm", std::make_unique<nn::LayerNorm>(config.width));
+    }
+    if (!config.tie_embeddings) {
+        output_ = &register_module("output", std::make_unique<nn::Linear>(config.width, config.vocab_size, init_rng, false));
+    }
+}
+
+Var Seq2SeqModel::encode(const Tensor& source_ids, const Tensor& source_valid) const {
+    Var x = source_embeddings_.forward(tokens_, source_ids);  // (B, S, D)
+    const ops::AttentionMask mask{source_valid, source_valid};
+    for (const auto* layer : encoder_layers_) x = layer->forward(x, mask);
+    return encoder_final_norm_ ? encoder_final_norm_->forward(x) : x;
+}
+
+Var Seq2SeqModel::decode(const Var& memory, const Tensor& source_valid, const Tensor& target_input,
+                         const Tensor& target_valid) const {
+    Var y = target_embeddings_.forward(tokens_, target_input);  // (B, T, D)
+    const ops::AttentionMask self_mask{target_valid, target_valid, true};
+    const ops::AttentionMask memory_mask{source_valid, target_valid};
+    for (const auto* layer : decoder_layers_) y = layer->forward(y, self_mask, memory, memory_mask);
+    return decoder_final_norm_ ? decoder_final_norm_->forward(y) : y;
+}
+
+Var Seq2SeqModel::logits(const Var& states) const {
+    Var flat = ops::reshape(states, {-1, config_.width});                          // (B·T, D)
+    return output_ ? output_->forward(flat) : ops::linear(flat, tokens_.weight(), Var());  // (B·T, V)
+}
+
+Var Seq2SeqModel::loss(const Tensor& source_ids, const Tensor& source_valid, const Tensor& target_input,
+                       const Tensor& target_output, const Tensor& target_valid, float label_smoothing) const {
+    Var memory = encode(source_ids, source_valid);
+    Var states = decode(memory, source_valid, target_input, target_valid);
+    return ops::cross_entropy(logits(states), target_output.reshape({-1}), kPadId, label_smoothing);
+}
+
+}  // namespace hnas::models

@@ -1,0 +1,46 @@
+// The encoder-decoder Transformer for headline generation: shared source/target vocabulary with one
+// token embedding, which is also the output projection when tied; an encoder stack of bidirectional
+// self-attention; a decoder stack of causal self-attention and cross-attention; post-LN by default.
+// Shapes: B batch, S source length, T target length, D width, V vocabulary.
+#pragma once
+
+#include "models/embeddings.h"
+#include "nn/transformer_layer.h"
+
+namespace hnas::models {
+
+class Seq2SeqModel : public nn::Module {
+public:
+    // Dropout masks come from dropout_rng, which the caller keeps (its state goes into checkpoints).
+    Seq2SeqModel(const ModelConfig& config, Rng& init_rng, Rng& dropout_rng);
+
+    // source_ids (B, S), source_valid (B, S) -> memory (B, S, D)
+    Var encode(const Tensor& source_ids, const Tensor& source_valid) const;
+    // memory (B, S, D), target_input (B, T) -> decoder states (B, T, D)
+    Var decode(const Var& memory, const Tensor& source_valid, const Tensor& target_input, const Tensor& target_valid) const;
+    // states (B, T, D) -> logits (B·T, V)
+    Var logits(const Var& states) const;
+    // Mean cross-entropy of the next tokens (target_output, pad 0 ignored) with label smoothing.
+    Var loss(const Tensor& source_ids, const Tensor& source_valid, const Tensor& target_input,
+             const Tensor& target_output, const Tensor& target_valid, float label_smoothing) const;
+
+    const ModelConfig& config() const { return config_; }
+    std::vector<nn::TransformerLayer*> encoder_layers() const { return encoder_layers_; }
+    std::vector<nn::TransformerLayer*> decoder_layers() const { return decoder_layers_; }
+
+private:
+    ModelConfig config_;
+    nn::Embedding& tokens_;
+    EmbeddingSum& source_embeddings_;
+    EmbeddingSum& target_embeddings_;
+    std::vector<nn::TransformerLayer*> encoder_layers_, decoder_layers_;
+    nn::LayerNorm* encoder_final_norm_ = nullptr;  // pre-LN only
+    nn::LayerNorm* decoder_final_norm_ = nullptr;
+    nn::Linear* output_ = nullptr;                 // untied output projection only
+};
+
+// The layer options of stack layer `index` from the model config (shared with ⟨BERT,BERT⟩ mapping).
+nn::TransformerLayerOptions layer_options(const ModelConfig& config, const AttentionStackConfig& self,
+                                          nn::AttentionRole role, size_t index, const AttentionStackConfig* cross);
+
+}  // namespace hnas::models

@@ -1,0 +1,49 @@
+// One Transformer layer: self-attention, optional cross-attention over a memory (decoder layers), and
+// a feed-forward block, each wrapped in dropout + residual + layer norm. Post-LN (Vaswani et al. 2017,
+// the papers' setting) normalizes after each residual sum: x = LN(x + f(x)); pre-LN normalizes the
+// branch input instead, x = x + f(LN(x)), and leaves the final norm to the stack.
+#pragma once
+
+#include <optional>
+
+#include "nn/attention.h"
+
+namespace hnas::nn {
+
+struct TransformerLayerOptions {
+    AttentionOptions self_attention;                  // width, heads, kind, role, prior, attention dropout
+    std::optional<AttentionOptions> cross_attention;  // decoder layers only
+    int64_t hidden = 0;                               // feed-forward width
+    Activation activation = Activation::gelu;
+    float residual_dropout = 0.0f;                    // on every branch output before the residual sum
+    float ffn_dropout = 0.0f;                         // inside the feed-forward, after the activation
+    bool pre_norm = false;
+};
+
+class TransformerLayer : public Module {
+public:
+    TransformerLayer(const TransformerLayerOptions& options, Rng& init_rng, Rng& dropout_rng);
+
+    // x (B, T, D) -> (B, T, D); memory (B, S, D) and its mask only for layers with cross-attention.
+    Var forward(const Var& x, const ops::AttentionMask& self_mask, const Var& memory = Var(),
+                const ops::AttentionMask& memory_mask = {}) const;
+
+    MultiHeadAttention& self_attention() { return self_attn_; }
+    MultiHeadAttention* cross_attention() { return cross_attn_; }
+
+private:
+    // One sub-block: the residual sum of x and dropout(branch), normalized before or after.
+    template <typename Branch>
+    Var sublayer(const Var& x, const LayerNorm& norm, Branch branch) const;
+
+    bool pre_norm_;
+    MultiHeadAttention& self_attn_;
+    LayerNorm& self_attn_norm_;
+    MultiHeadAttention* cross_attn_ = nullptr;
+    LayerNorm* cross_attn_norm_ = nullptr;
+    FeedForward& ffn_;
+    LayerNorm& ffn_norm_;
+    Dropout& dropout_;
+};
+
+}  // namespace hnas::nn

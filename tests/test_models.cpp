@@ -1,0 +1,272 @@
+// Models and configs: config errors name the key and the expected form; tiny seq2seq and BERT models
+// build from JSON and train a step; model checkpoints round-trip bit-exactly; ⟨BERT,BERT⟩
+// initialization copies what it should and nothing else.
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include "config/experiment_config.h"
+#include "models/bert.h"
+#include "models/model_io.h"
+#include "test_support.h"
+
+namespace hnas {
+namespace {
+
+using config::Json;
+
+Json tiny_config(const std::string& task) {
+    Json model = {{"vocab_size", 50}, {"d_model", 32}, {"heads", 4}, {"ffn_dim", 64}, {"encoder_layers", 2},
+                  {"dropout", {{"embedding", 0.0}, {"attention", 0.0}, {"residual", 0.0}}}};
+    if (task == "headline") {
+        model["decoder_layers"] = 2;
+        model["max_source_positions"] = 16;
+        model["max_target_positions"] = 16;
+        model["attention"] = {{"encoder", {{"kind", "hnas"}, {"hybrid_init", 0.3}}}, {"decoder", {{"kind", "lnas"}}}};
+    } else {
+        model["max_positions"] = 16;
+        model["attention"] = {{"encoder", {{"kind", "hnas"}}}};
+    }
+    return {{"task", task}, {"seed", 7}, {"model", model}};
+}
+
+std::string config_error(const Json& raw) {
+    try {
+        config::parse_experiment_config(raw);
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "";
+}
+
+void expect_contains(const std::string& text, const std::string& part) {
+    EXPECT_NE(text.find(part), std::string::npos) << "\"" << text << "\" lacks \"" << part << "\"";
+}
+
+TEST(Config, UnknownKeysAreErrorsNamingThePath) {
+    Json raw = tiny_config("headline");
+    raw["model"]["haeds"] = 4;
+    const std::string error = config_error(raw);
+    expect_contains(error, "config model.haeds: unknown option");
+    expect_contains(error, "heads");  // the known options are listed
+    raw = tiny_config("headline");
+    raw["model"]["attention"]["encoder"]["prior"] = {{"bukets", 8}};
+    expect_contains(config_error(raw), "config model.attention.encoder.prior.bukets: unknown option");
+}
+
+TEST(Config, WrongTypesNameTheExpectedForm) {
+    Json raw = tiny_config("headline");
+    raw["model"]["heads"] = "four";
+    expect_contains(config_error(raw), "config model.heads: expected an integer, got \"four\"");
+    raw = tiny_config("headline");
+    raw["model"]["dropout"] = 0.1;
+    expect_contains(config_error(raw), "config model.dropout: expected an object");
+    raw = tiny_config("headline");
+    raw["model"]["attention"]["encoder"]["kind"] = 3;
+    expect_contains(config_error(raw), "config model.attention.encoder.kind: expected a string or a non-empty list");
+}
+
+TEST(Config, ImpossibleValuesAreErrors) {
+    Json raw = tiny_config("headline");
+    raw["model"]["heads"] = 5;
+    expect_contains(config_error(raw), "config model.heads: 5 heads do not divide d_model = 32");
+    raw = tiny_config("headline");
+    raw["model"]["dropout"]["residual"] = 1.5;
+    expect_contains(config_error(raw), "config model.dropout.residual: must be in [0, 0.99], got 1.5");
+    raw = tiny_config("headline");
+    raw["model"]["activation"] = "swish";
+    expect_contains(config_error(raw), "config model.activation: expected one of \"gelu\", \"relu\", got \"swish\"");
+    raw = tiny_config("headline");
+    raw["model"]["attention"]["encoder"]["kind"] = Json::array({"lnas", "dnas", "hnas"});
+    expect_contains(config_error(raw), "lists 3 kinds for 2 layers");
+    raw = tiny_config("headline");
+    raw["model"]["attention"]["encoder"]["kind"] = "softmax";
+    expect_contains(config_error(raw), "unknown attention kind 'softmax'; known kinds: lnas, dnas");
+}
+
+TEST(Config, QueryNormalizingKindsAreRejectedInTheDecoder) {
+    for (const char* stack : {"decoder", "cross"}) {
+        Json raw = tiny_config("headline");
+        raw["model"]["attention"][stack] = {{"kind", "dnas"}};
+        const std::string error = config_error(raw);
+        expect_contains(error, std::string("config model.attention.") + stack + ".kind");
+        expect_contains(error, "dnas_causal");
+    }
+    Json raw = tiny_config("headline");
+    raw["model"]["attention"]["decoder"] = {{"kind", "dnas_causal"}};
+    raw["model"]["attention"]["cross"] = {{"kind", "dnas_causal"}};
+    EXPECT_EQ(config_error(raw), "");
+}
+
+TEST(Config, OverridesAndResolvedDefaults) {
+    Json raw = tiny_config("headline");
+    config::apply_override(raw, "model.encoder_layers=1");
+    config::apply_override(raw, "model.attention.encoder.kind=dnas");
+    config::apply_override(raw, "model.norm=pre");
+    const config::ExperimentConfig parsed = config::parse_experiment_config(raw);
+    EXPECT_EQ(parsed.model.encoder_layers, 1);
+    EXPECT_EQ(parsed.model.encoder_attention.kinds, std::vector<std::string>{"dnas"});
+    EXPECT_TRUE(parsed.model.pre_norm);
+    // Defaults are written into the resolved config, which checkpoints keep.
+    EXPECT_EQ(parsed.resolved.at("model").at("positions"), "learned");
+    EXPECT_EQ(parsed.resolved.at("model").at("attention").at("cross").at("kind"), "lnas");
+    EXPECT_THROW(config::apply_override(raw, "novalue"), Error);
+}
+
+TEST(Config, EveryShippedConfigParses) {
+    int parsed = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(std::string(HNAS_SOURCE_DIR) + "/configs")) {
+        if (entry.path().extension() != ".json") continue;
+        SCOPED_TRACE(entry.path().string());
+        EXPECT_NO_THROW(config::load_experiment_config(entry.path().string()));
+        ++parsed;
+    }
+    EXPECT_GT(parsed, 0);
+}
+
+TEST(Models, TinyModelsBuildAndLearn) {
+    for (const std::string task : {"headline", "mlm"}) {
+        const config::ExperimentConfig parsed = config::parse_experiment_config(tiny_config(task));
+        Rng init(1), dropout(2);
+        std::unique_ptr<nn::Module> model;
+        std::function<Var()> loss;
+        const Tensor ids = Tensor::from_ints({2, 5}, {5, 6, 7, 8, 9, 10, 11, 12, 0, 0});
+        const Tensor valid = Tensor::from_floats({2, 5}, {1, 1, 1, 1, 1, 1, 1, 1, 0, 0});
+        if (task == "headline") {
+            auto seq2seq = std::make_unique<models::Seq2SeqModel>(parsed.model, init, dropout);
+            const Tensor target_in = Tensor::from_ints({2, 3}, {2, 13, 14, 2, 15, 0});
+            const Tensor target_out = Tensor::from_ints({2, 3}, {13, 14, 3, 15, 3, 0});
+            const Tensor target_valid = Tensor::from_floats({2, 3}, {1, 1, 1, 1, 1, 0});
+            loss = [m = seq2seq.get(), ids, valid, target_in, target_out, target_valid] {
+                return m->loss(ids, valid, target_in, target_out, target_valid, 0.1f);
+            };
+            model = std::move(seq2seq);
+        } else {
+            auto bert = std::make_unique<models::BertModel>(parsed.model, init, dropout);
+            const Tensor segments = Tensor::from_ints({2, 5}, {0, 0, 0, 1, 1, 0, 0, 1, 0, 0});
+            const Tensor positions = Tensor::from_ints({3}, {1, 3, 6}), labels = Tensor::from_ints({3}, {20, 21, 22});
+            loss = [m = bert.get(), ids, segments, valid, positions, labels] {
+                return m->mlm_loss(ids, segments, valid, positions, labels);
+            };
+            model = std::move(bert);
+        }
+        const float first = loss().item();
+        EXPECT_TRUE(std::isfinite(first)) << task;
+        // One plain SGD step along the gradient lowers the loss.
+        model->zero_grad();
+        loss().backward();
+        for (auto& named : model->named_parameters()) {
+            if (!named.parameter.grad().defined()) continue;
+            float* w = named.parameter.value().data();
+            const float* g = named.parameter.grad().data();
+            for (int64_t i = 0; i < named.parameter.numel(); ++i) w[i] -= 0.05f * g[i];
+        }
+        EXPECT_LT(loss().item(), first) << task;
+    }
+}
+
+TEST(Models, ParameterNamesFollowTheModuleTree) {
+    const config::ExperimentConfig parsed = config::parse_experiment_config(tiny_config("headline"));
+    Rng init(1), dropout(2);
+    models::Seq2SeqModel model(parsed.model, init, dropout);
+    for (const char* name : {"embedding.weight", "encoder.positions.weight", "encoder.layers.1.self_attn.q_proj.weight",
+                             "encoder.layers.0.self_attn.norm.hybrid_theta", "decoder.layers.1.cross_attn.out_proj.bias",
+                             "decoder.layers.0.ffn_norm.weight"}) {
+        EXPECT_NO_THROW(model.parameter(name)) << name;
+    }
+    EXPECT_THROW(model.parameter("decoder.layers.0.self_attn.norm.hybrid_theta"), Error);  // lnas there
+}
+
+struct TempDir {
+    std::filesystem::path path = std::filesystem::temp_directory_path() /
+                                 ("hnas_models_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+                                  "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    TempDir() { std::filesystem::create_directories(path); }
+    ~TempDir() { std::filesystem::remove_all(path); }
+};
+
+TEST(Models, CheckpointRoundTripIsBitExact) {
+    TempDir dir;
+    const config::ExperimentConfig parsed = config::parse_experiment_config(tiny_config("headline"));
+    Rng init_a(1), init_b(99), dropout(2);
+    models::Seq2SeqModel a(parsed.model, init_a, dropout), b(parsed.model, init_b, dropout);
+    io::CheckpointWriter writer(Json{{"config", parsed.resolved}});
+    models::add_parameters(writer, a);
+    const std::string path = (dir.path / "model.ckpt").string();
+    writer.write(path);
+    models::load_parameters(io::Checkpoint::load(path), b);
+    for (const auto& named : a.named_parameters()) {
+        const Tensor& x = named.parameter.value();
+        const Tensor& y = b.parameter(named.name).value();
+        ASSERT_EQ(std::memcmp(x.data(), y.data(), static_cast<size_t>(x.numel()) * 4), 0) << named.name;
+    }
+    // A model of another shape cannot load it, and the error names parameter and shapes.
+    Json other = tiny_config("headline");
+    other["model"]["ffn_dim"] = 48;
+    Rng init_c(3);
+    models::Seq2SeqModel c(config::parse_experiment_config(other).model, init_c, dropout);
+    try {
+        models::load_parameters(io::Checkpoint::load(path), c);
+        FAIL() << "loaded a mismatched checkpoint";
+    } catch (const Error& e) {
+        expect_contains(e.what(), "ffn.fc1.weight");
+        expect_contains(e.what(), "(64, 32)");
+        expect_contains(e.what(), "(48, 32)");
+    }
+}
+
+TEST(Models, BertBertInitializationCopiesEncoderIntoBothStacks) {
+    TempDir dir;
+    const config::ExperimentConfig bert_config = config::parse_experiment_config(tiny_config("mlm"));
+    Rng bert_init(5), dropout(2);
+    models::BertModel bert(bert_config.model, bert_init, dropout);
+    io::CheckpointWriter writer(Json::object());
+    models::add_parameters(writer, bert);
+    const std::string path = (dir.path / "bert.ckpt").string();
+    writer.write(path);
+
+    Json raw = tiny_config("headline");
+    raw["model"]["embedding_norm"] = true;
+    raw["model"]["scale_embeddings"] = false;
+    const config::ExperimentConfig seq2seq_config = config::parse_experiment_config(raw);
+    Rng init(6);
+    models::Seq2SeqModel model(seq2seq_config.model, init, dropout);
+    const Tensor cross_before = model.parameter("decoder.layers.0.cross_attn.q_proj.weight").value().clone();
+    const models::InitReport report = models::initialize_from_bert(io::Checkpoint::load(path), model);
+
+    auto equal = [](const Tensor& a, const Tensor& b, int64_t count) {
+        return std::memcmp(a.data(), b.data(), static_cast<size_t>(count) * 4) == 0;
+    };
+    for (const auto& [source, target] : report.mapped) {
+        const Tensor& to = model.parameter(target).value();
+        EXPECT_TRUE(equal(bert.parameter(source).value(), to, to.numel())) << source << " -> " << target;
+    }
+    // Encoder layer N feeds encoder and decoder layer N; embeddings feed the shared table and both norms.
+    for (const char* target : {"embedding.weight", "encoder.norm.weight", "decoder.norm.bias", "encoder.positions.weight",
+                               "decoder.positions.weight", "encoder.layers.1.ffn.fc2.weight",
+                               "decoder.layers.1.self_attn.k_proj.bias", "decoder.layers.0.ffn_norm.weight"}) {
+        const bool found = std::any_of(report.mapped.begin(), report.mapped.end(),
+                                       [&](const auto& pair) { return pair.second == target; });
+        EXPECT_TRUE(found) << target << " was not mapped";
+    }
+    // Cross-attention is fresh; BERT's heads and its decoder-less hybrid weights are unused.
+    EXPECT_TRUE(equal(cross_before, model.parameter("decoder.layers.0.cross_attn.q_proj.weight").value(), cross_before.numel()));
+    EXPECT_NE(std::find(report.fresh.begin(), report.fresh.end(), "decoder.layers.0.cross_attn.q_proj.weight"), report.fresh.end());
+    EXPECT_NE(std::find(report.unused.begin(), report.unused.end(), "mlm_head.dense.weight"), report.unused.end());
+
+    // A wider seq2seq model cannot start from it.
+    Json wide = raw;
+    wide["model"]["d_model"] = 64;
+    Rng init_wide(7);
+    models::Seq2SeqModel wide_model(config::parse_experiment_config(wide).model, init_wide, dropout);
+    try {
+        models::initialize_from_bert(io::Checkpoint::load(path), wide_model);
+        FAIL() << "mapped mismatched sizes";
+    } catch (const Error& e) {
+        expect_contains(e.what(), "embeddings.tokens.weight has shape (50, 32)");
+        expect_contains(e.what(), "(50, 64)");
+    }
+}
+
+}  // namespace
+}  // namespace hnas
