@@ -1,10 +1,11 @@
 """PyTorch reference values for the C++ tests: writes tests/fixtures/ops.json (single
-ops) and tests/fixtures/attention.json (whole multi-head attention layers).
+ops), tests/fixtures/attention.json (whole multi-head attention layers) and
+tests/fixtures/models.json (whole tiny seq2seq and BERT models, ids to loss).
 
 This script is the only place Python touches those tests. The C++ tests read the
 JSON it writes, so the tests themselves never need Python. The files are committed;
-run this script again only when adding or changing a case. One run writes both
-files; the two use separate random streams, so a change to one leaves the other
+run this script again only when adding or changing a case. One run writes all three
+files; each uses its own random stream, so a change to one leaves the others
 byte-identical.
 
 How to run
@@ -140,6 +141,52 @@ max_exact = nb / 2 (integer division): bucket += n if n < max_exact, else
 min(nb - 1, max_exact + trunc(log(n / max_exact) / log(max_distance / max_exact)
 * (nb - max_exact))). With num_buckets 8, max_distance 16 the causal n = 8 is an
 exact truncation boundary: log(2) / log(4) * 4 = 2, bucket 6.
+
+models.json format (a contract with the C++ tests)
+--------------------------------------------------
+Same top level, tensor format T and numerics (inputs and parameters float32 with 9
+digits; logits, loss and grads float64 with 12). B batch, D width, V vocabulary.
+One case is one whole model, built by its config and loaded with "parameters":
+
+    {
+      "name": "seq2seq_hnas",                       <architecture>_<kind of the hnas stacks or lnas>
+      "architecture": "seq2seq",                    seq2seq or bert
+      "config": {"task": "headline", "model": {...}},   our config format (src/config/);
+                                                    every dropout 0, everything else not given is
+                                                    the default: post-LN, GELU (erf), learned
+                                                    positions, tied and sqrt(D)-scaled embeddings
+      "label_smoothing": 0.1,                       seq2seq: of the loss; bert: 0
+      "inputs": seq2seq: {"source_ids": T int32 (B, S), "source_valid": T (B, S),
+                          "target_input": T int32 (B, T), "target_output": T int32 (B, T),
+                          "target_valid": T (B, T)}
+                bert:    {"input_ids": T int32 (B, L), "segment_ids": T int32 (B, L),
+                          "valid": T (B, L), "masked_positions": T int32 (N) (flat b*L + t),
+                          "masked_labels": T int32 (N)}
+      "parameters": {name: T},                      every parameter of the model, by our dotted
+                                                    names, in named_parameters() order
+      "logits": T,                                  seq2seq (B*T, V), every row; bert (N, V)
+      "loss": T (shape []),
+      "grads": {name: T}                            d loss / d parameter, same keys as "parameters";
+                                                    bert's pooler.dense.* is not in the loss: zeros
+    }
+
+The models (no dropout; attention layers exactly as above; valid masks hold 1/0):
+  seq2seq  x = embedding.weight[source_ids] * sqrt(D) + encoder.positions.weight[0..S-1];
+           encoder layers with self-attention allowed by source_valid (keys and queries);
+           y = embedding.weight[target_input] * sqrt(D) + decoder.positions.weight[0..T-1];
+           decoder layers: causal self-attention on target_valid, then cross-attention with
+           key_valid = source_valid, query_valid = target_valid;
+           logits = y.reshape(B*T, D) @ embedding.weight^T (tied, no bias);
+           loss = cross_entropy(logits, target_output.flatten(), ignore_index 0, label_smoothing)
+  bert     h = LN_embeddings.norm(embeddings.tokens.weight[input_ids] + embeddings.positions.weight[0..L-1]
+           + embeddings.segments.weight[segment_ids]); encoder layers on valid;
+           r = h.reshape(B*L, D)[masked_positions]; r = LN_mlm_head.norm(gelu(mlm_head.dense(r)));
+           logits = r @ embeddings.tokens.weight^T + mlm_head.bias;
+           loss = cross_entropy(logits, masked_labels, ignore_index 0)
+  A layer (post-LN) <p>: x = LN_<p>.self_attn_norm(x + <p>.self_attn(x, x));
+           decoder: x = LN_<p>.cross_attn_norm(x + <p>.cross_attn(x, memory));
+           x = LN_<p>.ffn_norm(x + <p>.ffn.fc2(gelu(<p>.ffn.fc1(x)))). LayerNorm eps 1e-5.
+The cross-entropy is ops.json's (mean over the rows whose target is not 0).
 """
 
 import json
@@ -154,8 +201,10 @@ ATTENTION_SEED = 20240608  # its own stream: attention cases never shift the op 
 FIXTURE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures")
 OPS_PATH = os.path.join(FIXTURE_DIR, "ops.json")
 ATTENTION_PATH = os.path.join(FIXTURE_DIR, "attention.json")
+MODELS_PATH = os.path.join(FIXTURE_DIR, "models.json")
 MAX_BYTES = 400 * 1024
 ATTENTION_MAX_BYTES = 600 * 1024
+MODELS_MAX_BYTES = 1536 * 1024
 NEG = -1e9  # masked entry of an additive mask; finite, exact in float32
 
 OPS = {
@@ -577,9 +626,9 @@ def normalize(kind, s, allowed, params, attrs):
     raise ValueError(kind)
 
 
-def split_heads(t):  # (B, L, D) -> (B, H, L, K)
+def split_heads(t, heads=HEADS):  # (B, L, D) -> (B, H, L, K)
     b, length, d = t.shape
-    return t.reshape(b, length, HEADS, d // HEADS).transpose(1, 2)
+    return t.reshape(b, length, heads, d // heads).transpose(1, 2)
 
 
 def merge_heads(t):  # (B, H, L, K) -> (B, L, D)
@@ -587,30 +636,31 @@ def merge_heads(t):  # (B, H, L, K) -> (B, L, D)
     return t.transpose(1, 2).reshape(b, length, h * k)
 
 
-def attention_scores(x, memory, params, prior):
-    q = split_heads(F.linear(x, params["q_proj.weight"], params["q_proj.bias"]))
-    k = split_heads(F.linear(memory, params["k_proj.weight"], params["k_proj.bias"]))
-    s = q @ k.transpose(-1, -2) / math.sqrt(WIDTH // HEADS)
+def attention_scores(x, memory, params, prior, heads=HEADS):
+    q = split_heads(F.linear(x, params["q_proj.weight"], params["q_proj.bias"]), heads)
+    k = split_heads(F.linear(memory, params["k_proj.weight"], params["k_proj.bias"]), heads)
+    s = q @ k.transpose(-1, -2) / math.sqrt(x.shape[-1] // heads)
     if prior is not None:
         buckets = bucket_matrix(s.shape[-2], s.shape[-1], prior["bidirectional"]).long()
         s = s + params["relative_bias.weight"][buckets].permute(2, 0, 1).unsqueeze(0)  # (1, H, Lq, Lk)
     return s
 
 
-def attention_layer(kind, attrs, x, memory, allowed, params):
-    s = attention_scores(x, memory, params, attrs.get("prior"))
+def attention_layer(kind, attrs, x, memory, allowed, params, heads=HEADS):
+    s = attention_scores(x, memory, params, attrs.get("prior"), heads)
     a = normalize(kind, s, allowed, params, attrs)
-    v = split_heads(F.linear(memory, params["v_proj.weight"], params["v_proj.bias"]))
+    v = split_heads(F.linear(memory, params["v_proj.weight"], params["v_proj.bias"]), heads)
     out = F.linear(merge_heads(a @ v), params["out_proj.weight"], params["out_proj.bias"])
     return out, a, s
 
 
-def allowed_mask(key_valid, query_valid, causal):
-    allowed = (query_valid.reshape(BATCH, 1, -1, 1) == 1) & (key_valid.reshape(BATCH, 1, 1, -1) == 1)
+def allowed_mask(key_valid, query_valid, causal, heads=HEADS):
+    batch = key_valid.shape[0]
+    allowed = (query_valid.reshape(batch, 1, -1, 1) == 1) & (key_valid.reshape(batch, 1, 1, -1) == 1)
     if causal:
         lq, lk = query_valid.shape[-1], key_valid.shape[-1]
         allowed = allowed & torch.ones((lq, lk), dtype=torch.bool).tril()
-    return allowed.expand(BATCH, HEADS, -1, -1)
+    return allowed.expand(batch, heads, -1, -1)
 
 
 def check_normalizations(name, kind, s, allowed, key_valid, query_valid):
@@ -796,6 +846,367 @@ def build_attention():
     print(f"attention scores at allowed entries: std {s.std().item():.3f}, max |s| {s.abs().max().item():.3f}")
 
 
+# ---------------------------------------------------------------- whole models
+# Tiny seq2seq and BERT models, end to end from ids to the loss; written to models.json. The
+# attention layers are attention_layer() above; the rest (embeddings, post-LN layers, heads, loss)
+# is written out by hand below in float64, and checked against torch.nn.Transformer*Layer.
+
+MODELS_SEED = 20240609  # its own stream again
+# d 16 keeps the file near 1.2 MB; d 32 with ffn 64 would write 4.3 MB (parameters and grads grow as d^2)
+MODEL_VOCAB, MODEL_WIDTH, MODEL_HEADS, MODEL_FFN, MODEL_LAYERS, MODEL_POSITIONS = 50, 16, 4, 32, 2, 16
+MODEL_BATCH = 3
+LN_EPS = 1e-5
+PAD_ID, BOS_ID, EOS_ID, CLS_ID, SEP_ID, MASK_ID, FIRST_PIECE_ID = 0, 2, 3, 4, 5, 6, 7  # src/data/tokenizer.h
+HYBRID_INIT = 0.3
+SEQ2SEQ_LABEL_SMOOTHING = 0.1
+model_cases = []
+
+
+def linear_names(prefix):
+    return [f"{prefix}.weight", f"{prefix}.bias"]
+
+
+def attention_names(prefix, kind):
+    names = [n for p in ("q_proj", "k_proj", "v_proj", "out_proj") for n in linear_names(f"{prefix}.{p}")]
+    return names + ([f"{prefix}.norm.hybrid_theta"] if kind == "hnas" else [])
+
+
+def layer_names(prefix, self_kind, cross_kind=None):
+    """Parameter names of one TransformerLayer, in its registration order (cross-attention last)."""
+    names = attention_names(f"{prefix}.self_attn", self_kind) + linear_names(f"{prefix}.self_attn_norm")
+    names += linear_names(f"{prefix}.ffn.fc1") + linear_names(f"{prefix}.ffn.fc2") + linear_names(f"{prefix}.ffn_norm")
+    if cross_kind is not None:
+        names += attention_names(f"{prefix}.cross_attn", cross_kind) + linear_names(f"{prefix}.cross_attn_norm")
+    return names
+
+
+def seq2seq_names(kinds):
+    names = ["embedding.weight", "encoder.positions.weight", "decoder.positions.weight"]
+    for i in range(MODEL_LAYERS):
+        names += layer_names(f"encoder.layers.{i}", kinds["encoder"])
+    for i in range(MODEL_LAYERS):
+        names += layer_names(f"decoder.layers.{i}", kinds["decoder"], kinds["cross"])
+    return names
+
+
+def bert_names(kinds):
+    names = ["embeddings.tokens.weight", "embeddings.positions.weight", "embeddings.segments.weight",
+             "embeddings.norm.weight", "embeddings.norm.bias"]
+    names += linear_names("mlm_head.dense") + linear_names("mlm_head.norm") + ["mlm_head.bias"]
+    names += linear_names("pooler.dense")
+    for i in range(MODEL_LAYERS):
+        names += layer_names(f"encoder.layers.{i}", kinds["encoder"])
+    return names
+
+
+def parameter_shape(name):
+    d, f, v = MODEL_WIDTH, MODEL_FFN, MODEL_VOCAB
+    if name in ("embedding.weight", "embeddings.tokens.weight"):
+        return (v, d)
+    if name.endswith("positions.weight"):
+        return (MODEL_POSITIONS, d)
+    if name == "embeddings.segments.weight":
+        return (2, d)
+    if name == "mlm_head.bias":
+        return (v,)
+    if name.endswith("hybrid_theta"):
+        return (MODEL_HEADS,)
+    if ".fc1." in name:
+        return (f, d) if name.endswith("weight") else (f,)
+    if ".fc2." in name:
+        return (d, f) if name.endswith("weight") else (d,)
+    return (d, d) if name.endswith("proj.weight") or name.endswith("dense.weight") else (d,)
+
+
+def draw_parameter(name):
+    """float32: every matrix U(-b, b) with b = 0.3 sqrt(32 / columns), about sqrt(3 / columns):
+    projections give unit-variance outputs from unit-variance inputs, and so do the tied output
+    projections and the seq2seq token embeddings times sqrt(D). Layer norm gains U(0.8, 1.2), biases
+    U(-0.1, 0.1), hybrid theta = logit(hybrid_init) + U(-0.4, 0.4) per head."""
+    shape = parameter_shape(name)
+    if name.endswith("hybrid_theta"):
+        return uniform(shape, -0.4, 0.4) + math.log(HYBRID_INIT / (1 - HYBRID_INIT))
+    if "norm." in name and name.endswith("weight"):  # every LayerNorm is named *norm
+        return uniform(shape, 0.8, 1.2)
+    if len(shape) == 1:
+        return uniform(shape, -0.1, 0.1)
+    bound = 0.3 * math.sqrt(32 / shape[1])
+    return uniform(shape, -bound, bound)
+
+
+def model_layer_norm(x, p, prefix):
+    return F.layer_norm(x, (x.shape[-1],), p[f"{prefix}.weight"], p[f"{prefix}.bias"], eps=LN_EPS)
+
+
+def model_attention(p, prefix, kind, x, memory, allowed):
+    sub = {k[len(prefix) + 1:]: v for k, v in p.items() if k.startswith(prefix + ".")}
+    return attention_layer(kind, {}, x, memory, allowed, sub, MODEL_HEADS)[0]
+
+
+def transformer_layer(p, prefix, x, self_kind, self_allowed, memory=None, cross_kind=None, cross_allowed=None):
+    """Post-LN: x = LN(x + f(x)) for self-attention, cross-attention (decoder), feed-forward."""
+    h = model_layer_norm(x + model_attention(p, f"{prefix}.self_attn", self_kind, x, x, self_allowed),
+                         p, f"{prefix}.self_attn_norm")
+    if memory is not None:
+        h = model_layer_norm(h + model_attention(p, f"{prefix}.cross_attn", cross_kind, h, memory, cross_allowed),
+                             p, f"{prefix}.cross_attn_norm")
+    ffn = F.linear(F.gelu(F.linear(h, p[f"{prefix}.ffn.fc1.weight"], p[f"{prefix}.ffn.fc1.bias"])),
+                   p[f"{prefix}.ffn.fc2.weight"], p[f"{prefix}.ffn.fc2.bias"])
+    return model_layer_norm(h + ffn, p, f"{prefix}.ffn_norm")
+
+
+def seq2seq_embed(p, stack, ids):
+    """Token embedding times sqrt(D) plus learned positions 0..T-1."""
+    return F.embedding(ids, p["embedding.weight"]) * math.sqrt(MODEL_WIDTH) + p[f"{stack}.positions.weight"][:ids.shape[1]]
+
+
+def seq2seq_forward(p, x, kinds):
+    """Returns logits (B·T, V) and the loss."""
+    source_valid, target_valid = x["source_valid"], x["target_valid"]
+    memory = seq2seq_embed(p, "encoder", x["source_ids"])
+    allowed = allowed_mask(source_valid, source_valid, False, MODEL_HEADS)
+    for i in range(MODEL_LAYERS):
+        memory = transformer_layer(p, f"encoder.layers.{i}", memory, kinds["encoder"], allowed)
+    y = seq2seq_embed(p, "decoder", x["target_input"])
+    self_allowed = allowed_mask(target_valid, target_valid, True, MODEL_HEADS)
+    cross_allowed = allowed_mask(source_valid, target_valid, False, MODEL_HEADS)
+    for i in range(MODEL_LAYERS):
+        y = transformer_layer(p, f"decoder.layers.{i}", y, kinds["decoder"], self_allowed,
+                              memory, kinds["cross"], cross_allowed)
+    logits = y.reshape(-1, MODEL_WIDTH) @ p["embedding.weight"].t()
+    loss = F.cross_entropy(logits, x["target_output"].reshape(-1), ignore_index=PAD_ID,
+                           label_smoothing=SEQ2SEQ_LABEL_SMOOTHING)
+    return logits, loss
+
+
+def bert_encode(p, x, kinds):
+    ids = x["input_ids"]
+    e = (F.embedding(ids, p["embeddings.tokens.weight"]) + p["embeddings.positions.weight"][:ids.shape[1]]
+         + F.embedding(x["segment_ids"], p["embeddings.segments.weight"]))
+    h = model_layer_norm(e, p, "embeddings.norm")
+    allowed = allowed_mask(x["valid"], x["valid"], False, MODEL_HEADS)
+    for i in range(MODEL_LAYERS):
+        h = transformer_layer(p, f"encoder.layers.{i}", h, kinds["encoder"], allowed)
+    return h
+
+
+def bert_head(p, states, x):
+    """MLM head on the masked rows; returns logits (N, V) and the loss."""
+    rows = states.reshape(-1, MODEL_WIDTH)[x["masked_positions"]]
+    hidden = F.gelu(F.linear(rows, p["mlm_head.dense.weight"], p["mlm_head.dense.bias"]))
+    hidden = model_layer_norm(hidden, p, "mlm_head.norm")
+    logits = hidden @ p["embeddings.tokens.weight"].t() + p["mlm_head.bias"]
+    return logits, F.cross_entropy(logits, x["masked_labels"], ignore_index=PAD_ID)
+
+
+def bert_forward(p, x, kinds):
+    return bert_head(p, bert_encode(p, x, kinds), x)
+
+
+def torch_layer(p, prefix, decoder):
+    """torch.nn.Transformer{Encoder,Decoder}Layer (post-LN, GELU, no dropout) with our layer's weights."""
+    cls = torch.nn.TransformerDecoderLayer if decoder else torch.nn.TransformerEncoderLayer
+    layer = cls(MODEL_WIDTH, MODEL_HEADS, MODEL_FFN, dropout=0.0, activation="gelu", layer_norm_eps=LN_EPS,
+                batch_first=True, norm_first=False, dtype=torch.float64)
+    ours = [("self_attn", layer.self_attn), ("cross_attn", getattr(layer, "multihead_attn", None))]
+    norms = [("self_attn_norm", layer.norm1), ("cross_attn_norm", layer.norm2) if decoder else None,
+             ("ffn_norm", layer.norm3 if decoder else layer.norm2)]
+    with torch.no_grad():
+        for name, mha in ours:
+            if mha is None:
+                continue
+            mha.in_proj_weight.copy_(torch.cat([p[f"{prefix}.{name}.{c}_proj.weight"] for c in "qkv"]))
+            mha.in_proj_bias.copy_(torch.cat([p[f"{prefix}.{name}.{c}_proj.bias"] for c in "qkv"]))
+            mha.out_proj.weight.copy_(p[f"{prefix}.{name}.out_proj.weight"])
+            mha.out_proj.bias.copy_(p[f"{prefix}.{name}.out_proj.bias"])
+        for entry in norms:
+            if entry is not None:
+                entry[1].weight.copy_(p[f"{prefix}.{entry[0]}.weight"])
+                entry[1].bias.copy_(p[f"{prefix}.{entry[0]}.bias"])
+        for ours_name, theirs in (("fc1", layer.linear1), ("fc2", layer.linear2)):
+            theirs.weight.copy_(p[f"{prefix}.ffn.{ours_name}.weight"])
+            theirs.bias.copy_(p[f"{prefix}.ffn.{ours_name}.bias"])
+    return layer
+
+
+def check_against_torch_transformer(name, architecture, p, x, logits):
+    """lnas models are standard Transformers: torch's layers (key padding masks only, so padded query
+    rows differ) must give the same logits at every row the loss reads."""
+    p = {k: v.detach() for k, v in p.items()}
+    with torch.no_grad():
+        if architecture == "seq2seq":
+            source_pad, target_pad = x["source_valid"] == 0, x["target_valid"] == 0
+            memory = seq2seq_embed(p, "encoder", x["source_ids"])
+            for i in range(MODEL_LAYERS):
+                memory = torch_layer(p, f"encoder.layers.{i}", False)(memory, src_key_padding_mask=source_pad)
+            y = seq2seq_embed(p, "decoder", x["target_input"])
+            t = y.shape[1]
+            causal = torch.ones((t, t), dtype=torch.bool).triu(1)
+            for i in range(MODEL_LAYERS):
+                y = torch_layer(p, f"decoder.layers.{i}", True)(
+                    y, memory, tgt_mask=causal, tgt_key_padding_mask=target_pad, memory_key_padding_mask=source_pad)
+            ref = y.reshape(-1, MODEL_WIDTH) @ p["embedding.weight"].t()
+            rows = x["target_output"].reshape(-1) != PAD_ID
+            assert torch.equal(rows, x["target_valid"].reshape(-1) == 1), name
+        else:
+            ids = x["input_ids"]
+            h = model_layer_norm(F.embedding(ids, p["embeddings.tokens.weight"]) + p["embeddings.positions.weight"][:ids.shape[1]]
+                                 + F.embedding(x["segment_ids"], p["embeddings.segments.weight"]), p, "embeddings.norm")
+            for i in range(MODEL_LAYERS):
+                h = torch_layer(p, f"encoder.layers.{i}", False)(h, src_key_padding_mask=x["valid"] == 0)
+            ref = bert_head(p, h, x)[0]
+            rows = torch.ones(ref.shape[0], dtype=torch.bool)
+    assert (ref[rows] - logits[rows]).abs().max() < 1e-12, (name, "vs torch.nn.Transformer*Layer")
+
+
+def seq2seq_inputs(source_lengths, target_lengths):
+    """Ordinary pieces for the words; target_input = bos y_1 .. y_n, target_output = y_1 .. y_n eos."""
+    s, t = max(source_lengths), max(target_lengths)
+    source_ids, target_input, target_output = [], [], []
+    for ls, lt in zip(source_lengths, target_lengths):
+        words = torch.randint(FIRST_PIECE_ID, MODEL_VOCAB, (ls,), generator=gen).tolist()
+        source_ids.append(words + [PAD_ID] * (s - ls))
+        y = torch.randint(FIRST_PIECE_ID, MODEL_VOCAB, (lt - 1,), generator=gen).tolist()
+        target_input.append([BOS_ID] + y + [PAD_ID] * (t - lt))
+        target_output.append(y + [EOS_ID] + [PAD_ID] * (t - lt))
+    return {
+        "source_ids": ids(source_ids),
+        "source_valid": torch.tensor([[1.0] * n + [0.0] * (s - n) for n in source_lengths]),
+        "target_input": ids(target_input),
+        "target_output": ids(target_output),
+        "target_valid": torch.tensor([[1.0] * n + [0.0] * (t - n) for n in target_lengths]),
+    }
+
+
+def bert_inputs(segment_lengths, length, masked):
+    """[CLS] A [SEP] B [SEP] rows; segment_lengths = (len A, len B) per row; masked = {flat position:
+    "mask" | "random" | "keep"} (BERT's 80/10/10 replacements)."""
+    rows, segments = [], []
+    for la, lb in segment_lengths:
+        a = torch.randint(FIRST_PIECE_ID, MODEL_VOCAB, (la,), generator=gen).tolist()
+        b = torch.randint(FIRST_PIECE_ID, MODEL_VOCAB, (lb,), generator=gen).tolist()
+        row = [CLS_ID] + a + [SEP_ID] + b + [SEP_ID]
+        seg = [0] * (la + 2) + [1] * (lb + 1)
+        rows.append(row + [PAD_ID] * (length - len(row)))
+        segments.append(seg + [0] * (length - len(seg)))
+    flat = [v for row in rows for v in row]
+    positions = sorted(masked)
+    labels = [flat[i] for i in positions]
+    assert all(label >= FIRST_PIECE_ID for label in labels), "masked tokens must be ordinary pieces"
+    for i in positions:
+        if masked[i] == "mask":
+            flat[i] = MASK_ID
+        elif masked[i] == "random":
+            flat[i] = (flat[i] - FIRST_PIECE_ID + 11) % (MODEL_VOCAB - FIRST_PIECE_ID) + FIRST_PIECE_ID
+    return {
+        "input_ids": ids(flat).reshape(len(rows), length),
+        "segment_ids": ids(segments),
+        "valid": torch.tensor([[1.0 if v != PAD_ID else 0.0 for v in row] for row in rows]),
+        "masked_positions": ids(positions),
+        "masked_labels": ids(labels),
+    }
+
+
+def model_config(architecture, kinds):
+    dropout = {"embedding": 0, "attention": 0, "residual": 0, "ffn": 0}
+    attention = {}
+    for stack in (("encoder", "decoder", "cross") if architecture == "seq2seq" else ("encoder",)):
+        attention[stack] = {"kind": kinds[stack]}
+        if kinds[stack] == "hnas":
+            attention[stack]["hybrid_init"] = HYBRID_INIT
+    model = {"vocab_size": MODEL_VOCAB, "d_model": MODEL_WIDTH, "heads": MODEL_HEADS, "ffn_dim": MODEL_FFN,
+             "encoder_layers": MODEL_LAYERS}
+    if architecture == "seq2seq":
+        model.update({"decoder_layers": MODEL_LAYERS, "max_source_positions": MODEL_POSITIONS,
+                      "max_target_positions": MODEL_POSITIONS})
+    else:
+        model["max_positions"] = MODEL_POSITIONS
+    model.update({"dropout": dropout, "attention": attention})
+    return {"task": "headline" if architecture == "seq2seq" else "mlm", "model": model}
+
+
+def check_directional_derivative(name, forward, ref, grads):
+    """The stored gradient against a central difference of the loss along one random direction."""
+    direction = {k: torch.randn(v.shape, dtype=torch.float64, generator=check_gen) for k, v in ref.items()}
+    h = 1e-6
+    with torch.no_grad():
+        plus = forward({k: v + h * direction[k] for k, v in ref.items()})[1]
+        minus = forward({k: v - h * direction[k] for k, v in ref.items()})[1]
+    numeric = ((plus - minus) / (2 * h)).item()
+    analytic = sum((grads[k] * direction[k]).sum() for k in ref).item()
+    assert abs(numeric - analytic) < 1e-6 * max(1.0, abs(analytic)), (name, "directional derivative", numeric, analytic)
+
+
+check_gen = torch.Generator().manual_seed(7)  # only for self-check directions; nothing written depends on it
+
+
+def add_model_case(architecture, kinds, inputs):
+    name = f"{architecture}_{'hnas' if 'hnas' in kinds.values() else 'lnas'}"
+    assert all(c["name"] != name for c in model_cases), f"duplicate case name {name}"
+    seq2seq = architecture == "seq2seq"
+    names = seq2seq_names(kinds) if seq2seq else bert_names(kinds)
+    params = {n: draw_parameter(n) for n in names}
+    assert len(set(names)) == len(names)
+    forward = seq2seq_forward if seq2seq else bert_forward
+    label_smoothing = SEQ2SEQ_LABEL_SMOOTHING if seq2seq else 0.0
+
+    x = {k: (t.long() if t.dtype == torch.int32 else t.double()) for k, t in inputs.items()}
+    ref = {k: t.double().requires_grad_(True) for k, t in params.items()}
+    logits, loss = forward(ref, x, kinds)
+    loss.backward()
+    # parameters outside the loss (bert's pooler) get no gradient: written as zeros
+    unused = [k for k, v in ref.items() if v.grad is None]
+    assert unused == ([] if seq2seq else ["pooler.dense.weight", "pooler.dense.bias"]), (name, unused)
+    grads = {k: (v.grad if v.grad is not None else torch.zeros_like(v)) for k, v in ref.items()}
+    logits = logits.detach()
+
+    targets = x["target_output"].reshape(-1) if seq2seq else x["masked_labels"]
+    by_hand = cross_entropy_by_hand(logits, targets, PAD_ID, label_smoothing)
+    assert abs(by_hand.item() - loss.item()) < 1e-12, (name, "loss vs cross-entropy of the stored logits")
+    assert not torch.isnan(logits).any() and math.isfinite(loss.item())
+    detached = {k: v.detach() for k, v in ref.items()}
+    check_directional_derivative(name, lambda p: forward(p, x, kinds), detached, grads)
+    if "hnas" in kinds.values():
+        # theta -> -inf: the hnas stacks become lnas; the same weights without theta give the lnas model
+        lnas_kinds = {k: "lnas" for k in kinds}
+        with torch.no_grad():
+            limit = {k: (torch.full_like(v, -80.0) if k.endswith("hybrid_theta") else v) for k, v in detached.items()}
+            hnas_limit = forward(limit, x, kinds)[0]
+            lnas = forward({k: v for k, v in detached.items() if not k.endswith("hybrid_theta")}, x, lnas_kinds)[0]
+        assert (hnas_limit - lnas).abs().max() < 1e-12, (name, "hnas at theta -> -inf vs lnas")
+        gap = (logits - lnas).abs().max().item()
+        assert gap > 1e-2, (name, "hnas should move the logits", gap)
+        thetas = [g for k, g in grads.items() if k.endswith("hybrid_theta")]
+        assert len(thetas) == MODEL_LAYERS and all(len(set(t.tolist())) == MODEL_HEADS and t.abs().min() > 1e-8 for t in thetas), name
+        print(f"{name}: max |logits - lnas logits with the same weights| = {gap:.3f}")
+    else:
+        check_against_torch_transformer(name, architecture, ref, x, logits)
+    print(f"{name}: loss {loss.item():.4f}, logits std {logits.std().item():.3f}")
+
+    model_cases.append({
+        "name": name,
+        "architecture": architecture,
+        "config": model_config(architecture, kinds),
+        "label_smoothing": label_smoothing,
+        "inputs": {k: tensor_json(t, F32_DIGITS) for k, t in inputs.items()},
+        "parameters": {k: tensor_json(t, F32_DIGITS) for k, t in params.items()},
+        "logits": tensor_json(logits.contiguous(), F64_DIGITS),
+        "loss": tensor_json(loss.detach(), F64_DIGITS),
+        "grads": {k: tensor_json(g, F64_DIGITS) for k, g in grads.items()},
+    })
+
+
+def build_models():
+    for kind in ("lnas", "hnas"):
+        # the paper's Gigaword setting: hnas in the encoder only
+        add_model_case("seq2seq", {"encoder": kind, "decoder": "lnas", "cross": "lnas"},
+                       seq2seq_inputs([7, 5, 3], [6, 4, 2]))
+    for kind in ("lnas", "hnas"):
+        add_model_case("bert", {"encoder": kind},
+                       bert_inputs([(3, 4), (2, 2), (1, 1)], 10,
+                                   {2: "mask", 6: "mask", 7: "random", 15: "keep", 21: "mask"}))
+
+
 # ---------------------------------------------------------------- writing
 
 def dump(value, indent=0):
@@ -850,6 +1261,10 @@ def main():
     gen.manual_seed(ATTENTION_SEED)
     build_attention()
     write(ATTENTION_PATH, attention_cases, ATTENTION_MAX_BYTES)
+
+    gen.manual_seed(MODELS_SEED)
+    build_models()
+    write(MODELS_PATH, model_cases, MODELS_MAX_BYTES)
 
 
 if __name__ == "__main__":

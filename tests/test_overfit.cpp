@@ -1,7 +1,7 @@
 // Whole-network smoke tests: a small MLP and a Transformer block each overfit a fixed batch, the
 // loss falling by more than 90 % within 200 Adam steps.
 #include "nn/layers.h"
-#include "optim/adam.h"
+#include "optim/optimizer.h"
 #include "test_support.h"
 #include "train/block_demo.h"
 
@@ -17,7 +17,7 @@ TEST(Overfit, MlpFitsAFixedBatch) {
     const Tensor targets = Tensor::from_ints({16}, labels);
     std::vector<nn::NamedParameter> parameters = hidden.named_parameters();
     for (const auto& p : output.named_parameters()) parameters.push_back(p);
-    optim::Adam adam(parameters, std::vector<bool>(parameters.size(), false), {1e-2f});
+    optim::Optimizer adam(parameters, {optim::OptimizerKind::adam});
     float first = 0.0f, last = 0.0f;
     for (int step = 0; step < 200; ++step) {
         adam.zero_grad();
@@ -25,7 +25,7 @@ TEST(Overfit, MlpFitsAFixedBatch) {
         if (step == 0) first = loss.item();
         last = loss.item();
         loss.backward();
-        adam.step();
+        adam.step(1e-2f);
     }
     EXPECT_LT(last, 0.1f * first) << "first loss " << first << ", last " << last;
 }

@@ -1,7 +1,7 @@
 #include "train/block_demo.h"
 
 #include "nn/transformer_layer.h"
-#include "optim/adam.h"
+#include "optim/optimizer.h"
 
 namespace hnas::train {
 
@@ -65,7 +65,7 @@ std::vector<float> run_block_demo(const BlockDemoOptions& options, const std::fu
 
     ReverserModel model(init_rng, dropout_rng);
     const auto parameters = model.named_parameters();
-    optim::Adam adam(parameters, std::vector<bool>(parameters.size(), false), {options.learning_rate});
+    optim::Optimizer adam(parameters, {optim::OptimizerKind::adam});
     std::vector<float> losses;
     for (int step = 0; step < options.steps; ++step) {
         adam.zero_grad();
@@ -73,7 +73,7 @@ std::vector<float> run_block_demo(const BlockDemoOptions& options, const std::fu
         losses.push_back(loss.item());
         if (on_step) on_step(step, loss.item());
         loss.backward();
-        adam.step();
+        adam.step(options.learning_rate);
     }
     return losses;
 }

@@ -1,0 +1,112 @@
+#include "optim/optimizer.h"
+
+#include <cmath>
+
+#include "backend/kernels.h"
+
+namespace hnas::optim {
+
+bool no_weight_decay(const std::string& name) {
+    const std::string last = name.substr(name.rfind('.') + 1);
+    return last == "bias" || name.find("norm.") != std::string::npos || name.find("relative_bias.") != std::string::npos;
+}
+
+Optimizer::Optimizer(std::vector<nn::NamedParameter> parameters, const OptimizerOptions& options)
+    : parameters_(std::move(parameters)), options_(options) {
+    for (const auto& named : parameters_) {
+        decayed_.push_back(options.weight_decay > 0.0f && !no_weight_decay(named.name));
+        first_moment_.push_back(Tensor::zeros(named.parameter.shape()));
+        second_moment_.push_back(Tensor::zeros(named.parameter.shape()));
+    }
+}
+
+void Optimizer::step(float learning_rate) {
+    ++step_;
+    const float beta1 = options_.beta1, beta2 = options_.beta2, eps = options_.epsilon;
+    const float correction1 = 1.0f - std::pow(beta1, static_cast<float>(step_));
+    const float correction2 = 1.0f - std::pow(beta2, static_cast<float>(step_));
+    for (size_t p = 0; p < parameters_.size(); ++p) {
+        Var parameter = parameters_[p].parameter;
+        const Tensor grad = parameter.grad();
+        if (!grad.defined()) continue;
+        const float decay = decayed_[p] ? options_.weight_decay : 0.0f;
+        float* w = parameter.value().data();
+        float *m = first_moment_[p].data(), *v = second_moment_[p].data();
+        const float* g = grad.data();
+        const int64_t n = parameter.numel();
+        if (options_.kind == OptimizerKind::lamb) {
+            // r = m̂ / (√v̂ + ε) + λ·w; w −= lr · (‖w‖ / ‖r‖) · r, the ratio 1 when either norm is 0.
+            std::vector<float> update(static_cast<size_t>(n));
+            double weight_norm = 0.0, update_norm = 0.0;
+            for (int64_t i = 0; i < n; ++i) {
+                m[i] = beta1 * m[i] + (1.0f - beta1) * g[i];
+                v[i] = beta2 * v[i] + (1.0f - beta2) * g[i] * g[i];
+                const float r = (m[i] / correction1) / (std::sqrt(v[i] / correction2) + eps) + decay * w[i];
+                update[static_cast<size_t>(i)] = r;
+                weight_norm += static_cast<double>(w[i]) * w[i];
+                update_norm += static_cast<double>(r) * r;
+            }
+            weight_norm = std::sqrt(weight_norm);
+            update_norm = std::sqrt(update_norm);
+            const float trust = weight_norm > 0.0 && update_norm > 0.0 ? static_cast<float>(weight_norm / update_norm) : 1.0f;
+            for (int64_t i = 0; i < n; ++i) w[i] -= learning_rate * trust * update[static_cast<size_t>(i)];
+            continue;
+        }
+        // Adam adds decay·w to the gradient (L2); AdamW subtracts lr·decay·w from w directly.
+        const bool decoupled = options_.kind == OptimizerKind::adamw;
+#pragma omp parallel for simd schedule(static) if (n >= kernels::kParallelGrain)
+        for (int64_t i = 0; i < n; ++i) {
+            const float gi = decoupled ? g[i] : g[i] + decay * w[i];
+            m[i] = beta1 * m[i] + (1.0f - beta1) * gi;
+            v[i] = beta2 * v[i] + (1.0f - beta2) * gi * gi;
+            const float update = (m[i] / correction1) / (std::sqrt(v[i] / correction2) + eps);
+            w[i] -= learning_rate * (update + (decoupled ? decay * w[i] : 0.0f));
+        }
+    }
+}
+
+void Optimizer::zero_grad() {
+    for (auto& named : parameters_) named.parameter.zero_grad();
+}
+
+void Optimizer::save(io::CheckpointWriter& writer) const {
+    for (size_t p = 0; p < parameters_.size(); ++p) {
+        writer.add_tensor("optimizer/m/" + parameters_[p].name, first_moment_[p]);
+        writer.add_tensor("optimizer/v/" + parameters_[p].name, second_moment_[p]);
+    }
+}
+
+void Optimizer::load(const io::Checkpoint& checkpoint, int64_t step) {
+    for (size_t p = 0; p < parameters_.size(); ++p) {
+        const Shape& shape = parameters_[p].parameter.shape();
+        first_moment_[p] = checkpoint.tensor("optimizer/m/" + parameters_[p].name, shape).clone();
+        second_moment_[p] = checkpoint.tensor("optimizer/v/" + parameters_[p].name, shape).clone();
+    }
+    step_ = step;
+}
+
+double clip_gradients(const std::vector<nn::NamedParameter>& parameters, double max_norm) {
+    double squares = 0.0;
+    for (const auto& named : parameters) {
+        const Tensor grad = named.parameter.grad();
+        if (!grad.defined()) continue;
+        const float* g = grad.data();
+        double sum = 0.0;
+#pragma omp parallel for reduction(+ : sum) schedule(static) if (grad.numel() >= kernels::kParallelGrain)
+        for (int64_t i = 0; i < grad.numel(); ++i) sum += static_cast<double>(g[i]) * g[i];
+        squares += sum;
+    }
+    const double norm = std::sqrt(squares);
+    if (max_norm > 0.0 && norm > max_norm) {
+        const float factor = static_cast<float>(max_norm / norm);
+        for (const auto& named : parameters) {
+            Tensor grad = named.parameter.grad();
+            if (!grad.defined()) continue;
+            float* g = grad.data();
+            for (int64_t i = 0; i < grad.numel(); ++i) g[i] *= factor;
+        }
+    }
+    return norm;
+}
+
+}  // namespace hnas::optim

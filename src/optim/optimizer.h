@@ -1,0 +1,55 @@
+// The optimizers: Adam (Kingma & Ba 2015, weight decay as an L2 term in the gradient), AdamW (decoupled
+// weight decay, Loshchilov & Hutter 2019) and LAMB (You et al. 2019, Algorithm 2: Adam's update scaled
+// per tensor by the trust ratio ‖w‖ / ‖update‖), which the paper pretrained BERT with. Parameters are
+// held by name; weight decay skips the ones no_weight_decay() names. The moments travel in
+// checkpoints, so a resumed run continues exactly.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "io/checkpoint.h"
+#include "nn/module.h"
+
+namespace hnas::optim {
+
+enum class OptimizerKind { adam, adamw, lamb };
+
+struct OptimizerOptions {
+    OptimizerKind kind = OptimizerKind::adamw;
+    float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;
+    float weight_decay = 0.0f;
+};
+
+// Biases, layer norms, the attention normalizations' own parameters (hybrid θ, NAP gain and bias) and
+// the relative-position prior are not decayed: they are offsets and scales, not weights.
+bool no_weight_decay(const std::string& parameter_name);
+
+class Optimizer {
+public:
+    Optimizer(std::vector<nn::NamedParameter> parameters, const OptimizerOptions& options);
+
+    // One update with the given learning rate from the accumulated gradients; a parameter without a
+    // gradient (unused this step) is left alone, its moments unchanged.
+    void step(float learning_rate);
+    void zero_grad();
+    int64_t steps_taken() const { return step_; }
+
+    // The moments as checkpoint entries "optimizer/m/<parameter>" and "optimizer/v/<parameter>"; the
+    // step count is the caller's to store (it is the training step).
+    void save(io::CheckpointWriter& writer) const;
+    void load(const io::Checkpoint& checkpoint, int64_t step);
+
+private:
+    std::vector<nn::NamedParameter> parameters_;
+    std::vector<bool> decayed_;
+    std::vector<Tensor> first_moment_, second_moment_;
+    OptimizerOptions options_;
+    int64_t step_ = 0;
+};
+
+// Scales all gradients so their global L2 norm is at most max_norm (when max_norm > 0); returns the
+// norm before clipping. Accumulated in double, in a fixed order: deterministic.
+double clip_gradients(const std::vector<nn::NamedParameter>& parameters, double max_norm);
+
+}  // namespace hnas::optim

@@ -1,0 +1,25 @@
+// Learning-rate schedules, as pure functions of the step (1-based: the rate of the step about to run).
+// All but "constant" ramp up linearly over the warm-up steps, then:
+//   linear:       decay linearly to 0 at total_steps;
+//   inverse_sqrt: lr · √(warmup / step) (Vaswani et al. 2017);
+//   cosine:       half a cosine from lr down to min_lr at total_steps.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace hnas::optim {
+
+enum class ScheduleKind { constant, linear, inverse_sqrt, cosine };
+
+struct ScheduleOptions {
+    ScheduleKind kind = ScheduleKind::linear;
+    double learning_rate = 1e-3;
+    int64_t warmup_steps = 0;
+    int64_t total_steps = 0;   // linear and cosine end here
+    double min_learning_rate = 0.0;
+};
+
+double learning_rate_at(const ScheduleOptions& options, int64_t step);
+
+}  // namespace hnas::optim
