@@ -1,10 +1,11 @@
 """PyTorch reference values for the C++ tests: writes tests/fixtures/ops.json (single
-ops), tests/fixtures/attention.json (whole multi-head attention layers) and
-tests/fixtures/models.json (whole tiny seq2seq and BERT models, ids to loss).
+ops), tests/fixtures/attention.json (whole multi-head attention layers),
+tests/fixtures/models.json (whole tiny seq2seq and BERT models, ids to loss) and
+tests/fixtures/optim.json (a few parameters through five optimizer steps).
 
 This script is the only place Python touches those tests. The C++ tests read the
 JSON it writes, so the tests themselves never need Python. The files are committed;
-run this script again only when adding or changing a case. One run writes all three
+run this script again only when adding or changing a case. One run writes all four
 files; each uses its own random stream, so a change to one leaves the others
 byte-identical.
 
@@ -187,6 +188,36 @@ The models (no dropout; attention layers exactly as above; valid masks hold 1/0)
            decoder: x = LN_<p>.cross_attn_norm(x + <p>.cross_attn(x, memory));
            x = LN_<p>.ffn_norm(x + <p>.ffn.fc2(gelu(<p>.ffn.fc1(x)))). LayerNorm eps 1e-5.
 The cross-entropy is ops.json's (mean over the rows whose target is not 0).
+
+optim.json format (a contract with the C++ tests)
+-------------------------------------------------
+Same top level and tensor format T. One case is one optimizer run of 5 steps on the
+same few parameters, each step from the given gradients:
+
+    {
+      "name": "adamw",                              unique; also the kind: adamw adam lamb
+      "kind": "adamw",
+      "options": {"learning_rate": 0.01, "beta1": 0.9, "beta2": 0.999, "epsilon": 1e-08,
+                  "weight_decay": 0.1},             lr constant over the steps
+      "decayed": ["layer.weight"],                  the parameters weight decay applies to: those
+                                                    our no_weight_decay() rule does not exclude
+      "parameters": {name: T},                      initial values, float32 with 9 digits
+      "grads": [{name: T}, ...],                    the gradient of every parameter at step 1..5,
+                                                    float32 with 9 digits
+      "steps": [{name: T}, ...]                     every parameter after step 1..5, float64 with 12
+    }
+
+With t the 1-based step, g the gradient, lambda the weight decay on decayed parameters and 0
+on the others, m = v = 0 at the start and every moment per element:
+  adamw  torch.optim.AdamW with two param groups (decayed: lambda, others: 0):
+         w <- w - lr lambda w - lr m^ / (sqrt(v^) + eps), the moments of g
+  adam   torch.optim.Adam, the same groups: g <- g + lambda w (L2), then Adam
+  lamb   You et al. (2019), Algorithm 2, written out below: m = b1 m + (1 - b1) g,
+         v = b2 v + (1 - b2) g^2, m^ = m / (1 - b1^t), v^ = v / (1 - b2^t),
+         r = m^ / (sqrt(v^) + eps) + lambda w, w <- w - lr (||w|| / ||r||) r, the norms per
+         tensor and the ratio 1 when either is 0 (phi = identity)
+The references run in float64 from the float32 values. layer.bias starts at 0, so LAMB's
+first step takes the ratio-1 branch there; layer.weight's first gradient has an exact 0.
 """
 
 import json
@@ -205,6 +236,8 @@ MODELS_PATH = os.path.join(FIXTURE_DIR, "models.json")
 MAX_BYTES = 400 * 1024
 ATTENTION_MAX_BYTES = 600 * 1024
 MODELS_MAX_BYTES = 1536 * 1024
+OPTIM_PATH = os.path.join(FIXTURE_DIR, "optim.json")
+OPTIM_MAX_BYTES = 100 * 1024
 NEG = -1e9  # masked entry of an additive mask; finite, exact in float32
 
 OPS = {
@@ -1207,6 +1240,122 @@ def build_models():
                                    {2: "mask", 6: "mask", 7: "random", 15: "keep", 21: "mask"}))
 
 
+# ---------------------------------------------------------------- optimizers
+# A few parameters through five steps of each optimizer from fixed gradients; written to
+# optim.json. AdamW and Adam are torch.optim's (checked against the update written out by
+# hand); LAMB has no torch.optim counterpart and is written out by hand.
+
+OPTIM_SEED = 20240610  # its own stream again
+OPTIM_STEPS = 5
+OPTIM_LR, OPTIM_BETA1, OPTIM_BETA2, OPTIM_EPS = 1e-2, 0.9, 0.999, 1e-8
+OPTIM_DECAY = {"adamw": 0.1, "adam": 0.1, "lamb": 0.01}
+OPTIM_GRAD_SCALES = (1.0, 0.5, 2.0, 0.1, 1.0)  # per step, so the moments see changing magnitudes
+optim_cases = []
+
+
+def no_weight_decay(name):
+    """src/optim/optimizer.cpp's rule: biases, norms and the relative-position prior."""
+    return name.split(".")[-1] == "bias" or "norm." in name or "relative_bias." in name
+
+
+def optim_inputs():
+    params = {
+        "layer.weight": uniform((4, 3)),
+        "layer.bias": torch.zeros(3, dtype=torch.float32),  # LAMB: ||w|| = 0 on the first step
+        "layer.norm.weight": uniform((2,), 0.5, 1.5),
+    }
+    grads = [{k: uniform(v.shape) * scale for k, v in params.items()} for scale in OPTIM_GRAD_SCALES]
+    assert len(grads) == OPTIM_STEPS
+    grads[0]["layer.weight"][0, 0] = 0.0  # m = v = 0 there after step 1: the update is 0 / (0 + eps)
+    return params, grads
+
+
+def torch_optimizer_steps(kind, params, grads, decay):
+    """torch.optim.AdamW / Adam with decay only on the decayed group; parameters after every step."""
+    ref = {k: v.double().requires_grad_(True) for k, v in params.items()}
+    groups = [{"params": [v for k, v in ref.items() if not no_weight_decay(k)], "weight_decay": decay},
+              {"params": [v for k, v in ref.items() if no_weight_decay(k)], "weight_decay": 0.0}]
+    cls = torch.optim.AdamW if kind == "adamw" else torch.optim.Adam
+    optimizer = cls(groups, lr=OPTIM_LR, betas=(OPTIM_BETA1, OPTIM_BETA2), eps=OPTIM_EPS)
+    steps = []
+    for g in grads:
+        for k, v in ref.items():
+            v.grad = g[k].double()
+        optimizer.step()
+        steps.append({k: v.detach().clone() for k, v in ref.items()})
+    return steps
+
+
+def adam_by_hand(kind, params, grads, decay):
+    """The same updates written out, to check torch.optim's against the formulas in the docstring."""
+    w = {k: v.double() for k, v in params.items()}
+    m = {k: torch.zeros_like(v) for k, v in w.items()}
+    v2 = {k: torch.zeros_like(v) for k, v in w.items()}
+    steps = []
+    for t, g in enumerate(grads, start=1):
+        for k in w:
+            lam = 0.0 if no_weight_decay(k) else decay
+            gk = g[k].double() + (lam * w[k] if kind == "adam" else 0.0)
+            m[k] = OPTIM_BETA1 * m[k] + (1 - OPTIM_BETA1) * gk
+            v2[k] = OPTIM_BETA2 * v2[k] + (1 - OPTIM_BETA2) * gk * gk
+            update = (m[k] / (1 - OPTIM_BETA1 ** t)) / (torch.sqrt(v2[k] / (1 - OPTIM_BETA2 ** t)) + OPTIM_EPS)
+            w[k] = w[k] - OPTIM_LR * (update + (lam * w[k] if kind == "adamw" else 0.0))
+        steps.append(dict(w))
+    return steps
+
+
+def lamb_steps(params, grads, decay):
+    """LAMB (You et al. 2019, Algorithm 2) with bias correction, per tensor, phi = identity."""
+    w = {k: v.double() for k, v in params.items()}
+    m = {k: torch.zeros_like(v) for k, v in w.items()}
+    v2 = {k: torch.zeros_like(v) for k, v in w.items()}
+    steps, unit_ratio = [], 0
+    for t, g in enumerate(grads, start=1):
+        for k in w:
+            lam = 0.0 if no_weight_decay(k) else decay
+            gk = g[k].double()
+            m[k] = OPTIM_BETA1 * m[k] + (1 - OPTIM_BETA1) * gk
+            v2[k] = OPTIM_BETA2 * v2[k] + (1 - OPTIM_BETA2) * gk * gk
+            r = (m[k] / (1 - OPTIM_BETA1 ** t)) / (torch.sqrt(v2[k] / (1 - OPTIM_BETA2 ** t)) + OPTIM_EPS) + lam * w[k]
+            w_norm, r_norm = w[k].norm().item(), r.norm().item()
+            ratio = w_norm / r_norm if w_norm > 0 and r_norm > 0 else 1.0
+            unit_ratio += ratio == 1.0
+            new = w[k] - OPTIM_LR * ratio * r
+            if w_norm > 0:  # LAMB's invariant: each step moves a tensor by lr ||w||
+                assert abs((new - w[k]).norm().item() - OPTIM_LR * w_norm) < 1e-14, (k, t)
+            w[k] = new
+        steps.append(dict(w))
+    assert unit_ratio == 1, "only layer.bias's first step should take the ratio-1 branch"
+    return steps
+
+
+def build_optim():
+    params, grads = optim_inputs()
+    decayed = [k for k in params if not no_weight_decay(k)]
+    assert decayed == ["layer.weight"]
+    for kind in ("adamw", "adam", "lamb"):
+        decay = OPTIM_DECAY[kind]
+        if kind == "lamb":
+            steps = lamb_steps(params, grads, decay)
+        else:
+            steps = torch_optimizer_steps(kind, params, grads, decay)
+            by_hand = adam_by_hand(kind, params, grads, decay)
+            worst = max((a[k] - b[k]).abs().max().item() for a, b in zip(steps, by_hand) for k in a)
+            assert worst < 1e-15, (kind, "torch.optim vs by hand", worst)
+        moved = max((steps[-1][k] - params[k].double()).abs().max().item() for k in params)
+        print(f"{kind}: largest move over {OPTIM_STEPS} steps {moved:.4f}")
+        optim_cases.append({
+            "name": kind,
+            "kind": kind,
+            "options": {"learning_rate": OPTIM_LR, "beta1": OPTIM_BETA1, "beta2": OPTIM_BETA2,
+                        "epsilon": OPTIM_EPS, "weight_decay": decay},
+            "decayed": decayed,
+            "parameters": {k: tensor_json(t, F32_DIGITS) for k, t in params.items()},
+            "grads": [{k: tensor_json(t, F32_DIGITS) for k, t in g.items()} for g in grads],
+            "steps": [{k: tensor_json(t, F64_DIGITS) for k, t in s.items()} for s in steps],
+        })
+
+
 # ---------------------------------------------------------------- writing
 
 def dump(value, indent=0):
@@ -1265,6 +1414,10 @@ def main():
     gen.manual_seed(MODELS_SEED)
     build_models()
     write(MODELS_PATH, model_cases, MODELS_MAX_BYTES)
+
+    gen.manual_seed(OPTIM_SEED)
+    build_optim()
+    write(OPTIM_PATH, optim_cases, OPTIM_MAX_BYTES)
 
 
 if __name__ == "__main__":

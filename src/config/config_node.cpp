@@ -33,6 +33,11 @@ const Json* ConfigNode::find(const std::string& key) {
 
 bool ConfigNode::has(const std::string& key) const { return value_.contains(key); }
 
+Json ConfigNode::raw(const std::string& key) {
+    const Json* value = find(key);
+    return value ? *value : Json();
+}
+
 int64_t ConfigNode::integer(const std::string& key, int64_t fallback, int64_t min, int64_t max) {
     int64_t result = fallback;
     if (const Json* value = find(key)) {

@@ -30,6 +30,10 @@ public:
     // A string, or a list of strings (e.g. one attention kind per layer).
     std::vector<std::string> text_or_list(const std::string& key, const std::string& fallback);
     bool has(const std::string& key) const;
+    // The raw value of a key (marked as read), for lists of objects the caller reads with nodes of
+    // its own; record what it resolved to with set_resolved.
+    Json raw(const std::string& key);
+    void set_resolved(const std::string& key, Json value) { resolved_[key] = std::move(value); }
     // A nested object (empty when absent); call finish() on it too.
     ConfigNode child(const std::string& key);
 

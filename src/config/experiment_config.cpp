@@ -95,6 +95,124 @@ ModelConfig parse_model(ConfigNode& node, Task task) {
     return m;
 }
 
+// A string or a list of strings, empty when absent.
+std::vector<std::string> text_list(ConfigNode& node, const std::string& key) {
+    if (node.has(key)) return node.text_or_list(key, "");
+    node.raw(key);
+    node.set_resolved(key, Json::array());
+    return {};
+}
+
+TokenizerConfig parse_tokenizer(ConfigNode& node) {
+    TokenizerConfig t;
+    t.model = node.text("model", "");
+    t.vocab_size = static_cast<int>(node.integer("vocab_size", 8000, 16, 1000000));
+    t.type = node.choice("type", "unigram", {"unigram", "bpe"});
+    t.inputs = text_list(node, "inputs");
+    t.input_sentence_size = node.integer("input_sentence_size", 200000, 0);
+    return t;
+}
+
+// A list of {"path": ..., "unit": "file" | "block" | "line"} text sources.
+std::vector<data::TextSource> parse_sources(ConfigNode& node, const std::string& key,
+                                            const std::vector<std::string>& fallback_paths) {
+    std::vector<data::TextSource> sources;
+    Json resolved = Json::array();
+    if (!node.has(key)) {
+        for (const std::string& path : fallback_paths) sources.push_back({path, data::DocumentUnit::block});
+    }
+    const Json list = node.has(key) ? node.raw(key) : Json::array();
+    if (!list.is_array()) node.fail(key, "expected a list of {\"path\": ..., \"unit\": ...} objects");
+    for (size_t i = 0; i < list.size(); ++i) {
+        ConfigNode item(list[i], node.path_of(key) + "[" + std::to_string(i) + "]");
+        data::TextSource source;
+        source.path = item.text("path", "");
+        if (source.path.empty()) item.fail("path", "is required");
+        source.unit = data::parse_document_unit(item.choice("unit", "block", {"file", "block", "line"}));
+        item.finish();
+        sources.push_back(source);
+    }
+    for (const auto& source : sources) {
+        const char* unit = source.unit == data::DocumentUnit::file ? "file" : source.unit == data::DocumentUnit::block ? "block" : "line";
+        resolved.push_back({{"path", source.path}, {"unit", unit}});
+    }
+    node.set_resolved(key, resolved);
+    return sources;
+}
+
+DataConfig parse_data(ConfigNode& node, Task task) {
+    DataConfig d;
+    if (task == Task::headline) {
+        d.train_articles = node.text("train_articles", "data/gigaword/derived/train_all.article.txt");
+        d.train_titles = node.text("train_titles", "data/gigaword/derived/train_all.title.txt");
+        d.valid_articles = node.text("valid_articles", "data/gigaword/valid_1k/valid.article.filter.txt");
+        d.valid_titles = node.text("valid_titles", "data/gigaword/valid_1k/valid.title.filter.txt");
+        d.max_source = node.integer("max_source", 128, 1);
+        d.max_target = node.integer("max_target", 64, 2);
+        d.shuffle_buffer = node.integer("shuffle_buffer", 65536, 1);
+    } else {
+        d.train_sources = parse_sources(node, "train_sources", {"data/corpus/moby_dick.txt"});
+        d.valid_sources = parse_sources(node, "valid_sources", {});
+        d.max_seq = node.integer("max_seq", 128, 8);
+        d.masking.mask_prob = node.number("mask_prob", 0.15, 0.0, 1.0);
+        d.masking.max_ngram = static_cast<int>(node.integer("max_ngram", 3, 1, 3));
+    }
+    d.batch_sentences = node.integer("batch_sentences", 32, 0);
+    d.batch_tokens = node.integer("batch_tokens", 0, 0);
+    if (d.batch_sentences == 0 && d.batch_tokens == 0) node.fail("batch_sentences", "and batch_tokens cannot both be 0");
+    return d;
+}
+
+TrainConfig parse_train(ConfigNode& node, Task task) {
+    TrainConfig t;
+    const std::string optimizer = node.choice("optimizer", "adamw", {"adam", "adamw", "lamb"});
+    t.optimizer.kind = optimizer == "adam" ? optim::OptimizerKind::adam
+                       : optimizer == "adamw" ? optim::OptimizerKind::adamw
+                                              : optim::OptimizerKind::lamb;
+    t.optimizer.beta1 = static_cast<float>(node.number("beta1", 0.9, 0.0, 0.999999));
+    t.optimizer.beta2 = static_cast<float>(node.number("beta2", 0.999, 0.0, 0.999999));
+    t.optimizer.epsilon = static_cast<float>(node.number("epsilon", 1e-8, 1e-20, 1.0));
+    t.optimizer.weight_decay = static_cast<float>(node.number("weight_decay", 0.01, 0.0, 1.0));
+    t.schedule.learning_rate = node.number("learning_rate", 1e-3, 0.0, 10.0);
+    const std::string schedule = node.choice("schedule", "linear", {"constant", "linear", "inverse_sqrt", "cosine"});
+    t.schedule.kind = schedule == "constant" ? optim::ScheduleKind::constant
+                      : schedule == "linear" ? optim::ScheduleKind::linear
+                      : schedule == "inverse_sqrt" ? optim::ScheduleKind::inverse_sqrt
+                                                   : optim::ScheduleKind::cosine;
+    t.schedule.warmup_steps = node.integer("warmup_steps", 0, 0);
+    t.schedule.min_learning_rate = node.number("min_learning_rate", 0.0, 0.0, 10.0);
+    t.steps = node.integer("steps", 10000, 1);
+    t.schedule.total_steps = t.steps;
+    t.gradient_accumulation = node.integer("gradient_accumulation", 1, 1);
+    t.clip_norm = node.number("clip_norm", 1.0, 0.0);
+    if (task == Task::headline) t.label_smoothing = static_cast<float>(node.number("label_smoothing", 0.1, 0.0, 0.99));
+    t.log_every = node.integer("log_every", 50, 1);
+    t.threads = static_cast<int>(node.integer("threads", 0, 0, 1024));
+    return t;
+}
+
+ValidationConfig parse_validation(ConfigNode& node, Task task) {
+    ValidationConfig v;
+    v.every = node.integer("every", 500, 0);
+    v.max_batches = node.integer("max_batches", 0, 0);
+    if (task == Task::headline) {
+        v.decode_examples = node.integer("decode_examples", 200, 0);
+        v.max_decode_length = node.integer("max_decode_length", 30, 1);
+        v.metric = node.choice("metric", "rouge_l", {"loss", "rouge_l"});
+    } else {
+        v.metric = node.choice("metric", "loss", {"loss"});
+    }
+    v.patience = node.integer("patience", 0, 0);
+    return v;
+}
+
+CheckpointConfig parse_checkpoint(ConfigNode& node) {
+    CheckpointConfig c;
+    c.every = node.integer("every", 1000, 1);
+    c.keep = node.integer("keep", 3, 1);
+    return c;
+}
+
 }  // namespace
 
 ExperimentConfig parse_experiment_config(const Json& raw) {
@@ -106,6 +224,21 @@ ExperimentConfig parse_experiment_config(const Json& raw) {
     config.model = parse_model(model, config.task);
     root.finish_child("model", model);
     if (config.task == Task::headline) config.init_from = root.text("init_from", "");
+    ConfigNode tokenizer = root.child("tokenizer");
+    config.tokenizer = parse_tokenizer(tokenizer);
+    root.finish_child("tokenizer", tokenizer);
+    ConfigNode data = root.child("data");
+    config.data = parse_data(data, config.task);
+    root.finish_child("data", data);
+    ConfigNode train = root.child("train");
+    config.train = parse_train(train, config.task);
+    root.finish_child("train", train);
+    ConfigNode validation = root.child("validation");
+    config.validation = parse_validation(validation, config.task);
+    root.finish_child("validation", validation);
+    ConfigNode checkpoint = root.child("checkpoint");
+    config.checkpoint = parse_checkpoint(checkpoint);
+    root.finish_child("checkpoint", checkpoint);
     root.finish();
     config.resolved = root.resolved();
     return config;

@@ -6,17 +6,71 @@
 #include <vector>
 
 #include "config/config_node.h"
+#include "data/mlm.h"
 #include "models/model_config.h"
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
 
 namespace hnas::config {
 
 enum class Task { headline, mlm };
+
+// The SentencePiece model: an existing file, or one trained at the start of a run from `inputs`.
+struct TokenizerConfig {
+    std::string model;                 // a .model file; empty: train one into the run directory
+    int vocab_size = 8000;
+    std::string type = "unigram";
+    std::vector<std::string> inputs;   // empty: the training data's text files
+    int64_t input_sentence_size = 200000;
+};
+
+struct DataConfig {
+    // headline
+    std::string train_articles, train_titles, valid_articles, valid_titles;
+    int64_t max_source = 128, max_target = 64, shuffle_buffer = 65536;
+    // mlm
+    std::vector<data::TextSource> train_sources, valid_sources;
+    int64_t max_seq = 128;
+    data::MaskingOptions masking;
+    // both
+    int64_t batch_sentences = 32, batch_tokens = 0;
+};
+
+struct TrainConfig {
+    optim::OptimizerOptions optimizer;
+    optim::ScheduleOptions schedule;  // total_steps = steps
+    int64_t steps = 10000;
+    int64_t gradient_accumulation = 1;
+    double clip_norm = 1.0;           // 0: no clipping
+    float label_smoothing = 0.1f;     // headline only
+    int64_t log_every = 50;
+    int threads = 0;                  // 0: all cores
+};
+
+struct ValidationConfig {
+    int64_t every = 500;              // steps between validations; 0: only at the end
+    int64_t max_batches = 0;          // 0: the whole validation set
+    int64_t decode_examples = 200;    // headline: articles decoded greedily for ROUGE-L
+    int64_t max_decode_length = 30;
+    std::string metric = "loss";      // "loss" (lower is better) or "rouge_l" (headline, higher is better)
+    int64_t patience = 0;             // stop after this many validations without improvement; 0: never
+};
+
+struct CheckpointConfig {
+    int64_t every = 1000;             // steps between checkpoints (and one at the end)
+    int64_t keep = 3;                 // most recent step checkpoints kept; best.ckpt is kept besides
+};
 
 struct ExperimentConfig {
     Task task = Task::headline;
     uint64_t seed = 1;
     models::ModelConfig model;
     std::string init_from;  // headline only: an MLM checkpoint for ⟨BERT,BERT⟩ initialization
+    TokenizerConfig tokenizer;
+    DataConfig data;
+    TrainConfig train;
+    ValidationConfig validation;
+    CheckpointConfig checkpoint;
     Json resolved;          // the whole config with every default filled in
 };
 

@@ -1,0 +1,34 @@
+// The batches the data pipeline hands to the models: padded id tensors plus the masks built once per
+// batch. These structs are the contract between src/data and the model code.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace hnas::data {
+
+// One batch of Gigaword (article → headline) pairs, padded to the longest row of the batch.
+struct Seq2SeqBatch {
+    Tensor source_ids;     // (B, S) int32 article ids, padded with pad id 0
+    Tensor source_valid;   // (B, S) f32, 1 for real tokens, 0 for padding
+    Tensor target_input;   // (B, T) int32: bos, y_1 .. y_n, padded (teacher-forcing decoder input)
+    Tensor target_output;  // (B, T) int32: y_1 .. y_n, eos, padded with pad id 0 (the loss ignores pad)
+    Tensor target_valid;   // (B, T) f32, 1 where target_output is y_i or eos
+    std::vector<int64_t> example_index;  // 0-based line of the corpus each row came from
+    int64_t source_tokens = 0, target_tokens = 0;  // real (unpadded) tokens; target counts eos
+};
+
+// One batch of masked-LM sequences [CLS] A [SEP] B [SEP], padded to the longest row of the batch.
+struct MlmBatch {
+    Tensor input_ids;         // (B, L) int32 with masking applied, pad 0
+    Tensor segment_ids;       // (B, L) int32: 0 for [CLS] A [SEP] and padding, 1 for B [SEP]
+    Tensor valid;             // (B, L) f32, 1 for real tokens
+    Tensor masked_positions;  // (N) int32 flat indices b*L + t of the tokens to predict, ascending
+    Tensor masked_labels;     // (N) int32 original ids at those positions
+    Tensor sentence_order;    // (B) int32: 1 if the two segments were swapped (ALBERT's SOP label)
+    int64_t tokens = 0;       // real (unpadded) tokens
+};
+
+}  // namespace hnas::data

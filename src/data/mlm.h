@@ -1,0 +1,122 @@
+// Masked-LM pretraining data (BERT, Devlin et al. 2019; ALBERT, Lan et al. 2020): documents are read
+// from text files, split into sentences, tokenized, packed into [CLS] A [SEP] B [SEP] sequences with
+// ALBERT's sentence-order labels, masked with ALBERT's n-gram masking, and batched.
+//
+// Documents and sentences. A TextSource says what a document is: a whole file (Moby-Dick), each
+// blank-line-separated block (paragraphs), or each line (sotu.txt: one address per line). Lines of a
+// block are joined with spaces (hard-wrapped prose), and a blank line always ends a sentence.
+// split_sentences() is rule-based (see there). The tokenized corpus is held in memory as ids
+// (4 bytes a token: 10 MB for the 1.8M-word State of the Union file).
+//
+// Sequences (ALBERT's create_instances_from_document): consecutive sentences of a document are
+// gathered until they reach a target length — max_seq - 3, or with probability short_seq_prob a
+// length drawn uniformly from [2, max_seq - 3] (drawn per sequence, not per document as in the
+// original code, because these corpora have few, long documents) — and cut at a random sentence
+// boundary into A and B (a chunk of one sentence is cut at a random token). Sentence-order
+// prediction: with probability swap_prob A and B are swapped and the label is 1. The pair is
+// trimmed to max_seq - 3 tokens by dropping tokens from the longer side, at its front or back at
+// random. Every epoch draws new sequences, orders and masks from the seed.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "data/batch.h"
+#include "data/batching.h"
+#include "data/text_io.h"
+#include "data/tokenizer.h"
+#include "tensor/rng.h"
+
+namespace hnas::data {
+
+// Splits text into sentences with simple rules: a sentence ends after '.', '!' or '?' (plus any
+// closing quotes or brackets right after it) when whitespace follows and the next word starts with
+// an uppercase letter, a digit or an opening quote or bracket — unless the terminator is a period
+// after a known abbreviation (Mr., Dr., St., ...), a single letter (an initial) or a word holding
+// another period (U.S.). The end of the text ends the last sentence. Returns trimmed, non-empty
+// views into `text`.
+std::vector<std::string_view> split_sentences(std::string_view text);
+
+struct MaskingOptions {
+    double mask_prob = 0.15;         // fraction of the non-special tokens selected for prediction
+    int max_ngram = 3;               // n-gram lengths n = 1..max_ngram words, p(n) ∝ 1/n (ALBERT)
+    double mask_token_prob = 0.8;    // selected token → [MASK]
+    double random_token_prob = 0.1;  // selected token → a random ordinary piece; the rest stay unchanged
+};
+
+struct MaskingResult {
+    std::vector<int32_t> positions;    // ascending indices into the sequence
+    std::vector<int32_t> labels;       // the original ids at those positions
+    std::vector<int32_t> ngram_words;  // words in each masked n-gram, in the order they were chosen
+};
+
+// ALBERT's n-gram masking of one sequence, in place. Words are a word-start piece
+// (Tokenizer::starts_word) with the continuation pieces after it; [CLS], [SEP] and pad are never
+// selected and no n-gram crosses them. The number of n-grams is set first: mask_prob × tokens
+// divided by the mean n-gram length in tokens (p(n)'s mean in words × this sequence's tokens per
+// word), its fraction rounded up with that probability, at least one. Then each n-gram's length n
+// (in words) is drawn with p(n) ∝ 1/n and placed at the next word, in a random order, where n
+// uncovered words of one segment follow. So the selected tokens average mask_prob × tokens and the
+// masked lengths follow p(n) exactly. (ALBERT's reference code fills a fixed quota of
+// round(mask_prob × tokens) and shortens an n-gram that would overshoot it, which moves about a
+// third of the 3-grams to shorter lengths: 0.64 / 0.24 / 0.12 for n = 1, 2, 3 measured on sotu.txt
+// against 6/11, 3/11, 2/11.) Each selected token independently becomes [MASK] (80 %), a random
+// ordinary piece (10 %) or stays (10 %).
+MaskingResult mask_sequence(std::span<int32_t> ids, const Tokenizer& tokenizer, const MaskingOptions& options,
+                            Rng& rng);
+
+enum class DocumentUnit { file, block, line };
+
+struct TextSource {
+    std::string path;
+    DocumentUnit unit = DocumentUnit::line;
+};
+
+// Parses "file", "block" or "line" (for configs); throws naming the value.
+DocumentUnit parse_document_unit(std::string_view name);
+
+struct MlmDataOptions {
+    std::vector<TextSource> sources;
+    int64_t max_seq = 128;         // tokens per sequence, [CLS] and both [SEP] included
+    double short_seq_prob = 0.1;
+    double swap_prob = 0.5;        // sentence-order prediction: probability of swapping A and B
+    MaskingOptions masking;
+    size_t max_line_bytes = kDefaultMaxLineBytes;
+    bool shuffle = true;           // false: sequences in document order, batches in length order
+    uint64_t seed = 0;
+    BatchOptions batch;
+    int64_t epochs = 0;    // next() ends after this many epochs; 0 = never
+    int64_t prefetch = 4;  // batches prepared ahead on a background thread; 0 = on the caller's thread
+};
+
+class MlmBatcher {
+public:
+    // Reads, splits and tokenizes every source (throws naming file and line on invalid UTF-8 or
+    // over-long lines, and if the sources give no sequence at all).
+    MlmBatcher(Tokenizer tokenizer, MlmDataOptions options);
+    ~MlmBatcher();
+    MlmBatcher(const MlmBatcher&) = delete;
+    MlmBatcher& operator=(const MlmBatcher&) = delete;
+
+    // The next batch, crossing epoch boundaries; std::nullopt after `epochs` epochs. Errors of the
+    // background thread are rethrown here.
+    std::optional<MlmBatch> next();
+
+    DataPosition position() const;
+    // Continue from a saved position (see Seq2SeqBatcher::restore).
+    void restore(const DataPosition& position);
+
+    int64_t documents() const;
+    int64_t corpus_tokens() const;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace hnas::data

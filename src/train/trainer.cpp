@@ -1,0 +1,604 @@
+#include "train/trainer.h"
+
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+
+#include "backend/matmul.h"
+#include "data/gigaword.h"
+#include "decode/greedy.h"
+#include "eval/rouge.h"
+#include "models/bert.h"
+#include "models/model_factory.h"
+#include "models/model_io.h"
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
+
+namespace hnas::train {
+
+namespace fs = std::filesystem;
+using config::Json;
+using config::Task;
+
+namespace {
+
+// ---- signals: SIGINT / SIGTERM ask the loop to checkpoint and stop --------------------------------
+std::atomic<int> pending_signal{0};
+extern "C" void record_signal(int signal) { pending_signal.store(signal); }
+
+class SignalGuard {
+public:
+    SignalGuard() {
+        pending_signal.store(0);
+        previous_int_ = std::signal(SIGINT, record_signal);
+        previous_term_ = std::signal(SIGTERM, record_signal);
+    }
+    ~SignalGuard() {
+        std::signal(SIGINT, previous_int_);
+        std::signal(SIGTERM, previous_term_);
+    }
+    SignalGuard(const SignalGuard&) = delete;
+    SignalGuard& operator=(const SignalGuard&) = delete;
+
+private:
+    void (*previous_int_)(int);
+    void (*previous_term_)(int);
+};
+
+// Random streams of one run, all from the config's seed.
+enum Stream : uint64_t { kInitStream = 1, kDropoutStream = 2 };
+
+// ---- the two tasks behind one interface --------------------------------------------------------------
+struct Validation {
+    double loss = 0.0;
+    std::optional<double> rouge_l;
+    int64_t tokens = 0;
+};
+
+class TrainingTask {
+public:
+    virtual ~TrainingTask() = default;
+    virtual nn::Module& model() = 0;
+    // Loads the next training batch; returns its real (loss-bearing) token count.
+    virtual int64_t next_batch() = 0;
+    virtual Var batch_loss() = 0;
+    virtual data::DataPosition position() const = 0;
+    virtual void restore(const data::DataPosition& position) = 0;
+    virtual std::optional<Validation> validate() = 0;
+    // The attention layers of the model, by stack name, for statistics.
+    virtual std::vector<std::pair<std::string, nn::MultiHeadAttention*>> attention_layers() = 0;
+};
+
+std::vector<std::pair<std::string, nn::MultiHeadAttention*>> collect_attention(
+    const std::string& stack, const std::vector<nn::TransformerLayer*>& layers) {
+    std::vector<std::pair<std::string, nn::MultiHeadAttention*>> out;
+    for (size_t i = 0; i < layers.size(); ++i) {
+        const std::string prefix = stack + ".layers." + std::to_string(i);
+        out.emplace_back(prefix + ".self_attn", &layers[i]->self_attention());
+        if (layers[i]->cross_attention()) out.emplace_back(prefix + ".cross_attn", layers[i]->cross_attention());
+    }
+    return out;
+}
+
+class HeadlineTask : public TrainingTask {
+public:
+    HeadlineTask(const config::ExperimentConfig& config, const data::Tokenizer& tokenizer, Rng& init, Rng& dropout)
+        : config_(config), tokenizer_(tokenizer) {
+        model_ = std::make_unique<models::Seq2SeqModel>(config.model, init, dropout);
+        train_ = std::make_unique<data::Seq2SeqBatcher>(tokenizer, data_options(config.data.train_articles,
+                                                                                config.data.train_titles, true));
+        valid_ = std::make_unique<data::Seq2SeqBatcher>(tokenizer, data_options(config.data.valid_articles,
+                                                                                config.data.valid_titles, false));
+        valid_start_ = valid_->position();
+        const auto articles = eval::read_lines(config.data.valid_articles);
+        const auto titles = eval::read_lines(config.data.valid_titles);
+        const size_t count = std::min<size_t>(articles.size(), static_cast<size_t>(config.validation.decode_examples));
+        decode_articles_.assign(articles.begin(), articles.begin() + static_cast<std::ptrdiff_t>(count));
+        decode_references_.assign(titles.begin(), titles.begin() + static_cast<std::ptrdiff_t>(count));
+    }
+
+    nn::Module& model() override { return *model_; }
+    models::Seq2SeqModel& seq2seq() { return *model_; }
+
+    int64_t next_batch() override {
+        batch_ = *train_->next();  // the training stream never ends (epochs = 0)
+        return batch_.target_tokens;
+    }
+    Var batch_loss() override { return loss_of(batch_); }
+    data::DataPosition position() const override { return train_->position(); }
+    void restore(const data::DataPosition& position) override { train_->restore(position); }
+
+    std::optional<Validation> validate() override {
+        NoGradScope no_grad;
+        model_->set_training(false);
+        Validation result;
+        double weighted = 0.0;
+        valid_->restore(valid_start_);
+        int64_t batches = 0;
+        while (auto batch = valid_->next()) {
+            weighted += static_cast<double>(loss_of(*batch).item()) * static_cast<double>(batch->target_tokens);
+            result.tokens += batch->target_tokens;
+            if (config_.validation.max_batches > 0 && ++batches >= config_.validation.max_batches) break;
+        }
+        result.loss = result.tokens > 0 ? weighted / static_cast<double>(result.tokens) : 0.0;
+        if (!decode_articles_.empty()) result.rouge_l = decode_rouge_l();
+        model_->set_training(true);
+        return result;
+    }
+
+    std::vector<std::pair<std::string, nn::MultiHeadAttention*>> attention_layers() override {
+        auto out = collect_attention("encoder", model_->encoder_layers());
+        for (auto& entry : collect_attention("decoder", model_->decoder_layers())) out.push_back(entry);
+        return out;
+    }
+
+private:
+    data::Seq2SeqDataOptions data_options(const std::string& articles, const std::string& titles, bool training) const {
+        data::Seq2SeqDataOptions o;
+        o.article_path = articles;
+        o.title_path = titles;
+        o.max_source = std::min(config_.data.max_source, config_.model.max_source_positions);
+        o.max_target = std::min(config_.data.max_target, config_.model.max_target_positions);
+        o.shuffle_buffer = config_.data.shuffle_buffer;
+        o.shuffle = training;
+        o.seed = config_.seed;
+        o.batch = {config_.data.batch_sentences, config_.data.batch_tokens};
+        o.epochs = training ? 0 : 1;
+        return o;
+    }
+
+    Var loss_of(const data::Seq2SeqBatch& b) const {
+        return model_->loss(b.source_ids, b.source_valid, b.target_input, b.target_output, b.target_valid,
+                            config_.train.label_smoothing);
+    }
+
+    // Greedy headlines for the first validation articles, scored with ROUGE-L F1 (no stemming).
+    double decode_rouge_l() const {
+        std::vector<std::string> hypotheses;
+        const int64_t max_source = std::min(config_.data.max_source, config_.model.max_source_positions);
+        for (size_t start = 0; start < decode_articles_.size(); start += 32) {
+            const size_t end = std::min(decode_articles_.size(), start + 32);
+            std::vector<std::vector<int32_t>> rows;
+            int64_t longest = 1;
+            for (size_t i = start; i < end; ++i) {
+                std::vector<int32_t> ids = tokenizer_.encode(decode_articles_[i]);
+                if (static_cast<int64_t>(ids.size()) > max_source) ids.resize(static_cast<size_t>(max_source));
+                longest = std::max<int64_t>(longest, static_cast<int64_t>(ids.size()));
+                rows.push_back(std::move(ids));
+            }
+            const auto batch = static_cast<int64_t>(rows.size());
+            std::vector<int32_t> ids(static_cast<size_t>(batch * longest), data::kPadId);
+            std::vector<float> valid(static_cast<size_t>(batch * longest), 0.0f);
+            for (int64_t b = 0; b < batch; ++b)
+                for (size_t t = 0; t < rows[static_cast<size_t>(b)].size(); ++t) {
+                    ids[static_cast<size_t>(b * longest) + t] = rows[static_cast<size_t>(b)][t];
+                    valid[static_cast<size_t>(b * longest) + t] = 1.0f;
+                }
+            const auto outputs = decode::greedy_decode(*model_, Tensor::from_ints({batch, longest}, ids),
+                                                       Tensor::from_floats({batch, longest}, valid),
+                                                       config_.validation.max_decode_length, data::kBosId, data::kEosId);
+            for (const auto& output : outputs) hypotheses.push_back(tokenizer_.decode(output));
+        }
+        const eval::RougeScorer scorer(false);
+        return scorer.score(hypotheses, decode_references_).rouge_l.f1;
+    }
+
+    const config::ExperimentConfig& config_;
+    data::Tokenizer tokenizer_;
+    std::unique_ptr<models::Seq2SeqModel> model_;
+    std::unique_ptr<data::Seq2SeqBatcher> train_, valid_;
+    data::DataPosition valid_start_;
+    data::Seq2SeqBatch batch_;
+    std::vector<std::string> decode_articles_, decode_references_;
+};
+
+class MlmTask : public TrainingTask {
+public:
+    MlmTask(const config::ExperimentConfig& config, const data::Tokenizer& tokenizer, Rng& init, Rng& dropout)
+        : config_(config) {
+        model_ = std::make_unique<models::BertModel>(config.model, init, dropout);
+        train_ = std::make_unique<data::MlmBatcher>(tokenizer, data_options(config.data.train_sources, true));
+        if (!config.data.valid_sources.empty()) {
+            valid_ = std::make_unique<data::MlmBatcher>(tokenizer, data_options(config.data.valid_sources, false));
+            valid_start_ = valid_->position();
+        }
+    }
+
+    nn::Module& model() override { return *model_; }
+    int64_t next_batch() override {
+        batch_ = *train_->next();
+        return batch_.masked_labels.numel();
+    }
+    Var batch_loss() override { return loss_of(batch_); }
+    data::DataPosition position() const override { return train_->position(); }
+    void restore(const data::DataPosition& position) override { train_->restore(position); }
+
+    std::optional<Validation> validate() override {
+        if (!valid_) return std::nullopt;
+        NoGradScope no_grad;
+        model_->set_training(false);
+        Validation result;
+        double weighted = 0.0;
+        valid_->restore(valid_start_);
+        int64_t batches = 0;
+        while (auto batch = valid_->next()) {
+            const int64_t predicted = batch->masked_labels.numel();
+            weighted += static_cast<double>(loss_of(*batch).item()) * static_cast<double>(predicted);
+            result.tokens += predicted;
+            if (config_.validation.max_batches > 0 && ++batches >= config_.validation.max_batches) break;
+        }
+        result.loss = result.tokens > 0 ? weighted / static_cast<double>(result.tokens) : 0.0;
+        model_->set_training(true);
+        return result;
+    }
+
+    std::vector<std::pair<std::string, nn::MultiHeadAttention*>> attention_layers() override {
+        return collect_attention("encoder", model_->encoder_layers());
+    }
+
+private:
+    data::MlmDataOptions data_options(const std::vector<data::TextSource>& sources, bool training) const {
+        data::MlmDataOptions o;
+        o.sources = sources;
+        o.max_seq = std::min(config_.data.max_seq, config_.model.max_source_positions);
+        o.masking = config_.data.masking;
+        o.shuffle = training;
+        o.seed = training ? config_.seed : config_.seed + 1;
+        o.batch = {config_.data.batch_sentences, config_.data.batch_tokens};
+        o.epochs = training ? 0 : 1;
+        return o;
+    }
+
+    Var loss_of(const data::MlmBatch& b) const {
+        return model_->mlm_loss(b.input_ids, b.segment_ids, b.valid, b.masked_positions, b.masked_labels);
+    }
+
+    const config::ExperimentConfig& config_;
+    std::unique_ptr<models::BertModel> model_;
+    std::unique_ptr<data::MlmBatcher> train_, valid_;
+    data::DataPosition valid_start_;
+    data::MlmBatch batch_;
+};
+
+// ---- helpers ---------------------------------------------------------------------------------------
+
+data::Tokenizer prepare_tokenizer(const config::ExperimentConfig& config, const fs::path& run_dir) {
+    if (!config.tokenizer.model.empty()) return data::Tokenizer::load(config.tokenizer.model);
+    const fs::path prefix = run_dir / "tokenizer";
+    if (fs::exists(prefix.string() + ".model")) return data::Tokenizer::load(prefix.string() + ".model");
+    data::TokenizerTrainOptions options;
+    options.inputs = config.tokenizer.inputs;
+    if (options.inputs.empty()) {
+        if (config.task == Task::headline) {
+            options.inputs = {config.data.train_articles, config.data.train_titles};
+        } else {
+            for (const auto& source : config.data.train_sources) options.inputs.push_back(source.path);
+        }
+    }
+    options.model_prefix = prefix.string();
+    options.vocab_size = config.tokenizer.vocab_size;
+    options.type = config.tokenizer.type;
+    options.input_sentence_size = config.tokenizer.input_sentence_size;
+    options.seed = config.seed;
+    spdlog::info("training a {} tokenizer of {} pieces on {} file(s)", options.type, options.vocab_size, options.inputs.size());
+    data::train_tokenizer(options);
+    return data::Tokenizer::load(prefix.string() + ".model");
+}
+
+// Every leaf of a JSON object as path -> value, for logging config differences on resume.
+void flatten(const Json& value, const std::string& path, std::map<std::string, Json>& out) {
+    if (value.is_object()) {
+        for (const auto& [key, child] : value.items()) flatten(child, path.empty() ? key : path + "." + key, out);
+    } else {
+        out[path] = value;
+    }
+}
+
+void log_config_differences(const Json& saved, const Json& current) {
+    std::map<std::string, Json> before, after;
+    flatten(saved, "", before);
+    flatten(current, "", after);
+    for (const auto& [path, value] : after) {
+        const auto found = before.find(path);
+        if (found == before.end()) {
+            spdlog::warn("resume: config option {} = {} is new (not in the checkpoint)", path, value.dump());
+        } else if (found->second != value) {
+            spdlog::warn("resume: config option {} changed from {} to {}", path, found->second.dump(), value.dump());
+        }
+    }
+    for (const auto& [path, value] : before) {
+        if (!after.count(path)) spdlog::warn("resume: config option {} = {} was dropped", path, value.dump());
+    }
+}
+
+std::vector<fs::path> step_checkpoints(const fs::path& directory) {
+    std::vector<fs::path> files;
+    if (!fs::exists(directory)) return files;
+    static const std::regex pattern(R"(step-\d{8}\.ckpt)");
+    for (const auto& entry : fs::directory_iterator(directory)) {
+        if (std::regex_match(entry.path().filename().string(), pattern)) files.push_back(entry.path());
+    }
+    std::sort(files.begin(), files.end());
+    return files;
+}
+
+Json rng_state_json(const Rng& rng) {
+    Json state = Json::array();
+    for (uint64_t word : rng.state()) state.push_back(word);
+    return state;
+}
+
+Rng::State rng_state_from(const Json& json) {
+    Rng::State state{};
+    HNAS_CHECK(json.is_array() && json.size() == state.size(), "checkpoint: malformed RNG state");
+    for (size_t i = 0; i < state.size(); ++i) state[i] = json[i].get<uint64_t>();
+    return state;
+}
+
+// The name and element of the first non-finite gradient, or "" when all are finite.
+std::string first_non_finite_gradient(const std::vector<nn::NamedParameter>& parameters) {
+    for (const auto& named : parameters) {
+        const Tensor grad = named.parameter.grad();
+        if (!grad.defined()) continue;
+        for (int64_t i = 0; i < grad.numel(); ++i) {
+            if (!std::isfinite(grad.data()[i])) return named.name + " (element " + std::to_string(i) + ")";
+        }
+    }
+    return "";
+}
+
+std::string format_duration(double seconds) {
+    const auto total = static_cast<int64_t>(seconds);
+    char text[32];
+    std::snprintf(text, sizeof text, "%lld:%02lld:%02lld", static_cast<long long>(total / 3600),
+                  static_cast<long long>(total / 60 % 60), static_cast<long long>(total % 60));
+    return text;
+}
+
+}  // namespace
+
+TrainResult train(const config::ExperimentConfig& config, const TrainOptions& options) {
+    using Clock = std::chrono::steady_clock;
+    HNAS_CHECK(!options.run_dir.empty(), "train: no run directory");
+    const fs::path run_dir(options.run_dir), checkpoint_dir = run_dir / "checkpoints";
+    fs::create_directories(checkpoint_dir);
+    if (config.train.threads > 0) backend::set_num_threads(config.train.threads);
+    spdlog::info("hnas {} on {}; run directory {}", HNAS_VERSION, backend::describe(), run_dir.string());
+
+    // The newest checkpoint that loads (an older one if the newest is damaged).
+    std::optional<io::Checkpoint> resumed;
+    if (options.resume) {
+        auto files = step_checkpoints(checkpoint_dir);
+        for (auto it = files.rbegin(); it != files.rend() && !resumed; ++it) {
+            try {
+                resumed = io::Checkpoint::load(it->string());
+            } catch (const Error& e) {
+                spdlog::error("resume: skipping {}: {}", it->string(), e.what());
+            }
+        }
+        HNAS_CHECK(resumed, "train --resume: no loadable checkpoint in ", checkpoint_dir.string());
+        spdlog::info("resuming from {}", resumed->path());
+        log_config_differences(resumed->metadata().at("config"), config.resolved);
+    } else {
+        HNAS_CHECK(step_checkpoints(checkpoint_dir).empty(), "train: ", checkpoint_dir.string(),
+                   " already holds checkpoints; pass --resume to continue that run or choose another --out");
+        std::ofstream(run_dir / "config.json") << config.resolved.dump(2) << "\n";
+    }
+
+    const data::Tokenizer tokenizer = resumed ? data::Tokenizer::from_serialized(resumed->bytes("tokenizer.model"))
+                                              : prepare_tokenizer(config, run_dir);
+    config::ExperimentConfig run_config = config;
+    if (run_config.model.vocab_size == 0) run_config.model.vocab_size = tokenizer.vocab_size();
+    HNAS_CHECK(run_config.model.vocab_size == tokenizer.vocab_size(), "train: model.vocab_size is ",
+               run_config.model.vocab_size, " but the tokenizer has ", tokenizer.vocab_size(), " pieces");
+
+    Rng init_rng(config.seed, kInitStream), dropout_rng(config.seed, kDropoutStream);
+    std::unique_ptr<TrainingTask> task;
+    if (config.task == Task::headline) {
+        task = std::make_unique<HeadlineTask>(run_config, tokenizer, init_rng, dropout_rng);
+    } else {
+        task = std::make_unique<MlmTask>(run_config, tokenizer, init_rng, dropout_rng);
+    }
+    nn::Module& model = task->model();
+    const auto parameters = model.named_parameters();
+    spdlog::info("model: {} parameters; vocabulary {}", model.parameter_count(), run_config.model.vocab_size);
+    optim::Optimizer optimizer(parameters, config.train.optimizer);
+
+    const bool higher_is_better = config.validation.metric == "rouge_l";
+    int64_t step = 0, schedule_offset = 0, stale_validations = 0;
+    std::optional<double> best_metric;
+    if (resumed) {
+        const Json& meta = resumed->metadata();
+        models::load_parameters(*resumed, model);
+        step = meta.at("step").get<int64_t>();
+        if (options.reset_optimizer) {
+            spdlog::warn("resume: optimizer moments reset (--reset-optimizer)");
+        } else {
+            optimizer.load(*resumed, meta.at("optimizer_steps").get<int64_t>());
+        }
+        schedule_offset = options.reset_schedule ? step : meta.at("schedule_offset").get<int64_t>();
+        if (options.reset_schedule) spdlog::warn("resume: learning-rate schedule restarts at step {} (--reset-schedule)", step);
+        dropout_rng.set_state(rng_state_from(meta.at("dropout_rng")));
+        data::DataPosition position;
+        data::from_json(meta.at("data_position"), position);
+        task->restore(position);
+        if (!meta.at("best_metric").is_null()) best_metric = meta.at("best_metric").get<double>();
+        stale_validations = meta.at("stale_validations").get<int64_t>();
+    } else if (!config.init_from.empty()) {
+        const models::InitReport report = models::initialize_from_bert(
+            io::Checkpoint::load(config.init_from), static_cast<HeadlineTask&>(*task).seq2seq());
+        for (const auto& [from, to] : report.mapped) spdlog::info("init_from: {} <- {}", to, from);
+        for (const auto& name : report.fresh) spdlog::info("init_from: {} fresh", name);
+        for (const auto& name : report.unused) spdlog::info("init_from: {} unused", name);
+    }
+
+    // Writes a checkpoint of everything a resumed run needs; returns its path.
+    auto save_checkpoint = [&](const fs::path& path) {
+        Json meta = {{"hnas_version", HNAS_VERSION},
+                     {"config", config.resolved},
+                     {"vocab_size", run_config.model.vocab_size},
+                     {"step", step},
+                     {"optimizer_steps", optimizer.steps_taken()},
+                     {"schedule_offset", schedule_offset},
+                     {"dropout_rng", rng_state_json(dropout_rng)},
+                     {"best_metric", best_metric ? Json(*best_metric) : Json()},
+                     {"stale_validations", stale_validations}};
+        nlohmann::json position;
+        data::to_json(position, task->position());
+        meta["data_position"] = Json::parse(position.dump());
+        io::CheckpointWriter writer(meta);
+        models::add_parameters(writer, model);
+        optimizer.save(writer);
+        writer.add_bytes("tokenizer.model", tokenizer.serialized_model());
+        writer.write(path.string());
+        return path;
+    };
+    auto save_step_checkpoint = [&] {
+        char name[32];
+        std::snprintf(name, sizeof name, "step-%08lld.ckpt", static_cast<long long>(step));
+        const fs::path path = save_checkpoint(checkpoint_dir / name);
+        auto files = step_checkpoints(checkpoint_dir);
+        while (static_cast<int64_t>(files.size()) > config.checkpoint.keep) {
+            fs::remove(files.front());
+            files.erase(files.begin());
+        }
+        spdlog::info("checkpoint {}", path.string());
+    };
+
+    std::ofstream metrics(run_dir / "metrics.jsonl", std::ios::app);
+    auto hybrid_weights = [&] {
+        Json weights = Json::object();
+        for (const auto& [name, attention] : task->attention_layers()) {
+            for (const auto& values : attention->head_values()) {
+                if (values.name == "u") weights[name] = values.values;
+            }
+        }
+        return weights;
+    };
+
+    // Validation: logs, records the metric, keeps best.ckpt; returns false when patience ran out.
+    auto validate = [&] {
+        const auto result = task->validate();
+        if (!result) {
+            spdlog::info("step {}: no validation data", step);
+            return true;
+        }
+        Json record = {{"step", step}, {"validation_loss", result->loss}, {"validation_perplexity", std::exp(result->loss)}};
+        std::string rouge_text;
+        if (result->rouge_l) {
+            record["validation_rouge_l"] = *result->rouge_l;
+            rouge_text = fmt::format("  ROUGE-L {:.2f}", 100.0 * *result->rouge_l);
+        }
+        const double metric = higher_is_better ? result->rouge_l.value_or(0.0) : result->loss;
+        const bool improved = !best_metric || (higher_is_better ? metric > *best_metric : metric < *best_metric);
+        if (improved) {
+            best_metric = metric;
+            stale_validations = 0;
+        } else {
+            ++stale_validations;
+        }
+        record["best_metric"] = *best_metric;
+        metrics << record.dump() << "\n" << std::flush;
+        spdlog::info("validation at step {}: loss {:.4f}  perplexity {:.2f}{}{}", step, result->loss, std::exp(result->loss),
+                     rouge_text, improved ? "  (best)" : "");
+        if (improved) save_checkpoint(run_dir / "best.ckpt");
+        return config.validation.patience == 0 || stale_validations < config.validation.patience;
+    };
+
+    SignalGuard signals;
+    TrainResult result;
+    result.stopped_because = "completed";
+    const auto start = Clock::now();
+    auto window_start = start;
+    double window_loss = 0.0;
+    int64_t window_steps = 0, window_tokens = 0;
+    const int64_t first_step = step;
+    optim::ScheduleOptions schedule = config.train.schedule;
+    schedule.total_steps = config.train.steps - schedule_offset;
+
+    while (step < config.train.steps) {
+        ++step;
+        optimizer.zero_grad();
+        double step_loss = 0.0;
+        const float micro_weight = 1.0f / static_cast<float>(config.train.gradient_accumulation);
+        for (int64_t micro = 0; micro < config.train.gradient_accumulation; ++micro) {
+            window_tokens += task->next_batch();
+            Var loss = task->batch_loss();
+            const float value = loss.item();
+            HNAS_CHECK(std::isfinite(value), "step ", step, ": the loss is ", value, "; stopping without a checkpoint ",
+                       "(the last good one is in ", checkpoint_dir.string(), ")");
+            step_loss += value / static_cast<double>(config.train.gradient_accumulation);
+            loss.backward(Tensor::full({}, micro_weight));
+        }
+        const double grad_norm = optim::clip_gradients(parameters, config.train.clip_norm);
+        if (!std::isfinite(grad_norm)) {
+            throw Error("step " + std::to_string(step) + ": non-finite gradient in " + first_non_finite_gradient(parameters) +
+                        "; stopping without a checkpoint (the last good one is in " + checkpoint_dir.string() + ")");
+        }
+        const double learning_rate = optim::learning_rate_at(schedule, step - schedule_offset);
+        optimizer.step(static_cast<float>(learning_rate));
+        result.last_loss = step_loss;
+        window_loss += step_loss;
+        ++window_steps;
+
+        if (step % config.train.log_every == 0 || step == config.train.steps) {
+            const auto now = Clock::now();
+            const double elapsed = std::chrono::duration<double>(now - start).count();
+            const double window = std::chrono::duration<double>(now - window_start).count();
+            const double tokens_per_second = static_cast<double>(window_tokens) / std::max(window, 1e-9);
+            const double eta = elapsed / static_cast<double>(step - first_step) * static_cast<double>(config.train.steps - step);
+            const data::DataPosition position = task->position();
+            spdlog::info("step {:>7}/{}  epoch {}  loss {:.4f}  lr {:.3e}  |g| {:.3f}  {:.0f} tok/s  elapsed {}  eta {}", step,
+                         config.train.steps, position.epoch, window_loss / static_cast<double>(window_steps), learning_rate,
+                         grad_norm, tokens_per_second, format_duration(elapsed), format_duration(eta));
+            metrics << Json{{"step", step},
+                            {"epoch", position.epoch},
+                            {"loss", window_loss / static_cast<double>(window_steps)},
+                            {"learning_rate", learning_rate},
+                            {"grad_norm", grad_norm},
+                            {"tokens_per_second", tokens_per_second},
+                            {"elapsed_seconds", elapsed},
+                            {"hybrid_u", hybrid_weights()}}
+                           .dump()
+                    << "\n"
+                    << std::flush;
+            window_start = now;
+            window_loss = 0.0;
+            window_steps = window_tokens = 0;
+        }
+        bool keep_going = true;
+        if (config.validation.every > 0 && step % config.validation.every == 0) keep_going = validate();
+        if (step % config.checkpoint.every == 0) save_step_checkpoint();
+        if (!keep_going) {
+            result.stopped_because = "early stopping";
+            spdlog::info("early stopping: no improvement in {} validations", config.validation.patience);
+            break;
+        }
+        if (options.stop_after_steps > 0 && step - first_step >= options.stop_after_steps && step < config.train.steps) {
+            result.stopped_because = "stop-after";
+            spdlog::info("stopping after {} steps of this run (--stop-after)", options.stop_after_steps);
+            break;
+        }
+        if (const int signal = pending_signal.load()) {
+            result.stopped_because = "signal";
+            spdlog::warn("received signal {}: writing a checkpoint and stopping", signal);
+            break;
+        }
+    }
+    if (result.stopped_because == "completed" && (config.validation.every == 0 || step % config.validation.every != 0)) {
+        validate();
+    }
+    if (step % config.checkpoint.every != 0) save_step_checkpoint();
+    result.steps = step;
+    result.best_metric = best_metric;
+    return result;
+}
+
+}  // namespace hnas::train

@@ -1,0 +1,37 @@
+// The trainer behind `hnas train`: one loop for both tasks (headline generation and masked-LM
+// pretraining), driven by an ExperimentConfig. It owns the run directory:
+//   config.json           the resolved config of the first start
+//   tokenizer.model       the SentencePiece model, when the run trained it
+//   metrics.jsonl         one JSON object per progress line and per validation (losses, rates,
+//                         throughput, every hybrid u per layer and head)
+//   checkpoints/step-NNNNNNNN.ckpt   the last `checkpoint.keep` step checkpoints
+//   best.ckpt             the checkpoint with the best validation metric so far
+// A resumed run restores parameters, optimizer moments, step, schedule, dropout RNG, data position and
+// the early-stopping state, so its per-step losses are bit-identical to an uninterrupted run's.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "config/experiment_config.h"
+
+namespace hnas::train {
+
+struct TrainOptions {
+    std::string run_dir;
+    bool resume = false;           // continue from the newest loadable checkpoint in run_dir
+    bool reset_optimizer = false;  // with resume: fresh optimizer moments
+    bool reset_schedule = false;   // with resume: the schedule starts over at the resumed step
+    int64_t stop_after_steps = 0;  // > 0: checkpoint and stop after this many steps of this call
+};
+
+struct TrainResult {
+    int64_t steps = 0;                   // the step reached
+    double last_loss = 0.0;              // training loss of the last step
+    std::optional<double> best_metric;   // best validation metric, when validation ran
+    std::string stopped_because;         // "completed", "early stopping", "signal", "stop-after"
+};
+
+TrainResult train(const config::ExperimentConfig& config, const TrainOptions& options);
+
+}  // namespace hnas::train

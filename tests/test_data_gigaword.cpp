@@ -1,0 +1,683 @@
+// Tests for the Gigaword pipeline (src/data/gigaword.*, text_io.*, batching.*, prefetch.h): line
+// reading and UTF-8 checks, the reader's errors (each naming file and line), batch contents,
+// per-epoch shuffling, token-budget batching, exact resumption from a saved data position, errors
+// from the prefetch thread, bounded memory on a generated 4M-line corpus, and the pipeline's
+// throughput on the bundled data.
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "data/batching.h"
+#include "data/gigaword.h"
+#include "data/prefetch.h"
+#include "data/text_io.h"
+#include "data/tokenizer.h"
+#include "tensor/check.h"
+#include "tensor/rng.h"
+
+#ifdef HNAS_SANITIZE
+// AddressSanitizer holds freed memory in a quarantine (256 MB by default) before reusing it; in the
+// bounded-memory test that would count as growth. A small quarantine still catches recent
+// use-after-free.
+extern "C" const char* __asan_default_options() { return "quarantine_size_mb=16"; }
+#endif
+
+namespace {
+
+namespace fs = std::filesystem;
+using hnas::data::DataPosition;
+using hnas::data::LineAlignedCorpus;
+using hnas::data::Seq2SeqBatch;
+using hnas::data::Seq2SeqBatcher;
+using hnas::data::Seq2SeqDataOptions;
+using hnas::data::Tokenizer;
+
+const std::string kGigaword = std::string(HNAS_SOURCE_DIR) + "/data/gigaword";
+const std::string kTrainArticles = kGigaword + "/train_10k/train.article.txt";
+const std::string kTrainTitles = kGigaword + "/train_10k/train.title.txt";
+
+fs::path scratch_dir() {
+    static const fs::path dir = [] {
+        fs::path path = fs::temp_directory_path() / ("hnas_test_gigaword_" + std::to_string(::getpid()));
+        fs::create_directories(path);
+        return path;
+    }();
+    return dir;
+}
+
+// Removes the scratch folder when the test program ends.
+class ScratchCleanup : public ::testing::Environment {
+public:
+    void TearDown() override { fs::remove_all(scratch_dir()); }
+};
+const auto* const kCleanup = ::testing::AddGlobalTestEnvironment(new ScratchCleanup);
+
+std::string scratch(const std::string& name) { return (scratch_dir() / name).string(); }
+
+std::string write_file(const std::string& name, const std::string& content) {
+    std::ofstream(scratch(name), std::ios::binary) << content;
+    return scratch(name);
+}
+
+// The first `lines` lines of `source` in the scratch folder.
+std::string slice(const std::string& source, int lines, const std::string& name) {
+    std::ifstream in(source);
+    std::ofstream out(scratch(name));
+    std::string line;
+    for (int i = 0; i < lines && std::getline(in, line); ++i) out << line << '\n';
+    return scratch(name);
+}
+
+std::vector<std::string> read_lines(const std::string& path) {
+    std::ifstream in(path);
+    std::vector<std::string> lines;
+    std::string line;
+    while (std::getline(in, line)) lines.push_back(line);
+    return lines;
+}
+
+// A small BPE model of Gigaword articles and titles, trained once per test program.
+const Tokenizer& tokenizer() {
+    static const Tokenizer model = [] {
+        hnas::data::TokenizerTrainOptions options;
+        options.inputs = {slice(kTrainArticles, 3000, "tok_articles.txt"), slice(kTrainTitles, 3000, "tok_titles.txt")};
+        options.model_prefix = scratch("tok");
+        options.vocab_size = 1000;
+        options.type = "bpe";
+        hnas::data::train_tokenizer(options);
+        return Tokenizer::load(scratch("tok.model"));
+    }();
+    return model;
+}
+
+template <typename F>
+std::string error_of(F&& f) {
+    try {
+        f();
+    } catch (const hnas::Error& e) {
+        return e.what();
+    }
+    return "(no hnas::Error thrown)";
+}
+
+#define EXPECT_CONTAINS(text, part) \
+    EXPECT_NE(std::string(text).find(part), std::string::npos) << "missing \"" << (part) << "\" in: " << (text)
+
+bool same_tensor(const hnas::Tensor& a, const hnas::Tensor& b) {
+    if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
+    if (a.dtype() == hnas::DType::i32) return std::equal(a.ints(), a.ints() + a.numel(), b.ints());
+    return std::equal(a.data(), a.data() + a.numel(), b.data());
+}
+
+bool same_batch(const Seq2SeqBatch& a, const Seq2SeqBatch& b) {
+    return same_tensor(a.source_ids, b.source_ids) && same_tensor(a.source_valid, b.source_valid) &&
+           same_tensor(a.target_input, b.target_input) && same_tensor(a.target_output, b.target_output) &&
+           same_tensor(a.target_valid, b.target_valid) && a.example_index == b.example_index &&
+           a.source_tokens == b.source_tokens && a.target_tokens == b.target_tokens;
+}
+
+// 3000 pairs of the bundled training data in 12 regions of 250 lines, 3 windows an epoch.
+Seq2SeqDataOptions small_options() {
+    Seq2SeqDataOptions options;
+    options.article_path = slice(kTrainArticles, 3000, "articles.txt");
+    options.title_path = slice(kTrainTitles, 3000, "titles.txt");
+    options.shuffle_buffer = 1000;
+    options.shuffle_regions = 4;
+    options.batch.max_sentences = 16;
+    options.seed = 7;
+    return options;
+}
+
+std::vector<Seq2SeqBatch> take(Seq2SeqBatcher& batcher, size_t count) {
+    std::vector<Seq2SeqBatch> batches;
+    while (batches.size() < count) {
+        std::optional<Seq2SeqBatch> batch = batcher.next();
+        if (!batch) break;
+        batches.push_back(std::move(*batch));
+    }
+    return batches;
+}
+
+std::vector<int64_t> example_order(const std::vector<Seq2SeqBatch>& batches) {
+    std::vector<int64_t> order;
+    for (const Seq2SeqBatch& batch : batches) order.insert(order.end(), batch.example_index.begin(), batch.example_index.end());
+    return order;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Line reading and UTF-8
+
+TEST(LineReader, ReadsLinesAndSeeksToRememberedOffsets) {
+    const std::string path = write_file("lines.txt", "first\n\nthird line\nlast without newline");
+    hnas::data::LineReader reader(path);
+    std::string_view line;
+    std::vector<std::string> lines;
+    std::vector<uint64_t> offsets;
+    offsets.push_back(reader.offset());
+    while (reader.next(line)) {
+        lines.emplace_back(line);
+        offsets.push_back(reader.offset());
+    }
+    EXPECT_EQ(lines, (std::vector<std::string>{"first", "", "third line", "last without newline"}));
+    EXPECT_EQ(reader.line_number(), 4);
+    EXPECT_EQ(offsets[2], 7u);
+    reader.seek(offsets[2], 3);
+    ASSERT_TRUE(reader.next(line));
+    EXPECT_EQ(line, "third line");
+    EXPECT_EQ(reader.line_number(), 3);
+}
+
+TEST(LineReader, RejectsOverlongLinesNamingFileAndLine) {
+    const std::string path = write_file("long.txt", "short\n" + std::string(150, 'x') + "\nshort\n");
+    hnas::data::LineReader reader(path, 100);
+    std::string_view line;
+    ASSERT_TRUE(reader.next(line));
+    EXPECT_CONTAINS(error_of([&] { reader.next(line); }), path + ":2: line longer than 100 bytes");
+
+    // The default limit is 1 MiB, also for a file that never ends its line.
+    const std::string huge = write_file("huge.txt", "ok\nok\n" + std::string((1 << 20) + 10, 'y'));
+    hnas::data::LineReader default_reader(huge);
+    ASSERT_TRUE(default_reader.next(line));
+    ASSERT_TRUE(default_reader.next(line));
+    EXPECT_CONTAINS(error_of([&] { default_reader.next(line); }), huge + ":3: line longer than 1048576 bytes");
+}
+
+TEST(Utf8, FindsTheFirstInvalidSequence) {
+    using hnas::data::find_invalid_utf8;
+    constexpr size_t npos = std::string_view::npos;
+    EXPECT_EQ(find_invalid_utf8("plain ascii text that is longer than eight bytes"), npos);
+    EXPECT_EQ(find_invalid_utf8("caf\xC3\xA9 \xE2\x80\x9Cquoted\xE2\x80\x9D \xF0\x9F\x90\x8B"), npos);
+    EXPECT_EQ(find_invalid_utf8("abc\x80"), 3u);                       // stray continuation byte
+    EXPECT_EQ(find_invalid_utf8("abcdefghij\xC0\x80"), 10u);           // overlong NUL
+    EXPECT_EQ(find_invalid_utf8("\xE0\x80\xAF"), 0u);                  // overlong '/'
+    EXPECT_EQ(find_invalid_utf8("x\xED\xA0\x80"), 1u);                 // UTF-16 surrogate
+    EXPECT_EQ(find_invalid_utf8("\xF4\x90\x80\x80"), 0u);              // above U+10FFFF
+    EXPECT_EQ(find_invalid_utf8("\xF5\x80\x80\x80"), 0u);              // invalid lead byte
+    EXPECT_EQ(find_invalid_utf8("ok \xE2\x80"), 3u);                   // truncated at the end
+    EXPECT_EQ(find_invalid_utf8("ok \xE2\x28\xA1 more"), 3u);          // bad continuation
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reader errors: each names the file and the line (or both files and both counts)
+
+TEST(GigawordReader, MismatchedLineCountsNameBothFilesAndCounts) {
+    const std::string articles = write_file("a5.txt", "a\nb\nc\nd\ne\n");
+    const std::string titles = write_file("t4.txt", "a\nb\nc\nd\n");
+    std::string message = error_of([&] { LineAlignedCorpus(articles, titles, 2); });
+    EXPECT_CONTAINS(message, articles + " has 5 lines but " + titles + " has 4");
+    EXPECT_CONTAINS(message, titles + " ends at line 4");
+
+    const std::string long_titles = write_file("t7.txt", "a\nb\nc\nd\ne\nf\ng");
+    message = error_of([&] { LineAlignedCorpus(articles, long_titles, 2); });
+    EXPECT_CONTAINS(message, articles + " has 5 lines but " + long_titles + " has 7");
+    EXPECT_CONTAINS(message, articles + " ends at line 5");
+}
+
+TEST(GigawordReader, EmptyAndMissingFilesAreNamed) {
+    const std::string empty = write_file("empty.txt", "");
+    const std::string full = write_file("full.txt", "a\n");
+    EXPECT_CONTAINS(error_of([&] { LineAlignedCorpus(empty, full, 2); }), empty + " is empty");
+    EXPECT_CONTAINS(error_of([&] { LineAlignedCorpus(full, empty, 2); }), empty + " is empty");
+    EXPECT_CONTAINS(error_of([&] { LineAlignedCorpus(scratch("nope.txt"), full, 2); }),
+                    "cannot open " + scratch("nope.txt"));
+}
+
+TEST(GigawordReader, InvalidUtf8NamesFileAndLine) {
+    const std::string articles = write_file("bad_a.txt", "one\ntwo\nthr\xC3\x28" "e\nfour\n");
+    const std::string titles = write_file("ok_t.txt", "1\n2\n3\n4\n");
+    EXPECT_CONTAINS(error_of([&] { LineAlignedCorpus(articles, titles, 2); }),
+                    articles + ":3: invalid UTF-8 at byte 4");
+    const std::string bad_titles = write_file("bad_t.txt", "1\n\xFF\n3\n4\n");
+    const std::string good_articles = write_file("ok_a.txt", "one\ntwo\nthree\nfour\n");
+    EXPECT_CONTAINS(error_of([&] { LineAlignedCorpus(good_articles, bad_titles, 2); }),
+                    bad_titles + ":2: invalid UTF-8 at byte 1");
+}
+
+TEST(GigawordReader, OverlongLinesNameFileAndLine) {
+    const std::string articles = write_file("ol_a.txt", "one\ntwo\nthree\n");
+    const std::string titles = write_file("ol_t.txt", "1\n" + std::string(300, 't') + "\n3\n");
+    EXPECT_CONTAINS(error_of([&] { LineAlignedCorpus(articles, titles, 2, 256); }),
+                    titles + ":2: line longer than 256 bytes");
+}
+
+TEST(GigawordReader, BlankPairsAreSkippedButNotAllOfThem) {
+    Seq2SeqDataOptions options;
+    options.article_path = write_file("blank_a.txt", "the police said\n \nofficials said\n");
+    options.title_path = write_file("blank_t.txt", "police\nnews\n\n");
+    options.epochs = 1;
+    Seq2SeqBatcher batcher(tokenizer(), options);
+    const std::optional<Seq2SeqBatch> batch = batcher.next();
+    ASSERT_TRUE(batch.has_value());
+    EXPECT_EQ(batch->example_index, std::vector<int64_t>{0});  // line 2 has no article, line 3 no title
+    EXPECT_FALSE(batcher.next().has_value());
+
+    options.article_path = write_file("blank_a2.txt", "\n \n");
+    options.title_path = write_file("blank_t2.txt", "a\nb\n");
+    Seq2SeqBatcher hopeless(tokenizer(), options);
+    EXPECT_CONTAINS(error_of([&] { hopeless.next(); }),
+                    options.article_path + ", " + options.title_path + ": no line pair has both");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Batches
+
+TEST(Seq2SeqBatcher, EveryPairOnceAnEpochWithTeacherForcingLayout) {
+    Seq2SeqDataOptions options = small_options();
+    options.max_source = 20;  // shorter than many articles: truncation is exercised
+    options.max_target = 8;
+    options.epochs = 1;
+    Seq2SeqBatcher batcher(tokenizer(), options);
+    EXPECT_EQ(batcher.pairs(), 3000);
+    EXPECT_EQ(batcher.windows_per_epoch(), 3);
+    const std::vector<std::string> articles = read_lines(options.article_path);
+    const std::vector<std::string> titles = read_lines(options.title_path);
+
+    std::vector<int> seen(3000, 0);
+    int64_t batches = 0, truncated = 0;
+    while (std::optional<Seq2SeqBatch> batch = batcher.next()) {
+        ++batches;
+        const int64_t rows = batch->source_ids.dim(0), source_len = batch->source_ids.dim(1);
+        const int64_t target_len = batch->target_input.dim(1);
+        ASSERT_LE(rows, 16);
+        ASSERT_LE(source_len, 20);
+        ASSERT_LE(target_len, 8);
+        ASSERT_EQ(batch->target_output.shape(), batch->target_input.shape());
+        ASSERT_EQ(static_cast<int64_t>(batch->example_index.size()), rows);
+        int64_t source_tokens = 0, target_tokens = 0, longest_source = 0, longest_target = 0;
+        for (int64_t b = 0; b < rows; ++b) {
+            const int64_t line = batch->example_index[static_cast<size_t>(b)];
+            ++seen[static_cast<size_t>(line)];
+            std::vector<int32_t> source = tokenizer().encode(articles[static_cast<size_t>(line)]);
+            std::vector<int32_t> target = tokenizer().encode(titles[static_cast<size_t>(line)]);
+            if (source.size() > 20) ++truncated;
+            source.resize(std::min<size_t>(source.size(), 20));
+            target.resize(std::min<size_t>(target.size(), 7));
+            const int64_t n = static_cast<int64_t>(target.size());
+            longest_source = std::max<int64_t>(longest_source, static_cast<int64_t>(source.size()));
+            longest_target = std::max(longest_target, n + 1);
+            for (int64_t t = 0; t < source_len; ++t) {
+                const bool real = t < static_cast<int64_t>(source.size());
+                ASSERT_EQ(batch->source_ids.ints()[b * source_len + t], real ? source[static_cast<size_t>(t)] : 0);
+                ASSERT_EQ(batch->source_valid.data()[b * source_len + t], real ? 1.0f : 0.0f);
+            }
+            for (int64_t t = 0; t < target_len; ++t) {
+                const int32_t input = batch->target_input.ints()[b * target_len + t];
+                const int32_t output = batch->target_output.ints()[b * target_len + t];
+                const float valid = batch->target_valid.data()[b * target_len + t];
+                const int32_t expected_input =
+                    t == 0 ? hnas::data::kBosId : t <= n ? target[static_cast<size_t>(t - 1)] : hnas::data::kPadId;
+                const int32_t expected_output =
+                    t < n ? target[static_cast<size_t>(t)] : t == n ? hnas::data::kEosId : hnas::data::kPadId;
+                ASSERT_EQ(input, expected_input) << "row " << b << " position " << t;
+                ASSERT_EQ(output, expected_output) << "row " << b << " position " << t;
+                ASSERT_EQ(valid, t <= n ? 1.0f : 0.0f);
+            }
+            source_tokens += static_cast<int64_t>(source.size());
+            target_tokens += n + 1;
+        }
+        // Padded to the longest row of the batch, not to the maximum.
+        EXPECT_EQ(source_len, longest_source);
+        EXPECT_EQ(target_len, longest_target);
+        EXPECT_EQ(batch->source_tokens, source_tokens);
+        EXPECT_EQ(batch->target_tokens, target_tokens);
+    }
+    for (size_t line = 0; line < seen.size(); ++line) ASSERT_EQ(seen[line], 1) << "line " << line;
+    EXPECT_GT(truncated, 100);
+    EXPECT_EQ(batcher.position().epoch, 1);
+    EXPECT_FALSE(batcher.next().has_value());
+    EXPECT_GE(batches, 3000 / 16);
+}
+
+TEST(Seq2SeqBatcher, BucketingKeepsPaddingSmall) {
+    Seq2SeqDataOptions options = small_options();
+    options.epochs = 1;
+    Seq2SeqBatcher batcher(tokenizer(), options);
+    int64_t real = 0, padded = 0;
+    while (std::optional<Seq2SeqBatch> batch = batcher.next()) {
+        real += batch->source_tokens;
+        padded += batch->source_ids.numel();
+    }
+    // Within a window of ~1000 examples sorted by length, rows of a batch differ by a token or so.
+    EXPECT_GT(static_cast<double>(real) / static_cast<double>(padded), 0.95);
+}
+
+TEST(Seq2SeqBatcher, ShufflesEachEpochFromTheSeed) {
+    Seq2SeqDataOptions options = small_options();
+    options.epochs = 2;
+    Seq2SeqBatcher first(tokenizer(), options);
+    const std::vector<Seq2SeqBatch> run = take(first, 100000);
+    Seq2SeqBatcher again(tokenizer(), options);
+    const std::vector<Seq2SeqBatch> rerun = take(again, 100000);
+    ASSERT_EQ(run.size(), rerun.size());
+    for (size_t i = 0; i < run.size(); ++i) ASSERT_TRUE(same_batch(run[i], rerun[i])) << "batch " << i;
+
+    const std::vector<int64_t> order = example_order(run);
+    ASSERT_EQ(order.size(), 6000u);
+    const std::vector<int64_t> epoch_0(order.begin(), order.begin() + 3000), epoch_1(order.begin() + 3000, order.end());
+    EXPECT_NE(epoch_0, epoch_1);
+    // Each window mixes regions from all over the file: the first batches do not come from one place.
+    std::set<int64_t> regions;
+    for (size_t i = 0; i < 160; ++i) regions.insert(epoch_0[i] / 250);
+    EXPECT_GE(regions.size(), 3u);
+
+    options.seed = 8;
+    Seq2SeqBatcher other_seed(tokenizer(), options);
+    EXPECT_NE(example_order(take(other_seed, 100000)), order);
+
+    // Without shuffling: windows are consecutive regions of the file, batches in length order.
+    options.shuffle = false;
+    options.epochs = 1;
+    Seq2SeqBatcher ordered(tokenizer(), options);
+    const std::vector<int64_t> file_order = example_order(take(ordered, 100000));
+    ASSERT_EQ(file_order.size(), 3000u);
+    EXPECT_LT(*std::max_element(file_order.begin(), file_order.begin() + 1000), 1000);
+    EXPECT_GE(*std::min_element(file_order.begin() + 2000, file_order.end()), 2000);
+}
+
+TEST(Seq2SeqBatcher, TokenBudgetBatchesStayWithinMaxTokens) {
+    Seq2SeqDataOptions options = small_options();
+    options.batch.max_sentences = 0;
+    options.batch.max_tokens = 512;
+    options.epochs = 1;
+    Seq2SeqBatcher batcher(tokenizer(), options);
+    int64_t batches = 0, rows = 0, used = 0;
+    while (std::optional<Seq2SeqBatch> batch = batcher.next()) {
+        const int64_t b = batch->source_ids.dim(0);
+        const int64_t cost = b * std::max(batch->source_ids.dim(1), batch->target_input.dim(1));
+        ASSERT_LE(cost, 512);
+        ++batches;
+        rows += b;
+        used += cost;
+    }
+    EXPECT_EQ(rows, 3000);
+    // Greedy filling of length-sorted rows: batches are nearly full (only window tails are not).
+    EXPECT_GT(static_cast<double>(used) / static_cast<double>(batches * 512), 0.85);
+
+    options.batch.max_tokens = 100;  // a 128-piece article could never fit
+    EXPECT_CONTAINS(error_of([&] { Seq2SeqBatcher(tokenizer(), options); }),
+                    "max_tokens 100 is smaller than the longest possible row (128 tokens)");
+    options.batch.max_tokens = 0;
+    EXPECT_CONTAINS(error_of([&] { Seq2SeqBatcher(tokenizer(), options); }), "set max_sentences or max_tokens");
+}
+
+TEST(Seq2SeqBatcher, PrefetchingDoesNotChangeTheBatches) {
+    Seq2SeqDataOptions options = small_options();
+    options.epochs = 1;
+    options.prefetch = 0;
+    Seq2SeqBatcher inline_batcher(tokenizer(), options);
+    options.prefetch = 3;
+    Seq2SeqBatcher prefetching(tokenizer(), options);
+    const std::vector<Seq2SeqBatch> a = take(inline_batcher, 100000), b = take(prefetching, 100000);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_TRUE(same_batch(a[i], b[i])) << "batch " << i;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Data position: save and restore
+
+TEST(Seq2SeqBatcher, ResumesExactlyFromASavedPosition) {
+    Seq2SeqDataOptions options = small_options();
+    options.prefetch = 3;
+    Seq2SeqBatcher batcher(tokenizer(), options);
+    // Batches 0..N-1 of an uninterrupted run cover one and a half epochs (several windows and an
+    // epoch boundary); positions[k] is where batch k starts.
+    std::vector<Seq2SeqBatch> batches;
+    std::vector<DataPosition> positions;
+    size_t epoch_boundary = 0, window_boundary = 0;
+    while (batches.size() < 300) {
+        positions.push_back(batcher.position());
+        batches.push_back(*batcher.next());
+        if (positions.back().epoch == 1 && epoch_boundary == 0) epoch_boundary = batches.size() - 1;
+        if (positions.back().window == 1 && window_boundary == 0) window_boundary = batches.size() - 1;
+    }
+    ASSERT_GT(epoch_boundary, 0u);
+    ASSERT_GT(window_boundary, 0u);
+    EXPECT_EQ(positions[epoch_boundary].batch, 0);
+    EXPECT_EQ(positions[epoch_boundary].examples, 0);
+    EXPECT_EQ(positions[epoch_boundary - 1].window, 2);
+
+    for (size_t k : {size_t{0}, size_t{1}, size_t{37}, window_boundary, window_boundary + 1, epoch_boundary - 1,
+                     epoch_boundary, epoch_boundary + 5, size_t{299}}) {
+        // Through JSON, as a checkpoint stores it.
+        const nlohmann::json saved = positions[k];
+        const DataPosition restored = saved.get<DataPosition>();
+        ASSERT_EQ(restored, positions[k]);
+        Seq2SeqDataOptions resumed_options = options;
+        resumed_options.prefetch = k % 2 == 0 ? 0 : 2;
+        Seq2SeqBatcher resumed(tokenizer(), resumed_options);
+        resumed.restore(restored);
+        EXPECT_EQ(resumed.position(), positions[k]);
+        for (size_t i = k; i < batches.size(); ++i) {
+            const std::optional<Seq2SeqBatch> batch = resumed.next();
+            ASSERT_TRUE(batch.has_value());
+            ASSERT_TRUE(same_batch(*batch, batches[i])) << "resumed at " << k << ", batch " << i << " differs";
+        }
+    }
+
+    // Restoring in the same batcher (its thread is running ahead) works too.
+    batcher.restore(positions[10]);
+    for (size_t i = 10; i < 20; ++i) ASSERT_TRUE(same_batch(*batcher.next(), batches[i])) << "batch " << i;
+}
+
+TEST(Seq2SeqBatcher, RejectsPositionsOfOtherDataOrOptions) {
+    Seq2SeqDataOptions options = small_options();
+    Seq2SeqBatcher batcher(tokenizer(), options);
+    batcher.next();
+    const DataPosition position = batcher.position();
+    options.seed = 99;
+    Seq2SeqBatcher other(tokenizer(), options);
+    EXPECT_CONTAINS(error_of([&] { other.restore(position); }), "saved for different Gigaword data or options");
+    options.seed = 7;
+    options.batch.max_sentences = 8;
+    Seq2SeqBatcher other_batch(tokenizer(), options);
+    EXPECT_CONTAINS(error_of([&] { other_batch.restore(position); }), "saved for different Gigaword data or options");
+
+    DataPosition beyond = position;
+    beyond.window = 3;
+    EXPECT_CONTAINS(error_of([&] { batcher.restore(beyond); }), "window 3 does not exist");
+    beyond.window = 0;
+    beyond.batch = 100000;
+    batcher.restore(beyond);
+    EXPECT_CONTAINS(error_of([&] { batcher.next(); }), "batch 100000 of window 0 does not exist");
+
+    nlohmann::json json = position;
+    json.erase("batch");
+    EXPECT_CONTAINS(error_of([&] { json.get<DataPosition>(); }), "missing key 'batch'");
+    json = position;
+    json["epoch"] = -1;
+    EXPECT_CONTAINS(error_of([&] { json.get<DataPosition>(); }), "'epoch' must be a non-negative integer");
+    json = position;
+    json["fingerprint"] = 12;
+    EXPECT_CONTAINS(error_of([&] { json.get<DataPosition>(); }), "'fingerprint' must be 16 lowercase hex digits");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The prefetch thread
+
+TEST(Prefetcher, DeliversItemsThenTheProducersError) {
+    int produced = 0;
+    hnas::data::Prefetcher<int> prefetcher(
+        [&]() -> std::optional<int> {
+            if (produced == 5) throw hnas::Error("disk on fire at item 5");
+            return produced++;
+        },
+        2);
+    for (int i = 0; i < 5; ++i) EXPECT_EQ(prefetcher.next(), i);
+    EXPECT_CONTAINS(error_of([&] { prefetcher.next(); }), "disk on fire at item 5");
+    EXPECT_CONTAINS(error_of([&] { prefetcher.next(); }), "disk on fire at item 5");  // and stays failed
+}
+
+TEST(Prefetcher, EndsAndStopsCleanly) {
+    int produced = 0;
+    hnas::data::Prefetcher<int> finite([&]() -> std::optional<int> {
+        if (produced == 3) return std::nullopt;
+        return produced++;
+    }, 8);
+    EXPECT_EQ(finite.next(), 0);
+    EXPECT_EQ(finite.next(), 1);
+    EXPECT_EQ(finite.next(), 2);
+    EXPECT_FALSE(finite.next().has_value());
+    EXPECT_FALSE(finite.next().has_value());
+    // An endless producer blocked on a full queue is stopped by the destructor.
+    hnas::data::Prefetcher<int> endless([] { return std::optional<int>(1); }, 1);
+    EXPECT_EQ(endless.next(), 1);
+}
+
+TEST(Seq2SeqBatcher, ErrorsOnTheBackgroundThreadReachTheCaller) {
+    Seq2SeqDataOptions options = small_options();
+    options.article_path = slice(kTrainArticles, 3000, "changing_articles.txt");
+    options.prefetch = 2;
+    Seq2SeqBatcher batcher(tokenizer(), options);
+    // The file shrinks after it was checked: the thread's read of a window fails.
+    fs::resize_file(options.article_path, 1000);
+    EXPECT_CONTAINS(error_of([&] { take(batcher, 100000); }), options.article_path + " ends at line");
+    EXPECT_CONTAINS(error_of([&] { batcher.next(); }), "the file changed");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bounded memory on a corpus the size of the real training split
+
+int64_t status_kb(const char* key) {
+    std::ifstream status("/proc/self/status");
+    std::string line;
+    while (std::getline(status, line)) {
+        if (line.rfind(key, 0) == 0) return std::stoll(line.substr(std::string(key).size()));
+    }
+    return -1;
+}
+
+TEST(Seq2SeqBatcher, StreamsA4MillionLineCorpusInBoundedMemory) {
+    // HNAS_TEST_STREAM_LINES makes a quicker run possible; the default is the real 4M-line test.
+    const char* env = std::getenv("HNAS_TEST_STREAM_LINES");
+    const int64_t lines = env != nullptr ? std::atoll(env) : 4'000'000;
+    ASSERT_GT(lines, 0);
+    constexpr int64_t kBoundMb = 64;
+
+    // Short Gigaword-like pairs from frequent words, written in large blocks.
+    const std::vector<std::string> words = {"the",   "police", "said",   "government", "president", "on",
+                                            "killed", "people", "minister", "world",    "new",       "year",
+                                            "first", "two",    "state",  "officials",  "percent",   "market",
+                                            "shares", "prices", "china", "talks",      "##",        "<unk>"};
+    const std::string articles = scratch("big.article.txt"), titles = scratch("big.title.txt");
+    {
+        std::FILE* article_file = std::fopen(articles.c_str(), "wb");
+        std::FILE* title_file = std::fopen(titles.c_str(), "wb");
+        ASSERT_NE(article_file, nullptr);
+        ASSERT_NE(title_file, nullptr);
+        hnas::Rng rng(2024);
+        std::string article_block, title_block;
+        for (int64_t i = 0; i < lines; ++i) {
+            for (int w = 0; w < 5; ++w) (article_block += words[rng.below(words.size())]) += (w < 4 ? ' ' : '\n');
+            for (int w = 0; w < 2; ++w) (title_block += words[rng.below(words.size())]) += (w < 1 ? ' ' : '\n');
+            if (article_block.size() > (1u << 20) || i + 1 == lines) {
+                std::fwrite(article_block.data(), 1, article_block.size(), article_file);
+                std::fwrite(title_block.data(), 1, title_block.size(), title_file);
+                article_block.clear();
+                title_block.clear();
+            }
+        }
+        std::fclose(article_file);
+        std::fclose(title_file);
+    }
+    const double file_mb = static_cast<double>(fs::file_size(articles) + fs::file_size(titles)) / (1 << 20);
+    tokenizer();  // trained before the measurement starts
+
+    // Writing "5" to clear_refs resets the peak (VmHWM) to the current resident size (Linux 4.0+).
+    // Growth is measured from the resident size, so a kernel without the reset can only overstate it.
+    std::ofstream("/proc/self/clear_refs") << "5";
+    const int64_t before_kb = status_kb("VmRSS:");
+    ASSERT_GT(before_kb, 0);
+
+    const auto start = std::chrono::steady_clock::now();
+    int64_t rows = 0, tokens = 0;
+    {
+        Seq2SeqDataOptions options;
+        options.article_path = articles;
+        options.title_path = titles;
+        options.batch.max_sentences = 64;
+        options.epochs = 1;
+        Seq2SeqBatcher batcher(tokenizer(), options);
+        ASSERT_EQ(batcher.pairs(), lines);
+        while (std::optional<Seq2SeqBatch> batch = batcher.next()) {
+            rows += batch->source_ids.dim(0);
+            tokens += batch->source_tokens + batch->target_tokens;
+        }
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const int64_t growth_kb = status_kb("VmHWM:") - before_kb;
+    std::printf("[ stream   ] %lld pairs (%.0f MB of text), %.1f s, %.0f tokens/s, peak RSS growth %.1f MB\n",
+                static_cast<long long>(rows), file_mb, seconds, static_cast<double>(tokens) / seconds,
+                static_cast<double>(growth_kb) / 1024.0);
+    EXPECT_EQ(rows, lines);
+    EXPECT_LT(growth_kb, kBoundMb * 1024) << "peak RSS grew by " << growth_kb / 1024 << " MB streaming "
+                                          << file_mb << " MB of text";
+    fs::remove(articles);
+    fs::remove(titles);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Throughput of the pipeline alone on the bundled training data (reported, not asserted)
+
+TEST(Seq2SeqBatcher, ReportsThroughputOnBundledGigaword) {
+    const std::string articles = kGigaword + "/derived/train_all.article.txt";
+    const std::string titles = kGigaword + "/derived/train_all.title.txt";
+    if (!fs::exists(articles) || !fs::exists(titles)) {
+        GTEST_SKIP() << "run python3 scripts/prepare_data.py to derive " << articles;
+    }
+    // A vocabulary of the size a Gigaword model would use, trained on a sample of the same data
+    // (20k of its 70k lines keep the training short).
+    hnas::data::TokenizerTrainOptions vocab;
+    vocab.inputs = {articles, titles};
+    vocab.model_prefix = scratch("giga8k");
+    vocab.vocab_size = 8000;
+    vocab.input_sentence_size = 20000;
+    hnas::data::train_tokenizer(vocab);
+    const Tokenizer giga = Tokenizer::load(scratch("giga8k.model"));
+
+    Seq2SeqDataOptions options;
+    options.article_path = articles;
+    options.title_path = titles;
+    options.batch.max_sentences = 64;
+    options.epochs = 3;
+    options.prefetch = 0;  // everything on this thread: the pipeline's own cost
+    // Epoch 0 includes opening (the checking pass) and fills the word cache; later epochs are the
+    // steady state of a training run.
+    auto start = std::chrono::steady_clock::now();
+    Seq2SeqBatcher batcher(giga, options);
+    std::vector<int64_t> rows(3, 0), tokens(3, 0);
+    std::vector<double> seconds(3, 0.0);
+    while (true) {
+        const int64_t epoch = batcher.position().epoch;
+        std::optional<Seq2SeqBatch> batch = batcher.next();
+        if (!batch) break;
+        rows[static_cast<size_t>(epoch)] += batch->source_ids.dim(0);
+        tokens[static_cast<size_t>(epoch)] += batch->source_tokens + batch->target_tokens;
+        if (batcher.position().epoch != epoch) {
+            const auto now = std::chrono::steady_clock::now();
+            seconds[static_cast<size_t>(epoch)] = std::chrono::duration<double>(now - start).count();
+            start = now;
+        }
+    }
+    for (size_t epoch = 0; epoch < 3; ++epoch) {
+        std::printf("[ pipeline ] train_all epoch %zu: %lld pairs, %lld tokens (source + target, unigram 8k) in "
+                    "%.3f s: %.0f tokens/s, %.0f pairs/s on one thread\n",
+                    epoch, static_cast<long long>(rows[epoch]), static_cast<long long>(tokens[epoch]), seconds[epoch],
+                    static_cast<double>(tokens[epoch]) / seconds[epoch], static_cast<double>(rows[epoch]) / seconds[epoch]);
+        EXPECT_EQ(rows[epoch], batcher.pairs());
+    }
+}
+
+}  // namespace

@@ -1,0 +1,342 @@
+// Optimizers and learning-rate schedules: Adam, AdamW and LAMB over five steps against
+// tests/fixtures/optim.json (torch.optim's Adam and AdamW, LAMB written out from You et al. 2019;
+// scripts/make_fixtures.py), the no_weight_decay rule, every schedule at hand-computed steps, gradient
+// clipping, parameters without a gradient, and a save/load round trip that resumes bit-identically.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "io/checkpoint.h"
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
+#include "test_support.h"
+
+namespace hnas {
+namespace {
+
+namespace fs = std::filesystem;
+using optim::OptimizerKind;
+using optim::OptimizerOptions;
+using optim::ScheduleKind;
+using optim::ScheduleOptions;
+using testing::Json;
+using testing::json_tensor;
+
+// Gradients go in through the public API: d/dw Σ w ⊙ g is exactly g. Call zero_grad() first, since
+// backward() adds into an existing gradient.
+void set_grad(const Var& parameter, const Tensor& g) { ops::sum_all(ops::mul(parameter, Var(g))).backward(); }
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+    return a.shape() == b.shape() && std::memcmp(a.data(), b.data(), static_cast<size_t>(a.numel()) * sizeof(float)) == 0;
+}
+
+// ---- the fixture -------------------------------------------------------------------------------------
+
+const Json& fixture_cases() {
+    static const Json cases = testing::load_fixture("optim.json").at("cases");
+    return cases;
+}
+
+const Json& fixture_case(const std::string& name) {
+    for (const Json& c : fixture_cases()) {
+        if (c.at("name") == name) return c;
+    }
+    throw Error("optim.json has no case " + name);
+}
+
+OptimizerOptions fixture_options(const Json& c) {
+    const std::string kind = c.at("kind").get<std::string>();
+    const Json& o = c.at("options");
+    OptimizerOptions options;
+    options.kind = kind == "adam" ? OptimizerKind::adam : kind == "adamw" ? OptimizerKind::adamw : OptimizerKind::lamb;
+    options.beta1 = o.at("beta1").get<float>();
+    options.beta2 = o.at("beta2").get<float>();
+    options.epsilon = o.at("epsilon").get<float>();
+    options.weight_decay = o.at("weight_decay").get<float>();
+    return options;
+}
+
+// Fresh leaves holding the fixture's initial values, in fixture order.
+std::vector<nn::NamedParameter> fixture_parameters(const Json& c) {
+    std::vector<nn::NamedParameter> parameters;
+    for (const auto& item : c.at("parameters").items()) {
+        parameters.push_back({item.key(), Var(json_tensor(item.value()), true)});
+    }
+    return parameters;
+}
+
+// One step of the fixture's run: step t's gradients (0-based), then the update.
+void fixture_step(optim::Optimizer& optimizer, const std::vector<nn::NamedParameter>& parameters, const Json& c,
+                  size_t t) {
+    optimizer.zero_grad();
+    for (const auto& named : parameters) set_grad(named.parameter, json_tensor(c.at("grads").at(t).at(named.name)));
+    optimizer.step(c.at("options").at("learning_rate").get<float>());
+}
+
+class OptimizerParity : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(OptimizerParity, FiveStepsMatchTheReference) {
+    const Json& c = fixture_case(GetParam());
+    const auto parameters = fixture_parameters(c);
+    ASSERT_EQ(parameters.size(), 3u);
+    const Json& decayed = c.at("decayed");
+    for (const auto& named : parameters) {
+        const bool listed = std::find(decayed.begin(), decayed.end(), named.name) != decayed.end();
+        EXPECT_EQ(optim::no_weight_decay(named.name), !listed) << named.name;
+    }
+    optim::Optimizer optimizer(parameters, fixture_options(c));
+    ASSERT_EQ(c.at("steps").size(), 5u);
+    for (size_t t = 0; t < c.at("steps").size(); ++t) {
+        fixture_step(optimizer, parameters, c, t);
+        EXPECT_EQ(optimizer.steps_taken(), static_cast<int64_t>(t + 1));
+        for (const auto& named : parameters) {
+            // the gradient went in exactly
+            EXPECT_TRUE(same_bits(named.parameter.grad(), json_tensor(c.at("grads").at(t).at(named.name)))) << named.name;
+            // float32 against float64: the worst seen is 1.2e-7 absolute; without LAMB's decay term the
+            // step-5 error would be 4e-4
+            testing::expect_close(named.parameter.value(), c.at("steps").at(t).at(named.name), 5e-7, 1e-6,
+                                  GetParam() + " step " + std::to_string(t + 1) + " " + named.name);
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Optim, OptimizerParity, ::testing::Values("adamw", "adam", "lamb"),
+                         [](const auto& info) { return info.param; });
+
+// ---- which parameters are decayed --------------------------------------------------------------------
+
+TEST(NoWeightDecay, BiasesNormsAndThePriorAreExcluded) {
+    for (const char* name : {"encoder.layers.0.self_attn.q_proj.bias", "encoder.layers.0.self_attn_norm.weight",
+                             "encoder.layers.0.self_attn_norm.bias", "encoder.layers.0.self_attn.norm.hybrid_theta",
+                             "encoder.layers.1.self_attn.norm.gain", "encoder.layers.0.self_attn.relative_bias.weight",
+                             "embeddings.norm.weight", "mlm_head.bias", "bias"}) {
+        EXPECT_TRUE(optim::no_weight_decay(name)) << name;
+    }
+    for (const char* name : {"encoder.layers.0.self_attn.q_proj.weight", "embedding.weight",
+                             "encoder.layers.1.ffn.fc1.weight", "decoder.positions.weight", "pooler.dense.weight",
+                             "weight"}) {
+        EXPECT_FALSE(optim::no_weight_decay(name)) << name;
+    }
+}
+
+// ---- schedules ---------------------------------------------------------------------------------------
+
+ScheduleOptions schedule(ScheduleKind kind, int64_t warmup, int64_t total, double min_lr = 0.0) {
+    ScheduleOptions options;
+    options.kind = kind;
+    options.learning_rate = 1e-3;
+    options.warmup_steps = warmup;
+    options.total_steps = total;
+    options.min_learning_rate = min_lr;
+    return options;
+}
+
+TEST(Schedule, ConstantIgnoresWarmupAndTotal) {
+    const auto o = schedule(ScheduleKind::constant, 10, 110);
+    for (int64_t step : {1, 5, 10, 11, 110, 1000000}) EXPECT_EQ(optim::learning_rate_at(o, step), 1e-3) << step;
+}
+
+TEST(Schedule, LinearWarmsUpThenDecaysToZeroAtTotal) {
+    const auto o = schedule(ScheduleKind::linear, 10, 110);
+    EXPECT_DOUBLE_EQ(optim::learning_rate_at(o, 1), 1e-4);
+    EXPECT_DOUBLE_EQ(optim::learning_rate_at(o, 5), 5e-4);
+    EXPECT_DOUBLE_EQ(optim::learning_rate_at(o, 10), 1e-3);   // end of warm-up: the peak
+    EXPECT_DOUBLE_EQ(optim::learning_rate_at(o, 11), 9.9e-4);  // 99 of 100 decay steps left
+    EXPECT_DOUBLE_EQ(optim::learning_rate_at(o, 60), 5e-4);
+    EXPECT_DOUBLE_EQ(optim::learning_rate_at(o, 109), 1e-5);
+    EXPECT_EQ(optim::learning_rate_at(o, 110), 0.0);
+    EXPECT_EQ(optim::learning_rate_at(o, 111), 0.0);
+    EXPECT_EQ(optim::learning_rate_at(o, 1000), 0.0);
+
+    const auto no_warmup = schedule(ScheduleKind::linear, 0, 100);
+    EXPECT_DOUBLE_EQ(optim::learning_rate_at(no_warmup, 1), 9.9e-4);
+    EXPECT_DOUBLE_EQ(optim::learning_rate_at(no_warmup, 50), 5e-4);
+    EXPECT_EQ(optim::learning_rate_at(no_warmup, 100), 0.0);
+}
+
+TEST(Schedule, InverseSqrtWarmsUpThenDecaysAsOneOverRootStep) {
+    const auto o = schedule(ScheduleKind::inverse_sqrt, 16, 0);
+    EXPECT_DOUBLE_EQ(optim::learning_rate_at(o, 1), 6.25e-5);
+    EXPECT_DOUBLE_EQ(optim::learning_rate_at(o, 8), 5e-4);
+    EXPECT_DOUBLE_EQ(optim::learning_rate_at(o, 16), 1e-3);    // end of warm-up: the peak
+    EXPECT_DOUBLE_EQ(optim::learning_rate_at(o, 64), 5e-4);    // √(16/64) = 1/2
+    EXPECT_DOUBLE_EQ(optim::learning_rate_at(o, 400), 2e-4);   // √(16/400) = 1/5
+    EXPECT_DOUBLE_EQ(optim::learning_rate_at(o, 1600), 1e-4);  // no end: total_steps plays no part
+
+    const auto no_warmup = schedule(ScheduleKind::inverse_sqrt, 0, 0);
+    EXPECT_DOUBLE_EQ(optim::learning_rate_at(no_warmup, 1), 1e-3);
+    EXPECT_DOUBLE_EQ(optim::learning_rate_at(no_warmup, 4), 5e-4);
+}
+
+TEST(Schedule, CosineWarmsUpThenFallsToMinLearningRate) {
+    const auto o = schedule(ScheduleKind::cosine, 10, 110, 2e-5);
+    EXPECT_DOUBLE_EQ(optim::learning_rate_at(o, 1), 1e-4);
+    EXPECT_DOUBLE_EQ(optim::learning_rate_at(o, 10), 1e-3);
+    // min + (lr − min)/2 · (1 + cos(π · progress)), progress = (step − 10) / 100
+    EXPECT_NEAR(optim::learning_rate_at(o, 11), 9.997582145792085e-4, 1e-17);  // cos(π/100)
+    EXPECT_NEAR(optim::learning_rate_at(o, 35), 8.564823227814083e-4, 1e-17);  // 2e-5 + 4.9e-4 (1 + √½)
+    EXPECT_DOUBLE_EQ(optim::learning_rate_at(o, 60), 5.1e-4);                  // half way: the mean
+    EXPECT_NEAR(optim::learning_rate_at(o, 85), 1.6351767721859168e-4, 1e-17);  // 2e-5 + 4.9e-4 (1 − √½)
+    EXPECT_DOUBLE_EQ(optim::learning_rate_at(o, 110), 2e-5);
+    EXPECT_DOUBLE_EQ(optim::learning_rate_at(o, 111), 2e-5);
+    EXPECT_DOUBLE_EQ(optim::learning_rate_at(o, 10000), 2e-5);
+}
+
+TEST(Schedule, StepsCountFromOne) {
+    for (ScheduleKind kind : {ScheduleKind::constant, ScheduleKind::linear, ScheduleKind::inverse_sqrt, ScheduleKind::cosine}) {
+        EXPECT_THROW(optim::learning_rate_at(schedule(kind, 10, 110), 0), Error);
+    }
+}
+
+// ---- gradient clipping -------------------------------------------------------------------------------
+
+TEST(ClipGradients, ReturnsTheGlobalNormAndScalesOnlyAboveMaxNorm) {
+    std::vector<nn::NamedParameter> parameters = {{"a", Var(Tensor::zeros({3}), true)},
+                                                  {"b", Var(Tensor::zeros({2, 2}), true)},
+                                                  {"unused", Var(Tensor::zeros({2}), true)}};
+    const Tensor a = Tensor::from_floats({3}, {1.0f, -2.0f, 2.0f});
+    const Tensor b = Tensor::from_floats({2, 2}, {0.0f, 4.0f, 0.0f, 0.0f});
+    set_grad(parameters[0].parameter, a);
+    set_grad(parameters[1].parameter, b);
+
+    // √(1 + 4 + 4 + 16) = 5; at or below max_norm, or max_norm 0 (off), nothing changes
+    for (double max_norm : {10.0, 5.0, 0.0, -1.0}) {
+        EXPECT_EQ(optim::clip_gradients(parameters, max_norm), 5.0) << max_norm;
+        EXPECT_TRUE(same_bits(parameters[0].parameter.grad(), a)) << max_norm;
+        EXPECT_TRUE(same_bits(parameters[1].parameter.grad(), b)) << max_norm;
+    }
+    EXPECT_EQ(optim::clip_gradients(parameters, 2.5), 5.0);  // the norm before clipping
+    EXPECT_TRUE(same_bits(parameters[0].parameter.grad(), Tensor::from_floats({3}, {0.5f, -1.0f, 1.0f})));
+    EXPECT_TRUE(same_bits(parameters[1].parameter.grad(), Tensor::from_floats({2, 2}, {0.0f, 2.0f, 0.0f, 0.0f})));
+    EXPECT_EQ(optim::clip_gradients(parameters, 2.5), 2.5);
+    EXPECT_FALSE(parameters[2].parameter.grad().defined());
+}
+
+TEST(ClipGradients, LargeGradientsClipToMaxNorm) {
+    // 40000 elements: the parallel reduction; plus a small tensor
+    std::vector<nn::NamedParameter> parameters = {{"big", Var(Tensor::zeros({200, 200}), true)},
+                                                  {"small", Var(Tensor::zeros({7}), true)}};
+    const Tensor big = testing::random_tensor({200, 200}, 11), small = testing::random_tensor({7}, 12, -3.0f, 3.0f);
+    set_grad(parameters[0].parameter, big);
+    set_grad(parameters[1].parameter, small);
+    auto norm_of = [&](const std::vector<Tensor>& tensors) {
+        long double squares = 0.0L;
+        for (const Tensor& t : tensors) {
+            for (int64_t i = 0; i < t.numel(); ++i) squares += static_cast<long double>(t.data()[i]) * t.data()[i];
+        }
+        return static_cast<double>(std::sqrt(squares));
+    };
+    const double expected = norm_of({big, small});
+    ASSERT_GT(expected, 50.0);
+    const double norm = optim::clip_gradients(parameters, 1.0);
+    EXPECT_NEAR(norm, expected, 1e-12 * expected);
+    EXPECT_NEAR(norm_of({parameters[0].parameter.grad(), parameters[1].parameter.grad()}), 1.0, 1e-6);
+    for (size_t p = 0; p < parameters.size(); ++p) {  // one common factor, direction kept
+        const Tensor before = p == 0 ? big : small, after = parameters[p].parameter.grad();
+        for (int64_t i = 0; i < after.numel(); ++i) {
+            ASSERT_NEAR(after.data()[i], before.data()[i] / expected, 1e-6 * std::abs(before.data()[i] / expected) + 1e-12)
+                << parameters[p].name << " " << i;
+        }
+    }
+}
+
+// ---- files: parameters without a gradient, save and load ---------------------------------------------
+
+class OptimizerFiles : public ::testing::Test {
+protected:
+    void SetUp() override {
+        const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+        std::string name = info->name();
+        std::replace(name.begin(), name.end(), '/', '_');
+        dir_ = fs::temp_directory_path() / ("hnas_optim_" + std::to_string(::getpid()) + "_" + name);
+        fs::remove_all(dir_);
+        fs::create_directories(dir_);
+    }
+    void TearDown() override { fs::remove_all(dir_); }
+
+    std::string file(const std::string& name) const { return (dir_ / name).string(); }
+
+    fs::path dir_;
+};
+
+TEST_F(OptimizerFiles, ParameterWithoutGradientIsLeftAlone) {
+    for (OptimizerKind kind : {OptimizerKind::adam, OptimizerKind::adamw, OptimizerKind::lamb}) {
+        OptimizerOptions options;
+        options.kind = kind;
+        options.weight_decay = 0.1f;  // would move "idle.weight" if it were touched
+        const Tensor idle_start = testing::random_tensor({3}, 21);
+        std::vector<nn::NamedParameter> parameters = {{"used.weight", Var(testing::random_tensor({2, 2}, 20), true)},
+                                                      {"idle.weight", Var(idle_start.clone(), true)}};
+        optim::Optimizer optimizer(parameters, options);
+        for (int t = 0; t < 2; ++t) {
+            optimizer.zero_grad();
+            set_grad(parameters[0].parameter, testing::random_tensor({2, 2}, 30 + static_cast<uint64_t>(t)));
+            optimizer.step(1e-2f);
+        }
+        EXPECT_TRUE(same_bits(parameters[1].parameter.value(), idle_start));
+        io::CheckpointWriter writer(Json::object());
+        optimizer.save(writer);
+        writer.write(file("moments.ckpt"));
+        const auto checkpoint = io::Checkpoint::load(file("moments.ckpt"));
+        ASSERT_EQ(checkpoint.entries().size(), 4u);
+        for (const char* moment : {"optimizer/m/", "optimizer/v/"}) {
+            const Tensor idle = checkpoint.tensor(std::string(moment) + "idle.weight", {3});
+            EXPECT_TRUE(same_bits(idle, Tensor::zeros({3}))) << moment;
+            const Tensor used = checkpoint.tensor(std::string(moment) + "used.weight", {2, 2});
+            EXPECT_GT(std::abs(used.data()[0]), 0.0f) << moment;
+        }
+    }
+}
+
+class OptimizerResume : public OptimizerFiles, public ::testing::WithParamInterface<std::string> {};
+
+// Three steps, then a checkpoint of the parameters and moments; a fresh optimizer on the loaded values
+// must take steps 4 and 5 to the same bits as the run that never stopped.
+TEST_P(OptimizerResume, LoadedRunContinuesBitIdentically) {
+    const Json& c = fixture_case(GetParam());
+    const OptimizerOptions options = fixture_options(c);
+    const auto parameters = fixture_parameters(c);
+    optim::Optimizer uninterrupted(parameters, options);
+    for (size_t t = 0; t < 3; ++t) fixture_step(uninterrupted, parameters, c, t);
+
+    io::CheckpointWriter writer(Json{{"step", uninterrupted.steps_taken()}});
+    for (const auto& named : parameters) writer.add_tensor(named.name, named.parameter.value());
+    uninterrupted.save(writer);
+    writer.write(file("step3.ckpt"));
+
+    const auto checkpoint = io::Checkpoint::load(file("step3.ckpt"));
+    std::vector<nn::NamedParameter> resumed, restarted;  // restarted: the same values, fresh moments
+    for (const auto& named : parameters) {
+        const Tensor stored = checkpoint.tensor(named.name, named.parameter.shape());
+        resumed.push_back({named.name, Var(stored.clone(), true)});
+        restarted.push_back({named.name, Var(stored.clone(), true)});
+    }
+    optim::Optimizer loaded(resumed, options), fresh(restarted, options);
+    loaded.load(checkpoint, checkpoint.metadata().at("step").get<int64_t>());
+    EXPECT_EQ(loaded.steps_taken(), 3);
+
+    bool fresh_differs = false;
+    for (size_t t = 3; t < 5; ++t) {
+        fixture_step(uninterrupted, parameters, c, t);
+        fixture_step(loaded, resumed, c, t);
+        fixture_step(fresh, restarted, c, t);
+        for (size_t p = 0; p < parameters.size(); ++p) {
+            EXPECT_TRUE(same_bits(resumed[p].parameter.value(), parameters[p].parameter.value()))
+                << "step " << t + 1 << " " << parameters[p].name;
+            fresh_differs = fresh_differs || !same_bits(restarted[p].parameter.value(), parameters[p].parameter.value());
+        }
+    }
+    EXPECT_EQ(loaded.steps_taken(), 5);
+    EXPECT_TRUE(fresh_differs) << "the moments should matter: without them the run must diverge";
+}
+
+INSTANTIATE_TEST_SUITE_P(Optim, OptimizerResume, ::testing::Values("adamw", "adam", "lamb"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace hnas

@@ -1,0 +1,283 @@
+// The trainer: loss falls on both tasks; a resumed run is bit-identical to an uninterrupted one; a
+// kill -9 during checkpoint writes leaves a loadable checkpoint that resumes; a non-finite loss or
+// gradient stops the run naming the step and the tensor; signals checkpoint and stop.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "config/experiment_config.h"
+#include "data/tokenizer.h"
+#include "io/checkpoint.h"
+#include "test_support.h"
+#include "train/trainer.h"
+
+namespace hnas {
+namespace {
+
+namespace fs = std::filesystem;
+using config::Json;
+
+// Small data and a small tokenizer, made once for the whole suite.
+class TrainEnvironment {
+public:
+    static const TrainEnvironment& get() {
+        static const TrainEnvironment environment;
+        return environment;
+    }
+    fs::path root = fs::temp_directory_path() / ("hnas_train_test_" + std::to_string(getpid()));
+    std::string tokenizer, articles, titles, valid_articles, valid_titles, corpus;
+
+private:
+    TrainEnvironment() {
+        fs::create_directories(root);
+        const std::string gigaword = std::string(HNAS_SOURCE_DIR) + "/data/gigaword/";
+        articles = copy_head(gigaword + "train_10k/train.article.txt", "articles.txt", 256);
+        titles = copy_head(gigaword + "train_10k/train.title.txt", "titles.txt", 256);
+        valid_articles = copy_head(gigaword + "valid_1k/valid.article.filter.txt", "valid_articles.txt", 32);
+        valid_titles = copy_head(gigaword + "valid_1k/valid.title.filter.txt", "valid_titles.txt", 32);
+        corpus = copy_head(std::string(HNAS_SOURCE_DIR) + "/data/corpus/moby_dick.txt", "corpus.txt", 600);
+        data::TokenizerTrainOptions options;
+        options.inputs = {articles, titles, corpus};
+        options.model_prefix = (root / "tokenizer").string();
+        options.vocab_size = 400;
+        data::train_tokenizer(options);
+        tokenizer = options.model_prefix + ".model";
+    }
+    std::string copy_head(const std::string& from, const std::string& name, int lines) const {
+        std::ifstream in(from);
+        const fs::path to = root / name;
+        std::ofstream out(to);
+        std::string line;
+        for (int i = 0; i < lines && std::getline(in, line); ++i) out << line << "\n";
+        return to.string();
+    }
+};
+
+Json headline_config(const TrainEnvironment& env) {
+    return {{"task", "headline"},
+            {"seed", 3},
+            {"model",
+             {{"d_model", 32}, {"heads", 4}, {"ffn_dim", 64}, {"encoder_layers", 1}, {"decoder_layers", 1},
+              {"max_source_positions", 48}, {"max_target_positions", 24},
+              {"dropout", {{"embedding", 0.1}, {"attention", 0.1}, {"residual", 0.1}}},
+              {"attention", {{"encoder", {{"kind", "hnas"}, {"hybrid_init", 0.1}}}}}}},
+            {"tokenizer", {{"model", env.tokenizer}}},
+            {"data",
+             {{"train_articles", env.articles}, {"train_titles", env.titles}, {"valid_articles", env.valid_articles},
+              {"valid_titles", env.valid_titles}, {"max_source", 48}, {"max_target", 24}, {"batch_sentences", 16},
+              {"shuffle_buffer", 128}}},
+            {"train", {{"learning_rate", 3e-3}, {"warmup_steps", 2}, {"steps", 60}, {"log_every", 1}}},
+            {"validation", {{"every", 0}, {"decode_examples", 4}, {"max_decode_length", 8}}},
+            {"checkpoint", {{"every", 100}, {"keep", 2}}}};
+}
+
+Json mlm_config(const TrainEnvironment& env) {
+    return {{"task", "mlm"},
+            {"seed", 4},
+            {"model",
+             {{"d_model", 32}, {"heads", 4}, {"ffn_dim", 64}, {"encoder_layers", 1}, {"max_positions", 64},
+              {"attention", {{"encoder", {{"kind", "dnas"}}}}}}},
+            {"tokenizer", {{"model", env.tokenizer}}},
+            {"data", {{"train_sources", {{{"path", env.corpus}, {"unit", "block"}}}}, {"max_seq", 64}, {"batch_sentences", 16}}},
+            {"train", {{"optimizer", "lamb"}, {"learning_rate", 5e-2}, {"warmup_steps", 5}, {"steps", 60}, {"log_every", 1}}},
+            {"validation", {{"every", 0}}},
+            {"checkpoint", {{"every", 100}}}};
+}
+
+struct RunDir {
+    fs::path path;
+    explicit RunDir(const std::string& name) : path(TrainEnvironment::get().root / name) { fs::remove_all(path); }
+    ~RunDir() { fs::remove_all(path); }
+};
+
+// Per-step training losses from a run's metrics log (log_every = 1).
+std::vector<double> logged_losses(const fs::path& run) {
+    std::vector<double> losses;
+    std::ifstream in(run / "metrics.jsonl");
+    std::string line;
+    while (std::getline(in, line)) {
+        const Json record = Json::parse(line);
+        if (record.contains("loss")) losses.push_back(record.at("loss").get<double>());
+    }
+    return losses;
+}
+
+train::TrainResult run(const Json& raw, const fs::path& dir, bool resume = false, int64_t stop_after = 0) {
+    train::TrainOptions options;
+    options.run_dir = dir.string();
+    options.resume = resume;
+    options.stop_after_steps = stop_after;
+    return train::train(config::parse_experiment_config(raw), options);
+}
+
+TEST(Trainer, LossFallsOnBothTasks) {
+    const auto& env = TrainEnvironment::get();
+    for (const Json& raw : {headline_config(env), mlm_config(env)}) {
+        RunDir dir("falls_" + raw.at("task").get<std::string>());
+        run(raw, dir.path);
+        const std::vector<double> losses = logged_losses(dir.path);
+        ASSERT_EQ(losses.size(), 60u);
+        const double first = (losses[0] + losses[1] + losses[2]) / 3, last = (losses[57] + losses[58] + losses[59]) / 3;
+        EXPECT_LT(last, 0.9 * first) << raw.at("task") << ": " << first << " -> " << last;
+    }
+}
+
+TEST(Trainer, ResumedRunIsBitIdentical) {
+    const auto& env = TrainEnvironment::get();
+    for (Json raw : {headline_config(env), mlm_config(env)}) {
+        raw["train"]["steps"] = 12;
+        raw["validation"]["every"] = 5;  // validation in between must not disturb the training stream
+        const std::string task = raw.at("task");
+        RunDir whole("whole_" + task), halves("halves_" + task);
+        run(raw, whole.path);
+        const train::TrainResult first_half = run(raw, halves.path, false, 6);
+        EXPECT_EQ(first_half.stopped_because, "stop-after");
+        EXPECT_EQ(first_half.steps, 6);
+        run(raw, halves.path, true);
+        EXPECT_EQ(logged_losses(whole.path), logged_losses(halves.path)) << task;
+        const auto a = io::Checkpoint::load((whole.path / "checkpoints" / "step-00000012.ckpt").string());
+        const auto b = io::Checkpoint::load((halves.path / "checkpoints" / "step-00000012.ckpt").string());
+        for (const auto& entry : a.entries()) {
+            if (entry.type != io::EntryType::f32) continue;
+            const Tensor x = a.tensor(entry.name), y = b.tensor(entry.name);
+            ASSERT_EQ(std::memcmp(x.data(), y.data(), static_cast<size_t>(x.numel()) * 4), 0) << task << " " << entry.name;
+        }
+    }
+}
+
+TEST(Trainer, ExistingRunNeedsResume) {
+    const auto& env = TrainEnvironment::get();
+    Json raw = headline_config(env);
+    raw["train"]["steps"] = 2;
+    RunDir dir("existing");
+    run(raw, dir.path);
+    try {
+        run(raw, dir.path);
+        FAIL() << "a second fresh run overwrote the first";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("--resume"), std::string::npos) << e.what();
+    }
+}
+
+// A NaN planted in one parameter of the newest checkpoint: the resumed run must stop at its first step,
+// naming the step, and leave the checkpoints as they were.
+TEST(Trainer, NonFiniteValuesStopTheRunNamingTheStep) {
+    const auto& env = TrainEnvironment::get();
+    Json raw = headline_config(env);
+    raw["train"]["steps"] = 2;
+    RunDir dir("nonfinite");
+    run(raw, dir.path);
+    const fs::path newest = dir.path / "checkpoints" / "step-00000002.ckpt";
+    {
+        const io::Checkpoint good = io::Checkpoint::load(newest.string());
+        io::CheckpointWriter poisoned(good.metadata());
+        for (const auto& entry : good.entries()) {
+            if (entry.type == io::EntryType::bytes) {
+                poisoned.add_bytes(entry.name, good.bytes(entry.name));
+                continue;
+            }
+            Tensor value = good.tensor(entry.name).clone();
+            if (entry.name == "encoder.layers.0.ffn.fc1.weight") value.data()[3] = std::nanf("");
+            poisoned.add_tensor(entry.name, value);
+        }
+        poisoned.write(newest.string());
+    }
+    raw["train"]["steps"] = 4;
+    try {
+        run(raw, dir.path, true);
+        FAIL() << "a run with a NaN parameter did not stop";
+    } catch (const Error& e) {
+        const std::string message = e.what();
+        EXPECT_NE(message.find("step 3: "), std::string::npos) << message;
+        EXPECT_NE(message.find("the loss is nan"), std::string::npos) << message;
+        EXPECT_NE(message.find("last good"), std::string::npos) << message;
+    }
+    EXPECT_FALSE(fs::exists(dir.path / "checkpoints" / "step-00000003.ckpt"));
+}
+
+// kill -9 the command-line trainer at random moments while it writes a checkpoint every step; each
+// time the newest checkpoint must load and --resume must carry the run on to the end.
+TEST(Trainer, KillNineLeavesALoadableCheckpoint) {
+    const auto& env = TrainEnvironment::get();
+    Json raw = headline_config(env);
+    raw["train"]["steps"] = 400;
+    raw["checkpoint"]["every"] = 1;
+    RunDir dir("kill9");
+    fs::create_directories(dir.path);
+    const std::string config_path = (dir.path / "config_in.json").string();
+    std::ofstream(config_path) << raw.dump();
+    auto launch = [&](bool resume) {
+        const pid_t child = fork();
+        if (child == 0) {
+            const int null = open("/dev/null", O_WRONLY);
+            dup2(null, 1);
+            dup2(null, 2);
+            std::vector<std::string> args{HNAS_EXECUTABLE, "train", "--config", config_path, "--out", (dir.path / "run").string()};
+            if (resume) args.push_back("--resume");
+            std::vector<char*> argv;
+            for (auto& arg : args) argv.push_back(arg.data());
+            argv.push_back(nullptr);
+            execv(argv[0], argv.data());
+            _exit(127);
+        }
+        return child;
+    };
+    Rng rng(17);
+    for (int round = 0; round < 3; ++round) {
+        const pid_t child = launch(round > 0);
+        std::this_thread::sleep_for(std::chrono::milliseconds(1500 + rng.below(1500)));
+        kill(child, SIGKILL);
+        int status = 0;
+        waitpid(child, &status, 0);
+        const fs::path checkpoints = dir.path / "run" / "checkpoints";
+        ASSERT_TRUE(fs::exists(checkpoints));
+        std::vector<fs::path> files;
+        for (const auto& entry : fs::directory_iterator(checkpoints)) {
+            if (entry.path().extension() == ".ckpt") files.push_back(entry.path());
+        }
+        ASSERT_FALSE(files.empty()) << "round " << round;
+        std::sort(files.begin(), files.end());
+        EXPECT_NO_THROW(io::Checkpoint::load(files.back().string())) << files.back();
+    }
+    // A final resume with few remaining steps completes.
+    raw["train"]["steps"] = 0;
+    const int64_t reached = [&] {
+        std::vector<fs::path> files;
+        for (const auto& entry : fs::directory_iterator(dir.path / "run" / "checkpoints")) files.push_back(entry.path());
+        std::sort(files.begin(), files.end());
+        return io::Checkpoint::load(files.back().string()).metadata().at("step").get<int64_t>();
+    }();
+    raw["train"]["steps"] = reached + 2;
+    std::ofstream(config_path) << raw.dump();
+    const pid_t child = launch(true);
+    int status = 0;
+    waitpid(child, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "resume after kill -9 failed, status " << status;
+}
+
+TEST(Trainer, SigtermWritesACheckpointAndStops) {
+    const auto& env = TrainEnvironment::get();
+    Json raw = headline_config(env);
+    raw["train"]["steps"] = 100000;
+    RunDir dir("sigterm");
+    std::thread stopper([] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+        raise(SIGTERM);
+    });
+    const train::TrainResult result = run(raw, dir.path);
+    stopper.join();
+    EXPECT_EQ(result.stopped_because, "signal");
+    char name[32];
+    std::snprintf(name, sizeof name, "step-%08lld.ckpt", static_cast<long long>(result.steps));
+    EXPECT_NO_THROW(io::Checkpoint::load((dir.path / "checkpoints" / name).string()));
+}
+
+}  // namespace
+}  // namespace hnas
