@@ -7,6 +7,7 @@
 
 #include "config/experiment_config.h"
 #include "models/bert.h"
+#include "models/model_factory.h"
 #include "models/model_io.h"
 #include "test_support.h"
 
@@ -163,6 +164,17 @@ TEST(Models, TinyModelsBuildAndLearn) {
         }
         EXPECT_LT(loss().item(), first) << task;
     }
+}
+
+TEST(Models, ParameterCountsGroupByModuleKind) {
+    const auto groups = models::group_parameter_counts({{"embedding.weight", 10},
+                                                         {"encoder.layers.0.self_attn.q_proj.weight", 4},
+                                                         {"encoder.layers.11.self_attn.q_proj.bias", 2},
+                                                         {"encoder.layers.3.ffn_norm.weight", 1},
+                                                         {"mlm_head.bias", 5}});
+    const std::vector<std::pair<std::string, int64_t>> expected{
+        {"embedding", 10}, {"encoder.layers.*.self_attn", 6}, {"encoder.layers.*.ffn_norm", 1}, {"mlm_head", 5}};
+    EXPECT_EQ(groups, expected);
 }
 
 TEST(Models, ParameterNamesFollowTheModuleTree) {

@@ -1,7 +1,7 @@
 #include "models/model_factory.h"
 
+#include <cctype>
 #include <map>
-#include <regex>
 
 #include "models/bert.h"
 #include "models/seq2seq.h"
@@ -17,11 +17,23 @@ std::unique_ptr<nn::Module> build_model(const ModelConfig& config, Rng& init_rng
 
 std::vector<std::pair<std::string, int64_t>> group_parameter_counts(
     const std::vector<std::pair<std::string, int64_t>>& parameters) {
-    static const std::regex layer_index(R"(\.layers\.\d+)");
+    // "encoder.layers.11.ffn.fc1.weight" -> "encoder.layers.*.ffn.fc1.weight"
+    auto fold_layer_indices = [](const std::string& name) {
+        std::string folded;
+        const std::string marker = ".layers.";
+        size_t at = 0;
+        for (size_t found; (found = name.find(marker, at)) != std::string::npos;) {
+            size_t end = found + marker.size();
+            while (end < name.size() && std::isdigit(static_cast<unsigned char>(name[end]))) ++end;
+            folded += name.substr(at, found - at) + (end > found + marker.size() ? ".layers.*" : marker);
+            at = end;
+        }
+        return folded + name.substr(at);
+    };
     std::vector<std::pair<std::string, int64_t>> groups;
     std::map<std::string, size_t> position;
     for (const auto& [name, count] : parameters) {
-        std::string group = std::regex_replace(name, layer_index, ".layers.*");
+        std::string group = fold_layer_indices(name);
         group = group.substr(0, group.rfind('.'));  // drop "weight", "bias", ...
         // Keep at most the module one level below a layer: "encoder.layers.*.self_attn".
         const size_t layers = group.find(".layers.*.");

@@ -1,5 +1,5 @@
 // Fused attention normalizations: alternating log-space normalizations over keys and queries (LNAS,
-// DNAS, Sinkhorn-k, causal DNAS), NAP's standardization, and HNAS's per-head mixture.
+// DNAS, Sinkhorn-k, causal DNAS), NAP's standardization, and HNAS's per-head mixture of DNAS and LNAS.
 //
 // Masking: each (b, h) slice is copied into a work buffer in which entries that are not allowed hold
 // -inf; every logsumexp checks for an empty set first (a row or column with nothing allowed keeps
@@ -326,44 +326,92 @@ Var standardize_attention(const Var& scores, const Var& gain, const Var& bias, c
     });
 }
 
-Var mix_attention(const Var& first, const Var& second, const Var& theta) {
-    HNAS_CHECK(first.rank() == 4 && first.shape() == second.shape() && theta.shape() == Shape{first.dim(1)},
-               "mix_attention: needs two (B, H, Lq, Lk) weight tensors and theta (H), got ", shape_str(first.shape()),
-               ", ", shape_str(second.shape()), " and ", shape_str(theta.shape()));
-    const int64_t heads = first.dim(1), slice = first.dim(2) * first.dim(3), slices = first.dim(0) * heads;
-    std::vector<float> u(static_cast<size_t>(heads));
-    for (int64_t h = 0; h < heads; ++h) u[static_cast<size_t>(h)] = 1.0f / (1.0f + std::exp(-theta.value().data()[h]));
-    Tensor out = Tensor::empty(first.shape());
-    const float *a = first.value().data(), *b = second.value().data();
-    float* o = out.data();
-#pragma omp parallel for schedule(static) if (out.numel() >= kernels::kParallelGrain)
+Var hybrid_attention(const Var& scores, const Var& theta, const AttentionMask& mask) {
+    const Dims d = check_scores(scores, mask, "hybrid_attention");
+    HNAS_CHECK(theta.shape() == Shape{d.heads}, "hybrid_attention: theta ", shape_str(theta.shape()), " must be (",
+               d.heads, ")");
+    const int64_t slices = d.batch * d.heads, slice = d.slice();
+    std::vector<float> u(static_cast<size_t>(d.heads));
+    for (int64_t h = 0; h < d.heads; ++h) u[static_cast<size_t>(h)] = 1.0f / (1.0f + std::exp(-theta.value().data()[h]));
+    Tensor doubly = Tensor::empty(scores.shape()), softmax = Tensor::empty(scores.shape()), mixed = Tensor::empty(scores.shape());
+    // The row normalizers of DNAS's second (key-axis) step: exp(L1) = A_dnas · exp(r) recovers the first
+    // step's weights in the backward pass, and r ≤ log L_k keeps that product finite.
+    Tensor row_normalizers = Tensor::empty({slices, d.queries});
+    const float* in = scores.value().data();
+#pragma omp parallel for schedule(dynamic) if (scores.numel() >= kernels::kParallelGrain)
     for (int64_t s = 0; s < slices; ++s) {
-        const float w = u[static_cast<size_t>(s % heads)];
-        for (int64_t e = s * slice; e < (s + 1) * slice; ++e) o[e] = w * a[e] + (1.0f - w) * b[e];
+        std::vector<float> scratch, L(static_cast<size_t>(slice)), normalizer(static_cast<size_t>(std::max(d.queries, d.keys)));
+        float* A_d = doubly.data() + s * slice;
+        float* A_l = softmax.data() + s * slice;
+        load_masked(in + s * slice, SliceMask(mask, d, s / d.heads), d.queries, d.keys, L.data());
+        std::copy(L.begin(), L.end(), A_l);  // LNAS works in place in its output
+        normalize_rows(A_l, d.queries, d.keys, normalizer.data());
+        normalize_columns(L.data(), d.queries, d.keys, normalizer.data(), scratch);
+        normalize_rows(L.data(), d.queries, d.keys, row_normalizers.data() + s * d.queries);
+        const float w = u[static_cast<size_t>(s % d.heads)];
+        float* out = mixed.data() + s * slice;
+#pragma omp simd
+        for (int64_t e = 0; e < slice; ++e) {
+            A_d[e] = kernels::fast_exp(L[static_cast<size_t>(e)]);
+            A_l[e] = kernels::fast_exp(A_l[e]);
+            out[e] = w * A_d[e] + (1.0f - w) * A_l[e];
+        }
     }
-    Tensor av = first.value(), bv = second.value();
-    return make_result("mix_attention", out, {first, second, theta}, [=](const Tensor& dy, GradSink& sink) {
-        const float* g = dy.data();
-        for (size_t input : {size_t{0}, size_t{1}}) {
-            if (!sink.wants(input)) continue;
-            auto [grad, accumulate] = sink.target(input);
-            float* d = grad.data();
-#pragma omp parallel for schedule(static) if (dy.numel() >= kernels::kParallelGrain)
-            for (int64_t s = 0; s < slices; ++s) {
-                const float w = input == 0 ? u[static_cast<size_t>(s % heads)] : 1.0f - u[static_cast<size_t>(s % heads)];
-                for (int64_t e = s * slice; e < (s + 1) * slice; ++e) d[e] = (accumulate ? d[e] : 0.0f) + w * g[e];
+
+    return make_result("hybrid_attention", mixed, {scores, theta}, [=](const Tensor& dy, GradSink& sink) {
+        std::vector<double> dtheta_per_slice(static_cast<size_t>(slices), 0.0);
+        Tensor* dscores = nullptr;
+        bool accumulate = false;
+        if (sink.wants(0)) {
+            auto target = sink.target(0);
+            dscores = &target.grad;
+            accumulate = target.accumulate;
+        }
+#pragma omp parallel for schedule(dynamic) if (dy.numel() >= kernels::kParallelGrain)
+        for (int64_t s = 0; s < slices; ++s) {
+            const float w = u[static_cast<size_t>(s % d.heads)];
+            const float *g = dy.data() + s * slice, *A_d = doubly.data() + s * slice, *A_l = softmax.data() + s * slice;
+            const float* r = row_normalizers.data() + s * d.queries;
+            double dtheta = 0.0;
+            for (int64_t e = 0; e < slice; ++e) dtheta += static_cast<double>(g[e]) * (A_d[e] - A_l[e]);
+            dtheta_per_slice[static_cast<size_t>(s)] = dtheta * w * (1.0f - w);
+            if (!dscores) continue;
+            std::vector<float> G_d(static_cast<size_t>(slice)), column(static_cast<size_t>(d.keys), 0.0f);
+            float* out = dscores->data() + s * slice;
+            for (int64_t i = 0; i < d.queries; ++i) {
+                const int64_t row = i * d.keys;
+                // LNAS: dS = A_l ⊙ (g_l − Σ_j g_l A_l) with g_l = (1 − u)·dy; DNAS's key step likewise.
+                float dot_l = 0.0f, dot_d = 0.0f;
+#pragma omp simd reduction(+ : dot_l, dot_d)
+                for (int64_t j = 0; j < d.keys; ++j) {
+                    dot_l += g[row + j] * A_l[row + j];
+                    dot_d += g[row + j] * A_d[row + j];
+                }
+                for (int64_t j = 0; j < d.keys; ++j) {
+                    const float softmax_part = (1.0f - w) * A_l[row + j] * (g[row + j] - dot_l);
+                    G_d[static_cast<size_t>(row + j)] = w * A_d[row + j] * (g[row + j] - dot_d);  // d L1
+                    out[row + j] = (accumulate ? out[row + j] : 0.0f) + softmax_part;
+                }
+            }
+            // DNAS's query step: dS = dL1 − exp(L1) ⊙ Σ_i dL1, with exp(L1) = A_d · exp(r_i).
+            for (int64_t i = 0; i < d.queries; ++i)
+#pragma omp simd
+                for (int64_t j = 0; j < d.keys; ++j) column[static_cast<size_t>(j)] += G_d[static_cast<size_t>(i * d.keys + j)];
+            for (int64_t i = 0; i < d.queries; ++i) {
+                const float scale = std::exp(r[i]);
+                const int64_t row = i * d.keys;
+#pragma omp simd
+                for (int64_t j = 0; j < d.keys; ++j) {
+                    out[row + j] += G_d[static_cast<size_t>(row + j)] - A_d[row + j] * scale * column[static_cast<size_t>(j)];
+                }
             }
         }
-        if (sink.wants(2)) {
-            // dθ_h = u(1−u) · Σ dA ⊙ (first − second) over the head's entries.
-            auto [grad, accumulate] = sink.target(2);
-            const float *pa = av.data(), *pb = bv.data();
-            for (int64_t h = 0; h < heads; ++h) {
+        if (sink.wants(1)) {
+            auto [grad, accumulate_theta] = sink.target(1);
+            for (int64_t h = 0; h < d.heads; ++h) {
                 double total = 0.0;
-                for (int64_t s = h; s < slices; s += heads)
-                    for (int64_t e = s * slice; e < (s + 1) * slice; ++e) total += g[e] * (pa[e] - pb[e]);
-                const float w = u[static_cast<size_t>(h)];
-                grad.data()[h] = (accumulate ? grad.data()[h] : 0.0f) + static_cast<float>(total) * w * (1.0f - w);
+                for (int64_t s = h; s < slices; s += d.heads) total += dtheta_per_slice[static_cast<size_t>(s)];
+                grad.data()[h] = (accumulate_theta ? grad.data()[h] : 0.0f) + static_cast<float>(total);
             }
         }
     });

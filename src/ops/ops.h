@@ -101,8 +101,9 @@ Var normalize_attention(const Var& scores, const AttentionMask& mask, const std:
 // mean and biased variance (+ eps), then gain[h] · z + bias[h]; gain and bias are (H).
 Var standardize_attention(const Var& scores, const Var& gain, const Var& bias, const AttentionMask& mask, float eps);
 
-// u[h] · first + (1 − u[h]) · second with u = sigmoid(theta), theta (H), first and second (B, H, Lq, Lk):
-// the hybrid attention HNAS mixes DNAS and LNAS with.
-Var mix_attention(const Var& first, const Var& second, const Var& theta);
+// HNAS in one kernel (paper 004, Alg. 1): u[h]·DNAS(S) + (1 − u[h])·LNAS(S) with u = sigmoid(theta),
+// theta (H): one pass over the masked scores, and only the two weight matrices and DNAS's row
+// normalizers kept for the backward pass.
+Var hybrid_attention(const Var& scores, const Var& theta, const AttentionMask& mask);
 
 }  // namespace hnas::ops

@@ -2,14 +2,15 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <regex>
 
 #include "backend/matmul.h"
 #include "data/gigaword.h"
@@ -321,9 +322,13 @@ void log_config_differences(const Json& saved, const Json& current) {
 std::vector<fs::path> step_checkpoints(const fs::path& directory) {
     std::vector<fs::path> files;
     if (!fs::exists(directory)) return files;
-    static const std::regex pattern(R"(step-\d{8}\.ckpt)");
+    // "step-" + 8 digits + ".ckpt", as save_step_checkpoint names them
+    auto is_step_checkpoint = [](const std::string& name) {
+        if (name.size() != 18 || name.rfind("step-", 0) != 0 || name.substr(13) != ".ckpt") return false;
+        return std::all_of(name.begin() + 5, name.begin() + 13, [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+    };
     for (const auto& entry : fs::directory_iterator(directory)) {
-        if (std::regex_match(entry.path().filename().string(), pattern)) files.push_back(entry.path());
+        if (is_step_checkpoint(entry.path().filename().string())) files.push_back(entry.path());
     }
     std::sort(files.begin(), files.end());
     return files;

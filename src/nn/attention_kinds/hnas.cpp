@@ -15,9 +15,7 @@ public:
         theta_ = register_parameter("hybrid_theta", Tensor::full({options.heads}, std::log(u / (1.0f - u))));
     }
     Var normalize(const Var& scores, const ops::AttentionMask& mask) const override {
-        Var doubly = ops::normalize_attention(scores, mask, {ops::NormalizeAxis::queries, ops::NormalizeAxis::keys});
-        Var softmax = ops::normalize_attention(scores, mask, {ops::NormalizeAxis::keys});
-        return ops::mix_attention(doubly, softmax, theta_);
+        return ops::hybrid_attention(scores, theta_, mask);
     }
     std::vector<HeadValues> head_values() const override {
         HeadValues u{"u", {}};
