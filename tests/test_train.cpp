@@ -229,37 +229,49 @@ TEST(Trainer, KillNineLeavesALoadableCheckpoint) {
         }
         return child;
     };
+    const fs::path checkpoints = dir.path / "run" / "checkpoints";
+    auto checkpoint_files = [&] {
+        std::vector<fs::path> files;
+        if (fs::exists(checkpoints)) {
+            for (const auto& entry : fs::directory_iterator(checkpoints)) {
+                if (entry.path().extension() == ".ckpt") files.push_back(entry.path());
+            }
+        }
+        std::sort(files.begin(), files.end());
+        return files;
+    };
     Rng rng(17);
     for (int round = 0; round < 3; ++round) {
+        auto newest = [&] {
+            const auto files = checkpoint_files();
+            return files.empty() ? fs::path() : files.back();
+        };
+        const fs::path before = newest();
         const pid_t child = launch(round > 0);
-        std::this_thread::sleep_for(std::chrono::milliseconds(1500 + rng.below(1500)));
+        // Once the run is writing a checkpoint every step, kill it at a random moment.
+        for (int wait = 0; wait < 600 && newest() == before; ++wait) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(rng.below(1500)));
         kill(child, SIGKILL);
         int status = 0;
         waitpid(child, &status, 0);
-        const fs::path checkpoints = dir.path / "run" / "checkpoints";
-        ASSERT_TRUE(fs::exists(checkpoints));
-        std::vector<fs::path> files;
-        for (const auto& entry : fs::directory_iterator(checkpoints)) {
-            if (entry.path().extension() == ".ckpt") files.push_back(entry.path());
-        }
-        ASSERT_FALSE(files.empty()) << "round " << round;
-        std::sort(files.begin(), files.end());
+        const std::vector<fs::path> files = checkpoint_files();
+        ASSERT_FALSE(files.empty()) << "round " << round << ": no checkpoint after 60 s";
         EXPECT_NO_THROW(io::Checkpoint::load(files.back().string())) << files.back();
     }
+    // The interrupted writes' temporary files are cleaned up by the next start.
     // A final resume with few remaining steps completes.
-    raw["train"]["steps"] = 0;
-    const int64_t reached = [&] {
-        std::vector<fs::path> files;
-        for (const auto& entry : fs::directory_iterator(dir.path / "run" / "checkpoints")) files.push_back(entry.path());
-        std::sort(files.begin(), files.end());
-        return io::Checkpoint::load(files.back().string()).metadata().at("step").get<int64_t>();
-    }();
+    const int64_t reached = io::Checkpoint::load(checkpoint_files().back().string()).metadata().at("step").get<int64_t>();
     raw["train"]["steps"] = reached + 2;
     std::ofstream(config_path) << raw.dump();
     const pid_t child = launch(true);
     int status = 0;
     waitpid(child, &status, 0);
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "resume after kill -9 failed, status " << status;
+    for (const auto& entry : fs::directory_iterator(checkpoints)) {
+        EXPECT_EQ(entry.path().filename().string().find(".tmp."), std::string::npos) << entry.path();
+    }
 }
 
 TEST(Trainer, SigtermWritesACheckpointAndStops) {

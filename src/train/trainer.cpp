@@ -377,6 +377,16 @@ TrainResult train(const config::ExperimentConfig& config, const TrainOptions& op
     if (config.train.threads > 0) backend::set_num_threads(config.train.threads);
     spdlog::info("hnas {} on {}; run directory {}", HNAS_VERSION, backend::describe(), run_dir.string());
 
+    // A run killed while writing a checkpoint leaves its temporary file ("<name>.tmp.<pid>") behind.
+    for (const fs::path& directory : {run_dir, checkpoint_dir}) {
+        for (const auto& entry : fs::directory_iterator(directory)) {
+            if (entry.path().filename().string().find(".ckpt.tmp.") != std::string::npos) {
+                spdlog::warn("removing {}, left by an interrupted checkpoint write", entry.path().string());
+                fs::remove(entry.path());
+            }
+        }
+    }
+
     // The newest checkpoint that loads (an older one if the newest is damaged).
     std::optional<io::Checkpoint> resumed;
     if (options.resume) {
