@@ -11,26 +11,10 @@ namespace {
 using testing::Json;
 using testing::json_tensor;
 
-const Json& fixture_cases() {
-    static const Json cases = testing::load_fixture("attention.json").at("cases");
-    return cases;
-}
-
-std::vector<std::string> case_names() {
-    std::vector<std::string> names;
-    for (const Json& c : fixture_cases()) names.push_back(c.at("name").get<std::string>());
-    return names;
-}
-
 class AttentionParity : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(AttentionParity, OutputAndEveryGradientMatch) {
-    const Json* found = nullptr;
-    for (const Json& c : fixture_cases()) {
-        if (c.at("name") == GetParam()) found = &c;
-    }
-    ASSERT_NE(found, nullptr);
-    const Json& c = *found;
+    const Json& c = testing::fixture_case("attention.json", GetParam());
     const bool self_attention = c.at("self_attention").get<bool>(), causal = c.at("causal").get<bool>();
     const Json& attrs = c.at("attrs");
 
@@ -88,7 +72,7 @@ TEST_P(AttentionParity, OutputAndEveryGradientMatch) {
         }
 }
 
-INSTANTIATE_TEST_SUITE_P(Kind, AttentionParity, ::testing::ValuesIn(case_names()),
+INSTANTIATE_TEST_SUITE_P(Kind, AttentionParity, ::testing::ValuesIn(testing::fixture_case_names("attention.json")),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 }  // namespace

@@ -14,26 +14,10 @@ namespace {
 using testing::Json;
 using testing::json_tensor;
 
-const Json& fixture_cases() {
-    static const Json cases = testing::load_fixture("models.json").at("cases");
-    return cases;
-}
-
-std::vector<std::string> case_names() {
-    std::vector<std::string> names;
-    for (const Json& c : fixture_cases()) names.push_back(c.at("name").get<std::string>());
-    return names;
-}
-
 class ModelParity : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ModelParity, LogitsLossAndEveryGradientMatch) {
-    const Json* found = nullptr;
-    for (const Json& c : fixture_cases()) {
-        if (c.at("name") == GetParam()) found = &c;
-    }
-    ASSERT_NE(found, nullptr);
-    const Json& c = *found;
+    const Json& c = testing::fixture_case("models.json", GetParam());
     const config::ExperimentConfig parsed = config::parse_experiment_config(c.at("config"));
     Rng init(1), dropout(2);
     const auto model = models::build_model(parsed.model, init, dropout);
@@ -78,7 +62,7 @@ TEST_P(ModelParity, LogitsLossAndEveryGradientMatch) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Model, ModelParity, ::testing::ValuesIn(case_names()),
+INSTANTIATE_TEST_SUITE_P(Model, ModelParity, ::testing::ValuesIn(testing::fixture_case_names("models.json")),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 }  // namespace

@@ -52,26 +52,10 @@ Var run_op(const std::string& op, const Json& attrs, const std::vector<Var>& in,
     throw Error("fixture names an op this test does not know: " + op);
 }
 
-const Json& fixture_cases() {
-    static const Json cases = testing::load_fixture("ops.json").at("cases");
-    return cases;
-}
-
-std::vector<std::string> fixture_case_names() {
-    std::vector<std::string> names;
-    for (const Json& c : fixture_cases()) names.push_back(c.at("name").get<std::string>());
-    return names;
-}
-
 class TorchParity : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(TorchParity, OutputAndGradientsMatch) {
-    const Json* found = nullptr;
-    for (const Json& c : fixture_cases()) {
-        if (c.at("name") == GetParam()) found = &c;
-    }
-    ASSERT_NE(found, nullptr);
-    const Json& c = *found;
+    const Json& c = testing::fixture_case("ops.json", GetParam());
     const std::string& name = GetParam();
     // Differentiable inputs are those with a gradient in the fixture; the rest (masks, ids) are fixed.
     std::vector<Var> inputs;
@@ -97,13 +81,13 @@ TEST_P(TorchParity, OutputAndGradientsMatch) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Op, TorchParity, ::testing::ValuesIn(fixture_case_names()),
+INSTANTIATE_TEST_SUITE_P(Op, TorchParity, ::testing::ValuesIn(testing::fixture_case_names("ops.json")),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 // The ops the numeric core must match PyTorch on are all present in the fixture.
 TEST(TorchParityCoverage, RequiredOpsPresent) {
     std::set<std::string> ops_seen;
-    for (const Json& c : fixture_cases()) ops_seen.insert(c.at("op").get<std::string>());
+    for (const Json& c : testing::fixture_cases("ops.json")) ops_seen.insert(c.at("op").get<std::string>());
     for (const char* required : {"softmax", "log_softmax", "layer_norm", "gelu", "cross_entropy", "matmul", "embedding"}) {
         EXPECT_TRUE(ops_seen.count(required)) << "fixture has no case for " << required;
     }

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -90,6 +91,27 @@ inline Json load_fixture(const std::string& file) {
     std::ifstream in(path);
     if (!in) throw Error("fixture not found: " + path + " (regenerate with /usr/bin/python3 scripts/make_fixtures.py)");
     return Json::parse(in);
+}
+
+// The "cases" of a fixture file, loaded once; their names (for parameterized tests); one case by name.
+inline const Json& fixture_cases(const std::string& file) {
+    static std::map<std::string, Json> loaded;
+    auto found = loaded.find(file);
+    if (found == loaded.end()) found = loaded.emplace(file, load_fixture(file).at("cases")).first;
+    return found->second;
+}
+
+inline std::vector<std::string> fixture_case_names(const std::string& file) {
+    std::vector<std::string> names;
+    for (const Json& c : fixture_cases(file)) names.push_back(c.at("name").get<std::string>());
+    return names;
+}
+
+inline const Json& fixture_case(const std::string& file, const std::string& name) {
+    for (const Json& c : fixture_cases(file)) {
+        if (c.at("name") == name) return c;
+    }
+    throw Error("fixture " + file + " has no case " + name);
 }
 
 inline Shape json_shape(const Json& tensor) { return tensor.at("shape").get<Shape>(); }

@@ -169,28 +169,46 @@ Var normalize_attention(const Var& scores, const AttentionMask& mask, const std:
         auto [dscores, accumulate] = sink.target(0);
 #pragma omp parallel for schedule(dynamic) if (dy.numel() >= kernels::kParallelGrain)
         for (int64_t s = 0; s < slices; ++s) {
-            // W walks back through the log values of each step; G is the gradient w.r.t. W.
-            std::vector<float> W(log_weights.data() + s * slice, log_weights.data() + (s + 1) * slice);
-            std::vector<float> G(static_cast<size_t>(slice)), column(static_cast<size_t>(d.keys)),
-                carry(static_cast<size_t>(2 * d.keys));
+            // P holds exp of the log values each step produced: the weights A for the last step, and
+            // A ⊙ exp(c_last) for the step before it (c_last ≤ log L_k, as it normalizes values ≤ 0, so the
+            // product stays finite). Only Sinkhorn with k > 1 has earlier steps: their log values W are
+            // rebuilt from the final ones by adding each step's normalizers back. G is dLoss/dL.
+            const size_t last = steps.size() - 1;
+            const SliceMask allowed(mask, d, s / d.heads);
             const float *A = weights.data() + s * slice, *g = dy.data() + s * slice;
+            std::vector<float> P(A, A + slice), G(static_cast<size_t>(slice)), column(static_cast<size_t>(d.keys)),
+                carry(static_cast<size_t>(2 * d.keys)), W;
+            if (steps.size() > 2) W.assign(log_weights.data() + s * slice, log_weights.data() + (s + 1) * slice);
 #pragma omp simd
             for (int64_t e = 0; e < slice; ++e) G[static_cast<size_t>(e)] = g[e] * A[e];  // d exp(L) = exp(L) dL
-            for (size_t t = steps.size(); t-- > 0;) {
-                const float* c = normalizers[t].data() + s * normalizers[t].dim(1);
+            auto normalizer = [&](size_t t) { return normalizers[t].data() + s * normalizers[t].dim(1); };
+            for (size_t t = last + 1; t-- > 0;) {
+                if (t + 1 == last) {
+                    const float* c = normalizer(last);
+                    for (int64_t i = 0; i < d.queries; ++i)
+#pragma omp simd
+                        for (int64_t j = 0; j < d.keys; ++j) {
+                            const int64_t e = i * d.keys + j;
+                            const float c_last = steps[last] == NormalizeAxis::keys ? c[i]
+                                                 : steps[last] == NormalizeAxis::queries ? c[j]
+                                                                                          : c[e];
+                            P[static_cast<size_t>(e)] = A[e] * std::exp(c_last);
+                        }
+                } else if (t + 1 < last) {
+#pragma omp simd
+                    for (int64_t e = 0; e < slice; ++e) P[static_cast<size_t>(e)] = kernels::fast_exp(W[static_cast<size_t>(e)]);
+                }
+                const float* c = normalizer(t);
                 if (steps[t] == NormalizeAxis::keys) {
                     // log-softmax over keys: dL_in = dL_out − softmax · Σ_j dL_out
                     for (int64_t i = 0; i < d.queries; ++i) {
                         float* grow = G.data() + i * d.keys;
-                        float* wrow = W.data() + i * d.keys;
+                        const float* prow = P.data() + i * d.keys;
                         float total = 0.0f;
 #pragma omp simd reduction(+ : total)
                         for (int64_t j = 0; j < d.keys; ++j) total += grow[j];
 #pragma omp simd
-                        for (int64_t j = 0; j < d.keys; ++j) {
-                            grow[j] -= kernels::fast_exp(wrow[j]) * total;
-                            wrow[j] += c[i];
-                        }
+                        for (int64_t j = 0; j < d.keys; ++j) grow[j] -= prow[j] * total;
                     }
                 } else if (steps[t] == NormalizeAxis::queries) {
                     std::fill(column.begin(), column.end(), 0.0f);
@@ -201,8 +219,7 @@ Var normalize_attention(const Var& scores, const AttentionMask& mask, const std:
 #pragma omp simd
                         for (int64_t j = 0; j < d.keys; ++j) {
                             const size_t e = static_cast<size_t>(i * d.keys + j);
-                            G[e] -= kernels::fast_exp(W[e]) * column[static_cast<size_t>(j)];
-                            W[e] += c[j];
+                            G[e] -= P[e] * column[static_cast<size_t>(j)];
                         }
                 } else {
                     // Prefix normalizer C_ij = logsumexp_{i' ≤ i} L_i'j. With T_ij = Σ_{i'' ≥ i} dL_i''j ·
@@ -214,13 +231,23 @@ Var normalize_attention(const Var& scores, const AttentionMask& mask, const std:
                     for (int64_t j = 0; j < d.keys; ++j) C_next[j] = kMinusInfinity;
                     for (int64_t i = d.queries; i-- > 0;)
                         for (int64_t j = 0; j < d.keys; ++j) {
+                            if (!allowed.allowed(i, j)) continue;
                             const size_t e = static_cast<size_t>(i * d.keys + j);
-                            if (W[e] == kMinusInfinity) continue;
                             const float C = c[e];
                             T[j] = G[e] + (C_next[j] == kMinusInfinity ? 0.0f : kernels::fast_exp(C - C_next[j]) * T[j]);
                             C_next[j] = C;
-                            G[e] -= kernels::fast_exp(W[e]) * T[j];
-                            W[e] += C;
+                            G[e] -= P[e] * T[j];
+                        }
+                }
+                if (!W.empty()) {
+                    // Undo step t: W becomes the log values step t started from.
+                    for (int64_t i = 0; i < d.queries; ++i)
+#pragma omp simd
+                        for (int64_t j = 0; j < d.keys; ++j) {
+                            const int64_t e = i * d.keys + j;
+                            W[static_cast<size_t>(e)] += steps[t] == NormalizeAxis::keys      ? c[i]
+                                                         : steps[t] == NormalizeAxis::queries ? c[j]
+                                                                                              : c[e];
                         }
                 }
             }

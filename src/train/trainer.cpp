@@ -77,6 +77,25 @@ public:
     virtual std::vector<std::pair<std::string, nn::MultiHeadAttention*>> attention_layers() = 0;
 };
 
+// The loss over a validation batcher from its start (at most max_batches), weighted by each batch's
+// loss-bearing tokens.
+template <typename Batcher, typename LossOf, typename Tokens>
+Validation validation_loss(Batcher& batcher, const data::DataPosition& start, int64_t max_batches, LossOf loss_of,
+                           Tokens tokens_of) {
+    Validation result;
+    double weighted = 0.0;
+    batcher.restore(start);
+    int64_t batches = 0;
+    while (auto batch = batcher.next()) {
+        const int64_t tokens = tokens_of(*batch);
+        weighted += static_cast<double>(loss_of(*batch).item()) * static_cast<double>(tokens);
+        result.tokens += tokens;
+        if (max_batches > 0 && ++batches >= max_batches) break;
+    }
+    result.loss = result.tokens > 0 ? weighted / static_cast<double>(result.tokens) : 0.0;
+    return result;
+}
+
 std::vector<std::pair<std::string, nn::MultiHeadAttention*>> collect_attention(
     const std::string& stack, const std::vector<nn::TransformerLayer*>& layers) {
     std::vector<std::pair<std::string, nn::MultiHeadAttention*>> out;
@@ -119,16 +138,9 @@ public:
     std::optional<Validation> validate() override {
         NoGradScope no_grad;
         model_->set_training(false);
-        Validation result;
-        double weighted = 0.0;
-        valid_->restore(valid_start_);
-        int64_t batches = 0;
-        while (auto batch = valid_->next()) {
-            weighted += static_cast<double>(loss_of(*batch).item()) * static_cast<double>(batch->target_tokens);
-            result.tokens += batch->target_tokens;
-            if (config_.validation.max_batches > 0 && ++batches >= config_.validation.max_batches) break;
-        }
-        result.loss = result.tokens > 0 ? weighted / static_cast<double>(result.tokens) : 0.0;
+        Validation result = validation_loss(
+            *valid_, valid_start_, config_.validation.max_batches, [&](const data::Seq2SeqBatch& b) { return loss_of(b); },
+            [](const data::Seq2SeqBatch& b) { return b.target_tokens; });
         if (!decode_articles_.empty()) result.rouge_l = decode_rouge_l();
         model_->set_training(true);
         return result;
@@ -225,17 +237,9 @@ public:
         if (!valid_) return std::nullopt;
         NoGradScope no_grad;
         model_->set_training(false);
-        Validation result;
-        double weighted = 0.0;
-        valid_->restore(valid_start_);
-        int64_t batches = 0;
-        while (auto batch = valid_->next()) {
-            const int64_t predicted = batch->masked_labels.numel();
-            weighted += static_cast<double>(loss_of(*batch).item()) * static_cast<double>(predicted);
-            result.tokens += predicted;
-            if (config_.validation.max_batches > 0 && ++batches >= config_.validation.max_batches) break;
-        }
-        result.loss = result.tokens > 0 ? weighted / static_cast<double>(result.tokens) : 0.0;
+        const Validation result = validation_loss(
+            *valid_, valid_start_, config_.validation.max_batches, [&](const data::MlmBatch& b) { return loss_of(b); },
+            [](const data::MlmBatch& b) { return b.masked_labels.numel(); });
         model_->set_training(true);
         return result;
     }
