@@ -1,14 +1,17 @@
 // hnas-bench: micro-benchmarks of the numeric core, printed as tables. Not a test: it asserts nothing.
 //   hnas-bench linear     the linear op's forward+backward against raw oneDNN matmuls on the same shapes
 //   hnas-bench attention  one multi-head attention layer's forward+backward for every attention kind
+//   hnas-bench data       the Gigaword data pipeline alone: tokens/s per epoch on the bundled pairs
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <cstdio>
 #include <functional>
 #include <vector>
 
 #include "backend/matmul.h"
+#include "data/gigaword.h"
 #include "nn/attention.h"
 #include "ops/ops.h"
 
@@ -119,6 +122,49 @@ void bench_attention(int warmup, int repeats) {
     }
 }
 
+// The data pipeline on its own (one thread, no prefetch): files -> tokenizer -> shuffled, bucketed,
+// padded batches, for three epochs; epoch 0 includes the checking pass and fills the word cache.
+void bench_data(const std::string& articles, const std::string& titles) {
+    using namespace hnas;
+    const std::filesystem::path scratch = std::filesystem::temp_directory_path() / "hnas_bench_data";
+    std::filesystem::create_directories(scratch);
+    data::TokenizerTrainOptions vocab;
+    vocab.inputs = {articles, titles};
+    vocab.model_prefix = (scratch / "giga8k").string();
+    vocab.vocab_size = 8000;
+    vocab.input_sentence_size = 20000;
+    data::train_tokenizer(vocab);
+    data::Seq2SeqDataOptions options;
+    options.article_path = articles;
+    options.title_path = titles;
+    options.batch.max_sentences = 64;
+    options.epochs = 3;
+    options.prefetch = 0;
+    auto start = Clock::now();
+    data::Seq2SeqBatcher batcher(data::Tokenizer::load(vocab.model_prefix + ".model"), options);
+    std::vector<int64_t> rows(3, 0), tokens(3, 0);
+    std::vector<double> seconds(3, 0.0);
+    while (true) {
+        const auto epoch = static_cast<size_t>(batcher.position().epoch);
+        const auto batch = batcher.next();
+        if (!batch) break;
+        rows[epoch] += batch->source_ids.dim(0);
+        tokens[epoch] += batch->source_tokens + batch->target_tokens;
+        if (static_cast<size_t>(batcher.position().epoch) != epoch) {
+            const auto now = Clock::now();
+            seconds[epoch] = std::chrono::duration<double>(now - start).count();
+            start = now;
+        }
+    }
+    std::printf("Gigaword pipeline alone, one thread (%s, unigram 8k)\n%-6s %10s %12s %8s %14s\n", articles.c_str(), "epoch",
+                "pairs", "tokens", "seconds", "tokens/s");
+    for (size_t epoch = 0; epoch < 3; ++epoch) {
+        std::printf("%-6zu %10lld %12lld %8.3f %14.0f\n", epoch, static_cast<long long>(rows[epoch]),
+                    static_cast<long long>(tokens[epoch]), seconds[epoch], static_cast<double>(tokens[epoch]) / seconds[epoch]);
+    }
+    std::filesystem::remove_all(scratch);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -133,6 +179,11 @@ int main(int argc, char** argv) {
     app.add_subcommand("attention", "attention forward+backward per kind, relative to lnas")->callback([&] {
         bench_attention(warmup, repeats);
     });
+    std::string articles = "data/gigaword/derived/train_all.article.txt", titles = "data/gigaword/derived/train_all.title.txt";
+    auto* data_command = app.add_subcommand("data", "the Gigaword data pipeline alone, tokens/s per epoch");
+    data_command->add_option("--articles", articles, "Article file")->check(CLI::ExistingFile);
+    data_command->add_option("--titles", titles, "Title file")->check(CLI::ExistingFile);
+    data_command->callback([&] { bench_data(articles, titles); });
     CLI11_PARSE(app, argc, argv);
     return 0;
 }
