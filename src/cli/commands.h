@@ -1,0 +1,15 @@
+// One function per subcommand group; each adds its subcommands (flags, help, callback) to the app.
+// The callbacks parse nothing themselves beyond CLI11's flags and call into the library.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace hnas::cli {
+
+void add_demo_command(CLI::App& app);                     // train_commands.cpp
+void add_train_command(CLI::App& app, int& exit_code);    // train_commands.cpp
+void add_vocab_command(CLI::App& app);                    // train_commands.cpp
+void add_inspect_command(CLI::App& app);                  // inspect_command.cpp
+void add_rouge_command(CLI::App& app);                    // eval_commands.cpp
+
+}  // namespace hnas::cli

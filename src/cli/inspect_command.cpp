@@ -1,0 +1,74 @@
+// `hnas inspect`: checkpoints and configs.
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "cli/commands.h"
+#include "config/experiment_config.h"
+#include "io/checkpoint.h"
+#include "models/model_factory.h"
+
+namespace hnas::cli {
+
+namespace {
+void print_parameter_groups(const std::vector<std::pair<std::string, int64_t>>& parameters) {
+    int64_t total = 0;
+    for (const auto& [name, count] : parameters) total += count;
+    std::printf("parameters: %lld (%.2f M)\n", static_cast<long long>(total), static_cast<double>(total) / 1e6);
+    for (const auto& [group, count] : models::group_parameter_counts(parameters)) {
+        std::printf("  %-40s %12lld\n", group.c_str(), static_cast<long long>(count));
+    }
+}
+
+}  // namespace
+
+// `hnas inspect`: a checkpoint's header, parameter counts and hybrid weights; or, for a .json config,
+// the resolved config and the parameter counts of the model it builds.
+void add_inspect_command(CLI::App& app) {
+    struct Options {
+        std::string path;
+        std::vector<std::string> overrides;
+        int64_t vocab_size = 0;
+    };
+    auto options = std::make_shared<Options>();
+    auto* command = app.add_subcommand("inspect", "Show a checkpoint (header, parameter counts, hybrid u) or a config");
+    command->add_option("path", options->path, "A checkpoint file, or a config (.json)")->required()->check(CLI::ExistingFile);
+    command->add_option("--set", options->overrides, "Config override key.path=value (configs only)");
+    command->add_option("--vocab-size", options->vocab_size, "Vocabulary for configs that take it from the tokenizer");
+    command->callback([options] {
+        if (options->path.size() > 5 && options->path.substr(options->path.size() - 5) == ".json") {
+            config::ExperimentConfig config = config::load_experiment_config(options->path, options->overrides);
+            if (config.model.vocab_size == 0) config.model.vocab_size = options->vocab_size;
+            std::cout << config.resolved.dump(2) << "\n";
+            Rng init(config.seed, 0), dropout(config.seed, 1);
+            const auto model = models::build_model(config.model, init, dropout);
+            std::vector<std::pair<std::string, int64_t>> counts;
+            for (const auto& named : model->named_parameters()) counts.emplace_back(named.name, named.parameter.numel());
+            print_parameter_groups(counts);
+            return;
+        }
+        const auto header = io::read_checkpoint_header(options->path);
+        std::cout << "format version " << header.at("format_version") << "\nmetadata:\n"
+                  << header.at("metadata").dump(2) << "\n";
+        std::vector<std::pair<std::string, int64_t>> counts;
+        for (const auto& entry : header.at("entries")) {
+            if (entry.at("dtype") != "f32") continue;
+            int64_t count = 1;
+            for (const auto& d : entry.at("shape")) count *= d.get<int64_t>();
+            const std::string name = entry.at("name");
+            if (name.find('/') == std::string::npos) counts.emplace_back(name, count);  // optimizer state has a '/'
+        }
+        print_parameter_groups(counts);
+        const auto checkpoint = io::Checkpoint::load(options->path);
+        for (const auto& [name, count] : counts) {
+            if (name.size() < 12 || name.substr(name.size() - 12) != "hybrid_theta") continue;
+            std::printf("hybrid u  %-50s", name.substr(0, name.size() - 18).c_str());
+            const Tensor theta = checkpoint.tensor(name);
+            for (int64_t h = 0; h < theta.numel(); ++h) std::printf(" %.4f", 1.0 / (1.0 + std::exp(-theta.data()[h])));
+            std::printf("\n");
+        }
+    });
+}
+
+}  // namespace hnas::cli

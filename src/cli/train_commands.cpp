@@ -1,0 +1,83 @@
+// `hnas demo`, `hnas train` and `hnas vocab`.
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <memory>
+
+#include "backend/matmul.h"
+#include "cli/commands.h"
+#include "config/experiment_config.h"
+#include "data/tokenizer.h"
+#include "train/block_demo.h"
+#include "train/trainer.h"
+
+namespace hnas::cli {
+
+void add_demo_command(CLI::App& app) {
+    auto* command = app.add_subcommand("demo", "Train one Transformer block to reverse a fixed batch (a smoke test)");
+    auto options = std::make_shared<train::BlockDemoOptions>();
+    command->add_option("--steps", options->steps, "Adam steps")->check(CLI::PositiveNumber);
+    command->add_option("--seed", options->seed, "Seed for data, initialization and dropout");
+    command->add_option("--lr", options->learning_rate, "Learning rate")->check(CLI::PositiveNumber);
+    command->callback([options] {
+        spdlog::info("hnas {} on {}", HNAS_VERSION, backend::describe());
+        const auto losses = train::run_block_demo(*options, [&](int step, float loss) {
+            if (step % 20 == 0 || step + 1 == options->steps) spdlog::info("step {:4d}  loss {:.4f}", step, loss);
+        });
+        spdlog::info("loss {:.4f} -> {:.4f} ({:.1f} % lower) in {} steps", losses.front(), losses.back(),
+                     100.0 * (1.0 - losses.back() / losses.front()), losses.size());
+    });
+}
+
+// `hnas train`: the main job (see src/train/trainer.h for what a run directory holds).
+void add_train_command(CLI::App& app, int& exit_code) {
+    struct Options {
+        std::string config;
+        std::vector<std::string> overrides;
+        train::TrainOptions train;
+    };
+    auto options = std::make_shared<Options>();
+    auto* command = app.add_subcommand("train", "Train a model from a config (headline generation or masked LM)");
+    command->add_option("--config", options->config, "Experiment config (JSON; see configs/README.md)")
+        ->required()
+        ->check(CLI::ExistingFile);
+    command->add_option("--out", options->train.run_dir, "Run directory (default: runs/<config name>)");
+    command->add_flag("--resume", options->train.resume, "Continue from the newest checkpoint in the run directory");
+    command->add_option("--set", options->overrides, "Override a config value: key.path=value (repeatable)");
+    command->add_flag("--reset-optimizer", options->train.reset_optimizer, "With --resume: start with fresh Adam moments");
+    command->add_flag("--reset-schedule", options->train.reset_schedule, "With --resume: restart the learning-rate schedule");
+    command->add_option("--stop-after", options->train.stop_after_steps,
+                        "Write a checkpoint and stop after this many steps of this invocation (time-sliced jobs)")
+        ->check(CLI::PositiveNumber);
+    command->callback([options, &exit_code] {
+        const auto config = config::load_experiment_config(options->config, options->overrides);
+        if (options->train.run_dir.empty()) {
+            options->train.run_dir = "runs/" + std::filesystem::path(options->config).stem().string();
+        }
+        const auto result = train::train(config, options->train);
+        spdlog::info("stopped at step {} ({}); last training loss {:.4f}{}", result.steps, result.stopped_because,
+                     result.last_loss, result.best_metric ? fmt::format("; best validation {} {:.4f}", config.validation.metric,
+                                                                        *result.best_metric)
+                                                          : std::string());
+        if (result.stopped_because == "signal") exit_code = 130;
+    });
+}
+
+// `hnas vocab`: trains a SentencePiece model with hnas's special ids.
+void add_vocab_command(CLI::App& app) {
+    auto options = std::make_shared<data::TokenizerTrainOptions>();
+    auto* command = app.add_subcommand("vocab", "Train a SentencePiece tokenizer (pad 0, unk 1, bos 2, eos 3, [CLS] [SEP] [MASK])");
+    command->add_option("--input", options->inputs, "Text files, one sentence per line")->required()->check(CLI::ExistingFile);
+    command->add_option("--model-prefix", options->model_prefix, "Writes PREFIX.model and PREFIX.vocab")->required();
+    command->add_option("--vocab-size", options->vocab_size, "Pieces, special ones included")->check(CLI::Range(16, 1000000));
+    command->add_option("--type", options->type, "unigram or bpe")->check(CLI::IsMember({"unigram", "bpe"}));
+    command->add_option("--input-sentence-size", options->input_sentence_size, "Lines sampled for training (0: all)");
+    command->add_option("--seed", options->seed, "Seed of the line sampling");
+    command->callback([options] {
+        data::train_tokenizer(*options);
+        const auto tokenizer = data::Tokenizer::load(options->model_prefix + ".model");
+        spdlog::info("wrote {}.model ({} pieces)", options->model_prefix, tokenizer.vocab_size());
+    });
+}
+
+}  // namespace hnas::cli
