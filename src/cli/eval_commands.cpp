@@ -1,59 +1,268 @@
-// `hnas rouge`.
+// `hnas rouge`, `hnas decode` and `hnas eval`: scoring headlines, generating them from a checkpoint,
+// and both at once with a JSON report.
+#include <spdlog/spdlog.h>
+
+#include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "decode/headlines.h"
+#include "decode/trained_model.h"
 #include "eval/rouge.h"
 
 namespace hnas::cli {
 
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::ordered_json;
+
+const std::string kDefaultWordnet = std::string(HNAS_SOURCE_DIR) + "/data/wordnet";
+
+struct RougeOptions {
+    bool stem = false;
+    std::string wordnet = kDefaultWordnet;
+    int bootstrap = 0;
+    uint64_t seed = 1;
+};
+
+void add_rouge_options(CLI::App& command, RougeOptions& options) {
+    command.add_flag("--stem", options.stem, "Stem as ROUGE-1.5.5 -m (WordNet exceptions, then Porter)");
+    command.add_option("--wordnet", options.wordnet, "Folder with the WordNet 2.0 exception lists");
+    command.add_option("--bootstrap", options.bootstrap, "Resamples for 95 % confidence intervals (0: none)")
+        ->check(CLI::NonNegativeNumber);
+    command.add_option("--seed", options.seed, "Seed of the bootstrap resampling");
+}
+
+eval::RougeReport score_rouge(const std::vector<std::string>& hypotheses, const std::vector<std::string>& references,
+                              const RougeOptions& options) {
+    const eval::RougeScorer scorer(options.stem, options.stem ? options.wordnet : "");
+    return scorer.score(hypotheses, references, options.bootstrap, options.seed);
+}
+
+struct RougeRow {
+    const char* name;
+    const eval::RougeScore& score;
+    const eval::RougeIntervals& intervals;
+};
+
+std::vector<RougeRow> rouge_rows(const eval::RougeReport& report) {
+    return {{"rouge-1", report.rouge_1, report.rouge_1_ci},
+            {"rouge-2", report.rouge_2, report.rouge_2_ci},
+            {"rouge-l", report.rouge_l, report.rouge_l_ci}};
+}
+
+// {"rouge-1": {"precision", "recall", "f1"[, "f1_ci95"]}, ..., "pairs"} with values in 0-1.
+Json rouge_json(const eval::RougeReport& report) {
+    Json out;
+    for (const auto& row : rouge_rows(report)) {
+        auto& entry = out[row.name];
+        entry = {{"precision", row.score.precision}, {"recall", row.score.recall}, {"f1", row.score.f1}};
+        if (report.bootstrap_samples > 0) entry["f1_ci95"] = {row.intervals.f1.low, row.intervals.f1.high};
+    }
+    out["pairs"] = report.pairs;
+    return out;
+}
+
+void print_rouge_table(const eval::RougeReport& report, bool stemmed) {
+    std::printf("ROUGE over %zu pairs%s (values in %%, 0-100)\n", report.pairs, stemmed ? ", stemmed" : "");
+    std::printf("%-8s %9s %9s %9s%s\n", "", "precision", "recall", "F1", report.bootstrap_samples ? "   F1 95% CI" : "");
+    for (const auto& row : rouge_rows(report)) {
+        std::printf("%-8s %9.2f %9.2f %9.2f", row.name, 100 * row.score.precision, 100 * row.score.recall,
+                    100 * row.score.f1);
+        if (report.bootstrap_samples) std::printf("   [%.2f, %.2f]", 100 * row.intervals.f1.low, 100 * row.intervals.f1.high);
+        std::printf("\n");
+    }
+}
+
+// Writes `text` to `path` through a temporary file and a rename, so an interrupted run never leaves a
+// half-written file behind.
+void write_atomically(const fs::path& path, const std::string& text) {
+    const fs::path temporary = path.string() + ".tmp";
+    {
+        std::ofstream out(temporary, std::ios::binary);
+        HNAS_CHECK(out, "cannot write ", temporary.string());
+        out << text;
+        out.close();
+        HNAS_CHECK(out, "writing ", temporary.string(), " failed");
+    }
+    fs::rename(temporary, path);
+}
+
+struct DecodeOptions {
+    std::string checkpoint;
+    decode::BeamOptions beam;
+    int64_t batch = 32;
+    int64_t max_source = 0;  // 0: the training config's
+};
+
+void add_decode_options(CLI::App& command, DecodeOptions& options) {
+    command.add_option("--checkpoint", options.checkpoint, "A checkpoint of a headline model (hnas train)")
+        ->required()
+        ->check(CLI::ExistingFile);
+    command.add_option("--beam", options.beam.beam, "Beam size (1: greedy)")->check(CLI::PositiveNumber);
+    command.add_option("--length-penalty", options.beam.length_penalty,
+                       "A: hypotheses ranked by log P / (tokens + 1)^A (0: plain log P)");
+    command.add_option("--min-len", options.beam.min_length, "Fewest tokens before eos")->check(CLI::NonNegativeNumber);
+    command.add_option("--max-len", options.beam.max_length, "Most tokens before eos")->check(CLI::PositiveNumber);
+    command.add_option("--no-repeat-ngram", options.beam.no_repeat_ngram, "Forbid repeating n-grams of this size (0: off)")
+        ->check(CLI::NonNegativeNumber);
+    command.add_option("--nbest", options.beam.nbest, "Hypotheses per article (≤ beam)")->check(CLI::PositiveNumber);
+    command.add_option("--batch", options.batch, "Articles decoded together")->check(CLI::PositiveNumber);
+    command.add_option("--max-source", options.max_source, "Source pieces kept per article (default: the training config's)")
+        ->check(CLI::NonNegativeNumber);
+}
+
+struct DecodeRun {
+    decode::TrainedModel trained;
+    std::vector<std::vector<decode::DecodedHeadline>> headlines;
+    double seconds = 0;
+};
+
+DecodeRun run_decode(const DecodeOptions& options, const std::string& articles_path) {
+    decode::check_beam_options(options.beam);
+    DecodeRun run{decode::load_trained_model(options.checkpoint), {}, 0};
+    const auto& model = run.trained.seq2seq();
+    const auto& config = run.trained.config;
+    const int64_t max_source = options.max_source > 0
+                                   ? options.max_source
+                                   : std::min(config.data.max_source, config.model.max_source_positions);
+    const auto articles = eval::read_lines(articles_path);
+    spdlog::info("decoding {} articles of {} with a model of step {} (beam {}, length penalty {}, batch {})",
+                 articles.size(), articles_path, run.trained.step, options.beam.beam, options.beam.length_penalty,
+                 options.batch);
+    const auto start = std::chrono::steady_clock::now();
+    auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+    size_t reported = 0;
+    run.headlines = decode::decode_articles(model, run.trained.tokenizer, articles, options.beam, options.batch, max_source,
+                                            [&](size_t done, size_t total) {
+                                                if (done == total || done - reported >= 256) {
+                                                    reported = done;
+                                                    spdlog::info("decoded {}/{} articles ({:.1f} articles/s)", done,
+                                                                 total, static_cast<double>(done) / elapsed());
+                                                }
+                                            });
+    run.seconds = elapsed();
+    return run;
+}
+
+// One headline per line, or with nbest > 1 the n-best form `id ||| text ||| score` (id from 0).
+std::string format_headlines(const DecodeRun& run, int64_t nbest) {
+    std::string text;
+    for (size_t id = 0; id < run.headlines.size(); ++id) {
+        const auto& hypotheses = run.headlines[id];
+        if (nbest == 1) {
+            text += (hypotheses.empty() ? std::string() : hypotheses.front().text) + "\n";
+            continue;
+        }
+        for (const auto& hypothesis : hypotheses) text += fmt::format("{} ||| {} ||| {:.6f}\n", id, hypothesis.text, hypothesis.score);
+    }
+    return text;
+}
+
+std::vector<std::string> best_headlines(const DecodeRun& run) {
+    std::vector<std::string> best;
+    for (const auto& hypotheses : run.headlines) best.push_back(hypotheses.empty() ? std::string() : hypotheses.front().text);
+    return best;
+}
+
+}  // namespace
+
 void add_rouge_command(CLI::App& app) {
     struct Options {
-        std::string hypotheses, references, wordnet = std::string(HNAS_SOURCE_DIR) + "/data/wordnet";
-        bool stem = false, json = false;
-        int bootstrap = 0;
-        uint64_t seed = 1;
+        std::string hypotheses, references;
+        RougeOptions rouge;
+        bool json = false;
     };
     auto options = std::make_shared<Options>();
     auto* command = app.add_subcommand("rouge", "ROUGE-1/2/L of line-aligned files, as ROUGE-1.5.5 -n 2 -a -f A -p 0.5");
     command->add_option("--hyp", options->hypotheses, "Hypotheses, one per line")->required()->check(CLI::ExistingFile);
     command->add_option("--ref", options->references, "References, one per line")->required()->check(CLI::ExistingFile);
-    command->add_flag("--stem", options->stem, "Stem as ROUGE-1.5.5 -m (WordNet exceptions, then Porter)");
-    command->add_option("--wordnet", options->wordnet, "Folder with the WordNet 2.0 exception lists");
-    command->add_option("--bootstrap", options->bootstrap, "Resamples for 95 % confidence intervals (0: none)")
-        ->check(CLI::NonNegativeNumber);
-    command->add_option("--seed", options->seed, "Seed of the bootstrap resampling");
+    add_rouge_options(*command, options->rouge);
     command->add_flag("--json", options->json, "Print JSON (values in 0-1) instead of the table");
     command->callback([options] {
-        const eval::RougeScorer scorer(options->stem, options->stem ? options->wordnet : "");
-        const auto report = scorer.score(eval::read_lines(options->hypotheses),
-                                         eval::read_lines(options->references), options->bootstrap, options->seed);
-        const std::pair<const char*, const eval::RougeScore*> rows[] = {
-            {"rouge-1", &report.rouge_1}, {"rouge-2", &report.rouge_2}, {"rouge-l", &report.rouge_l}};
-        const eval::RougeIntervals* intervals[] = {&report.rouge_1_ci, &report.rouge_2_ci, &report.rouge_l_ci};
+        const auto report = score_rouge(eval::read_lines(options->hypotheses), eval::read_lines(options->references),
+                                        options->rouge);
         if (options->json) {
-            nlohmann::ordered_json out;
-            for (size_t i = 0; i < 3; ++i) {
-                auto& entry = out[rows[i].first];
-                entry = {{"precision", rows[i].second->precision},
-                         {"recall", rows[i].second->recall},
-                         {"f1", rows[i].second->f1}};
-                if (report.bootstrap_samples > 0) entry["f1_ci95"] = {intervals[i]->f1.low, intervals[i]->f1.high};
-            }
-            out["pairs"] = report.pairs;
-            std::cout << out.dump(2) << "\n";
-            return;
+            std::cout << rouge_json(report).dump(2) << "\n";
+        } else {
+            print_rouge_table(report, options->rouge.stem);
         }
-        std::printf("ROUGE over %zu pairs%s (values in %%, 0-100)\n", report.pairs, options->stem ? ", stemmed" : "");
-        std::printf("%-8s %9s %9s %9s%s\n", "", "precision", "recall", "F1", report.bootstrap_samples ? "   F1 95% CI" : "");
-        for (size_t i = 0; i < 3; ++i) {
-            std::printf("%-8s %9.2f %9.2f %9.2f", rows[i].first, 100 * rows[i].second->precision,
-                        100 * rows[i].second->recall, 100 * rows[i].second->f1);
-            if (report.bootstrap_samples) std::printf("   [%.2f, %.2f]", 100 * intervals[i]->f1.low, 100 * intervals[i]->f1.high);
-            std::printf("\n");
-        }
+    });
+}
+
+void add_decode_command(CLI::App& app) {
+    struct Options {
+        DecodeOptions decode;
+        std::string input, output;
+    };
+    auto options = std::make_shared<Options>();
+    auto* command = app.add_subcommand("decode", "Generate headlines for articles with beam search");
+    add_decode_options(*command, options->decode);
+    command->add_option("--input", options->input, "Articles, one per line")->required()->check(CLI::ExistingFile);
+    command->add_option("--output", options->output, "Headlines, one per line (n-best: id ||| text ||| score)")->required();
+    command->callback([options] {
+        const DecodeRun run = run_decode(options->decode, options->input);
+        write_atomically(options->output, format_headlines(run, options->decode.beam.nbest));
+        spdlog::info("wrote {} ({:.1f} s)", options->output, run.seconds);
+    });
+}
+
+void add_eval_command(CLI::App& app) {
+    struct Options {
+        DecodeOptions decode;
+        RougeOptions rouge;
+        std::string articles, references, hypotheses, report;
+    };
+    auto options = std::make_shared<Options>();
+    options->rouge.stem = true;
+    auto* command = app.add_subcommand("eval", "Decode articles and score the headlines with ROUGE (JSON report)");
+    add_decode_options(*command, options->decode);
+    command->add_option("--articles", options->articles, "Articles, one per line")->required()->check(CLI::ExistingFile);
+    command->add_option("--references", options->references, "Reference headlines, one per line")
+        ->required()
+        ->check(CLI::ExistingFile);
+    add_rouge_options(*command, options->rouge);
+    command->add_flag("!--no-stem", options->rouge.stem, "Score without stemming (stemming is the default here)");
+    command->add_option("--hypotheses", options->hypotheses, "Where the headlines go (default: CHECKPOINT.headlines.txt)");
+    command->add_option("--report", options->report, "Where the JSON report goes (default: CHECKPOINT.eval.json)");
+    command->callback([options] {
+        auto& o = *options;
+        if (o.hypotheses.empty()) o.hypotheses = o.decode.checkpoint + ".headlines.txt";
+        if (o.report.empty()) o.report = o.decode.checkpoint + ".eval.json";
+        const auto references = eval::read_lines(o.references);
+        const DecodeRun run = run_decode(o.decode, o.articles);
+        HNAS_CHECK(references.size() == run.headlines.size(), "eval: ", o.articles, " has ", run.headlines.size(),
+                   " articles but ", o.references, " has ", references.size(), " references");
+        write_atomically(o.hypotheses, format_headlines(run, o.decode.beam.nbest));
+        const auto report = score_rouge(best_headlines(run), references, o.rouge);
+        const auto& beam = o.decode.beam;
+        Json out = {{"checkpoint", fs::absolute(o.decode.checkpoint).string()},
+                    {"step", run.trained.step},
+                    {"attention", run.trained.config.resolved.at("model").at("attention")},
+                    {"articles", fs::absolute(o.articles).string()},
+                    {"references", fs::absolute(o.references).string()},
+                    {"hypotheses", fs::absolute(o.hypotheses).string()},
+                    {"decoding",
+                     {{"beam", beam.beam},
+                      {"length_penalty", beam.length_penalty},
+                      {"min_length", beam.min_length},
+                      {"max_length", beam.max_length},
+                      {"no_repeat_ngram", beam.no_repeat_ngram},
+                      {"batch", o.decode.batch},
+                      {"seconds", run.seconds}}},
+                    {"rouge_settings",
+                     {{"stem", o.rouge.stem}, {"bootstrap", o.rouge.bootstrap}, {"seed", o.rouge.seed},
+                      {"as", "ROUGE-1.5.5 -n 2 -a -f A -p 0.5" + std::string(o.rouge.stem ? " -m" : "")}}},
+                    {"rouge", rouge_json(report)}};
+        write_atomically(o.report, out.dump(2) + "\n");
+        print_rouge_table(report, o.rouge.stem);
+        spdlog::info("wrote {} and {}", o.hypotheses, o.report);
     });
 }
 

@@ -31,6 +31,8 @@ int main(int argc, char** argv) {
     hnas::cli::add_vocab_command(app);
     hnas::cli::add_inspect_command(app);
     hnas::cli::add_rouge_command(app);
+    hnas::cli::add_decode_command(app);
+    hnas::cli::add_eval_command(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

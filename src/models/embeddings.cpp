@@ -31,20 +31,21 @@ EmbeddingSum::EmbeddingSum(int64_t width, const EmbeddingOptions& options, Rng& 
     if (options.norm) norm_ = &register_module("norm", std::make_unique<nn::LayerNorm>(width));
 }
 
-Var EmbeddingSum::forward(const nn::Embedding& tokens, const Tensor& ids, const Tensor& segment_ids) const {
+Var EmbeddingSum::forward(const nn::Embedding& tokens, const Tensor& ids, const Tensor& segment_ids,
+                          int64_t first_position) const {
     HNAS_CHECK(ids.rank() == 2, "embeddings: ids must be (B, T), got ", shape_str(ids.shape()));
-    const int64_t length = ids.dim(1);
-    HNAS_CHECK(length <= options_.max_positions, "embeddings: sequence of ", length, " tokens exceeds the ",
-               options_.max_positions, " positions of the model");
+    const int64_t length = ids.dim(1), end = first_position + length;
+    HNAS_CHECK(first_position >= 0 && end <= options_.max_positions, "embeddings: positions ", first_position, "..",
+               end - 1, " exceed the ", options_.max_positions, " positions of the model");
     Var x = tokens.forward(ids);  // (B, T, D)
     if (options_.token_scale != 1.0f) x = ops::scale(x, options_.token_scale);
     std::vector<int32_t> position_ids(static_cast<size_t>(length));
-    for (int64_t t = 0; t < length; ++t) position_ids[static_cast<size_t>(t)] = static_cast<int32_t>(t);
+    for (int64_t t = 0; t < length; ++t) position_ids[static_cast<size_t>(t)] = static_cast<int32_t>(first_position + t);
     const Tensor positions = Tensor::from_ints({1, length}, position_ids);
     if (learned_positions_) {
         x = ops::add(x, learned_positions_->forward(positions));  // (1, T, D) broadcast over B
     } else {
-        x = ops::add(x, ops::slice(Var(fixed_positions_), 0, 0, length));  // (T, D) broadcast over B
+        x = ops::add(x, ops::slice(Var(fixed_positions_), 0, first_position, end));  // (T, D) broadcast over B
     }
     if (segments_) {
         HNAS_CHECK(segment_ids.defined() && segment_ids.shape() == ids.shape(), "embeddings: segment ids ",

@@ -24,8 +24,10 @@ struct EmbeddingOptions {
 class EmbeddingSum : public nn::Module {
 public:
     EmbeddingSum(int64_t width, const EmbeddingOptions& options, Rng& init_rng, Rng& dropout_rng);
-    // ids (B, T) -> (B, T, D); segment_ids (B, T) only when segments are on.
-    Var forward(const nn::Embedding& tokens, const Tensor& ids, const Tensor& segment_ids = Tensor()) const;
+    // ids (B, T) at positions first_position.. -> (B, T, D); segment_ids (B, T) only when segments are
+    // on. first_position > 0 is step-by-step decoding.
+    Var forward(const nn::Embedding& tokens, const Tensor& ids, const Tensor& segment_ids = Tensor(),
+                int64_t first_position = 0) const;
 
 private:
     EmbeddingOptions options_;

@@ -88,13 +88,47 @@ Var Seq2SeqModel::encode(const Tensor& source_ids, const Tensor& source_valid) c
     return encoder_final_norm_ ? encoder_final_norm_->forward(x) : x;
 }
 
+Var Seq2SeqModel::run_decoder(Var y, const ops::AttentionMask& self_mask, const Var& memory,
+                              const ops::AttentionMask& memory_mask, std::vector<nn::LayerCache>* caches) const {
+    for (size_t i = 0; i < decoder_layers_.size(); ++i) {
+        y = decoder_layers_[i]->forward(y, self_mask, memory, memory_mask, caches ? &(*caches)[i] : nullptr);
+    }
+    return decoder_final_norm_ ? decoder_final_norm_->forward(y) : y;
+}
+
 Var Seq2SeqModel::decode(const Var& memory, const Tensor& source_valid, const Tensor& target_input,
                          const Tensor& target_valid) const {
     Var y = target_embeddings_.forward(tokens_, target_input);  // (B, T, D)
     const ops::AttentionMask self_mask{target_valid, target_valid, true};
     const ops::AttentionMask memory_mask{source_valid, target_valid};
-    for (const auto* layer : decoder_layers_) y = layer->forward(y, self_mask, memory, memory_mask);
-    return decoder_final_norm_ ? decoder_final_norm_->forward(y) : y;
+    return run_decoder(y, self_mask, memory, memory_mask, nullptr);
+}
+
+void DecoderState::keep_rows(const std::vector<int64_t>& rows) {
+    memory = Var(memory.value().take_rows(rows));
+    source_valid = source_valid.take_rows(rows);
+    for (auto& layer : layers) layer.keep_rows(rows);
+}
+
+DecoderState Seq2SeqModel::start_decoding(const Tensor& source_ids, const Tensor& source_valid) const {
+    DecoderState state;
+    state.memory = encode(source_ids, source_valid);
+    state.source_valid = source_valid;
+    state.layers.resize(decoder_layers_.size());
+    return state;
+}
+
+Tensor Seq2SeqModel::decode_step(DecoderState& state, const Tensor& tokens) const {
+    const int64_t rows = state.memory.dim(0);
+    HNAS_CHECK(tokens.rank() == 1 && tokens.dim(0) == rows, "decode step: tokens ", shape_str(tokens.shape()),
+               " must be one per row of the memory ", shape_str(state.memory.shape()));
+    Var y = target_embeddings_.forward(tokens_, tokens.reshape({rows, 1}), Tensor(), state.position);  // (N, 1, D)
+    // The new position sees every cached one (causal, offset by its position); no padding while decoding.
+    const ops::AttentionMask self_mask{Tensor(), Tensor(), true, state.position};
+    const ops::AttentionMask memory_mask{state.source_valid, Tensor(), false, state.position};
+    const Var states = run_decoder(y, self_mask, state.memory, memory_mask, &state.layers);
+    ++state.position;
+    return logits(states).value();  // (N, V)
 }
 
 Var Seq2SeqModel::logits(const Var& states) const {

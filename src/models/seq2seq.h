@@ -9,6 +9,17 @@
 
 namespace hnas::models {
 
+// Step-by-step decoding state: the encoder's memory and every decoder layer's cached keys, values
+// and normalizer state. Rows are hypotheses (a batch row, or a beam of one).
+struct DecoderState {
+    Var memory;                          // (N, S, D)
+    Tensor source_valid;                 // (N, S)
+    std::vector<nn::LayerCache> layers;  // one per decoder layer
+    int64_t position = 0;                // of the next token fed to decode_step
+    // Keeps the given rows, in that order (beam search's reordering; repeats allowed).
+    void keep_rows(const std::vector<int64_t>& rows);
+};
+
 class Seq2SeqModel : public nn::Module {
 public:
     // Dropout masks come from dropout_rng, which the caller keeps (its state goes into checkpoints).
@@ -18,6 +29,11 @@ public:
     Var encode(const Tensor& source_ids, const Tensor& source_valid) const;
     // memory (B, S, D), target_input (B, T) -> decoder states (B, T, D)
     Var decode(const Var& memory, const Tensor& source_valid, const Tensor& target_input, const Tensor& target_valid) const;
+    // Encodes the sources and starts step-by-step decoding at position 0.
+    DecoderState start_decoding(const Tensor& source_ids, const Tensor& source_valid) const;
+    // tokens (N) at state.position -> next-token logits (N, V); advances the position. Equal to the
+    // last row of decode() over the whole prefix (each position sees only earlier ones).
+    Tensor decode_step(DecoderState& state, const Tensor& tokens) const;
     // states (B, T, D) -> logits (B·T, V)
     Var logits(const Var& states) const;
     // Mean cross-entropy of the next tokens (target_output, pad 0 ignored) with label smoothing.
@@ -29,6 +45,9 @@ public:
     std::vector<nn::TransformerLayer*> decoder_layers() const { return decoder_layers_; }
 
 private:
+    Var run_decoder(Var y, const ops::AttentionMask& self_mask, const Var& memory, const ops::AttentionMask& memory_mask,
+                    std::vector<nn::LayerCache>* caches) const;
+
     ModelConfig config_;
     nn::Embedding& tokens_;
     EmbeddingSum& source_embeddings_;

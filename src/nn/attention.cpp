@@ -33,6 +33,12 @@ MultiHeadAttention::MultiHeadAttention(const AttentionOptions& options, Rng& ini
     if (options.prior) prior_ = &register_module("relative_bias", std::make_unique<RelativePositionBias>(heads_, *options.prior));
 }
 
+void AttentionCache::keep_rows(const std::vector<int64_t>& rows) {
+    for (Tensor* tensor : {&keys, &values, &norm_state}) {
+        if (tensor->defined()) *tensor = tensor->take_rows(rows);
+    }
+}
+
 Var MultiHeadAttention::split_heads(const Var& x) const {
     return ops::permute(ops::reshape(x, {x.dim(0), x.dim(1), heads_, width_ / heads_}), {0, 2, 1, 3});
 }
@@ -42,20 +48,40 @@ Var MultiHeadAttention::merge_heads(const Var& x) const {
     return ops::reshape(merged, {merged.dim(0), merged.dim(1), width_});
 }
 
-Var MultiHeadAttention::forward(const Var& query, const Var& memory, const ops::AttentionMask& mask) const {
+Var MultiHeadAttention::forward(const Var& query, const Var& memory, const ops::AttentionMask& mask,
+                                AttentionCache* cache) const {
     HNAS_CHECK(query.rank() == 3 && memory.rank() == 3 && query.dim(2) == width_ && memory.dim(2) == width_ &&
                    query.dim(0) == memory.dim(0),
                "attention: query ", shape_str(query.shape()), " and memory ", shape_str(memory.shape()),
                " must be (B, T, ", width_, ") with the same batch");
     HNAS_CHECK(mask.causal == (role_ == AttentionRole::causal_self), "attention: a ",
                mask.causal ? "causal" : "non-causal", " mask given to ", attention_role_name(role_));
-    Var q = split_heads(q_proj_.forward(query));   // (B, H, Tq, K)
-    Var k = split_heads(k_proj_.forward(memory));  // (B, H, Tk, K)
-    Var v = split_heads(v_proj_.forward(memory));  // (B, H, Tk, K)
+    Var q = split_heads(q_proj_.forward(query));  // (B, H, Tq, K)
+    Var k, v;                                     // (B, H, Tk, K)
+    if (!cache) {
+        k = split_heads(k_proj_.forward(memory));
+        v = split_heads(v_proj_.forward(memory));
+    } else {
+        HNAS_CHECK(role_ != AttentionRole::bidirectional && query.dim(1) == 1, "attention: step-by-step decoding takes ",
+                   "one query position in a decoder attention, got ", shape_str(query.shape()), " in ",
+                   attention_role_name(role_));
+        const bool grows = role_ == AttentionRole::causal_self;
+        if (grows || !cache->keys.defined()) {
+            Var new_keys = split_heads(k_proj_.forward(memory)), new_values = split_heads(v_proj_.forward(memory));
+            if (grows && cache->keys.defined()) {
+                new_keys = ops::concat({Var(cache->keys), new_keys}, 2);
+                new_values = ops::concat({Var(cache->values), new_values}, 2);
+            }
+            cache->keys = new_keys.value();
+            cache->values = new_values.value();
+        }
+        k = Var(cache->keys);
+        v = Var(cache->values);
+    }
     const float scale = 1.0f / std::sqrt(static_cast<float>(width_ / heads_));
     Var scores = ops::matmul(q, k, false, true, scale);  // (B, H, Tq, Tk)
     if (prior_) scores = ops::add(scores, prior_->forward(scores.dim(2), scores.dim(3), mask.query_offset));
-    Var weights = norm_.normalize(scores, mask);  // (B, H, Tq, Tk)
+    Var weights = cache ? norm_.normalize_step(scores, mask, cache->norm_state) : norm_.normalize(scores, mask);
     if (record_statistics_) {
         // Padded queries and masked entries hold exactly zero weight, so a plain sum over queries is
         // the sum over real queries.

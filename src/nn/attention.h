@@ -22,12 +22,26 @@ struct AttentionOptions {
     std::optional<RelativePositionOptions> prior;  // the preference prior, when on
 };
 
+// What a decoder attention keeps between the steps of step-by-step decoding.
+struct AttentionCache {
+    Tensor keys, values;  // (B, H, Tk, K): causal self-attention appends one position per step;
+                          // cross-attention projects the encoder memory once, at the first step
+    Tensor norm_state;    // the normalization's own running state (AttentionNorm::normalize_step)
+    // Keeps the given batch rows, in that order (beam search's reordering of hypotheses).
+    void keep_rows(const std::vector<int64_t>& rows);
+};
+
 class MultiHeadAttention : public Module {
 public:
     MultiHeadAttention(const AttentionOptions& options, Rng& init_rng, Rng& dropout_rng);
 
     // query (B, Tq, D), memory (B, Tk, D) -> (B, Tq, D). The mask's causal flag must match the role.
-    Var forward(const Var& query, const Var& memory, const ops::AttentionMask& mask) const;
+    // With a cache (decoder attentions only), one decoding step: query (B, 1, D) at absolute position
+    // mask.query_offset; causal self-attention takes the new position's keys and values from `memory`
+    // (the query's own input) and attends over every cached position; cross-attention reuses the
+    // memory's keys and values projected at the first step.
+    Var forward(const Var& query, const Var& memory, const ops::AttentionMask& mask,
+                AttentionCache* cache = nullptr) const;
 
     // Statistics for the analyses, kept from the last forward while recording is on.
     void record_statistics(bool on) { record_statistics_ = on; }

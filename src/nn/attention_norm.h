@@ -31,6 +31,14 @@ class AttentionNorm : public Module {
 public:
     // scores (B, H, Lq, Lk) -> weights (B, H, Lq, Lk), exactly 0 where the mask disallows.
     virtual Var normalize(const Var& scores, const ops::AttentionMask& mask) const = 0;
+    // Step-by-step decoding: the weights (B, H, 1, Lk) of the newest query from its scores, given
+    // `state`, which the kind keeps across steps (undefined at the first step). Only decoder attentions
+    // decode step by step, and only kinds that never use later queries may run there
+    // (check_attention_kind_allowed), so the default, which normalizes the query's row alone, is exact
+    // for every kind whose weights of a query depend on that query's scores only (lnas, nap).
+    virtual Var normalize_step(const Var& scores, const ops::AttentionMask& mask, Tensor& /*state*/) const {
+        return normalize(scores, mask);
+    }
     virtual std::vector<HeadValues> head_values() const { return {}; }
 };
 

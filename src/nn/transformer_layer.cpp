@@ -23,12 +23,15 @@ Var TransformerLayer::sublayer(const Var& x, const LayerNorm& norm, Branch branc
 }
 
 Var TransformerLayer::forward(const Var& x, const ops::AttentionMask& self_mask, const Var& memory,
-                              const ops::AttentionMask& memory_mask) const {
+                              const ops::AttentionMask& memory_mask, LayerCache* cache) const {
     HNAS_CHECK(memory.defined() == (cross_attn_ != nullptr), "transformer layer: ",
                cross_attn_ ? "a decoder layer needs the encoder's memory" : "an encoder layer takes no memory");
-    Var h = sublayer(x, self_attn_norm_, [&](const Var& in) { return self_attn_.forward(in, in, self_mask); });
+    AttentionCache* self_cache = cache ? &cache->self : nullptr;
+    AttentionCache* cross_cache = cache ? &cache->cross : nullptr;
+    Var h = sublayer(x, self_attn_norm_, [&](const Var& in) { return self_attn_.forward(in, in, self_mask, self_cache); });
     if (cross_attn_) {
-        h = sublayer(h, *cross_attn_norm_, [&](const Var& in) { return cross_attn_->forward(in, memory, memory_mask); });
+        h = sublayer(h, *cross_attn_norm_,
+                     [&](const Var& in) { return cross_attn_->forward(in, memory, memory_mask, cross_cache); });
     }
     return sublayer(h, ffn_norm_, [&](const Var& in) { return ffn_.forward(in); });
 }

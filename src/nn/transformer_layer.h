@@ -20,13 +20,23 @@ struct TransformerLayerOptions {
     bool pre_norm = false;
 };
 
+// A decoder layer's state between decoding steps.
+struct LayerCache {
+    AttentionCache self, cross;
+    void keep_rows(const std::vector<int64_t>& rows) {
+        self.keep_rows(rows);
+        cross.keep_rows(rows);
+    }
+};
+
 class TransformerLayer : public Module {
 public:
     TransformerLayer(const TransformerLayerOptions& options, Rng& init_rng, Rng& dropout_rng);
 
     // x (B, T, D) -> (B, T, D); memory (B, S, D) and its mask only for layers with cross-attention.
+    // With a cache, one step of step-by-step decoding (x is (B, 1, D); see MultiHeadAttention).
     Var forward(const Var& x, const ops::AttentionMask& self_mask, const Var& memory = Var(),
-                const ops::AttentionMask& memory_mask = {}) const;
+                const ops::AttentionMask& memory_mask = {}, LayerCache* cache = nullptr) const;
 
     MultiHeadAttention& self_attention() { return self_attn_; }
     MultiHeadAttention* cross_attention() { return cross_attn_; }

@@ -175,6 +175,21 @@ Tensor Tensor::clone() const {
     return copy;
 }
 
+Tensor Tensor::take_rows(const std::vector<int64_t>& rows) const {
+    HNAS_CHECK(rank() >= 1, "take_rows: a scalar has no rows");
+    const int64_t count = shape_[0], row_bytes = (count > 0 ? numel_ / count : 0) * 4;
+    Shape shape = shape_;
+    shape[0] = static_cast<int64_t>(rows.size());
+    Tensor taken = empty(shape, dtype_);
+    auto* out = static_cast<char*>(taken.storage_->data);
+    const auto* in = static_cast<const char*>(storage_->data);
+    for (size_t i = 0; i < rows.size(); ++i) {
+        HNAS_CHECK(rows[i] >= 0 && rows[i] < count, "take_rows: row ", rows[i], " of a tensor ", shape_str(shape_));
+        std::memcpy(out + static_cast<int64_t>(i) * row_bytes, in + rows[i] * row_bytes, static_cast<size_t>(row_bytes));
+    }
+    return taken;
+}
+
 std::vector<float> Tensor::to_floats() const {
     const float* values = data();
     return std::vector<float>(values, values + numel_);

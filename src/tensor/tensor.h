@@ -42,6 +42,8 @@ public:
 
     Tensor reshape(const Shape& shape) const;  // a view sharing storage; one axis may be -1
     Tensor clone() const;
+    // The rows (indices along axis 0) in the given order, repeats allowed: beam search's reordering.
+    Tensor take_rows(const std::vector<int64_t>& rows) const;
     std::vector<float> to_floats() const;
     void fill(float value);
     bool shares_storage(const Tensor& other) const { return storage_ == other.storage_; }

@@ -14,7 +14,7 @@
 
 #include "backend/matmul.h"
 #include "data/gigaword.h"
-#include "decode/greedy.h"
+#include "decode/headlines.h"
 #include "eval/rouge.h"
 #include "models/bert.h"
 #include "models/model_factory.h"
@@ -172,33 +172,15 @@ private:
                             config_.train.label_smoothing);
     }
 
-    // Greedy headlines for the first validation articles, scored with ROUGE-L F1 (no stemming).
+    // Greedy headlines (beam 1) for the first validation articles, scored with ROUGE-L F1 (no stemming).
     double decode_rouge_l() const {
+        decode::BeamOptions greedy;
+        greedy.beam = 1;
+        greedy.max_length = config_.validation.max_decode_length;
+        const auto headlines = decode::decode_articles(*model_, tokenizer_, decode_articles_, greedy, 32,
+                                                       std::min(config_.data.max_source, config_.model.max_source_positions));
         std::vector<std::string> hypotheses;
-        const int64_t max_source = std::min(config_.data.max_source, config_.model.max_source_positions);
-        for (size_t start = 0; start < decode_articles_.size(); start += 32) {
-            const size_t end = std::min(decode_articles_.size(), start + 32);
-            std::vector<std::vector<int32_t>> rows;
-            int64_t longest = 1;
-            for (size_t i = start; i < end; ++i) {
-                std::vector<int32_t> ids = tokenizer_.encode(decode_articles_[i]);
-                if (static_cast<int64_t>(ids.size()) > max_source) ids.resize(static_cast<size_t>(max_source));
-                longest = std::max<int64_t>(longest, static_cast<int64_t>(ids.size()));
-                rows.push_back(std::move(ids));
-            }
-            const auto batch = static_cast<int64_t>(rows.size());
-            std::vector<int32_t> ids(static_cast<size_t>(batch * longest), data::kPadId);
-            std::vector<float> valid(static_cast<size_t>(batch * longest), 0.0f);
-            for (int64_t b = 0; b < batch; ++b)
-                for (size_t t = 0; t < rows[static_cast<size_t>(b)].size(); ++t) {
-                    ids[static_cast<size_t>(b * longest) + t] = rows[static_cast<size_t>(b)][t];
-                    valid[static_cast<size_t>(b * longest) + t] = 1.0f;
-                }
-            const auto outputs = decode::greedy_decode(*model_, Tensor::from_ints({batch, longest}, ids),
-                                                       Tensor::from_floats({batch, longest}, valid),
-                                                       config_.validation.max_decode_length, data::kBosId, data::kEosId);
-            for (const auto& output : outputs) hypotheses.push_back(tokenizer_.decode(output));
-        }
+        for (const auto& best : headlines) hypotheses.push_back(best.empty() ? std::string() : best.front().text);
         const eval::RougeScorer scorer(false);
         return scorer.score(hypotheses, decode_references_).rouge_l.f1;
     }

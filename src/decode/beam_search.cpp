@@ -1,0 +1,163 @@
+#include "decode/beam_search.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+namespace hnas::decode {
+
+namespace {
+
+constexpr double kImpossible = -std::numeric_limits<double>::infinity();
+
+struct Candidate {
+    double log_probability;  // of the extended hypothesis
+    int64_t beam;            // row within the source's beams
+    int32_t token;
+};
+
+// Log-softmax of one row of logits, in double so the order of the logits is kept exactly.
+void log_softmax_row(const float* logits, int64_t vocabulary, std::vector<double>& out) {
+    const double top = *std::max_element(logits, logits + vocabulary);
+    double total = 0.0;
+    for (int64_t v = 0; v < vocabulary; ++v) total += std::exp(logits[v] - top);
+    const double normalizer = top + std::log(total);
+    for (int64_t v = 0; v < vocabulary; ++v) out[static_cast<size_t>(v)] = logits[v] - normalizer;
+}
+
+// Bans every token that would complete an n-gram already present in `tokens`.
+void ban_repeated_ngrams(const std::vector<int32_t>& tokens, int64_t n, std::vector<double>& log_probabilities) {
+    const auto length = static_cast<int64_t>(tokens.size());
+    if (n <= 0 || length < n - 1) return;
+    const auto suffix = tokens.end() - (n - 1);
+    for (int64_t start = 0; start + n <= length; ++start) {
+        const auto ngram = tokens.begin() + start;
+        if (std::equal(ngram, ngram + (n - 1), suffix)) {
+            log_probabilities[static_cast<size_t>(ngram[n - 1])] = kImpossible;
+        }
+    }
+}
+
+}  // namespace
+
+void check_beam_options(const BeamOptions& options) {
+    HNAS_CHECK(options.beam >= 1, "beam search: --beam must be at least 1, got ", options.beam);
+    HNAS_CHECK(options.nbest >= 1 && options.nbest <= options.beam, "beam search: --nbest must be in 1..beam (",
+               options.beam, "), got ", options.nbest);
+    HNAS_CHECK(options.min_length >= 0, "beam search: --min-len must be >= 0, got ", options.min_length);
+    HNAS_CHECK(options.max_length >= 1 && options.max_length >= options.min_length, "beam search: --max-len (",
+               options.max_length, ") must be >= 1 and >= --min-len (", options.min_length, ")");
+    HNAS_CHECK(options.no_repeat_ngram >= 0, "beam search: --no-repeat-ngram must be >= 0, got ",
+               options.no_repeat_ngram);
+    HNAS_CHECK(std::isfinite(options.length_penalty), "beam search: the length penalty must be finite");
+}
+
+std::vector<std::vector<Hypothesis>> beam_search(const models::Seq2SeqModel& model, const Tensor& source_ids,
+                                                 const Tensor& source_valid, const BeamOptions& options,
+                                                 int32_t bos_id, int32_t eos_id) {
+    check_beam_options(options);
+    HNAS_CHECK(!model.training(), "beam search: the model is in training mode (dropout on); call set_training(false)");
+    NoGradScope no_grad;
+    const int64_t sources = source_ids.dim(0), beam = options.beam, vocabulary = model.config().vocab_size;
+    // Position 0 holds bos and the last token fed sits at position `limit`, so eos comes at the latest
+    // after `limit` tokens.
+    const int64_t limit = std::min(options.max_length, model.config().max_target_positions - 1);
+    HNAS_CHECK(limit >= options.min_length, "beam search: the model's ", model.config().max_target_positions,
+               " target positions leave room for ", limit, " tokens, fewer than --min-len ", options.min_length);
+    auto length_normalized = [&](double log_probability, size_t tokens) {
+        return log_probability / std::pow(static_cast<double>(tokens + 1), options.length_penalty);
+    };
+
+    // Every source starts with `beam` rows of which only the first is alive, so the first step expands
+    // one hypothesis instead of `beam` copies of it.
+    models::DecoderState state = model.start_decoding(source_ids, source_valid);
+    std::vector<int64_t> rows;
+    for (int64_t s = 0; s < sources; ++s)
+        for (int64_t k = 0; k < beam; ++k) rows.push_back(s);
+    state.keep_rows(rows);
+    std::vector<int64_t> active(static_cast<size_t>(sources));  // the source of each block of `beam` rows
+    std::iota(active.begin(), active.end(), 0);
+    std::vector<double> beam_log_probabilities(static_cast<size_t>(sources * beam), kImpossible);
+    for (int64_t s = 0; s < sources; ++s) beam_log_probabilities[static_cast<size_t>(s * beam)] = 0.0;
+    std::vector<std::vector<int32_t>> beam_tokens(static_cast<size_t>(sources * beam));
+    std::vector<std::vector<Hypothesis>> finished(static_cast<size_t>(sources));
+
+    std::vector<double> log_probabilities(static_cast<size_t>(vocabulary));
+    std::vector<int32_t> order(static_cast<size_t>(vocabulary));
+    const auto keep = static_cast<size_t>(std::min(2 * beam, vocabulary));
+    for (int64_t step = 0; step <= limit && !active.empty(); ++step) {
+        std::vector<int32_t> inputs;
+        for (const auto& tokens : beam_tokens) inputs.push_back(tokens.empty() ? bos_id : tokens.back());
+        const Tensor logits = model.decode_step(state, Tensor::from_ints({static_cast<int64_t>(inputs.size())}, inputs));
+
+        std::vector<int64_t> next_rows, next_active;
+        std::vector<double> next_log_probabilities;
+        std::vector<std::vector<int32_t>> next_tokens;
+        for (size_t a = 0; a < active.size(); ++a) {
+            const auto first_row = static_cast<int64_t>(a) * beam;
+            // The best 2·beam extensions of each beam: at most `beam` of all of them end in eos, so at
+            // least `beam` can continue.
+            std::vector<Candidate> candidates;
+            for (int64_t k = 0; k < beam; ++k) {
+                const double prefix = beam_log_probabilities[static_cast<size_t>(first_row + k)];
+                if (prefix == kImpossible) continue;
+                log_softmax_row(logits.data() + (first_row + k) * vocabulary, vocabulary, log_probabilities);
+                if (step < options.min_length) log_probabilities[static_cast<size_t>(eos_id)] = kImpossible;
+                if (step == limit) {  // out of room: only eos remains
+                    const double eos = log_probabilities[static_cast<size_t>(eos_id)];
+                    std::fill(log_probabilities.begin(), log_probabilities.end(), kImpossible);
+                    log_probabilities[static_cast<size_t>(eos_id)] = eos;
+                }
+                ban_repeated_ngrams(beam_tokens[static_cast<size_t>(first_row + k)], options.no_repeat_ngram,
+                                    log_probabilities);
+                std::iota(order.begin(), order.end(), 0);
+                std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(keep), order.end(),
+                                  [&](int32_t x, int32_t y) {
+                                      return log_probabilities[static_cast<size_t>(x)] >
+                                             log_probabilities[static_cast<size_t>(y)];
+                                  });
+                for (size_t i = 0; i < keep; ++i) {
+                    const double lp = log_probabilities[static_cast<size_t>(order[i])];
+                    if (lp != kImpossible) candidates.push_back({prefix + lp, k, order[i]});
+                }
+            }
+            std::stable_sort(candidates.begin(), candidates.end(),
+                             [](const Candidate& x, const Candidate& y) { return x.log_probability > y.log_probability; });
+            auto& done = finished[static_cast<size_t>(active[a])];
+            std::vector<Candidate> continuing;
+            for (size_t rank = 0; rank < candidates.size() && continuing.size() < static_cast<size_t>(beam); ++rank) {
+                const Candidate& c = candidates[rank];
+                if (c.token != eos_id) {
+                    continuing.push_back(c);
+                } else if (rank < static_cast<size_t>(beam) && done.size() < static_cast<size_t>(beam)) {
+                    // As in fairseq, eos ends a hypothesis only when it ranks among the best `beam`.
+                    const auto& tokens = beam_tokens[static_cast<size_t>(first_row + c.beam)];
+                    done.push_back({tokens, c.log_probability, length_normalized(c.log_probability, tokens.size())});
+                }
+            }
+            if (done.size() >= static_cast<size_t>(beam) || step == limit || continuing.empty()) continue;
+            next_active.push_back(active[a]);
+            for (size_t k = 0; k < static_cast<size_t>(beam); ++k) {
+                // Fewer continuations than beams (tiny vocabularies, bans): the remaining rows stay dead.
+                const Candidate c = k < continuing.size() ? continuing[k] : Candidate{kImpossible, 0, eos_id};
+                next_rows.push_back(first_row + c.beam);
+                next_log_probabilities.push_back(c.log_probability);
+                auto tokens = beam_tokens[static_cast<size_t>(first_row + c.beam)];
+                tokens.push_back(c.token);
+                next_tokens.push_back(std::move(tokens));
+            }
+        }
+        active.swap(next_active);
+        beam_log_probabilities.swap(next_log_probabilities);
+        beam_tokens.swap(next_tokens);
+        if (!active.empty()) state.keep_rows(next_rows);
+    }
+    for (auto& done : finished) {
+        std::stable_sort(done.begin(), done.end(), [](const Hypothesis& x, const Hypothesis& y) { return x.score > y.score; });
+        if (done.size() > static_cast<size_t>(options.nbest)) done.resize(static_cast<size_t>(options.nbest));
+    }
+    return finished;
+}
+
+}  // namespace hnas::decode

@@ -1,0 +1,34 @@
+#include "decode/trained_model.h"
+
+#include "io/checkpoint.h"
+#include "models/model_factory.h"
+#include "models/model_io.h"
+
+namespace hnas::decode {
+
+const models::Seq2SeqModel& TrainedModel::seq2seq() const {
+    const auto* seq2seq = dynamic_cast<const models::Seq2SeqModel*>(model.get());
+    HNAS_CHECK(seq2seq, path, " holds a masked-LM model; decoding needs a headline (encoder-decoder) checkpoint");
+    return *seq2seq;
+}
+
+TrainedModel load_trained_model(const std::string& checkpoint_path) {
+    const io::Checkpoint checkpoint = io::Checkpoint::load(checkpoint_path);
+    const auto& meta = checkpoint.metadata();
+    for (const char* key : {"config", "vocab_size", "step"}) {
+        HNAS_CHECK(meta.contains(key), checkpoint_path, ": no \"", key, "\" in the metadata; not a checkpoint of hnas train");
+    }
+    HNAS_CHECK(checkpoint.has("tokenizer.model"), checkpoint_path, ": holds no tokenizer.model");
+    TrainedModel trained{checkpoint_path, meta.at("step").get<int64_t>(),
+                         config::parse_experiment_config(meta.at("config")),
+                         data::Tokenizer::from_serialized(checkpoint.bytes("tokenizer.model")),
+                         std::make_unique<Rng>(0, 1), nullptr};
+    trained.config.model.vocab_size = meta.at("vocab_size").get<int64_t>();
+    Rng init_rng(trained.config.seed, 0);  // every parameter is then overwritten from the checkpoint
+    trained.model = models::build_model(trained.config.model, init_rng, *trained.dropout_rng);
+    models::load_parameters(checkpoint, *trained.model);
+    trained.model->set_training(false);
+    return trained;
+}
+
+}  // namespace hnas::decode

@@ -1,0 +1,29 @@
+// A trained model as its checkpoint holds it: the resolved experiment config, the SentencePiece
+// tokenizer, the parameters and the step — everything decoding and the analyses need.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "config/experiment_config.h"
+#include "data/tokenizer.h"
+#include "models/seq2seq.h"
+
+namespace hnas::decode {
+
+struct TrainedModel {
+    std::string path;
+    int64_t step = 0;
+    config::ExperimentConfig config;
+    data::Tokenizer tokenizer;
+    std::unique_ptr<Rng> dropout_rng;   // the model's dropout layers refer to it (unused in evaluation)
+    std::unique_ptr<nn::Module> model;  // in evaluation mode
+
+    // The encoder-decoder model; throws naming the checkpoint when it holds a masked-LM model.
+    const models::Seq2SeqModel& seq2seq() const;
+};
+
+// Loads and verifies a checkpoint written by `hnas train`; errors name the file and what is missing.
+TrainedModel load_trained_model(const std::string& checkpoint_path);
+
+}  // namespace hnas::decode

@@ -1,0 +1,251 @@
+// Decoding: the cached step-by-step decoder equals a full recomputation for every decoder-safe
+// attention kind (with padding in the source, a prior, pre- and post-LN); beam search at beam 1 is
+// greedy decoding; wider beams find hypotheses at least as likely; the options (min/max length,
+// n-gram bans, n-best) do what they say; scores are the model's own log-probabilities.
+#include <cmath>
+#include <set>
+
+#include "config/experiment_config.h"
+#include "data/tokenizer.h"
+#include "decode/beam_search.h"
+#include "test_support.h"
+
+namespace hnas {
+namespace {
+
+using config::Json;
+using testing::random_tensor;
+
+struct DecoderSetup {
+    std::string decoder_kind, cross_kind;
+    bool prior, pre_norm;
+};
+
+void PrintTo(const DecoderSetup& s, std::ostream* out) {
+    *out << "decoder " << s.decoder_kind << ", cross " << s.cross_kind << (s.prior ? ", prior" : "")
+         << (s.pre_norm ? ", pre-LN" : ", post-LN");
+}
+
+std::string setup_name(const ::testing::TestParamInfo<DecoderSetup>& info) {
+    const auto& s = info.param;
+    return s.decoder_kind + "_" + s.cross_kind + (s.prior ? "_prior" : "") + (s.pre_norm ? "_preln" : "_postln");
+}
+
+std::unique_ptr<models::Seq2SeqModel> tiny_model(const DecoderSetup& setup, uint64_t seed, int64_t vocabulary = 40) {
+    Json decoder = {{"kind", setup.decoder_kind}};
+    if (setup.prior) decoder["prior"] = {{"enabled", true}, {"buckets", 8}, {"max_distance", 16}};
+    const Json raw = {{"task", "headline"},
+                      {"seed", seed},
+                      {"model",
+                       {{"vocab_size", vocabulary}, {"d_model", 32}, {"heads", 4}, {"ffn_dim", 48}, {"encoder_layers", 2},
+                        {"decoder_layers", 2}, {"max_source_positions", 16}, {"max_target_positions", 12},
+                        {"norm", setup.pre_norm ? "pre" : "post"},
+                        {"attention", {{"encoder", {{"kind", "dnas"}}}, {"decoder", decoder}, {"cross", {{"kind", setup.cross_kind}}}}}}}};
+    const auto parsed = config::parse_experiment_config(raw);
+    static Rng dropout(1, 1);
+    Rng init(seed, 0);
+    auto model = std::make_unique<models::Seq2SeqModel>(parsed.model, init, dropout);
+    if (setup.prior) {  // the prior starts at zero; make it matter
+        for (const auto& named : model->named_parameters()) {
+            if (named.name.find("relative_bias") != std::string::npos) {
+                const Tensor values = random_tensor(named.parameter.shape(), seed + 11, -1.0f, 1.0f);
+                Tensor table = named.parameter.value();  // shares the parameter's storage
+                std::copy_n(values.data(), values.numel(), table.data());
+            }
+        }
+    }
+    model->set_training(false);
+    return model;
+}
+
+// Sources (B, S) with ragged padding: row b has S - b real tokens (at least 2).
+std::pair<Tensor, Tensor> ragged_sources(int64_t batch, int64_t length, int64_t vocabulary, uint64_t seed) {
+    Rng rng(seed, 5);
+    std::vector<int32_t> ids(static_cast<size_t>(batch * length), 0);
+    std::vector<float> valid(ids.size(), 0.0f);
+    for (int64_t b = 0; b < batch; ++b) {
+        const int64_t real = std::max<int64_t>(2, length - b);
+        for (int64_t t = 0; t < real; ++t) {
+            ids[static_cast<size_t>(b * length + t)] = 4 + static_cast<int32_t>(rng.next_u64() % static_cast<uint64_t>(vocabulary - 4));
+            valid[static_cast<size_t>(b * length + t)] = 1.0f;
+        }
+    }
+    return {Tensor::from_ints({batch, length}, ids), Tensor::from_floats({batch, length}, valid)};
+}
+
+// log P(tokens, eos | source) of one source row, from the full (uncached) decoder.
+double sequence_log_probability(const models::Seq2SeqModel& model, const Tensor& ids, const Tensor& valid, int64_t row,
+                                const std::vector<int32_t>& tokens) {
+    NoGradScope no_grad;
+    const Tensor source_ids = ids.take_rows({row}), source_valid = valid.take_rows({row});
+    std::vector<int32_t> input{data::kBosId};
+    input.insert(input.end(), tokens.begin(), tokens.end());
+    const auto length = static_cast<int64_t>(input.size());
+    const Tensor logits = model.logits(model.decode(model.encode(source_ids, source_valid), source_valid,
+                                                    Tensor::from_ints({1, length}, input), Tensor::full({1, length}, 1.0f)))
+                              .value();
+    const int64_t vocabulary = model.config().vocab_size;
+    double total = 0;
+    for (int64_t t = 0; t < length; ++t) {
+        const float* row_logits = logits.data() + t * vocabulary;
+        double top = row_logits[0], sum = 0;
+        for (int64_t v = 1; v < vocabulary; ++v) top = std::max<double>(top, row_logits[v]);
+        for (int64_t v = 0; v < vocabulary; ++v) sum += std::exp(row_logits[v] - top);
+        const int32_t next = t + 1 < length ? input[static_cast<size_t>(t + 1)] : data::kEosId;
+        total += row_logits[next] - top - std::log(sum);
+    }
+    return total;
+}
+
+// Greedy decoding by full recomputation over the growing prefix: the reference for beam 1.
+std::vector<int32_t> greedy_reference(const models::Seq2SeqModel& model, const Tensor& ids, const Tensor& valid, int64_t row,
+                                      int64_t max_length) {
+    NoGradScope no_grad;
+    const Tensor source_ids = ids.take_rows({row}), source_valid = valid.take_rows({row});
+    const Var memory = model.encode(source_ids, source_valid);
+    std::vector<int32_t> prefix{data::kBosId};
+    const int64_t vocabulary = model.config().vocab_size;
+    while (static_cast<int64_t>(prefix.size()) <= max_length) {
+        const auto length = static_cast<int64_t>(prefix.size());
+        const Tensor logits = model.logits(model.decode(memory, source_valid, Tensor::from_ints({1, length}, prefix),
+                                                        Tensor::full({1, length}, 1.0f)))
+                                  .value();
+        const float* last = logits.data() + (length - 1) * vocabulary;
+        const auto best = static_cast<int32_t>(std::max_element(last, last + vocabulary) - last);
+        if (best == data::kEosId) break;
+        prefix.push_back(best);
+    }
+    return {prefix.begin() + 1, prefix.end()};
+}
+
+class CachedDecoding : public ::testing::TestWithParam<DecoderSetup> {};
+
+TEST_P(CachedDecoding, StepLogitsEqualFullRecomputation) {
+    const auto model = tiny_model(GetParam(), 21);
+    const int64_t batch = 3, source_length = 9, target_length = 7, vocabulary = model->config().vocab_size;
+    const auto [ids, valid] = ragged_sources(batch, source_length, vocabulary, 3);
+    const Tensor targets = random_tensor({batch, target_length}, 9, 4.0f, static_cast<float>(vocabulary) - 0.01f);
+    std::vector<int32_t> target_ids(static_cast<size_t>(batch * target_length));
+    for (size_t i = 0; i < target_ids.size(); ++i) target_ids[i] = static_cast<int32_t>(targets.data()[i]);
+    const Tensor target_input = Tensor::from_ints({batch, target_length}, target_ids);
+
+    NoGradScope no_grad;
+    const Tensor full = model->logits(model->decode(model->encode(ids, valid), valid, target_input,
+                                                    Tensor::full({batch, target_length}, 1.0f)))
+                            .value();  // (B·T, V)
+    models::DecoderState state = model->start_decoding(ids, valid);
+    double worst = 0;
+    for (int64_t t = 0; t < target_length; ++t) {
+        std::vector<int32_t> column;
+        for (int64_t b = 0; b < batch; ++b) column.push_back(target_ids[static_cast<size_t>(b * target_length + t)]);
+        const Tensor step = model->decode_step(state, Tensor::from_ints({batch}, column));
+        ASSERT_EQ(step.shape(), (Shape{batch, vocabulary}));
+        for (int64_t b = 0; b < batch; ++b)
+            for (int64_t v = 0; v < vocabulary; ++v) {
+                const double expected = full.data()[(b * target_length + t) * vocabulary + v];
+                worst = std::max(worst, std::abs(step.data()[b * vocabulary + v] - expected));
+            }
+    }
+    EXPECT_LT(worst, 2e-5) << "largest difference between cached and recomputed logits";
+}
+
+INSTANTIATE_TEST_SUITE_P(DecoderKinds, CachedDecoding,
+                         ::testing::Values(DecoderSetup{"lnas", "lnas", false, false},
+                                         DecoderSetup{"dnas_causal", "lnas", false, false},
+                                         DecoderSetup{"lnas", "dnas_causal", false, false},
+                                         DecoderSetup{"dnas_causal", "dnas_causal", true, true},
+                                         DecoderSetup{"nap", "nap", false, false},
+                                         DecoderSetup{"lnas", "lnas", true, false}),
+                         setup_name);
+
+TEST(BeamSearch, BeamOneIsGreedy) {
+    for (const auto& setup : {DecoderSetup{"lnas", "lnas", false, false}, DecoderSetup{"dnas_causal", "dnas_causal", true, true}}) {
+        const auto model = tiny_model(setup, 5);
+        const auto [ids, valid] = ragged_sources(4, 8, model->config().vocab_size, 8);
+        decode::BeamOptions options;
+        options.beam = 1;
+        options.min_length = 0;
+        options.max_length = 10;
+        const auto hypotheses = decode::beam_search(*model, ids, valid, options, data::kBosId, data::kEosId);
+        ASSERT_EQ(hypotheses.size(), 4u);
+        for (int64_t row = 0; row < 4; ++row) {
+            ASSERT_EQ(hypotheses[static_cast<size_t>(row)].size(), 1u);
+            EXPECT_EQ(hypotheses[static_cast<size_t>(row)][0].tokens, greedy_reference(*model, ids, valid, row, 10))
+                << "row " << row;
+        }
+    }
+}
+
+TEST(BeamSearch, WiderBeamsScoreAtLeastGreedyAndScoresAreTheModels) {
+    const auto model = tiny_model({"lnas", "lnas", false, false}, 8);
+    const auto [ids, valid] = ragged_sources(5, 8, model->config().vocab_size, 4);
+    decode::BeamOptions options;
+    options.length_penalty = 0.0;  // rank by log P, the quantity greedy approximates
+    options.min_length = 0;
+    options.max_length = 8;
+    options.beam = 1;
+    const auto greedy = decode::beam_search(*model, ids, valid, options, data::kBosId, data::kEosId);
+    options.beam = 4;
+    options.nbest = 4;
+    const auto beam = decode::beam_search(*model, ids, valid, options, data::kBosId, data::kEosId);
+    for (size_t row = 0; row < 5; ++row) {
+        ASSERT_FALSE(beam[row].empty());
+        EXPECT_GE(beam[row][0].log_probability, greedy[row][0].log_probability - 1e-9) << "row " << row;
+        for (size_t k = 0; k < beam[row].size(); ++k) {
+            const auto& h = beam[row][k];
+            if (k > 0) {
+                EXPECT_LE(h.score, beam[row][k - 1].score) << "n-best out of order";
+            }
+            // The beam's bookkeeping (cache reordering across hypotheses) must give the model's own score.
+            EXPECT_NEAR(h.log_probability, sequence_log_probability(*model, ids, valid, static_cast<int64_t>(row), h.tokens),
+                        1e-4);
+            EXPECT_NEAR(h.score, h.log_probability, 1e-12);  // length penalty 0
+        }
+    }
+}
+
+TEST(BeamSearch, LengthOptionsAndNgramBans) {
+    const auto model = tiny_model({"lnas", "lnas", false, false}, 13, 12);  // few tokens: repeats are likely
+    const auto [ids, valid] = ragged_sources(6, 8, model->config().vocab_size, 2);
+    decode::BeamOptions options;
+    options.beam = 3;
+    options.nbest = 3;
+    options.min_length = 4;
+    options.max_length = 9;
+    options.length_penalty = 1.0;
+    auto repeats_a_bigram = [](const std::vector<int32_t>& tokens) {
+        std::set<std::pair<int32_t, int32_t>> seen;
+        for (size_t i = 0; i + 1 < tokens.size(); ++i)
+            if (!seen.insert({tokens[i], tokens[i + 1]}).second) return true;
+        return false;
+    };
+    bool any_repeat = false;
+    for (const auto& row : decode::beam_search(*model, ids, valid, options, data::kBosId, data::kEosId)) {
+        for (const auto& h : row) {
+            EXPECT_GE(h.tokens.size(), 4u);
+            EXPECT_LE(h.tokens.size(), 9u);
+            EXPECT_NEAR(h.score, h.log_probability / static_cast<double>(h.tokens.size() + 1), 1e-9);
+            any_repeat = any_repeat || repeats_a_bigram(h.tokens);
+        }
+    }
+    ASSERT_TRUE(any_repeat) << "this model repeats bigrams without a ban, so the ban below is tested";
+    options.no_repeat_ngram = 2;
+    for (const auto& row : decode::beam_search(*model, ids, valid, options, data::kBosId, data::kEosId)) {
+        for (const auto& h : row) EXPECT_FALSE(repeats_a_bigram(h.tokens));
+    }
+}
+
+TEST(BeamSearch, RejectsBadOptionsAndTrainingMode) {
+    const auto model = tiny_model({"lnas", "lnas", false, false}, 2);
+    const auto [ids, valid] = ragged_sources(1, 4, model->config().vocab_size, 1);
+    decode::BeamOptions options;
+    options.beam = 2;
+    options.nbest = 3;
+    EXPECT_THROW(decode::beam_search(*model, ids, valid, options, data::kBosId, data::kEosId), Error);
+    options.nbest = 1;
+    model->set_training(true);
+    EXPECT_THROW(decode::beam_search(*model, ids, valid, options, data::kBosId, data::kEosId), Error);
+}
+
+}  // namespace
+}  // namespace hnas
