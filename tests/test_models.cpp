@@ -114,12 +114,18 @@ TEST(Config, OverridesAndResolvedDefaults) {
     EXPECT_THROW(config::apply_override(raw, "novalue"), Error);
 }
 
-TEST(Config, EveryShippedConfigParses) {
+// Checkpoints store the resolved config and decoding re-parses it, so the resolved form must parse to
+// itself.
+TEST(Config, EveryShippedConfigParsesAndItsResolvedFormParsesToItself) {
     int parsed = 0;
     for (const auto& entry : std::filesystem::directory_iterator(std::string(HNAS_SOURCE_DIR) + "/configs")) {
         if (entry.path().extension() != ".json") continue;
         SCOPED_TRACE(entry.path().string());
-        EXPECT_NO_THROW(config::load_experiment_config(entry.path().string()));
+        config::ExperimentConfig config;
+        ASSERT_NO_THROW(config = config::load_experiment_config(entry.path().string()));
+        config::ExperimentConfig again;
+        ASSERT_NO_THROW(again = config::parse_experiment_config(config.resolved));
+        EXPECT_EQ(again.resolved, config.resolved);
         ++parsed;
     }
     EXPECT_GT(parsed, 0);

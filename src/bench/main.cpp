@@ -1,19 +1,34 @@
 // hnas-bench: micro-benchmarks of the numeric core, printed as tables. Not a test: it asserts nothing.
 //   hnas-bench linear     the linear op's forward+backward against raw oneDNN matmuls on the same shapes
 //   hnas-bench attention  one multi-head attention layer's forward+backward for every attention kind
+//                         (--kind K: only K, and lnas as the reference; repeatable, for profiling)
 //   hnas-bench data       the Gigaword data pipeline alone: tokens/s per epoch on the bundled pairs
+//   hnas-bench train      whole training steps of issue #8's reference models (seq2seq, mlm) on random
+//                         fixed-shape batches: one JSON line (tokens/s, step times, peak RSS, losses);
+//                         scripts/bench_train.sh runs it against scripts/torch_reference.py
+#include <sys/resource.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <cstdio>
 #include <functional>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <numeric>
 #include <vector>
 
 #include "backend/matmul.h"
 #include "data/gigaword.h"
+#include "io/checkpoint.h"
+#include "models/bert.h"
+#include "models/model_io.h"
+#include "models/seq2seq.h"
 #include "nn/attention.h"
 #include "ops/ops.h"
+#include "optim/optimizer.h"
 
 namespace {
 
@@ -75,7 +90,7 @@ void bench_linear(int warmup, int repeats) {
 
 // The attention layer of the papers' comparison (batch 32, 4 heads, L = 128, d = 256), forward and
 // backward, each kind timed in alternating rounds and reported relative to lnas.
-void bench_attention(int warmup, int repeats) {
+void bench_attention(int warmup, int repeats, const std::vector<std::string>& only) {
     using namespace hnas;
     const int64_t batch = 32, length = 128, width = 256, heads = 4;
     std::printf("multi-head attention forward+backward, B=%lld H=%lld L=%lld d=%lld (%s)\n", static_cast<long long>(batch),
@@ -93,6 +108,7 @@ void bench_attention(int warmup, int repeats) {
     std::vector<std::string> kinds;
     std::vector<std::unique_ptr<nn::MultiHeadAttention>> layers;
     for (const auto& kind : nn::attention_kinds()) {
+        if (kind.name != "lnas" && !only.empty() && std::find(only.begin(), only.end(), kind.name) == only.end()) continue;
         nn::AttentionOptions options;
         options.width = width;
         options.heads = heads;
@@ -165,6 +181,263 @@ void bench_data(const std::string& articles, const std::string& titles) {
     std::filesystem::remove_all(scratch);
 }
 
+// ---- hnas-bench train: issue #8's reference training steps -------------------------------------------
+// The models, batches and step are mirrored by scripts/torch_reference.py; keep the two in step.
+using namespace hnas;
+
+struct TrainBenchOptions {
+    std::string task = "seq2seq";  // seq2seq | mlm
+    std::string kind = "lnas";     // encoder self-attention: lnas | dnas | hnas
+    int steps = 20, warmup = 3;
+    int threads = 0;               // 0: OMP_NUM_THREADS or all cores
+    uint64_t seed = 1;
+    float learning_rate = 1e-4f;
+    bool no_dropout = false;       // every dropout rate 0 (for loss comparisons across frameworks)
+    std::string dump_initial;      // checkpoint of the initial parameters and the first batch
+};
+
+// Shapes of the two reference workloads (issue #8).
+constexpr int64_t kBenchBatch = 32, kBenchVocab = 8000, kBenchWidth = 256, kBenchHeads = 4, kBenchFfn = 1024,
+                  kBenchLayers = 4, kSourceLength = 64, kTargetLength = 16, kMlmLength = 128;
+constexpr double kMaskFraction = 0.15;
+constexpr float kLabelSmoothing = 0.1f, kClipNorm = 1.0f;
+constexpr int32_t kFirstOrdinaryId = 7;  // ids 0-6 are the tokenizer's special pieces
+
+models::ModelConfig reference_config(const TrainBenchOptions& o) {
+    using namespace hnas;
+    models::ModelConfig c;
+    c.architecture = o.task == "seq2seq" ? models::Architecture::seq2seq : models::Architecture::bert;
+    c.vocab_size = kBenchVocab;
+    c.width = kBenchWidth;
+    c.heads = kBenchHeads;
+    c.ffn_width = kBenchFfn;
+    c.encoder_layers = kBenchLayers;
+    c.decoder_layers = kBenchLayers;
+    c.activation = nn::Activation::gelu;
+    c.pre_norm = false;
+    c.positions = models::PositionEncoding::learned;
+    // As configs/gigaword_*.json and configs/mlm_*.json: position tables of 128 / 64 and 128 rows.
+    c.max_source_positions = 128;
+    c.max_target_positions = 64;
+    c.segments = 2;
+    const float p = o.no_dropout ? 0.0f : 0.1f;
+    c.embedding_dropout = c.attention_dropout = c.residual_dropout = p;
+    c.ffn_dropout = 0.0f;
+    c.tie_embeddings = true;
+    c.scale_embeddings = true;
+    c.embedding_norm = false;
+    c.encoder_attention.kinds.assign(static_cast<size_t>(kBenchLayers), o.kind);
+    c.decoder_attention.kinds.assign(static_cast<size_t>(kBenchLayers), "lnas");
+    c.cross_attention.kinds.assign(static_cast<size_t>(kBenchLayers), "lnas");
+    return c;
+}
+
+// One fixed-shape batch of random ordinary token ids; every position is real (no padding).
+struct BenchBatch {
+    std::vector<std::pair<std::string, Tensor>> tensors;  // named as in the --dump-initial checkpoint
+    int64_t tokens = 0;                                     // source + target (seq2seq) or sequence tokens (mlm)
+    const Tensor& operator[](const std::string& name) const {
+        for (const auto& [n, t] : tensors)
+            if (n == name) return t;
+        throw Error("bench batch: no tensor " + name);
+    }
+};
+
+BenchBatch make_batch(const std::string& task, Rng& rng) {
+    auto random_id = [&] { return kFirstOrdinaryId + static_cast<int32_t>(rng.below(kBenchVocab - kFirstOrdinaryId)); };
+    BenchBatch batch;
+    if (task == "seq2seq") {
+        std::vector<int32_t> source(kBenchBatch * kSourceLength), input(kBenchBatch * kTargetLength),
+            output(kBenchBatch * kTargetLength);
+        for (auto& id : source) id = random_id();
+        for (int64_t b = 0; b < kBenchBatch; ++b) {
+            // target_input = BOS t1 .. t15, target_output = t1 .. t15 EOS
+            input[static_cast<size_t>(b * kTargetLength)] = data::kBosId;
+            for (int64_t t = 1; t < kTargetLength; ++t) {
+                const int32_t id = random_id();
+                input[static_cast<size_t>(b * kTargetLength + t)] = id;
+                output[static_cast<size_t>(b * kTargetLength + t - 1)] = id;
+            }
+            output[static_cast<size_t>(b * kTargetLength + kTargetLength - 1)] = data::kEosId;
+        }
+        batch.tensors = {{"source_ids", Tensor::from_ints({kBenchBatch, kSourceLength}, source)},
+                         {"source_valid", Tensor::full({kBenchBatch, kSourceLength}, 1.0f)},
+                         {"target_input", Tensor::from_ints({kBenchBatch, kTargetLength}, input)},
+                         {"target_output", Tensor::from_ints({kBenchBatch, kTargetLength}, output)},
+                         {"target_valid", Tensor::full({kBenchBatch, kTargetLength}, 1.0f)}};
+        batch.tokens = kBenchBatch * (kSourceLength + kTargetLength);
+        return batch;
+    }
+    // mlm: round(15 %) of each row's positions, drawn without replacement, become [MASK] with the
+    // original id as target; segment A is the first half of the row, segment B the second.
+    const auto per_row = static_cast<int64_t>(std::lround(kMaskFraction * static_cast<double>(kMlmLength)));
+    std::vector<int32_t> ids(kBenchBatch * kMlmLength), segments(kBenchBatch * kMlmLength), positions, labels;
+    for (auto& id : ids) id = random_id();
+    for (int64_t b = 0; b < kBenchBatch; ++b) {
+        std::vector<int32_t> order(kMlmLength);
+        std::iota(order.begin(), order.end(), 0);
+        for (int64_t i = 0; i < per_row; ++i) {  // partial Fisher-Yates
+            const auto j = i + static_cast<int64_t>(rng.below(static_cast<uint64_t>(kMlmLength - i)));
+            std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(j)]);
+        }
+        std::sort(order.begin(), order.begin() + per_row);
+        for (int64_t i = 0; i < per_row; ++i) {
+            const auto flat = static_cast<int32_t>(b * kMlmLength + order[static_cast<size_t>(i)]);
+            positions.push_back(flat);
+            labels.push_back(ids[static_cast<size_t>(flat)]);
+            ids[static_cast<size_t>(flat)] = data::kMaskId;
+        }
+        for (int64_t t = 0; t < kMlmLength; ++t) segments[static_cast<size_t>(b * kMlmLength + t)] = t < kMlmLength / 2 ? 0 : 1;
+    }
+    const auto masked = static_cast<int64_t>(positions.size());
+    batch.tensors = {{"input_ids", Tensor::from_ints({kBenchBatch, kMlmLength}, ids)},
+                     {"segment_ids", Tensor::from_ints({kBenchBatch, kMlmLength}, segments)},
+                     {"valid", Tensor::full({kBenchBatch, kMlmLength}, 1.0f)},
+                     {"masked_positions", Tensor::from_ints({masked}, positions)},
+                     {"masked_labels", Tensor::from_ints({masked}, labels)}};
+    batch.tokens = kBenchBatch * kMlmLength;
+    return batch;
+}
+
+// Model FLOPs of one training step: 3 × the forward matmuls (backward = 2 × forward), the usual
+// convention for model-FLOP utilization; non-matmul work is not counted.
+double model_flops_per_step(const std::string& task, int64_t masked_rows) {
+    const double b = kBenchBatch, d = kBenchWidth, f = kBenchFfn, v = kBenchVocab, layers = kBenchLayers;
+    auto attention = [&](double queries, double keys) {  // per sequence: projections + scores + A·V
+        return 2.0 * (2.0 * queries * d * d + 2.0 * keys * d * d) + 2.0 * 2.0 * queries * keys * d;
+    };
+    auto ffn = [&](double rows) { return 2.0 * 2.0 * rows * d * f; };
+    double forward = 0.0;
+    if (task == "seq2seq") {
+        const double s = kSourceLength, t = kTargetLength;
+        forward += layers * b * (attention(s, s) + ffn(s));
+        forward += layers * b * (attention(t, t) + attention(t, s) + ffn(t));
+        forward += 2.0 * b * t * d * v;  // tied output projection
+    } else {
+        const double l = kMlmLength, n = static_cast<double>(masked_rows);
+        forward += layers * b * (attention(l, l) + ffn(l));
+        forward += 2.0 * n * d * d + 2.0 * n * d * v;  // MLM head dense + output projection
+    }
+    return 3.0 * forward;
+}
+
+Var batch_loss(const nn::Module& model, const std::string& task, const BenchBatch& batch) {
+    if (task == "seq2seq") {
+        const auto& m = static_cast<const models::Seq2SeqModel&>(model);
+        return m.loss(batch["source_ids"], batch["source_valid"], batch["target_input"], batch["target_output"],
+                      batch["target_valid"], kLabelSmoothing);
+    }
+    const auto& m = static_cast<const models::BertModel&>(model);
+    return m.mlm_loss(batch["input_ids"], batch["segment_ids"], batch["valid"], batch["masked_positions"],
+                      batch["masked_labels"]);
+}
+
+double peak_rss_mib() {
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    return static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+void bench_train(const TrainBenchOptions& o) {
+    using namespace hnas;
+    if (o.threads > 0) backend::set_num_threads(o.threads);
+    const models::ModelConfig config = reference_config(o);
+    Rng init_rng(o.seed, 1), dropout_rng(o.seed, 2), data_rng(o.seed, 3);
+    std::unique_ptr<nn::Module> model;
+    if (config.architecture == models::Architecture::seq2seq) {
+        model = std::make_unique<models::Seq2SeqModel>(config, init_rng, dropout_rng);
+    } else {
+        model = std::make_unique<models::BertModel>(config, init_rng, dropout_rng);
+    }
+    const auto parameters = model->named_parameters();
+    optim::OptimizerOptions optimizer_options;
+    optimizer_options.kind = optim::OptimizerKind::adam;
+    optimizer_options.weight_decay = 0.0f;
+    optim::Optimizer optimizer(parameters, optimizer_options);
+
+    const BenchBatch first = make_batch(o.task, data_rng);
+    nlohmann::ordered_json result = {{"impl", "hnas"},
+                                     {"task", o.task},
+                                     {"kind", o.kind},
+                                     {"threads", backend::num_threads()},
+                                     {"batch", kBenchBatch},
+                                     {"tokens_per_step", first.tokens},
+                                     {"parameters", model->parameter_count()},
+                                     {"dropout", !o.no_dropout}};
+    if (!o.dump_initial.empty()) {
+        // The step-0 loss with dropout off, then the initial parameters and the first batch.
+        double eval_loss = 0.0;
+        {
+            NoGradScope no_grad;
+            model->set_training(false);
+            eval_loss = batch_loss(*model, o.task, first).item();
+            model->set_training(true);
+        }
+        nlohmann::ordered_json meta = {{"hnas_version", HNAS_VERSION},
+                                       {"task", o.task},
+                                       {"kind", o.kind},
+                                       {"seed", o.seed},
+                                       {"learning_rate", o.learning_rate},
+                                       {"clip_norm", kClipNorm},
+                                       {"label_smoothing", o.task == "seq2seq" ? kLabelSmoothing : 0.0f},
+                                       {"loss0_eval", eval_loss}};
+        io::CheckpointWriter writer(meta);
+        models::add_parameters(writer, *model);
+        for (const auto& [name, tensor] : first.tensors) writer.add_tensor("batch/" + name, tensor);
+        writer.write(o.dump_initial);
+        result["loss0_eval"] = eval_loss;
+        result["dumped"] = o.dump_initial;
+    }
+
+    // With --dump-initial every step trains on the dumped batch, so the other side can replay them.
+    std::vector<double> times;
+    std::vector<double> losses, grad_norms;
+    const int total = o.warmup + o.steps;
+    for (int step = 0; step < total; ++step) {
+        const BenchBatch fresh = step == 0 || !o.dump_initial.empty() ? BenchBatch() : make_batch(o.task, data_rng);
+        const BenchBatch& batch = fresh.tensors.empty() ? first : fresh;
+        const auto start = Clock::now();
+        optimizer.zero_grad();
+        Var loss = batch_loss(*model, o.task, batch);
+        const float value = loss.item();
+        loss.backward();
+        const double norm = optim::clip_gradients(parameters, kClipNorm);
+        optimizer.step(o.learning_rate);
+        const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+        HNAS_CHECK(std::isfinite(value), "train bench: loss ", value, " at step ", step);
+        if (step >= o.warmup) times.push_back(seconds);
+        if (losses.size() < 8) {
+            losses.push_back(value);
+            grad_norms.push_back(norm);
+        }
+    }
+    result["warmup"] = o.warmup;
+    result["steps"] = o.steps;
+    result["losses"] = losses;
+    result["grad_norms"] = grad_norms;
+    if (!losses.empty()) result["loss0"] = losses[0];
+    const int64_t masked = o.task == "mlm" ? first["masked_positions"].numel() : 0;
+    const double flops = model_flops_per_step(o.task, masked);
+    result["model_gflop_per_step"] = flops * 1e-9;
+    if (!times.empty()) {
+        std::vector<double> sorted = times;
+        std::sort(sorted.begin(), sorted.end());
+        const double median = sorted.size() % 2 ? sorted[sorted.size() / 2]
+                                                : 0.5 * (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]);
+        const double total_seconds = std::accumulate(times.begin(), times.end(), 0.0);
+        const double mean = total_seconds / static_cast<double>(times.size());
+        result["step_ms_median"] = 1e3 * median;
+        result["step_ms_mean"] = 1e3 * mean;
+        result["step_ms_min"] = 1e3 * sorted.front();
+        result["step_ms_max"] = 1e3 * sorted.back();
+        result["tokens_per_s"] = static_cast<double>(first.tokens) / median;
+        result["tokens_per_s_mean"] = static_cast<double>(first.tokens) / mean;
+        result["model_gflop_per_s"] = flops / median * 1e-9;
+    }
+    result["peak_rss_mib"] = peak_rss_mib();
+    std::cout << result.dump() << std::endl;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -176,14 +449,41 @@ int main(int argc, char** argv) {
     app.add_subcommand("linear", "linear forward+backward GFLOP/s against raw oneDNN matmul")->callback([&] {
         bench_linear(warmup, repeats);
     });
-    app.add_subcommand("attention", "attention forward+backward per kind, relative to lnas")->callback([&] {
-        bench_attention(warmup, repeats);
-    });
+    std::vector<std::string> kinds;
+    auto* attention_command = app.add_subcommand("attention", "attention forward+backward per kind, relative to lnas");
+    attention_command->add_option("--kind", kinds, "Only these kinds (and lnas, the reference); default all");
+    attention_command->callback([&] { bench_attention(warmup, repeats, kinds); });
     std::string articles = "data/gigaword/derived/train_all.article.txt", titles = "data/gigaword/derived/train_all.title.txt";
     auto* data_command = app.add_subcommand("data", "the Gigaword data pipeline alone, tokens/s per epoch");
     data_command->add_option("--articles", articles, "Article file")->check(CLI::ExistingFile);
     data_command->add_option("--titles", titles, "Title file")->check(CLI::ExistingFile);
     data_command->callback([&] { bench_data(articles, titles); });
-    CLI11_PARSE(app, argc, argv);
+    TrainBenchOptions train_options;
+    auto* train_command = app.add_subcommand(
+        "train", "training steps of issue #8's reference seq2seq / mlm models; prints one JSON line");
+    train_command->add_option("--task", train_options.task, "seq2seq or mlm")->check(CLI::IsMember({"seq2seq", "mlm"}));
+    train_command->add_option("--kind", train_options.kind, "encoder self-attention: lnas, dnas or hnas")
+        ->check(CLI::IsMember({"lnas", "dnas", "hnas"}));
+    train_command->add_option("--steps", train_options.steps, "Timed training steps")->check(CLI::NonNegativeNumber);
+    train_command->add_option("--warmup", train_options.warmup, "Untimed training steps first")->check(CLI::NonNegativeNumber);
+    train_command->add_option("--threads", train_options.threads, "OpenMP threads; 0: OMP_NUM_THREADS or all cores")
+        ->check(CLI::NonNegativeNumber);
+    train_command->add_option("--seed", train_options.seed, "Seeds initialization, dropout and the random batches");
+    train_command->add_option("--lr", train_options.learning_rate, "Adam's (constant) learning rate")
+        ->check(CLI::Range(0.0f, 10.0f));
+    train_command->add_flag("--no-dropout", train_options.no_dropout, "Every dropout rate 0 (loss comparisons)");
+    train_command->add_option("--dump-initial", train_options.dump_initial,
+                              "Write the initial parameters, the first batch and the dropout-off step-0 loss to this "
+                              "checkpoint (every step then trains on that batch)");
+    train_command->callback([&] {
+        if (train_options.steps + train_options.warmup == 0) throw CLI::ValidationError("--steps", "--steps + --warmup must be at least 1");
+        bench_train(train_options);
+    });
+    try {
+        CLI11_PARSE(app, argc, argv);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "hnas-bench: %s\n", e.what());
+        return 1;
+    }
     return 0;
 }

@@ -14,6 +14,7 @@
 #include "decode/headlines.h"
 #include "decode/trained_model.h"
 #include "eval/rouge.h"
+#include "io/checkpoint.h"
 
 namespace hnas::cli {
 
@@ -78,20 +79,6 @@ void print_rouge_table(const eval::RougeReport& report, bool stemmed) {
         if (report.bootstrap_samples) std::printf("   [%.2f, %.2f]", 100 * row.intervals.f1.low, 100 * row.intervals.f1.high);
         std::printf("\n");
     }
-}
-
-// Writes `text` to `path` through a temporary file and a rename, so an interrupted run never leaves a
-// half-written file behind.
-void write_atomically(const fs::path& path, const std::string& text) {
-    const fs::path temporary = path.string() + ".tmp";
-    {
-        std::ofstream out(temporary, std::ios::binary);
-        HNAS_CHECK(out, "cannot write ", temporary.string());
-        out << text;
-        out.close();
-        HNAS_CHECK(out, "writing ", temporary.string(), " failed");
-    }
-    fs::rename(temporary, path);
 }
 
 struct DecodeOptions {
@@ -208,7 +195,7 @@ void add_decode_command(CLI::App& app) {
     command->add_option("--output", options->output, "Headlines, one per line (n-best: id ||| text ||| score)")->required();
     command->callback([options] {
         const DecodeRun run = run_decode(options->decode, options->input);
-        write_atomically(options->output, format_headlines(run, options->decode.beam.nbest));
+        io::write_file_atomically(options->output, format_headlines(run, options->decode.beam.nbest));
         spdlog::info("wrote {} ({:.1f} s)", options->output, run.seconds);
     });
 }
@@ -239,7 +226,7 @@ void add_eval_command(CLI::App& app) {
         const DecodeRun run = run_decode(o.decode, o.articles);
         HNAS_CHECK(references.size() == run.headlines.size(), "eval: ", o.articles, " has ", run.headlines.size(),
                    " articles but ", o.references, " has ", references.size(), " references");
-        write_atomically(o.hypotheses, format_headlines(run, o.decode.beam.nbest));
+        io::write_file_atomically(o.hypotheses, format_headlines(run, o.decode.beam.nbest));
         const auto report = score_rouge(best_headlines(run), references, o.rouge);
         const auto& beam = o.decode.beam;
         Json out = {{"checkpoint", fs::absolute(o.decode.checkpoint).string()},
@@ -260,7 +247,7 @@ void add_eval_command(CLI::App& app) {
                      {{"stem", o.rouge.stem}, {"bootstrap", o.rouge.bootstrap}, {"seed", o.rouge.seed},
                       {"as", "ROUGE-1.5.5 -n 2 -a -f A -p 0.5" + std::string(o.rouge.stem ? " -m" : "")}}},
                     {"rouge", rouge_json(report)}};
-        write_atomically(o.report, out.dump(2) + "\n");
+        io::write_file_atomically(o.report, out.dump(2) + "\n");
         print_rouge_table(report, o.rouge.stem);
         spdlog::info("wrote {} and {}", o.hypotheses, o.report);
     });

@@ -33,6 +33,8 @@ int main(int argc, char** argv) {
     hnas::cli::add_rouge_command(app);
     hnas::cli::add_decode_command(app);
     hnas::cli::add_eval_command(app);
+    hnas::cli::add_analyze_command(app);
+    hnas::cli::add_toy_command(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

@@ -95,9 +95,9 @@ ModelConfig parse_model(ConfigNode& node, Task task) {
     return m;
 }
 
-// A string or a list of strings, empty when absent.
+// A string or a list of strings; empty when absent or [] (the resolved form, which checkpoints store).
 std::vector<std::string> text_list(ConfigNode& node, const std::string& key) {
-    if (node.has(key)) return node.text_or_list(key, "");
+    if (node.has(key) && node.raw(key) != Json::array()) return node.text_or_list(key, "");
     node.raw(key);
     node.set_resolved(key, Json::array());
     return {};

@@ -520,4 +520,10 @@ nlohmann::ordered_json read_checkpoint_header(const std::string& path) {
     return read_layout(file).header;
 }
 
+void write_file_atomically(const std::string& path, std::string_view contents) {
+    TemporaryFile file(path);
+    file.write(contents.data(), contents.size());
+    file.commit();
+}
+
 }  // namespace hnas::io

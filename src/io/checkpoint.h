@@ -45,6 +45,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -137,5 +138,9 @@ private:
 // The verified header alone (preamble, header checksum, entry layout, file size), without reading or
 // checksumming the data: what `hnas inspect` prints.
 nlohmann::ordered_json read_checkpoint_header(const std::string& path);
+
+// Writes `contents` to `path` as checkpoints are written (temporary file, fsync, rename), so readers
+// never see a half-written file: decoded headlines, reports.
+void write_file_atomically(const std::string& path, std::string_view contents);
 
 }  // namespace hnas::io

@@ -94,7 +94,8 @@ enum class NormalizeAxis { keys, queries, queries_prefix };
 
 // exp of the scores after the given log-normalization steps: {keys} is softmax attention (LNAS),
 // {queries, keys} is doubly-normalized attention (DNAS, paper 000 Eq. 6-8), k repetitions of that are
-// Sinkhorn-k. Stores only the final log values and the normalizers for the backward pass.
+// Sinkhorn-k. Keeps the weights and the normalizers for the backward pass, and the final log values
+// only when there are more than two steps.
 Var normalize_attention(const Var& scores, const AttentionMask& mask, const std::vector<NormalizeAxis>& steps);
 
 // Normalized attention pooling (paper 002, Eq. 1): per query, the allowed scores standardized with their

@@ -1,6 +1,7 @@
 #include "tensor/tensor.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -12,9 +13,12 @@ namespace {
 
 constexpr size_t kAlignment = 64;  // one cache line, and the widest AVX-512 load
 
-// A cache of freed blocks by exact (rounded) size. A training step allocates the same sizes every
-// step, so after the first step every allocation is a reuse: no malloc, no fresh pages to fault in.
-// Sanitizer builds bypass the cache so AddressSanitizer sees every use after free.
+// A cache of freed blocks by size class. A training step allocates the same sizes every step, so after
+// the first steps every allocation is a reuse: no malloc, no fresh pages to fault in. Sizes round up
+// to one of 8 classes per power of two (at most 12.5 % waste), so batches of varying shape (length
+// bucketing) share blocks instead of filling the cache with one exact size each; keyed by exact sizes,
+// a tiny model's training process was measured holding 6 GB. Sanitizer builds bypass the cache so
+// AddressSanitizer sees every use after free.
 class BlockPool {
 public:
     // Never destroyed: tensors in static storage may be freed after any destructor here would run.
@@ -54,7 +58,7 @@ private:
 #else
     static constexpr bool kBypass = false;
 #endif
-    static constexpr size_t kMaxCachedBytes = size_t{4} << 30;
+    static constexpr size_t kMaxCachedBytes = size_t{1} << 30;
 
     static void* checked_alloc(size_t bytes) {
         void* block = std::aligned_alloc(kAlignment, bytes);
@@ -67,11 +71,21 @@ private:
     size_t cached_bytes_ = 0;
 };
 
+// The block size for a request: a multiple of kAlignment, and above 512 bytes the smallest
+// m·2^k ≥ requested with m in 8..15.
+size_t size_class(size_t requested) {
+    const size_t aligned = std::max(kAlignment, (requested + kAlignment - 1) / kAlignment * kAlignment);
+    if (aligned <= 8 * kAlignment) return aligned;
+    const int shift = static_cast<int>(std::bit_width(aligned)) - 4;  // keeps the top four bits
+    const size_t step = size_t{1} << shift;
+    return (aligned + step - 1) / step * step;
+}
+
 }  // namespace
 
 struct Tensor::Storage {
     explicit Storage(size_t requested)
-        : bytes(std::max(kAlignment, (requested + kAlignment - 1) / kAlignment * kAlignment)),
+        : bytes(size_class(requested)),
           data(BlockPool::instance().acquire(bytes)) {}
     ~Storage() { BlockPool::instance().release(data, bytes); }
     Storage(const Storage&) = delete;

@@ -1,0 +1,467 @@
+#!/usr/bin/python3
+"""PyTorch twin of `hnas-bench train` (issue #8): the reference seq2seq and masked-LM models written by
+hand from nn.Linear / nn.Embedding / nn.LayerNorm, with hnas's parameter names, shapes, initialization,
+batches and training step (forward loss, backward, global-norm clipping at 1.0, Adam with a constant
+learning rate), timed the same way and reported as the same JSON line.
+
+    /usr/bin/python3 scripts/torch_reference.py --task seq2seq --kind hnas --steps 20 --warmup 3
+    /usr/bin/python3 scripts/torch_reference.py --load initial.ckpt --no-dropout --steps 3 --warmup 0
+
+--load takes the initial parameters and the first batch from a checkpoint written by
+`hnas-bench train --dump-initial FILE` (src/io/checkpoint.h describes the format; this file holds a
+reader of its own) and then trains on that batch at every step, as hnas does when it dumps.
+
+Needs Debian's python3-torch with libopenblas0-openmp (without OpenBLAS torch uses the reference BLAS).
+Conventions follow scripts/make_fixtures.py: post-LN layers, GELU in its erf form, token embeddings times
+sqrt(D) in the seq2seq model, learned positions, masks as additive -1e9 entries, DNAS as the softmax over
+keys of the log-softmax over queries, HNAS as sigmoid(theta)*DNAS + (1 - sigmoid(theta))*LNAS per head.
+"""
+import argparse
+import json
+import math
+import resource
+import struct
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+# Shapes of the two reference workloads (issue #8); must match src/bench/main.cpp.
+BATCH, VOCAB, WIDTH, HEADS, FFN, LAYERS = 32, 8000, 256, 4, 1024, 4
+SOURCE_LENGTH, TARGET_LENGTH, MLM_LENGTH = 64, 16, 128
+MAX_SOURCE_POSITIONS, MAX_TARGET_POSITIONS, MLM_POSITIONS, SEGMENTS = 128, 64, 128, 2
+MASK_FRACTION, LABEL_SMOOTHING, CLIP_NORM, DROPOUT = 0.15, 0.1, 1.0, 0.1
+HYBRID_INIT, LN_EPS = 0.5, 1e-5
+PAD_ID, BOS_ID, EOS_ID, MASK_ID, FIRST_ORDINARY_ID = 0, 2, 3, 6, 7
+NEG = -1e9  # a masked entry of an additive mask, as in make_fixtures.py
+
+
+# ---- hnas checkpoints -----------------------------------------------------------------------------
+CRC32C_TABLE = []
+for _byte in range(256):
+    _crc = _byte
+    for _ in range(8):
+        _crc = (_crc >> 1) ^ (0x82F63B78 if _crc & 1 else 0)
+    CRC32C_TABLE.append(_crc)
+
+
+def crc32c(data, crc=0):
+    crc ^= 0xFFFFFFFF
+    table = CRC32C_TABLE
+    for byte in data:
+        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+def read_checkpoint(path, verify_crc=False):
+    """(metadata, {name: numpy array}) of an hnas checkpoint (src/io/checkpoint.h): the 32-byte
+    preamble, the JSON header, then 64-byte-aligned entries. Checksums of the preamble and the header
+    are always checked, the entries' only with verify_crc (slow in pure Python)."""
+    with open(path, "rb") as f:
+        blob = f.read()
+    if len(blob) < 32 or blob[:8] != b"HNASCKPT":
+        sys.exit(f"{path}: not an hnas checkpoint (bad magic)")
+    version, header_length, data_length, header_crc, preamble_crc = struct.unpack_from("<IIQII", blob, 8)
+    if version != 1:
+        sys.exit(f"{path}: checkpoint format version {version}, this reader knows 1")
+    if crc32c(blob[:28]) != preamble_crc:
+        sys.exit(f"{path}: preamble checksum mismatch")
+    header_bytes = blob[32:32 + header_length]
+    if crc32c(header_bytes) != header_crc:
+        sys.exit(f"{path}: header checksum mismatch")
+    start = (32 + header_length + 63) // 64 * 64
+    if len(blob) != start + data_length:
+        sys.exit(f"{path}: {len(blob)} bytes, the preamble says {start + data_length}")
+    header = json.loads(header_bytes.decode("utf-8"))
+    arrays = {}
+    for entry in header["entries"]:
+        begin = start + entry["offset"]
+        raw = blob[begin:begin + entry["length"]]
+        if verify_crc and crc32c(raw) != entry["crc32c"]:
+            sys.exit(f"{path}: entry {entry['name']}: checksum mismatch")
+        if entry["dtype"] == "bytes":
+            arrays[entry["name"]] = raw
+            continue
+        dtype = {"f32": "<f4", "i32": "<i4"}[entry["dtype"]]
+        arrays[entry["name"]] = np.frombuffer(raw, dtype=dtype).reshape(entry["shape"]).copy()
+    return header["metadata"], arrays
+
+
+# ---- the models -----------------------------------------------------------------------------------
+def linear(in_features, out_features, bias=True):
+    """hnas's nn::Linear: Xavier-uniform weight (out, in), zero bias."""
+    layer = nn.Linear(in_features, out_features, bias=bias)
+    nn.init.xavier_uniform_(layer.weight)
+    if bias:
+        nn.init.zeros_(layer.bias)
+    return layer
+
+
+def embedding(rows, width, stddev):
+    table = nn.Embedding(rows, width)
+    nn.init.normal_(table.weight, 0.0, stddev)
+    return table
+
+
+class Masks:
+    """Additive masks for one attention: keys (B, 1, 1, Lk), queries (B, 1, Lq, 1), optional causal
+    (Lq, Lk), plus the query validity (B, 1, Lq, 1) that zeroes padded queries' weights."""
+
+    def __init__(self, key_valid, query_valid, causal=False):
+        self.key_bias = ((1.0 - key_valid) * NEG)[:, None, None, :]
+        self.query_bias = ((1.0 - query_valid) * NEG)[:, None, :, None]
+        self.query_valid = query_valid[:, None, :, None]
+        self.causal_bias = None
+        if causal:
+            lq, lk = query_valid.shape[1], key_valid.shape[1]
+            allowed = torch.ones(lq, lk, dtype=torch.bool).tril()
+            self.causal_bias = torch.zeros(lq, lk).masked_fill(~allowed, NEG)
+
+
+def lnas(s, masks):
+    s = s + masks.key_bias
+    if masks.causal_bias is not None:
+        s = s + masks.causal_bias
+    return torch.softmax(s, dim=-1) * masks.query_valid
+
+
+def dnas(s, masks):
+    # log-normalize over the real queries of each key, then softmax over the real keys of each query
+    z = torch.log_softmax(s + masks.query_bias, dim=-2) + masks.key_bias
+    return torch.softmax(z, dim=-1) * masks.query_valid
+
+
+class HybridNorm(nn.Module):
+    """HNAS: u*DNAS + (1-u)*LNAS with u = sigmoid(theta), one theta per head."""
+
+    def __init__(self):
+        super().__init__()
+        self.hybrid_theta = nn.Parameter(torch.full((HEADS,), math.log(HYBRID_INIT / (1 - HYBRID_INIT))))
+
+    def forward(self, s, masks):
+        u = torch.sigmoid(self.hybrid_theta).view(1, -1, 1, 1)
+        return u * dnas(s, masks) + (1 - u) * lnas(s, masks)
+
+
+class Attention(nn.Module):
+    def __init__(self, kind, dropout):
+        super().__init__()
+        self.q_proj, self.k_proj, self.v_proj, self.out_proj = (linear(WIDTH, WIDTH) for _ in range(4))
+        self.kind = kind
+        if kind == "hnas":
+            self.norm = HybridNorm()
+        self.dropout = dropout
+
+    def split(self, t):  # (B, T, D) -> (B, H, T, K)
+        return t.view(t.shape[0], t.shape[1], HEADS, WIDTH // HEADS).transpose(1, 2)
+
+    def forward(self, x, memory, masks):
+        q = self.split(self.q_proj(x))
+        k = self.split(self.k_proj(memory))
+        v = self.split(self.v_proj(memory))
+        s = torch.matmul(q, k.transpose(-1, -2)) * (1.0 / math.sqrt(WIDTH // HEADS))
+        if self.kind == "lnas":
+            a = lnas(s, masks)
+        elif self.kind == "dnas":
+            a = dnas(s, masks)
+        else:
+            a = self.norm(s, masks)
+        if self.dropout > 0:
+            a = F.dropout(a, self.dropout, self.training)
+        out = torch.matmul(a, v).transpose(1, 2).reshape(x.shape[0], x.shape[1], WIDTH)
+        return self.out_proj(out)
+
+
+class FeedForward(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = linear(WIDTH, FFN), linear(FFN, WIDTH)
+
+    def forward(self, x):
+        return self.fc2(F.gelu(self.fc1(x)))  # erf GELU; ffn dropout is 0 in the reference configs
+
+
+class Layer(nn.Module):
+    """Post-LN Transformer layer: x = LN(x + dropout(f(x))) for self-attention, cross-attention
+    (decoder) and the feed-forward block."""
+
+    def __init__(self, self_kind, dropout, cross=False):
+        super().__init__()
+        self.self_attn = Attention(self_kind, dropout)
+        self.self_attn_norm = nn.LayerNorm(WIDTH, eps=LN_EPS)
+        self.ffn = FeedForward()
+        self.ffn_norm = nn.LayerNorm(WIDTH, eps=LN_EPS)
+        if cross:
+            self.cross_attn = Attention("lnas", dropout)
+            self.cross_attn_norm = nn.LayerNorm(WIDTH, eps=LN_EPS)
+        self.p = dropout
+
+    def residual(self, x, branch, norm):
+        if self.p > 0:
+            branch = F.dropout(branch, self.p, self.training)
+        return norm(x + branch)
+
+    def forward(self, x, self_masks, memory=None, memory_masks=None):
+        h = self.residual(x, self.self_attn(x, x, self_masks), self.self_attn_norm)
+        if memory is not None:
+            h = self.residual(h, self.cross_attn(h, memory, memory_masks), self.cross_attn_norm)
+        return self.residual(h, self.ffn(h), self.ffn_norm)
+
+
+class Stack(nn.Module):
+    def __init__(self, positions, kind, dropout, cross):
+        super().__init__()
+        self.positions = embedding(positions, WIDTH, 0.02)
+        self.layers = nn.ModuleList(Layer(kind, dropout, cross) for _ in range(LAYERS))
+
+
+class Seq2Seq(nn.Module):
+    """Encoder-decoder with one token embedding (tied output projection), hnas's Seq2SeqModel."""
+
+    def __init__(self, kind, dropout):
+        super().__init__()
+        self.embedding = embedding(VOCAB, WIDTH, 1.0 / math.sqrt(WIDTH))
+        self.encoder = Stack(MAX_SOURCE_POSITIONS, kind, dropout, cross=False)
+        self.decoder = Stack(MAX_TARGET_POSITIONS, "lnas", dropout, cross=True)
+        self.p = dropout
+
+    def embed(self, stack, ids):
+        x = self.embedding(ids) * math.sqrt(WIDTH) + stack.positions.weight[:ids.shape[1]]
+        return F.dropout(x, self.p, self.training) if self.p > 0 else x
+
+    def loss(self, b):
+        source_valid, target_valid = b["source_valid"], b["target_valid"]
+        masks = Masks(source_valid, source_valid)
+        x = self.embed(self.encoder, b["source_ids"])
+        for layer in self.encoder.layers:
+            x = layer(x, masks)
+        self_masks = Masks(target_valid, target_valid, causal=True)
+        cross_masks = Masks(source_valid, target_valid)
+        y = self.embed(self.decoder, b["target_input"])
+        for layer in self.decoder.layers:
+            y = layer(y, self_masks, x, cross_masks)
+        logits = y.reshape(-1, WIDTH) @ self.embedding.weight.t()
+        return F.cross_entropy(logits, b["target_output"].reshape(-1), ignore_index=PAD_ID,
+                               label_smoothing=LABEL_SMOOTHING)
+
+
+class BertEmbeddings(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.tokens = embedding(VOCAB, WIDTH, 0.02)
+        self.positions = embedding(MLM_POSITIONS, WIDTH, 0.02)
+        self.segments = embedding(SEGMENTS, WIDTH, 0.02)
+        self.norm = nn.LayerNorm(WIDTH, eps=LN_EPS)
+
+
+class MlmHead(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.dense = linear(WIDTH, WIDTH)
+        self.norm = nn.LayerNorm(WIDTH, eps=LN_EPS)
+        self.bias = nn.Parameter(torch.zeros(VOCAB))
+
+
+class Pooler(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.dense = linear(WIDTH, WIDTH)
+
+
+class Encoder(nn.Module):
+    def __init__(self, kind, dropout):
+        super().__init__()
+        self.layers = nn.ModuleList(Layer(kind, dropout) for _ in range(LAYERS))
+
+
+class Bert(nn.Module):
+    """hnas's BertModel: embeddings + LN, post-LN encoder, MLM head only at the masked positions
+    (the pooler exists, as in hnas, but takes no part in the MLM loss)."""
+
+    def __init__(self, kind, dropout):
+        super().__init__()
+        self.embeddings = BertEmbeddings()
+        self.mlm_head = MlmHead()
+        self.pooler = Pooler()
+        self.encoder = Encoder(kind, dropout)
+        self.p = dropout
+
+    def loss(self, b):
+        ids, e = b["input_ids"], self.embeddings
+        x = e.tokens(ids) + e.positions.weight[:ids.shape[1]] + e.segments(b["segment_ids"])
+        x = e.norm(x)
+        if self.p > 0:
+            x = F.dropout(x, self.p, self.training)
+        masks = Masks(b["valid"], b["valid"])
+        for layer in self.encoder.layers:
+            x = layer(x, masks)
+        rows = x.reshape(-1, WIDTH)[b["masked_positions"]]
+        hidden = self.mlm_head.norm(F.gelu(self.mlm_head.dense(rows)))
+        logits = hidden @ e.tokens.weight.t() + self.mlm_head.bias
+        return F.cross_entropy(logits, b["masked_labels"], ignore_index=PAD_ID)
+
+
+# ---- batches --------------------------------------------------------------------------------------
+def make_batch(task, generator):
+    """Random fixed-shape batch, every position real; the same layout as hnas-bench's."""
+    def random_ids(*shape):
+        return torch.randint(FIRST_ORDINARY_ID, VOCAB, shape, generator=generator)
+
+    if task == "seq2seq":
+        words = random_ids(BATCH, TARGET_LENGTH - 1)
+        return {"source_ids": random_ids(BATCH, SOURCE_LENGTH),
+                "source_valid": torch.ones(BATCH, SOURCE_LENGTH),
+                "target_input": torch.cat([torch.full((BATCH, 1), BOS_ID), words], 1),
+                "target_output": torch.cat([words, torch.full((BATCH, 1), EOS_ID)], 1),
+                "target_valid": torch.ones(BATCH, TARGET_LENGTH)}
+    per_row = round(MASK_FRACTION * MLM_LENGTH)
+    ids = random_ids(BATCH, MLM_LENGTH)
+    chosen = torch.rand(BATCH, MLM_LENGTH, generator=generator).argsort(1)[:, :per_row].sort(1).values
+    positions = (chosen + torch.arange(BATCH)[:, None] * MLM_LENGTH).reshape(-1)
+    labels = ids.reshape(-1)[positions].clone()
+    ids.view(-1)[positions] = MASK_ID
+    segments = (torch.arange(MLM_LENGTH) >= MLM_LENGTH // 2).long().expand(BATCH, -1).contiguous()
+    return {"input_ids": ids, "segment_ids": segments, "valid": torch.ones(BATCH, MLM_LENGTH),
+            "masked_positions": positions, "masked_labels": labels}
+
+
+def batch_from_checkpoint(arrays):
+    batch = {}
+    for name, array in arrays.items():
+        if name.startswith("batch/"):
+            t = torch.from_numpy(array)
+            batch[name[len("batch/"):]] = t.long() if array.dtype == np.int32 else t
+    return batch
+
+
+def model_flops_per_step(task, masked_rows):
+    """3 x the forward matmul FLOPs, as hnas-bench counts them."""
+    b, d, f, v = BATCH, WIDTH, FFN, VOCAB
+
+    def attention(queries, keys):
+        return 2 * (2 * queries * d * d + 2 * keys * d * d) + 2 * 2 * queries * keys * d
+
+    def ffn(rows):
+        return 2 * 2 * rows * d * f
+
+    if task == "seq2seq":
+        s, t = SOURCE_LENGTH, TARGET_LENGTH
+        forward = LAYERS * b * (attention(s, s) + ffn(s))
+        forward += LAYERS * b * (attention(t, t) + attention(t, s) + ffn(t))
+        forward += 2 * b * t * d * v
+    else:
+        forward = LAYERS * b * (attention(MLM_LENGTH, MLM_LENGTH) + ffn(MLM_LENGTH))
+        forward += 2 * masked_rows * d * d + 2 * masked_rows * d * v
+    return 3.0 * forward
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--task", choices=["seq2seq", "mlm"], default="seq2seq")
+    parser.add_argument("--kind", choices=["lnas", "dnas", "hnas"], default="lnas",
+                        help="encoder self-attention (the decoder's attentions are lnas)")
+    parser.add_argument("--steps", type=int, default=20, help="timed training steps")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed training steps first")
+    parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--lr", type=float, default=1e-4, help="Adam's constant learning rate")
+    parser.add_argument("--no-dropout", action="store_true", help="every dropout rate 0")
+    parser.add_argument("--load", metavar="FILE",
+                        help="initial parameters and batch from `hnas-bench train --dump-initial FILE`; "
+                             "task and kind are taken from it")
+    parser.add_argument("--verify-crc", action="store_true", help="with --load: check every entry's CRC-32C")
+    args = parser.parse_args()
+    if args.steps < 0 or args.warmup < 0 or args.steps + args.warmup < 1:
+        parser.error("--steps and --warmup must be >= 0 with at least one step in all")
+    if args.threads < 1:
+        parser.error("--threads must be >= 1")
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    generator = torch.Generator().manual_seed(args.seed)
+    metadata, arrays = None, None
+    if args.load:
+        metadata, arrays = read_checkpoint(args.load, args.verify_crc)
+        args.task, args.kind = metadata["task"], metadata["kind"]
+        args.lr = metadata.get("learning_rate", args.lr)
+    dropout = 0.0 if args.no_dropout else DROPOUT
+    model = Seq2Seq(args.kind, dropout) if args.task == "seq2seq" else Bert(args.kind, dropout)
+    first = make_batch(args.task, generator)
+    result = {"impl": "torch", "task": args.task, "kind": args.kind, "threads": torch.get_num_threads(),
+              "batch": BATCH, "tokens_per_step": BATCH * (SOURCE_LENGTH + TARGET_LENGTH if args.task == "seq2seq"
+                                                        else MLM_LENGTH),
+              "parameters": sum(p.numel() for p in model.parameters()), "dropout": not args.no_dropout}
+    if arrays is not None:
+        params = {name: array for name, array in arrays.items() if not name.startswith("batch/")}
+        ours = dict(model.named_parameters())
+        missing, unused = sorted(set(ours) - set(params)), sorted(set(params) - set(ours))
+        if missing or unused:
+            sys.exit(f"{args.load}: parameters do not match the torch model: missing {missing}, unused {unused}")
+        with torch.no_grad():
+            for name, p in ours.items():
+                if tuple(p.shape) != tuple(params[name].shape):
+                    sys.exit(f"{args.load}: {name} has shape {list(params[name].shape)}, torch {list(p.shape)}")
+                p.copy_(torch.from_numpy(params[name]))
+        first = batch_from_checkpoint(arrays)
+        model.eval()
+        with torch.no_grad():
+            result["loss0_eval"] = model.loss(first).item()
+        model.train()
+        result["loaded"] = args.load
+        result["hnas_loss0_eval"] = metadata["loss0_eval"]
+
+    parameters = [p for p in model.parameters()]
+    optimizer = torch.optim.Adam(parameters, lr=args.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
+    times, losses, grad_norms = [], [], []
+    for step in range(args.warmup + args.steps):
+        batch = first if step == 0 or args.load else make_batch(args.task, generator)
+        start = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        loss = model.loss(batch)
+        value = loss.item()
+        loss.backward()
+        norm = torch.nn.utils.clip_grad_norm_(parameters, CLIP_NORM)
+        optimizer.step()
+        seconds = time.perf_counter() - start
+        if not math.isfinite(value):
+            sys.exit(f"torch reference: loss {value} at step {step}")
+        if step >= args.warmup:
+            times.append(seconds)
+        if len(losses) < 8:
+            losses.append(value)
+            grad_norms.append(float(norm))
+    result.update({"warmup": args.warmup, "steps": args.steps, "losses": losses, "grad_norms": grad_norms,
+                   "loss0": losses[0]})
+    masked = first["masked_positions"].numel() if args.task == "mlm" else 0
+    flops = model_flops_per_step(args.task, masked)
+    result["model_gflop_per_step"] = flops * 1e-9
+    if times:
+        ordered = sorted(times)
+        n = len(ordered)
+        median = ordered[n // 2] if n % 2 else 0.5 * (ordered[n // 2 - 1] + ordered[n // 2])
+        mean = sum(times) / n
+        result.update({"step_ms_median": 1e3 * median, "step_ms_mean": 1e3 * mean, "step_ms_min": 1e3 * ordered[0],
+                       "step_ms_max": 1e3 * ordered[-1], "tokens_per_s": result["tokens_per_step"] / median,
+                       "tokens_per_s_mean": result["tokens_per_step"] / mean,
+                       "model_gflop_per_s": flops / median * 1e-9})
+    result["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    result["torch"] = torch.__version__
+    result["blas"] = blas_backend()
+    print(json.dumps(result), flush=True)
+
+
+def blas_backend():
+    """The BLAS torch's process actually mapped (Debian's torch links libblas.so.3, an alternative)."""
+    try:
+        with open("/proc/self/maps") as maps:
+            libraries = {line.split()[-1] for line in maps if "blas" in line.lower() and "/" in line}
+        return sorted(libraries)
+    except OSError:
+        return []
+
+
+if __name__ == "__main__":
+    main()

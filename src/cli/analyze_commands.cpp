@@ -1,0 +1,114 @@
+// `hnas analyze explain-away` and `hnas analyze hybrid`: the papers' attention analyses of a trained
+// model, as a table on the terminal and a JSON file that scripts/plot_analysis.py turns into a PNG.
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include "analysis/explain_away.h"
+#include "analysis/hybrid_weights.h"
+#include "cli/commands.h"
+#include "eval/rouge.h"
+#include "io/checkpoint.h"
+
+namespace hnas::cli {
+
+namespace {
+
+void add_explain_away_command(CLI::App& analyze) {
+    struct Options {
+        std::string checkpoint, input, output;
+        analysis::ExplainAwayOptions analysis;
+    };
+    auto options = std::make_shared<Options>();
+    auto* command = analyze.add_subcommand(
+        "explain-away", "Per layer and head, the distribution of per-key attention weight sums of the encoder");
+    command->add_option("--checkpoint", options->checkpoint, "A checkpoint of hnas train")->required()->check(CLI::ExistingFile);
+    command->add_option("--input", options->input, "Texts, one per line (articles for headline models)")
+        ->required()
+        ->check(CLI::ExistingFile);
+    command->add_option("--epsilon", options->analysis.epsilon, "Keys with total weight below this are explained away")
+        ->check(CLI::PositiveNumber);
+    command->add_option("--max-sequences", options->analysis.max_sequences, "Texts used (0: all)")->check(CLI::NonNegativeNumber);
+    command->add_option("--batch", options->analysis.batch, "Texts per forward pass")->check(CLI::PositiveNumber);
+    command->add_option("--output", options->output, "JSON report (default: CHECKPOINT.explain_away.json)");
+    command->callback([options] {
+        const auto trained = decode::load_trained_model(options->checkpoint);
+        const auto report = analysis::explain_away(trained, eval::read_lines(options->input), options->analysis);
+        if (options->output.empty()) options->output = options->checkpoint + ".explain_away.json";
+        io::write_file_atomically(options->output, analysis::to_json(report, trained).dump(2) + "\n");
+        std::printf("per-key weight sums Σ_i A_ij over %lld sequences (step %lld); explained away: below %g\n",
+                    static_cast<long long>(report.sequences), static_cast<long long>(trained.step), options->analysis.epsilon);
+        std::printf("%-28s %-12s %4s %9s %12s %12s %12s %12s\n", "attention", "kind", "head", "keys", "% below eps",
+                    "median sum", "min sum", "min sum * L");
+        for (const auto& attention : report.attentions) {
+            for (size_t h = 0; h < attention.heads.size(); ++h) {
+                const auto& head = attention.heads[h];
+                std::printf("%-28s %-12s %4zu %9lld %12.3f %12.4g %12.4g %12.4g\n", attention.name.c_str(),
+                            attention.kind.c_str(), h, static_cast<long long>(head.keys),
+                            head.keys ? 100.0 * static_cast<double>(head.below_epsilon) / static_cast<double>(head.keys) : 0.0,
+                            head.median_sum, head.min_sum, head.min_ratio);
+            }
+        }
+        spdlog::info("wrote {}; plot: /usr/bin/python3 scripts/plot_analysis.py explain-away {} --out {}.png",
+                     options->output, options->output, options->output);
+    });
+}
+
+void add_hybrid_command(CLI::App& analyze) {
+    struct Options {
+        std::string run, checkpoint, output;
+    };
+    auto options = std::make_shared<Options>();
+    auto* command = analyze.add_subcommand("hybrid", "The hybrid weights u per layer and head, over training or at a checkpoint");
+    auto* run = command->add_option("--run", options->run, "A run directory of hnas train (u over training)")
+                    ->check(CLI::ExistingDirectory);
+    auto* checkpoint = command->add_option("--checkpoint", options->checkpoint, "A checkpoint (u at that step)")
+                           ->check(CLI::ExistingFile);
+    run->excludes(checkpoint);
+    command->add_option("--output", options->output, "JSON report (default: RUN/hybrid_weights.json or CHECKPOINT.hybrid.json)");
+    command->callback([options] {
+        HNAS_CHECK(!options->run.empty() || !options->checkpoint.empty(), "analyze hybrid: give --run DIR or --checkpoint FILE");
+        std::vector<analysis::HybridWeights> points;
+        std::string source;
+        if (!options->run.empty()) {
+            points = analysis::hybrid_weights_of_run(options->run);
+            source = options->run;
+            if (options->output.empty()) options->output = (std::filesystem::path(options->run) / "hybrid_weights.json").string();
+        } else {
+            points = {analysis::hybrid_weights_of_model(decode::load_trained_model(options->checkpoint))};
+            source = options->checkpoint;
+            if (options->output.empty()) options->output = options->checkpoint + ".hybrid.json";
+        }
+        io::write_file_atomically(options->output, analysis::to_json(source, points).dump(2) + "\n");
+        const auto& first = points.front();
+        const auto& last = points.back();
+        std::printf("hybrid weights u (u = 1: DNAS, u = 0: LNAS) at step %lld%s\n", static_cast<long long>(last.step),
+                    points.size() > 1 ? fmt::format(" (and at step {})", first.step).c_str() : "");
+        for (size_t a = 0; a < last.attentions.size(); ++a) {
+            std::printf("  %-32s", last.attentions[a].first.c_str());
+            for (size_t h = 0; h < last.attentions[a].second.size(); ++h) {
+                if (points.size() > 1 && a < first.attentions.size() && h < first.attentions[a].second.size()) {
+                    std::printf("  %.3f -> %.3f", first.attentions[a].second[h], last.attentions[a].second[h]);
+                } else {
+                    std::printf("  %.3f", last.attentions[a].second[h]);
+                }
+            }
+            std::printf("\n");
+        }
+        spdlog::info("wrote {} ({} points); plot: /usr/bin/python3 scripts/plot_analysis.py hybrid {} --out {}.png",
+                     options->output, points.size(), options->output, options->output);
+    });
+}
+
+}  // namespace
+
+void add_analyze_command(CLI::App& app) {
+    auto* analyze = app.add_subcommand("analyze", "The papers' attention analyses of a trained model (JSON + table)");
+    analyze->require_subcommand(1);
+    add_explain_away_command(*analyze);
+    add_hybrid_command(*analyze);
+}
+
+}  // namespace hnas::cli

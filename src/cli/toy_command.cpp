@@ -1,0 +1,130 @@
+// `hnas toy mode-collapse` and `hnas toy centre-distance`: the mode-collapse analyses of paper 000
+// Sec. 5.2 (Eq. 11-12, Figs. 2, 5, 6) and paper 004 Appendix E (src/analysis/mode_collapse.h).
+// Each prints a table and, with --output, writes JSON for scripts/plot_analysis.py.
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "analysis/mode_collapse.h"
+#include "cli/commands.h"
+#include "io/checkpoint.h"
+#include "tensor/check.h"
+
+namespace hnas::cli {
+
+namespace {
+
+void write_json(const nlohmann::json& json, const std::string& path) {
+    io::write_file_atomically(path, json.dump(1) + "\n");
+    spdlog::info("wrote {}", path);
+}
+
+std::string join_sizes(const std::vector<size_t>& sizes) {
+    std::string text;
+    for (const size_t size : sizes) {
+        if (!text.empty()) text += '+';
+        text += std::to_string(size);
+    }
+    return text.empty() ? "-" : text;
+}
+
+void add_mode_collapse_command(CLI::App& toy) {
+    struct Options {
+        analysis::ModeCollapseOptions analysis;
+        std::vector<std::string> kinds{"lnas", "dnas"};
+        std::string output;
+    };
+    auto options = std::make_shared<Options>();
+    auto& defaults = options->analysis;
+    auto* command = toy.add_subcommand(
+        "mode-collapse", "Two 2-D Gaussian clusters under repeated self-attention without projections (paper 004 Fig. 6)");
+    command->add_option("--n0", defaults.n0, "Points around (1.8, 0.7)")->capture_default_str();
+    command->add_option("--n1", defaults.n1, "Points around (-1, -1)")->capture_default_str();
+    command->add_option("--steps", defaults.steps, "Attention steps")->capture_default_str();
+    command->add_option("--seed", defaults.seed, "Seed of the sampled points")->capture_default_str();
+    command->add_option("--spread", defaults.spread, "Standard deviation of each cluster, per coordinate")
+        ->capture_default_str();
+    command->add_option("--scale", defaults.score_scale, "Factor on the dot products before exp (1: the papers' Eq. 3, 7)")
+        ->capture_default_str();
+    command->add_option("--kinds", options->kinds, "Normalizations to run: lnas, dnas, hnas")
+        ->delimiter(',')
+        ->check(CLI::IsMember({"lnas", "dnas", "hnas"}))
+        ->capture_default_str();
+    command->add_option("--hybrid-u", defaults.hybrid_u, "hnas: weight u of DNAS")->capture_default_str();
+    command->add_option("--merge-fraction", defaults.merge_fraction,
+                        "Points closer than this fraction of the centres' distance (3.28) share a cluster")
+        ->capture_default_str();
+    command->add_option("--min-cluster-fraction", defaults.min_cluster_fraction,
+                        "Smaller groups than this fraction of min(n0, n1) count as stray points, not clusters")
+        ->capture_default_str();
+    command->add_option("--output", options->output, "Write the result (points of every step included) as JSON");
+    command->callback([options] {
+        options->analysis.kinds.clear();
+        for (const auto& name : options->kinds) options->analysis.kinds.push_back(analysis::parse_attention_kind(name));
+        const auto result = analysis::run_mode_collapse(options->analysis);
+        const auto& o = result.options;
+        std::printf("mode collapse: %d vs %d points, spread %g, score scale %g, seed %llu; clusters: single linkage "
+                    "at %.3f, at least %zu points\n",
+                    o.n0, o.n1, o.spread, o.score_scale, static_cast<unsigned long long>(o.seed), result.merge_distance,
+                    result.min_cluster_points);
+        std::printf("%-6s %5s %9s %-16s %6s %16s\n", "kind", "step", "clusters", "sizes", "stray", "centre distance");
+        for (const auto& run : result.runs) {
+            for (const auto& step : run.steps) {
+                std::printf("%-6s %5d %9zu %-16s %6zu %16.4f\n", analysis::to_string(run.normalization.kind).c_str(),
+                            step.step, step.clustering.clusters(), join_sizes(step.clustering.cluster_sizes).c_str(),
+                            step.clustering.stray_points, step.centre_distance);
+            }
+        }
+        if (!options->output.empty()) write_json(nlohmann::json(result), options->output);
+    });
+}
+
+void add_centre_distance_command(CLI::App& toy) {
+    struct Options {
+        analysis::CentreDistanceOptions analysis;
+        std::string output;
+    };
+    auto options = std::make_shared<Options>();
+    auto& defaults = options->analysis;
+    auto* command = toy.add_subcommand(
+        "centre-distance", "Paper 000 Eq. 11-12: centre distance after one step vs r = N0/N1, with a 1-D simulation");
+    command->add_option("--a", defaults.a_values, "Half the initial distance between the clusters (at +a and -a)")
+        ->capture_default_str();
+    command->add_option("--r-min", defaults.r_min, "Smallest r = N0/N1")->capture_default_str();
+    command->add_option("--r-max", defaults.r_max, "Largest r = N0/N1")->capture_default_str();
+    command->add_option("--curve-points", defaults.curve_points, "Values of r on each analytic curve")
+        ->capture_default_str();
+    command->add_option("--simulated-points", defaults.simulated_points, "Values of r simulated")->capture_default_str();
+    command->add_option("--simulation-base", defaults.simulation_base, "Size of the smaller cluster in the simulations")
+        ->capture_default_str();
+    command->add_option("--output", options->output, "Write the curves and simulated points as JSON");
+    command->callback([options] {
+        const auto result = analysis::centre_distance_analysis(options->analysis);
+        std::printf("centre distance after one step, N0 points at +a and N1 at -a (initial distance 2a)\n");
+        std::printf("%6s %9s %6s %6s %10s %12s %10s %12s\n", "a", "r", "N0", "N1", "Eq. 11", "lnas (sim)", "Eq. 12",
+                    "dnas (sim)");
+        for (const auto& curve : result.curves) {
+            for (const auto& point : curve.simulated) {
+                std::printf("%6.3f %9.4f %6d %6d %10.6f %12.6f %10.6f %12.6f\n", curve.a, point.r, point.n0, point.n1,
+                            point.lnas_analytic, point.lnas, point.dnas_analytic, point.dnas);
+            }
+        }
+        std::printf("largest |simulation - analytic|: %.3g\n", result.max_abs_error);
+        if (!options->output.empty()) write_json(nlohmann::json(result), options->output);
+    });
+}
+
+}  // namespace
+
+void add_toy_command(CLI::App& app) {
+    auto* toy = app.add_subcommand("toy", "Toy analyses of attention normalization (mode collapse, Eq. 11-12)");
+    toy->require_subcommand(1);
+    add_mode_collapse_command(*toy);
+    add_centre_distance_command(*toy);
+}
+
+}  // namespace hnas::cli

@@ -1,0 +1,258 @@
+// Trained-model tools: checkpoints load back into models that decode; the explaining-away statistic
+// respects Lemma 1 under DNAS and shows explained-away keys under peaked softmax attention; hybrid
+// weights come out of checkpoints and run logs; `hnas decode`, `hnas eval` and `hnas analyze` write
+// what they promise and fail with messages that name the problem.
+#include <sys/wait.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "analysis/explain_away.h"
+#include "analysis/hybrid_weights.h"
+#include "config/experiment_config.h"
+#include "decode/headlines.h"
+#include "eval/rouge.h"
+#include "io/checkpoint.h"
+#include "models/model_factory.h"
+#include "models/model_io.h"
+#include "test_support.h"
+
+namespace hnas {
+namespace {
+
+namespace fs = std::filesystem;
+using config::Json;
+
+// A small tokenizer and article file, made once.
+class AnalysisEnvironment {
+public:
+    static const AnalysisEnvironment& get() {
+        static const AnalysisEnvironment environment;
+        return environment;
+    }
+    fs::path root = fs::temp_directory_path() / ("hnas_analysis_test_" + std::to_string(getpid()));
+    std::string tokenizer_path, articles, titles;
+
+private:
+    AnalysisEnvironment() {
+        fs::create_directories(root);
+        const std::string gigaword = std::string(HNAS_SOURCE_DIR) + "/data/gigaword/valid_1k/";
+        articles = copy_head(gigaword + "valid.article.filter.txt", "articles.txt", 40);
+        titles = copy_head(gigaword + "valid.title.filter.txt", "titles.txt", 40);
+        data::TokenizerTrainOptions options;
+        options.inputs = {articles, titles};
+        options.model_prefix = (root / "tokenizer").string();
+        options.vocab_size = 200;
+        data::train_tokenizer(options);
+        tokenizer_path = options.model_prefix + ".model";
+    }
+    std::string copy_head(const std::string& from, const std::string& name, int lines) const {
+        std::ifstream in(from);
+        const fs::path to = root / name;
+        std::ofstream out(to);
+        std::string line;
+        for (int i = 0; i < lines && std::getline(in, line); ++i) out << line << "\n";
+        return to.string();
+    }
+};
+
+Json model_json(const std::string& task, const std::string& encoder_kind) {
+    Json model = {{"vocab_size", 200}, {"d_model", 32}, {"heads", 4}, {"ffn_dim", 48}, {"encoder_layers", 2},
+                  {"dropout", {{"embedding", 0.0}, {"attention", 0.0}, {"residual", 0.0}}},
+                  {"attention", {{"encoder", {{"kind", encoder_kind}, {"hybrid_init", 0.2}}}}}};
+    if (task == "headline") {
+        model["decoder_layers"] = 1;
+        model["max_source_positions"] = 64;
+        model["max_target_positions"] = 16;
+    } else {
+        model["max_positions"] = 64;
+    }
+    return {{"task", task}, {"seed", 5}, {"model", model}};
+}
+
+// Writes a checkpoint as `hnas train` does (config, vocabulary size, step, tokenizer, parameters).
+// `query_key_gain` multiplies the encoder's query and key projections, sharpening its attention.
+std::string write_checkpoint(const std::string& name, const Json& raw, float query_key_gain = 1.0f) {
+    const auto& env = AnalysisEnvironment::get();
+    const config::ExperimentConfig parsed = config::parse_experiment_config(raw);
+    Rng init(parsed.seed, 0), dropout(parsed.seed, 1);
+    const auto model = models::build_model(parsed.model, init, dropout);
+    for (const auto& named : model->named_parameters()) {
+        const bool query_or_key = named.name.find("encoder.layers.") == 0 &&
+                                  (named.name.find("q_proj.weight") != std::string::npos ||
+                                   named.name.find("k_proj.weight") != std::string::npos);
+        if (!query_or_key) continue;
+        Tensor weight = named.parameter.value();  // shares the parameter's storage
+        for (int64_t i = 0; i < weight.numel(); ++i) weight.data()[i] *= query_key_gain;
+    }
+    io::CheckpointWriter writer(Json{{"config", parsed.resolved}, {"vocab_size", parsed.model.vocab_size}, {"step", 17}});
+    models::add_parameters(writer, *model);
+    std::ifstream tokenizer(env.tokenizer_path, std::ios::binary);
+    writer.add_bytes("tokenizer.model", std::string(std::istreambuf_iterator<char>(tokenizer), {}));
+    const std::string path = (env.root / name).string();
+    writer.write(path);
+    return path;
+}
+
+std::vector<std::string> lines_of(const std::string& path) {
+    std::ifstream in(path);
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    return lines;
+}
+
+// Runs the hnas executable; returns its exit status and fills `output` with stdout and stderr.
+int run_hnas(const std::string& arguments, std::string& output) {
+    const fs::path log = AnalysisEnvironment::get().root / "command.log";
+    const int status = std::system((std::string(HNAS_EXECUTABLE) + " " + arguments + " > " + log.string() + " 2>&1").c_str());
+    std::ifstream in(log);
+    output.assign(std::istreambuf_iterator<char>(in), {});
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+void expect_contains(const std::string& text, const std::string& part) {
+    EXPECT_NE(text.find(part), std::string::npos) << "\"" << text << "\" lacks \"" << part << "\"";
+}
+
+TEST(ExplainAway, DnasKeepsEveryKeyAboveTheLemmaBound) {
+    const auto& env = AnalysisEnvironment::get();
+    for (const std::string task : {"headline", "mlm"}) {
+        const auto trained = decode::load_trained_model(write_checkpoint(task + "_dnas.ckpt", model_json(task, "dnas"), 4.0f));
+        EXPECT_EQ(trained.step, 17);
+        const auto report = analysis::explain_away(trained, eval::read_lines(env.articles), {});
+        EXPECT_EQ(report.sequences, 40);
+        ASSERT_EQ(report.attentions.size(), 2u);  // encoder self-attention of each layer
+        for (const auto& attention : report.attentions) {
+            EXPECT_EQ(attention.kind, "dnas");
+            ASSERT_EQ(attention.heads.size(), 4u);
+            for (const auto& head : attention.heads) {
+                EXPECT_GT(head.keys, 400);
+                EXPECT_GE(head.min_ratio, 1.0 - 1e-4) << task << " " << attention.name << ": Lemma 1 (paper 000)";
+                EXPECT_EQ(head.below_epsilon, 0);
+                int64_t counted = 0;
+                for (const int64_t count : head.histogram) counted += count;
+                EXPECT_EQ(counted, head.keys);
+            }
+        }
+    }
+}
+
+TEST(ExplainAway, PeakedSoftmaxExplainsKeysAway) {
+    const auto& env = AnalysisEnvironment::get();
+    const auto trained = decode::load_trained_model(write_checkpoint("lnas_peaked.ckpt", model_json("headline", "lnas"), 4.0f));
+    const auto report = analysis::explain_away(trained, eval::read_lines(env.articles), {});
+    int64_t below = 0;
+    double smallest_ratio = 1e9;
+    for (const auto& attention : report.attentions)
+        for (const auto& head : attention.heads) {
+            below += head.below_epsilon;
+            smallest_ratio = std::min(smallest_ratio, head.min_ratio);
+        }
+    EXPECT_GT(below, 0) << "a sharpened softmax attention leaves some keys without weight";
+    EXPECT_LT(smallest_ratio, 1e-2);
+}
+
+TEST(HybridWeights, FromCheckpointsAndRunLogs) {
+    const auto trained = decode::load_trained_model(write_checkpoint("hnas.ckpt", model_json("headline", "hnas")));
+    const auto point = analysis::hybrid_weights_of_model(trained);
+    ASSERT_EQ(point.attentions.size(), 2u);
+    EXPECT_EQ(point.attentions[0].first, "encoder.layers.0.self_attn");
+    for (const auto& [name, u] : point.attentions) {
+        ASSERT_EQ(u.size(), 4u);
+        for (const double value : u) EXPECT_NEAR(value, 0.2, 1e-6);  // hybrid_init
+    }
+    EXPECT_THROW(analysis::hybrid_weights_of_model(decode::load_trained_model(
+                     write_checkpoint("plain.ckpt", model_json("headline", "lnas")))),
+                 Error);
+
+    const fs::path run = AnalysisEnvironment::get().root / "run";
+    fs::create_directories(run);
+    std::ofstream(run / "metrics.jsonl") << R"({"step": 10, "loss": 3, "hybrid_u": {"encoder.layers.0.self_attn": [0.1, 0.2]}})" "\n"
+                                         << R"({"step": 20, "validation_loss": 2.5})" "\n"
+                                         << R"({"step": 20, "loss": 2, "hybrid_u": {"encoder.layers.0.self_attn": [0.3, 0.4]}})" "\n"
+                                         << R"({"step": 10, "loss": 3, "hybrid_u": {"encoder.layers.0.self_attn": [0.15, 0.25]}})" "\n"
+                                         << R"({"step": 30, "loss": 1, "hybr)";
+    const auto points = analysis::hybrid_weights_of_run(run.string());
+    ASSERT_EQ(points.size(), 2u);  // the partial last line of a killed run is skipped
+    EXPECT_EQ(points[0].step, 10);
+    EXPECT_EQ(points[0].attentions[0].second, (std::vector<double>{0.15, 0.25}));  // the resumed run's record
+    EXPECT_EQ(points[1].attentions[0].second, (std::vector<double>{0.3, 0.4}));
+}
+
+TEST(Commands, DecodeEvalAndAnalyzeWriteTheirFiles) {
+    const auto& env = AnalysisEnvironment::get();
+    const std::string checkpoint = write_checkpoint("cli_hnas.ckpt", model_json("headline", "hnas"));
+    const std::string headlines = (env.root / "headlines.txt").string(), nbest = (env.root / "nbest.txt").string();
+    std::string output;
+    ASSERT_EQ(run_hnas("decode --checkpoint " + checkpoint + " --input " + env.articles + " --output " + headlines +
+                           " --beam 3 --max-len 6 --batch 7",
+                       output),
+              0)
+        << output;
+    EXPECT_EQ(lines_of(headlines).size(), 40u);
+    ASSERT_EQ(run_hnas("decode --checkpoint " + checkpoint + " --input " + env.articles + " --output " + nbest +
+                           " --beam 3 --nbest 2 --max-len 6",
+                       output),
+              0)
+        << output;
+    const auto nbest_lines = lines_of(nbest);
+    ASSERT_EQ(nbest_lines.size(), 80u);
+    EXPECT_EQ(nbest_lines[0].rfind("0 ||| ", 0), 0u) << nbest_lines[0];
+    EXPECT_EQ(nbest_lines[79].rfind("39 ||| ", 0), 0u) << nbest_lines[79];
+    // The n-best's first hypothesis of each article is the 1-best output.
+    const size_t text_start = nbest_lines[2].find(" ||| ") + 5;
+    EXPECT_EQ(nbest_lines[2].substr(text_start, nbest_lines[2].rfind(" ||| ") - text_start), lines_of(headlines)[1]);
+
+    const std::string report = (env.root / "report.json").string();
+    ASSERT_EQ(run_hnas("eval --checkpoint " + checkpoint + " --articles " + env.articles + " --references " + env.titles +
+                           " --beam 2 --max-len 6 --bootstrap 50 --report " + report + " --hypotheses " + headlines,
+                       output),
+              0)
+        << output;
+    expect_contains(output, "rouge-l");
+    const Json parsed = Json::parse(std::ifstream(report));
+    EXPECT_EQ(parsed.at("step"), 17);
+    EXPECT_EQ(parsed.at("rouge").at("pairs"), 40);
+    EXPECT_EQ(parsed.at("attention").at("encoder").at("kind"), "hnas");
+    EXPECT_TRUE(parsed.at("rouge_settings").at("stem").get<bool>());
+    EXPECT_EQ(parsed.at("rouge").at("rouge-1").at("f1_ci95").size(), 2u);
+
+    const std::string explain = (env.root / "explain.json").string();
+    ASSERT_EQ(run_hnas("analyze explain-away --checkpoint " + checkpoint + " --input " + env.articles + " --output " + explain,
+                       output),
+              0)
+        << output;
+    EXPECT_EQ(Json::parse(std::ifstream(explain)).at("attentions").size(), 2u);
+    EXPECT_EQ(run_hnas("analyze hybrid", output), 1);
+    expect_contains(output, "give --run DIR or --checkpoint FILE");
+    const std::string hybrid = (env.root / "hybrid.json").string();
+    ASSERT_EQ(run_hnas("analyze hybrid --checkpoint " + checkpoint + " --output " + hybrid, output), 0) << output;
+    EXPECT_EQ(Json::parse(std::ifstream(hybrid)).at("points").at(0).at("attentions").size(), 2u);
+}
+
+TEST(Commands, ErrorsNameTheProblem) {
+    const auto& env = AnalysisEnvironment::get();
+    std::string output;
+    const std::string mlm = write_checkpoint("cli_mlm.ckpt", model_json("mlm", "lnas"));
+    EXPECT_EQ(run_hnas("decode --checkpoint " + mlm + " --input " + env.articles + " --output " + (env.root / "unused.txt").string(), output), 1);
+    expect_contains(output, "masked-LM model; decoding needs a headline");
+    const std::string headline = write_checkpoint("cli_lnas.ckpt", model_json("headline", "lnas"));
+    EXPECT_EQ(run_hnas("decode --checkpoint " + headline + " --input " + env.articles + " --output " + (env.root / "unused.txt").string() + " --beam 2 --nbest 3",
+                       output),
+              1);
+    expect_contains(output, "--nbest must be in 1..beam");
+    const std::string truncated = (env.root / "truncated.ckpt").string();
+    fs::copy_file(headline, truncated, fs::copy_options::overwrite_existing);
+    fs::resize_file(truncated, fs::file_size(truncated) / 2);
+    EXPECT_EQ(run_hnas("decode --checkpoint " + truncated + " --input " + env.articles + " --output " + (env.root / "unused.txt").string(), output), 1);
+    expect_contains(output, truncated);
+    EXPECT_EQ(run_hnas("eval --checkpoint " + headline + " --articles " + env.articles + " --references " + env.root.string() +
+                           "/tokenizer.vocab --report " + (env.root / "unused.json").string() + " --hypotheses " + (env.root / "unused.txt").string(),
+                       output),
+              1);
+    expect_contains(output, "has 40 articles but");
+}
+
+}  // namespace
+}  // namespace hnas
