@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake pkg-config python3 libdnnl-dev libsentencepiece-dev nlohmann-json3-dev libspdlog-dev
-          libcli11-dev libgtest-dev)
+          libcli11-dev libgtest-dev libopenmpi-dev openmpi-bin)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

@@ -48,12 +48,7 @@ private:
         tokenizer_path = options.model_prefix + ".model";
     }
     std::string copy_head(const std::string& from, const std::string& name, int lines) const {
-        std::ifstream in(from);
-        const fs::path to = root / name;
-        std::ofstream out(to);
-        std::string line;
-        for (int i = 0; i < lines && std::getline(in, line); ++i) out << line << "\n";
-        return to.string();
+        return testing::copy_head(from, (root / name).string(), lines);
     }
 };
 
@@ -111,9 +106,6 @@ int run_hnas(const std::string& arguments, std::string& output) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-void expect_contains(const std::string& text, const std::string& part) {
-    EXPECT_NE(text.find(part), std::string::npos) << "\"" << text << "\" lacks \"" << part << "\"";
-}
 
 TEST(ExplainAway, DnasKeepsEveryKeyAboveTheLemmaBound) {
     const auto& env = AnalysisEnvironment::get();
@@ -210,7 +202,7 @@ TEST(Commands, DecodeEvalAndAnalyzeWriteTheirFiles) {
                        output),
               0)
         << output;
-    expect_contains(output, "rouge-l");
+    EXPECT_CONTAINS(output, "rouge-l");
     const Json parsed = Json::parse(std::ifstream(report));
     EXPECT_EQ(parsed.at("step"), 17);
     EXPECT_EQ(parsed.at("rouge").at("pairs"), 40);
@@ -225,7 +217,7 @@ TEST(Commands, DecodeEvalAndAnalyzeWriteTheirFiles) {
         << output;
     EXPECT_EQ(Json::parse(std::ifstream(explain)).at("attentions").size(), 2u);
     EXPECT_EQ(run_hnas("analyze hybrid", output), 1);
-    expect_contains(output, "give --run DIR or --checkpoint FILE");
+    EXPECT_CONTAINS(output, "give --run DIR or --checkpoint FILE");
     const std::string hybrid = (env.root / "hybrid.json").string();
     ASSERT_EQ(run_hnas("analyze hybrid --checkpoint " + checkpoint + " --output " + hybrid, output), 0) << output;
     EXPECT_EQ(Json::parse(std::ifstream(hybrid)).at("points").at(0).at("attentions").size(), 2u);
@@ -236,22 +228,22 @@ TEST(Commands, ErrorsNameTheProblem) {
     std::string output;
     const std::string mlm = write_checkpoint("cli_mlm.ckpt", model_json("mlm", "lnas"));
     EXPECT_EQ(run_hnas("decode --checkpoint " + mlm + " --input " + env.articles + " --output " + (env.root / "unused.txt").string(), output), 1);
-    expect_contains(output, "masked-LM model; decoding needs a headline");
+    EXPECT_CONTAINS(output, "masked-LM model; decoding needs a headline");
     const std::string headline = write_checkpoint("cli_lnas.ckpt", model_json("headline", "lnas"));
     EXPECT_EQ(run_hnas("decode --checkpoint " + headline + " --input " + env.articles + " --output " + (env.root / "unused.txt").string() + " --beam 2 --nbest 3",
                        output),
               1);
-    expect_contains(output, "--nbest must be in 1..beam");
+    EXPECT_CONTAINS(output, "--nbest must be in 1..beam");
     const std::string truncated = (env.root / "truncated.ckpt").string();
     fs::copy_file(headline, truncated, fs::copy_options::overwrite_existing);
     fs::resize_file(truncated, fs::file_size(truncated) / 2);
     EXPECT_EQ(run_hnas("decode --checkpoint " + truncated + " --input " + env.articles + " --output " + (env.root / "unused.txt").string(), output), 1);
-    expect_contains(output, truncated);
+    EXPECT_CONTAINS(output, truncated);
     EXPECT_EQ(run_hnas("eval --checkpoint " + headline + " --articles " + env.articles + " --references " + env.root.string() +
                            "/tokenizer.vocab --report " + (env.root / "unused.json").string() + " --hypotheses " + (env.root / "unused.txt").string(),
                        output),
               1);
-    expect_contains(output, "has 40 articles but");
+    EXPECT_CONTAINS(output, "has 40 articles but");
 }
 
 }  // namespace

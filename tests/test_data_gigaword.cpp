@@ -26,6 +26,7 @@
 #include "data/text_io.h"
 #include "data/tokenizer.h"
 #include "tensor/check.h"
+#include "test_support.h"
 #include "tensor/rng.h"
 
 #ifdef HNAS_SANITIZE
@@ -38,6 +39,8 @@ extern "C" const char* __asan_default_options() { return "quarantine_size_mb=16"
 namespace {
 
 namespace fs = std::filesystem;
+using hnas::testing::error_of;
+using hnas::testing::same_tensor;
 using hnas::data::DataPosition;
 using hnas::data::LineAlignedCorpus;
 using hnas::data::Seq2SeqBatch;
@@ -101,25 +104,6 @@ const Tokenizer& tokenizer() {
         return Tokenizer::load(scratch("tok.model"));
     }();
     return model;
-}
-
-template <typename F>
-std::string error_of(F&& f) {
-    try {
-        f();
-    } catch (const hnas::Error& e) {
-        return e.what();
-    }
-    return "(no hnas::Error thrown)";
-}
-
-#define EXPECT_CONTAINS(text, part) \
-    EXPECT_NE(std::string(text).find(part), std::string::npos) << "missing \"" << (part) << "\" in: " << (text)
-
-bool same_tensor(const hnas::Tensor& a, const hnas::Tensor& b) {
-    if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
-    if (a.dtype() == hnas::DType::i32) return std::equal(a.ints(), a.ints() + a.numel(), b.ints());
-    return std::equal(a.data(), a.data() + a.numel(), b.data());
 }
 
 bool same_batch(const Seq2SeqBatch& a, const Seq2SeqBatch& b) {

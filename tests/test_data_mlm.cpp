@@ -19,11 +19,14 @@
 #include "data/mlm.h"
 #include "data/tokenizer.h"
 #include "tensor/check.h"
+#include "test_support.h"
 #include "tensor/rng.h"
 
 namespace {
 
 namespace fs = std::filesystem;
+using hnas::testing::error_of;
+using hnas::testing::same_tensor;
 using hnas::data::DataPosition;
 using hnas::data::DocumentUnit;
 using hnas::data::MlmBatch;
@@ -80,25 +83,6 @@ const Tokenizer& tokenizer() {
         return Tokenizer::load(scratch("moby.model"));
     }();
     return model;
-}
-
-template <typename F>
-std::string error_of(F&& f) {
-    try {
-        f();
-    } catch (const hnas::Error& e) {
-        return e.what();
-    }
-    return "(no hnas::Error thrown)";
-}
-
-#define EXPECT_CONTAINS(text, part) \
-    EXPECT_NE(std::string(text).find(part), std::string::npos) << "missing \"" << (part) << "\" in: " << (text)
-
-bool same_tensor(const hnas::Tensor& a, const hnas::Tensor& b) {
-    if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
-    if (a.dtype() == hnas::DType::i32) return std::equal(a.ints(), a.ints() + a.numel(), b.ints());
-    return std::equal(a.data(), a.data() + a.numel(), b.data());
 }
 
 bool same_batch(const MlmBatch& a, const MlmBatch& b) {

@@ -14,10 +14,12 @@
 #include "data/text_io.h"
 #include "data/tokenizer.h"
 #include "tensor/check.h"
+#include "test_support.h"
 
 namespace {
 
 namespace fs = std::filesystem;
+using hnas::testing::error_of;
 using hnas::data::Tokenizer;
 using hnas::data::TokenizerTrainOptions;
 
@@ -65,16 +67,6 @@ std::vector<std::string> read_lines(const std::string& file, int count) {
     std::string line;
     while (static_cast<int>(lines.size()) < count && std::getline(in, line)) lines.push_back(line);
     return lines;
-}
-
-template <typename F>
-std::string error_of(F&& f) {
-    try {
-        f();
-    } catch (const hnas::Error& e) {
-        return e.what();
-    }
-    return "(no hnas::Error thrown)";
 }
 
 TEST_F(TokenizerTest, TrainsUnigramWithFixedSpecialIdsAndRoundTrips) {

@@ -40,49 +40,46 @@ std::string config_error(const Json& raw) {
     return "";
 }
 
-void expect_contains(const std::string& text, const std::string& part) {
-    EXPECT_NE(text.find(part), std::string::npos) << "\"" << text << "\" lacks \"" << part << "\"";
-}
 
 TEST(Config, UnknownKeysAreErrorsNamingThePath) {
     Json raw = tiny_config("headline");
     raw["model"]["haeds"] = 4;
     const std::string error = config_error(raw);
-    expect_contains(error, "config model.haeds: unknown option");
-    expect_contains(error, "heads");  // the known options are listed
+    EXPECT_CONTAINS(error, "config model.haeds: unknown option");
+    EXPECT_CONTAINS(error, "heads");  // the known options are listed
     raw = tiny_config("headline");
     raw["model"]["attention"]["encoder"]["prior"] = {{"bukets", 8}};
-    expect_contains(config_error(raw), "config model.attention.encoder.prior.bukets: unknown option");
+    EXPECT_CONTAINS(config_error(raw), "config model.attention.encoder.prior.bukets: unknown option");
 }
 
 TEST(Config, WrongTypesNameTheExpectedForm) {
     Json raw = tiny_config("headline");
     raw["model"]["heads"] = "four";
-    expect_contains(config_error(raw), "config model.heads: expected an integer, got \"four\"");
+    EXPECT_CONTAINS(config_error(raw), "config model.heads: expected an integer, got \"four\"");
     raw = tiny_config("headline");
     raw["model"]["dropout"] = 0.1;
-    expect_contains(config_error(raw), "config model.dropout: expected an object");
+    EXPECT_CONTAINS(config_error(raw), "config model.dropout: expected an object");
     raw = tiny_config("headline");
     raw["model"]["attention"]["encoder"]["kind"] = 3;
-    expect_contains(config_error(raw), "config model.attention.encoder.kind: expected a string or a non-empty list");
+    EXPECT_CONTAINS(config_error(raw), "config model.attention.encoder.kind: expected a string or a non-empty list");
 }
 
 TEST(Config, ImpossibleValuesAreErrors) {
     Json raw = tiny_config("headline");
     raw["model"]["heads"] = 5;
-    expect_contains(config_error(raw), "config model.heads: 5 heads do not divide d_model = 32");
+    EXPECT_CONTAINS(config_error(raw), "config model.heads: 5 heads do not divide d_model = 32");
     raw = tiny_config("headline");
     raw["model"]["dropout"]["residual"] = 1.5;
-    expect_contains(config_error(raw), "config model.dropout.residual: must be in [0, 0.99], got 1.5");
+    EXPECT_CONTAINS(config_error(raw), "config model.dropout.residual: must be in [0, 0.99], got 1.5");
     raw = tiny_config("headline");
     raw["model"]["activation"] = "swish";
-    expect_contains(config_error(raw), "config model.activation: expected one of \"gelu\", \"relu\", got \"swish\"");
+    EXPECT_CONTAINS(config_error(raw), "config model.activation: expected one of \"gelu\", \"relu\", got \"swish\"");
     raw = tiny_config("headline");
     raw["model"]["attention"]["encoder"]["kind"] = Json::array({"lnas", "dnas", "hnas"});
-    expect_contains(config_error(raw), "lists 3 kinds for 2 layers");
+    EXPECT_CONTAINS(config_error(raw), "lists 3 kinds for 2 layers");
     raw = tiny_config("headline");
     raw["model"]["attention"]["encoder"]["kind"] = "softmax";
-    expect_contains(config_error(raw), "unknown attention kind 'softmax'; known kinds: lnas, dnas");
+    EXPECT_CONTAINS(config_error(raw), "unknown attention kind 'softmax'; known kinds: lnas, dnas");
 }
 
 TEST(Config, QueryNormalizingKindsAreRejectedInTheDecoder) {
@@ -90,8 +87,8 @@ TEST(Config, QueryNormalizingKindsAreRejectedInTheDecoder) {
         Json raw = tiny_config("headline");
         raw["model"]["attention"][stack] = {{"kind", "dnas"}};
         const std::string error = config_error(raw);
-        expect_contains(error, std::string("config model.attention.") + stack + ".kind");
-        expect_contains(error, "dnas_causal");
+        EXPECT_CONTAINS(error, std::string("config model.attention.") + stack + ".kind");
+        EXPECT_CONTAINS(error, "dnas_causal");
     }
     Json raw = tiny_config("headline");
     raw["model"]["attention"]["decoder"] = {{"kind", "dnas_causal"}};
@@ -227,9 +224,9 @@ TEST(Models, CheckpointRoundTripIsBitExact) {
         models::load_parameters(io::Checkpoint::load(path), c);
         FAIL() << "loaded a mismatched checkpoint";
     } catch (const Error& e) {
-        expect_contains(e.what(), "ffn.fc1.weight");
-        expect_contains(e.what(), "(64, 32)");
-        expect_contains(e.what(), "(48, 32)");
+        EXPECT_CONTAINS(e.what(), "ffn.fc1.weight");
+        EXPECT_CONTAINS(e.what(), "(64, 32)");
+        EXPECT_CONTAINS(e.what(), "(48, 32)");
     }
 }
 
@@ -281,8 +278,8 @@ TEST(Models, BertBertInitializationCopiesEncoderIntoBothStacks) {
         models::initialize_from_bert(io::Checkpoint::load(path), wide_model);
         FAIL() << "mapped mismatched sizes";
     } catch (const Error& e) {
-        expect_contains(e.what(), "embeddings.tokens.weight has shape (50, 32)");
-        expect_contains(e.what(), "(50, 64)");
+        EXPECT_CONTAINS(e.what(), "embeddings.tokens.weight has shape (50, 32)");
+        EXPECT_CONTAINS(e.what(), "(50, 64)");
     }
 }
 

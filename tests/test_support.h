@@ -1,9 +1,11 @@
-// Helpers shared by the test executables: random inputs, the finite-difference gradient check, and
-// the reader for PyTorch fixtures (tests/fixtures/*.json, written by scripts/make_fixtures.py).
+// Helpers shared by the test executables: random inputs, the finite-difference gradient check, the
+// reader for PyTorch fixtures (tests/fixtures/*.json, written by scripts/make_fixtures.py), and small
+// checks of error messages, tensors and files.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -17,7 +19,38 @@
 #include "ops/ops.h"
 #include "tensor/rng.h"
 
+// Expects `part` inside `text`, printing both when it is missing (a macro, so failures name the line).
+#define EXPECT_CONTAINS(text, part) \
+    EXPECT_NE(std::string(text).find(part), std::string::npos) << "missing \"" << (part) << "\" in: " << (text)
+
 namespace hnas::testing {
+
+// The message of the hnas::Error that f throws, or a note that it threw none.
+template <typename F>
+std::string error_of(F&& f) {
+    try {
+        f();
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "(no hnas::Error thrown)";
+}
+
+// Same shape, dtype and bits.
+inline bool same_tensor(const Tensor& a, const Tensor& b) {
+    if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
+    if (a.dtype() == DType::i32) return std::equal(a.ints(), a.ints() + a.numel(), b.ints());
+    return std::equal(a.data(), a.data() + a.numel(), b.data());
+}
+
+// Copies the first `lines` lines of the file `from` to the file `to`; returns `to`.
+inline std::string copy_head(const std::string& from, const std::string& to, int lines) {
+    std::ifstream in(from);
+    std::ofstream out(to);
+    std::string line;
+    for (int i = 0; i < lines && std::getline(in, line); ++i) out << line << "\n";
+    return to;
+}
 
 inline Tensor random_tensor(const Shape& shape, uint64_t seed, float low = -1.0f, float high = 1.0f) {
     Rng rng(seed, 7);

@@ -51,12 +51,7 @@ private:
         tokenizer = options.model_prefix + ".model";
     }
     std::string copy_head(const std::string& from, const std::string& name, int lines) const {
-        std::ifstream in(from);
-        const fs::path to = root / name;
-        std::ofstream out(to);
-        std::string line;
-        for (int i = 0; i < lines && std::getline(in, line); ++i) out << line << "\n";
-        return to.string();
+        return testing::copy_head(from, (root / name).string(), lines);
     }
 };
 

@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "config/experiment_config.h"
 #include "data/tokenizer.h"
+#include "dist/communicator.h"
 #include "train/block_demo.h"
 #include "train/trainer.h"
 
@@ -54,7 +55,21 @@ void add_train_command(CLI::App& app, int& exit_code) {
         if (options->train.run_dir.empty()) {
             options->train.run_dir = "runs/" + std::filesystem::path(options->config).stem().string();
         }
-        const auto result = train::train(config, options->train);
+        // Under mpirun: the MPI world (initialized here, after main's re-execution); else this process.
+        const auto world = dist::connect(config.train.collective_timeout);
+        if (world->size() > 1) {
+            spdlog::set_pattern(fmt::format("[%Y-%m-%d %H:%M:%S.%e] [%^%l%$] [rank {}] %v", world->rank()));
+            if (world->rank() != 0) spdlog::set_level(spdlog::level::warn);  // rank 0 reports for all
+        }
+        options->train.communicator = world.get();
+        train::TrainResult result;
+        try {
+            result = train::train(config, options->train);
+        } catch (const std::exception& e) {
+            // The other ranks would wait for this one until their timeout: end the job now.
+            if (world->size() > 1) world->abort(e.what());
+            throw;
+        }
         spdlog::info("stopped at step {} ({}); last training loss {:.4f}{}", result.steps, result.stopped_because,
                      result.last_loss, result.best_metric ? fmt::format("; best validation {} {:.4f}", config.validation.metric,
                                                                         *result.best_metric)

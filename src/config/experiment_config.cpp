@@ -188,6 +188,7 @@ TrainConfig parse_train(ConfigNode& node, Task task) {
     if (task == Task::headline) t.label_smoothing = static_cast<float>(node.number("label_smoothing", 0.1, 0.0, 0.99));
     t.log_every = node.integer("log_every", 50, 1);
     t.threads = static_cast<int>(node.integer("threads", 0, 0, 1024));
+    t.collective_timeout = node.number("collective_timeout", 600.0, 1.0, 86400.0);
     return t;
 }
 

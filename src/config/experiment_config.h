@@ -45,6 +45,8 @@ struct TrainConfig {
     float label_smoothing = 0.1f;     // headline only
     int64_t log_every = 50;
     int threads = 0;                  // 0: all cores
+    // Under mpirun: seconds a rank waits in an operation with the other ranks before it ends the job.
+    double collective_timeout = 600.0;
 };
 
 struct ValidationConfig {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "tensor/tensor.h"
@@ -30,5 +31,15 @@ struct MlmBatch {
     Tensor sentence_order;    // (B) int32: 1 if the two segments were swapped (ALBERT's SOP label)
     int64_t tokens = 0;       // real (unpadded) tokens
 };
+
+// Data-parallel sharding: rank `rank` of `ranks` trains on rows [first, last) of every global batch,
+// the rank-th of `ranks` near-equal contiguous slices (empty when the batch has fewer rows than ranks).
+std::pair<int64_t, int64_t> shard_rows(int64_t rows, int rank, int ranks);
+
+// Rows [first, last) (first < last) of a batch, still padded to the whole batch's length so that each
+// row is computed exactly as in the whole batch; token counts are those of the rows kept, and an MLM
+// slice keeps the masked positions of its rows, renumbered.
+Seq2SeqBatch slice_rows(const Seq2SeqBatch& batch, int64_t first, int64_t last);
+MlmBatch slice_rows(const MlmBatch& batch, int64_t first, int64_t last);
 
 }  // namespace hnas::data

@@ -3,7 +3,9 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
+#include <bit>
 #include <cctype>
 #include <chrono>
 #include <cmath>
@@ -11,10 +13,14 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <span>
+#include <thread>
 
 #include "backend/matmul.h"
+#include "data/batch.h"
 #include "data/gigaword.h"
 #include "decode/headlines.h"
+#include "dist/gradient_reducer.h"
 #include "eval/rouge.h"
 #include "models/bert.h"
 #include "models/model_factory.h"
@@ -63,18 +69,36 @@ struct Validation {
     int64_t tokens = 0;
 };
 
+// Loss-bearing tokens of a global batch and of this rank's shard of it.
+struct BatchTokens {
+    int64_t global = 0, shard = 0;
+};
+
+// Keeps rank `rank`'s rows of a global batch (all of it for one rank).
+template <typename Batch, typename TokensOf>
+BatchTokens take_shard(Batch& batch, int rank, int ranks, TokensOf tokens_of) {
+    BatchTokens tokens{tokens_of(batch), tokens_of(batch)};
+    if (ranks == 1) return tokens;
+    const auto [first, last] = data::shard_rows(tokens_of.rows(batch), rank, ranks);
+    if (first == last) {
+        tokens.shard = 0;
+    } else {
+        batch = data::slice_rows(batch, first, last);
+        tokens.shard = tokens_of(batch);
+    }
+    return tokens;
+}
+
 class TrainingTask {
 public:
     virtual ~TrainingTask() = default;
     virtual nn::Module& model() = 0;
-    // Loads the next training batch; returns its real (loss-bearing) token count.
-    virtual int64_t next_batch() = 0;
+    // Loads the next global training batch and keeps rank `rank`'s shard of it for batch_loss().
+    virtual BatchTokens next_batch(int rank, int ranks) = 0;
     virtual Var batch_loss() = 0;
     virtual data::DataPosition position() const = 0;
     virtual void restore(const data::DataPosition& position) = 0;
     virtual std::optional<Validation> validate() = 0;
-    // The attention layers of the model, by stack name, for statistics.
-    virtual std::vector<std::pair<std::string, nn::MultiHeadAttention*>> attention_layers() = 0;
 };
 
 // The loss over a validation batcher from its start (at most max_batches), weighted by each batch's
@@ -94,17 +118,6 @@ Validation validation_loss(Batcher& batcher, const data::DataPosition& start, in
     }
     result.loss = result.tokens > 0 ? weighted / static_cast<double>(result.tokens) : 0.0;
     return result;
-}
-
-std::vector<std::pair<std::string, nn::MultiHeadAttention*>> collect_attention(
-    const std::string& stack, const std::vector<nn::TransformerLayer*>& layers) {
-    std::vector<std::pair<std::string, nn::MultiHeadAttention*>> out;
-    for (size_t i = 0; i < layers.size(); ++i) {
-        const std::string prefix = stack + ".layers." + std::to_string(i);
-        out.emplace_back(prefix + ".self_attn", &layers[i]->self_attention());
-        if (layers[i]->cross_attention()) out.emplace_back(prefix + ".cross_attn", layers[i]->cross_attention());
-    }
-    return out;
 }
 
 class HeadlineTask : public TrainingTask {
@@ -127,9 +140,13 @@ public:
     nn::Module& model() override { return *model_; }
     models::Seq2SeqModel& seq2seq() { return *model_; }
 
-    int64_t next_batch() override {
+    BatchTokens next_batch(int rank, int ranks) override {
         batch_ = *train_->next();  // the training stream never ends (epochs = 0)
-        return batch_.target_tokens;
+        struct {
+            int64_t operator()(const data::Seq2SeqBatch& b) const { return b.target_tokens; }
+            int64_t rows(const data::Seq2SeqBatch& b) const { return b.source_ids.dim(0); }
+        } tokens_of;
+        return take_shard(batch_, rank, ranks, tokens_of);
     }
     Var batch_loss() override { return loss_of(batch_); }
     data::DataPosition position() const override { return train_->position(); }
@@ -146,11 +163,6 @@ public:
         return result;
     }
 
-    std::vector<std::pair<std::string, nn::MultiHeadAttention*>> attention_layers() override {
-        auto out = collect_attention("encoder", model_->encoder_layers());
-        for (auto& entry : collect_attention("decoder", model_->decoder_layers())) out.push_back(entry);
-        return out;
-    }
 
 private:
     data::Seq2SeqDataOptions data_options(const std::string& articles, const std::string& titles, bool training) const {
@@ -207,9 +219,13 @@ public:
     }
 
     nn::Module& model() override { return *model_; }
-    int64_t next_batch() override {
+    BatchTokens next_batch(int rank, int ranks) override {
         batch_ = *train_->next();
-        return batch_.masked_labels.numel();
+        struct {
+            int64_t operator()(const data::MlmBatch& b) const { return b.masked_labels.numel(); }
+            int64_t rows(const data::MlmBatch& b) const { return b.input_ids.dim(0); }
+        } tokens_of;
+        return take_shard(batch_, rank, ranks, tokens_of);
     }
     Var batch_loss() override { return loss_of(batch_); }
     data::DataPosition position() const override { return train_->position(); }
@@ -226,9 +242,6 @@ public:
         return result;
     }
 
-    std::vector<std::pair<std::string, nn::MultiHeadAttention*>> attention_layers() override {
-        return collect_attention("encoder", model_->encoder_layers());
-    }
 
 private:
     data::MlmDataOptions data_options(const std::vector<data::TextSource>& sources, bool training) const {
@@ -345,6 +358,16 @@ std::string first_non_finite_gradient(const std::vector<nn::NamedParameter>& par
     return "";
 }
 
+// A hash of every parameter's bits: data-parallel ranks compare theirs with rank 0's.
+std::string parameter_fingerprint(const std::vector<nn::NamedParameter>& parameters) {
+    uint64_t hash = 0;
+    for (const auto& named : parameters) {
+        const Tensor& value = named.parameter.value();
+        for (int64_t i = 0; i < value.numel(); ++i) hash = data::hash_combine(hash, std::bit_cast<uint32_t>(value.data()[i]));
+    }
+    return std::to_string(hash);
+}
+
 std::string format_duration(double seconds) {
     const auto total = static_cast<int64_t>(seconds);
     char text[32];
@@ -359,42 +382,72 @@ TrainResult train(const config::ExperimentConfig& config, const TrainOptions& op
     using Clock = std::chrono::steady_clock;
     HNAS_CHECK(!options.run_dir.empty(), "train: no run directory");
     const fs::path run_dir(options.run_dir), checkpoint_dir = run_dir / "checkpoints";
-    fs::create_directories(checkpoint_dir);
-    if (config.train.threads > 0) backend::set_num_threads(config.train.threads);
+    const std::unique_ptr<dist::Communicator> own_communicator = options.communicator ? nullptr : dist::single_process();
+    dist::Communicator& world = options.communicator ? *options.communicator : *own_communicator;
+    const bool distributed = world.size() > 1, leader = world.rank() == 0;
+    if (distributed) {
+        // An explicit OMP_NUM_THREADS counts as a request, like train.threads.
+        const int requested = config.train.threads > 0                 ? config.train.threads
+                              : std::getenv("OMP_NUM_THREADS") != nullptr ? backend::num_threads()
+                                                                          : 0;
+        backend::set_num_threads(dist::threads_per_rank(requested, world.local_size()));
+        spdlog::info("data-parallel over {} ranks ({} on this host of {} cores): {} OpenMP thread(s) per rank{}",
+                     world.size(), world.local_size(), std::thread::hardware_concurrency(), backend::num_threads(),
+                     requested > backend::num_threads() ? fmt::format(" (not the {} requested: the cores would be oversubscribed)", requested)
+                                                        : std::string());
+    } else if (config.train.threads > 0) {
+        backend::set_num_threads(config.train.threads);
+    }
     spdlog::info("hnas {} on {}; run directory {}", HNAS_VERSION, backend::describe(), run_dir.string());
 
-    // A run killed while writing a checkpoint leaves its temporary file ("<name>.tmp.<pid>") behind.
-    for (const fs::path& directory : {run_dir, checkpoint_dir}) {
-        for (const auto& entry : fs::directory_iterator(directory)) {
-            if (entry.path().filename().string().find(".ckpt.tmp.") != std::string::npos) {
-                spdlog::warn("removing {}, left by an interrupted checkpoint write", entry.path().string());
-                fs::remove(entry.path());
-            }
-        }
-    }
-
-    // The newest checkpoint that loads (an older one if the newest is damaged).
+    // Rank 0 owns the run directory; the other ranks read from it only when resuming.
     std::optional<io::Checkpoint> resumed;
-    if (options.resume) {
-        auto files = step_checkpoints(checkpoint_dir);
-        for (auto it = files.rbegin(); it != files.rend() && !resumed; ++it) {
-            try {
-                resumed = io::Checkpoint::load(it->string());
-            } catch (const Error& e) {
-                spdlog::error("resume: skipping {}: {}", it->string(), e.what());
+    std::string resume_path;
+    if (leader) {
+        fs::create_directories(checkpoint_dir);
+        // A run killed while writing a checkpoint leaves its temporary file ("<name>.tmp.<pid>") behind.
+        for (const fs::path& directory : {run_dir, checkpoint_dir}) {
+            for (const auto& entry : fs::directory_iterator(directory)) {
+                if (entry.path().filename().string().find(".ckpt.tmp.") != std::string::npos) {
+                    spdlog::warn("removing {}, left by an interrupted checkpoint write", entry.path().string());
+                    fs::remove(entry.path());
+                }
             }
         }
-        HNAS_CHECK(resumed, "train --resume: no loadable checkpoint in ", checkpoint_dir.string());
-        spdlog::info("resuming from {}", resumed->path());
-        log_config_differences(resumed->metadata().at("config"), config.resolved);
-    } else {
-        HNAS_CHECK(step_checkpoints(checkpoint_dir).empty(), "train: ", checkpoint_dir.string(),
-                   " already holds checkpoints; pass --resume to continue that run or choose another --out");
-        std::ofstream(run_dir / "config.json") << config.resolved.dump(2) << "\n";
+        if (options.resume) {
+            // The newest checkpoint that loads (an older one if the newest is damaged).
+            auto files = step_checkpoints(checkpoint_dir);
+            for (auto it = files.rbegin(); it != files.rend() && resume_path.empty(); ++it) {
+                try {
+                    resumed = io::Checkpoint::load(it->string());
+                    resume_path = it->string();
+                } catch (const Error& e) {
+                    spdlog::error("resume: skipping {}: {}", it->string(), e.what());
+                }
+            }
+            HNAS_CHECK(!resume_path.empty(), "train --resume: no loadable checkpoint in ", checkpoint_dir.string());
+        } else {
+            HNAS_CHECK(step_checkpoints(checkpoint_dir).empty(), "train: ", checkpoint_dir.string(),
+                       " already holds checkpoints; pass --resume to continue that run or choose another --out");
+            std::ofstream(run_dir / "config.json") << config.resolved.dump(2) << "\n";
+        }
+    }
+    if (options.resume) {
+        world.broadcast(resume_path, "setup: the checkpoint to resume from");
+        if (!leader) resumed = io::Checkpoint::load(resume_path);
+        spdlog::info("resuming from {} (written by {} rank(s))", resumed->path(), resumed->metadata().value("ranks", 1));
+        if (leader) log_config_differences(resumed->metadata().at("config"), config.resolved);
     }
 
-    const data::Tokenizer tokenizer = resumed ? data::Tokenizer::from_serialized(resumed->bytes("tokenizer.model"))
-                                              : prepare_tokenizer(config, run_dir);
+    auto shared_tokenizer = [&] {
+        if (resumed) return data::Tokenizer::from_serialized(resumed->bytes("tokenizer.model"));
+        if (!distributed) return prepare_tokenizer(config, run_dir);
+        // Only rank 0 may train a tokenizer into the run directory; the others receive its model.
+        std::string model = leader ? prepare_tokenizer(config, run_dir).serialized_model() : std::string();
+        world.broadcast(model, "setup: the tokenizer");
+        return data::Tokenizer::from_serialized(model);
+    };
+    const data::Tokenizer tokenizer = shared_tokenizer();
     config::ExperimentConfig run_config = config;
     if (run_config.model.vocab_size == 0) run_config.model.vocab_size = tokenizer.vocab_size();
     HNAS_CHECK(run_config.model.vocab_size == tokenizer.vocab_size(), "train: model.vocab_size is ",
@@ -443,6 +496,7 @@ TrainResult train(const config::ExperimentConfig& config, const TrainOptions& op
     // Writes a checkpoint of everything a resumed run needs; returns its path.
     auto save_checkpoint = [&](const fs::path& path) {
         Json meta = {{"hnas_version", HNAS_VERSION},
+                     {"ranks", world.size()},
                      {"config", config.resolved},
                      {"vocab_size", run_config.model.vocab_size},
                      {"step", step},
@@ -473,10 +527,22 @@ TrainResult train(const config::ExperimentConfig& config, const TrainOptions& op
         spdlog::info("checkpoint {}", path.string());
     };
 
-    std::ofstream metrics(run_dir / "metrics.jsonl", std::ios::app);
+    // Every rank holds the same parameters (the same start, the same summed gradients, the same
+    // step): checked before each checkpoint, which rank 0 writes for all.
+    auto check_replicas = [&] {
+        if (!distributed) return;
+        const std::string mine = parameter_fingerprint(parameters);
+        std::string leaders = mine;
+        world.broadcast(leaders, fmt::format("step {}: parameter check", step));
+        HNAS_CHECK(mine == leaders, "step ", step, ": rank ", world.rank(), "'s parameters differ from rank 0's");
+    };
+    check_replicas();
+
+    std::ofstream metrics;
+    if (leader) metrics.open(run_dir / "metrics.jsonl", std::ios::app);
     auto hybrid_weights = [&] {
         Json weights = Json::object();
-        for (const auto& [name, attention] : task->attention_layers()) {
+        for (const auto& [name, attention] : models::named_attentions(model)) {
             for (const auto& values : attention->head_values()) {
                 if (values.name == "u") weights[name] = values.values;
             }
@@ -524,19 +590,37 @@ TrainResult train(const config::ExperimentConfig& config, const TrainOptions& op
     optim::ScheduleOptions schedule = config.train.schedule;
     schedule.total_steps = config.train.steps - schedule_offset;
 
+    std::optional<dist::GradientReducer> reducer;
+    if (distributed) reducer.emplace(parameters);
+
     while (step < config.train.steps) {
         ++step;
+        // Each rank's dropout masks must differ from the others'. The stream is derived from (step,
+        // rank) rather than carried, so a checkpoint needs no per-rank state and resumes on any
+        // number of ranks. (Masks drawn for a slice of the batch cannot equal the single process's
+        // masks of those rows; docs/distributed.md.)
+        if (distributed) dropout_rng = Rng(config.seed, data::hash_combine(data::hash_combine(kDropoutStream, step), world.rank()));
         optimizer.zero_grad();
         double step_loss = 0.0;
         const float micro_weight = 1.0f / static_cast<float>(config.train.gradient_accumulation);
         for (int64_t micro = 0; micro < config.train.gradient_accumulation; ++micro) {
-            window_tokens += task->next_batch();
+            const BatchTokens tokens = task->next_batch(world.rank(), world.size());
+            window_tokens += tokens.global;
+            if (tokens.shard == 0) continue;  // fewer rows than ranks: this rank adds nothing to the sums
             Var loss = task->batch_loss();
             const float value = loss.item();
             HNAS_CHECK(std::isfinite(value), "step ", step, ": the loss is ", value, "; stopping without a checkpoint ",
                        "(the last good one is in ", checkpoint_dir.string(), ")");
-            step_loss += value / static_cast<double>(config.train.gradient_accumulation);
-            loss.backward(Tensor::full({}, micro_weight));
+            // The loss is the mean over the shard's tokens; weighted by the shard's share of the global
+            // batch's tokens, its sum over the ranks is the mean over the global batch — the single
+            // process's loss (and gradient), not a mean of per-rank means.
+            const double share = static_cast<double>(tokens.shard) / static_cast<double>(tokens.global);
+            step_loss += value * share / static_cast<double>(config.train.gradient_accumulation);
+            loss.backward(Tensor::full({}, micro_weight * static_cast<float>(share)));
+        }
+        if (distributed) {
+            reducer->sum(world, fmt::format("step {}: gradients", step));
+            world.sum(std::span<double>(&step_loss, 1), fmt::format("step {}: loss", step));
         }
         const double grad_norm = optim::clip_gradients(parameters, config.train.clip_norm);
         if (!std::isfinite(grad_norm)) {
@@ -549,7 +633,7 @@ TrainResult train(const config::ExperimentConfig& config, const TrainOptions& op
         window_loss += step_loss;
         ++window_steps;
 
-        if (step % config.train.log_every == 0 || step == config.train.steps) {
+        if (leader && (step % config.train.log_every == 0 || step == config.train.steps)) {
             const auto now = Clock::now();
             const double elapsed = std::chrono::duration<double>(now - start).count();
             const double window = std::chrono::duration<double>(now - window_start).count();
@@ -575,8 +659,16 @@ TrainResult train(const config::ExperimentConfig& config, const TrainOptions& op
             window_steps = window_tokens = 0;
         }
         bool keep_going = true;
-        if (config.validation.every > 0 && step % config.validation.every == 0) keep_going = validate();
-        if (step % config.checkpoint.every == 0) save_step_checkpoint();
+        if (leader && config.validation.every > 0 && step % config.validation.every == 0) keep_going = validate();
+        if (step % config.checkpoint.every == 0) {
+            check_replicas();
+            if (leader) save_step_checkpoint();
+        }
+        // All ranks stop at the same step: rank 0 alone decides early stopping, and a signal may reach
+        // the ranks during different steps.
+        std::array<double, 2> stop{keep_going ? 0.0 : 1.0, pending_signal.load() != 0 ? 1.0 : 0.0};
+        if (distributed) world.sum(stop, fmt::format("step {}: stop?", step));
+        keep_going = stop[0] == 0.0;
         if (!keep_going) {
             result.stopped_because = "early stopping";
             spdlog::info("early stopping: no improvement in {} validations", config.validation.patience);
@@ -587,16 +679,22 @@ TrainResult train(const config::ExperimentConfig& config, const TrainOptions& op
             spdlog::info("stopping after {} steps of this run (--stop-after)", options.stop_after_steps);
             break;
         }
-        if (const int signal = pending_signal.load()) {
+        if (stop[1] > 0.0) {
             result.stopped_because = "signal";
-            spdlog::warn("received signal {}: writing a checkpoint and stopping", signal);
+            const int signal = pending_signal.load();
+            spdlog::warn("{}: writing a checkpoint and stopping",
+                         signal != 0 ? fmt::format("received signal {}", signal) : "another rank received a signal");
             break;
         }
     }
-    if (result.stopped_because == "completed" && (config.validation.every == 0 || step % config.validation.every != 0)) {
+    if (leader && result.stopped_because == "completed" &&
+        (config.validation.every == 0 || step % config.validation.every != 0)) {
         validate();
     }
-    if (step % config.checkpoint.every != 0) save_step_checkpoint();
+    if (step % config.checkpoint.every != 0) {
+        check_replicas();
+        if (leader) save_step_checkpoint();
+    }
     result.steps = step;
     result.best_metric = best_metric;
     return result;

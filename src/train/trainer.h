@@ -8,12 +8,17 @@
 //   best.ckpt             the checkpoint with the best validation metric so far
 // A resumed run restores parameters, optimizer moments, step, schedule, dropout RNG, data position and
 // the early-stopping state, so its per-step losses are bit-identical to an uninterrupted run's.
+//
+// Data-parallel (docs/distributed.md): given a communicator of N ranks, every rank reads the same
+// global batches and trains on its slice of their rows; gradients are summed over the ranks and every
+// rank takes the same optimizer step. Rank 0 alone logs, validates and writes the run directory.
 #pragma once
 
 #include <optional>
 #include <string>
 
 #include "config/experiment_config.h"
+#include "dist/communicator.h"
 
 namespace hnas::train {
 
@@ -23,6 +28,7 @@ struct TrainOptions {
     bool reset_optimizer = false;  // with resume: fresh optimizer moments
     bool reset_schedule = false;   // with resume: the schedule starts over at the resumed step
     int64_t stop_after_steps = 0;  // > 0: checkpoint and stop after this many steps of this call
+    dist::Communicator* communicator = nullptr;  // the ranks to train with; null: this process alone
 };
 
 struct TrainResult {

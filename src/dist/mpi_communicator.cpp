@@ -1,0 +1,177 @@
+// MPI behind the Communicator interface: every operation non-blocking, polled against a deadline.
+#include "dist/mpi_communicator.h"
+
+#include <mpi.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <limits>
+#include <thread>
+
+#include "tensor/check.h"
+
+namespace hnas::dist {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Ranks other than 0 wait this much longer than the timeout, so that when a rank hangs, rank 0 — the
+// only one that knows who arrived — is the one that reports it.
+constexpr double kGraceSeconds = 5.0;
+
+class MpiCommunicator final : public Communicator {
+public:
+    explicit MpiCommunicator(double timeout_seconds) : timeout_(timeout_seconds) {
+        HNAS_CHECK(timeout_seconds > 0, "MPI: the collective timeout must be positive, got ", timeout_seconds);
+        int provided = 0;
+        MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+        MPI_Comm_size(MPI_COMM_WORLD, &size_);
+        MPI_Comm host;
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &host);
+        MPI_Comm_size(host, &local_size_);
+        MPI_Comm_free(&host);
+        // Arrival notes travel on their own communicator so they can never match collective traffic.
+        MPI_Comm_dup(MPI_COMM_WORLD, &notes_);
+        note_values_.resize(static_cast<size_t>(size_));
+    }
+    ~MpiCommunicator() override {
+        MPI_Comm_free(&notes_);
+        MPI_Finalize();
+    }
+    MpiCommunicator(const MpiCommunicator&) = delete;
+    MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+
+    int rank() const override { return rank_; }
+    int size() const override { return size_; }
+    int local_size() const override { return local_size_; }
+
+    void sum(const std::vector<std::span<float>>& buffers, const std::string& what) override {
+        std::vector<MPI_Request> requests = arrive();
+        for (const std::span<float>& buffer : buffers) {
+            if (buffer.empty()) continue;
+            requests.push_back(MPI_REQUEST_NULL);
+            MPI_Iallreduce(MPI_IN_PLACE, buffer.data(), count(buffer.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                           &requests.back());
+        }
+        wait(requests, what);
+    }
+
+    void sum(std::span<double> values, const std::string& what) override {
+        std::vector<MPI_Request> requests = arrive();
+        requests.push_back(MPI_REQUEST_NULL);
+        MPI_Iallreduce(MPI_IN_PLACE, values.data(), count(values.size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD,
+                       &requests.back());
+        wait(requests, what);
+    }
+
+    void broadcast(std::string& bytes, const std::string& what) override {
+        uint64_t length = bytes.size();
+        std::vector<MPI_Request> requests = arrive();
+        requests.push_back(MPI_REQUEST_NULL);
+        MPI_Ibcast(&length, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD, &requests.back());
+        wait(requests, what);
+        bytes.resize(length);
+        requests = arrive();
+        requests.push_back(MPI_REQUEST_NULL);
+        MPI_Ibcast(bytes.data(), count(length), MPI_CHAR, 0, MPI_COMM_WORLD, &requests.back());
+        wait(requests, what);
+    }
+
+    [[noreturn]] void abort(const std::string& message) override {
+        spdlog::critical("rank {} of {}: {}", rank_, size_, message);
+        spdlog::default_logger()->flush();
+        MPI_Abort(MPI_COMM_WORLD, 1);
+        std::_Exit(1);  // MPI_Abort does not return; this states it to the compiler
+    }
+
+private:
+    static int count(size_t elements) {
+        HNAS_CHECK(elements <= static_cast<size_t>(std::numeric_limits<int>::max()), "MPI: a buffer of ", elements,
+                   " elements is too large for one operation");
+        return static_cast<int>(elements);
+    }
+
+    // Posts this rank's arrival note for the next operation: every rank sends one to rank 0, which
+    // receives one from each. On a timeout rank 0 names the ranks whose note is missing. The notes of
+    // operation k carry tag k (mod the smallest tag bound MPI guarantees), and all ranks run the same
+    // sequence of operations.
+    std::vector<MPI_Request> arrive() {
+        const int tag = static_cast<int>(operations_++ % 32768);
+        std::vector<MPI_Request> requests;
+        if (rank_ == 0) {
+            for (int source = 1; source < size_; ++source) {
+                requests.push_back(MPI_REQUEST_NULL);
+                MPI_Irecv(&note_values_[static_cast<size_t>(source)], 1, MPI_INT, source, tag, notes_, &requests.back());
+            }
+        } else {
+            requests.push_back(MPI_REQUEST_NULL);
+            MPI_Isend(&rank_, 1, MPI_INT, 0, tag, notes_, &requests.back());
+        }
+        return requests;
+    }
+
+    // Polls the requests until all completed; aborts the job past the deadline. On rank 0 the first
+    // size - 1 requests are the arrival notes of ranks 1, 2, ...
+    void wait(std::vector<MPI_Request>& requests, const std::string& what) {
+        const auto start = Clock::now();
+        const double limit = rank_ == 0 ? timeout_ : timeout_ + kGraceSeconds;
+        for (int polls = 0;; ++polls) {
+            bool done = true;
+            for (MPI_Request& request : requests) {
+                if (request == MPI_REQUEST_NULL) continue;
+                int flag = 0;
+                MPI_Test(&request, &flag, MPI_STATUS_IGNORE);  // a completed request becomes MPI_REQUEST_NULL
+                done = done && flag != 0;
+            }
+            if (done) return;
+            const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+            if (waited > limit) timed_out(requests, what, waited);
+            // Spin briefly (gradient sums between ranks of one host finish in microseconds), then
+            // sleep so that a long wait — rank 0 validating — leaves the cores to the other ranks.
+            if (polls < 1000) {
+                std::this_thread::yield();
+            } else {
+                std::this_thread::sleep_for(std::chrono::microseconds(polls < 100000 ? 50 : 1000));
+            }
+        }
+    }
+
+    [[noreturn]] void timed_out(const std::vector<MPI_Request>& requests, const std::string& what, double waited) {
+        if (rank_ != 0) {
+            abort(fmt::format("'{}' did not complete within {:.0f} s: another rank died or hangs (rank 0 reports "
+                              "which ranks did not arrive, unless rank 0 itself is the one)",
+                              what, waited));
+        }
+        std::string missing;
+        for (int source = 1; source < size_; ++source) {
+            if (requests[static_cast<size_t>(source - 1)] != MPI_REQUEST_NULL) {
+                missing += (missing.empty() ? "" : ", ") + std::to_string(source);
+            }
+        }
+        if (missing.empty()) {
+            abort(fmt::format("'{}' did not complete within {:.0f} s although every rank arrived: a rank died or its "
+                              "network failed during the operation",
+                              what, waited));
+        }
+        abort(fmt::format("rank(s) {} did not arrive at '{}' within {:.0f} s (dead or hung); ending the job", missing,
+                          what, waited));
+    }
+
+    double timeout_;
+    int rank_ = 0, size_ = 1, local_size_ = 1;
+    MPI_Comm notes_ = MPI_COMM_NULL;
+    std::vector<int> note_values_;
+    uint64_t operations_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> connect_mpi(double timeout_seconds) {
+    return std::make_unique<MpiCommunicator>(timeout_seconds);
+}
+
+}  // namespace hnas::dist
