@@ -202,7 +202,7 @@ def plot_explain_away(data, out):
         ax.axvline(math.log10(epsilon), color="black", linestyle="--", linewidth=1, label=f"ε = {epsilon:g}")
         bound = head.get("min_bound")
         if bound:
-            ax.axvline(math.log10(bound), color="tab:green", linestyle=":", linewidth=1.2, label=f"mean 1/L = {bound:.3g} (Lemma 1)")
+            ax.axvline(math.log10(bound), color="tab:green", linestyle=":", linewidth=1.2, label=f"1/L of the min's sequence = {bound:.3g} (Lemma 1)")
         ax.set_title(f"{attention.get('name', '?')} ({kind}) head {head.get('head', '?')}\n"
                      f"below ε: {100 * head.get('fraction_below_epsilon', float('nan')):.2f} %, "
                      f"min {head.get('min_sum', float('nan')):.3g}", fontsize=8)
