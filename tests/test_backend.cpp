@@ -1,5 +1,7 @@
 // Backend kernels against naive double-precision loops: oneDNN matmul in every layout it is called
 // with, the primitive cache, and hnas's own broadcast and reduction loops.
+#include <limits>
+
 #include "backend/kernels.h"
 #include "backend/matmul.h"
 #include "test_support.h"
@@ -130,6 +132,22 @@ TEST(BackendKernels, PermuteCopyMatchesIndexArithmetic) {
     for (int64_t i = 0; i < 2; ++i)
         for (int64_t j = 0; j < 3; ++j)
             for (int64_t k = 0; k < 4; ++k) ASSERT_EQ(out.data()[(k * 2 + i) * 3 + j], in.data()[(i * 3 + j) * 4 + k]);
+}
+
+// The vectorizable exp and erf of the hot loops against libm over their whole useful range, with
+// exp's exact 0 for masked (-inf) entries.
+TEST(BackendKernels, FastExpAndErfMatchLibm) {
+    double worst_exp = 0, worst_erf = 0;
+    for (int i = -200000; i <= 200000; ++i) {
+        const float x = static_cast<float>(i) * 4.3e-4f;  // -86 .. 86
+        worst_exp = std::max(worst_exp, std::abs(kernels::fast_exp(x) / std::exp(static_cast<double>(x)) - 1.0));
+        const float z = static_cast<float>(i) * 3e-5f;  // -6 .. 6
+        worst_erf = std::max(worst_erf, std::abs(kernels::fast_erf(z) - std::erf(static_cast<double>(z))));
+    }
+    EXPECT_LT(worst_exp, 5e-7) << "relative error of fast_exp";
+    EXPECT_LT(worst_erf, 1e-6) << "absolute error of fast_erf";
+    EXPECT_EQ(kernels::fast_exp(-std::numeric_limits<float>::infinity()), 0.0f);
+    EXPECT_EQ(kernels::fast_erf(0.0f), 0.0f);
 }
 
 }  // namespace

@@ -4,7 +4,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -20,7 +19,6 @@ namespace hnas::cli {
 
 namespace {
 
-namespace fs = std::filesystem;
 using Json = nlohmann::ordered_json;
 
 const std::string kDefaultWordnet = std::string(HNAS_SOURCE_DIR) + "/data/wordnet";
@@ -229,12 +227,12 @@ void add_eval_command(CLI::App& app) {
         io::write_file_atomically(o.hypotheses, format_headlines(run, o.decode.beam.nbest));
         const auto report = score_rouge(best_headlines(run), references, o.rouge);
         const auto& beam = o.decode.beam;
-        Json out = {{"checkpoint", fs::absolute(o.decode.checkpoint).string()},
+        Json out = {{"checkpoint", o.decode.checkpoint},
                     {"step", run.trained.step},
                     {"attention", run.trained.config.resolved.at("model").at("attention")},
-                    {"articles", fs::absolute(o.articles).string()},
-                    {"references", fs::absolute(o.references).string()},
-                    {"hypotheses", fs::absolute(o.hypotheses).string()},
+                    {"articles", o.articles},
+                    {"references", o.references},
+                    {"hypotheses", o.hypotheses},
                     {"decoding",
                      {{"beam", beam.beam},
                       {"length_penalty", beam.length_penalty},

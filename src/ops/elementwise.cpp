@@ -137,9 +137,9 @@ Var gelu(const Var& x, GeluForm form) {
     if (form == GeluForm::erf) {
         // gelu(x) = x·Φ(x); gelu'(x) = Φ(x) + x·φ(x)
         return unary_op(
-            "gelu", x, [](float v) { return 0.5f * v * (1.0f + std::erf(v * kInvSqrt2)); },
+            "gelu", x, [](float v) { return 0.5f * v * (1.0f + kernels::fast_erf(v * kInvSqrt2)); },
             [](float v, float) {
-                return 0.5f * (1.0f + std::erf(v * kInvSqrt2)) + v * kInvSqrt2Pi * std::exp(-0.5f * v * v);
+                return 0.5f * (1.0f + kernels::fast_erf(v * kInvSqrt2)) + v * kInvSqrt2Pi * kernels::fast_exp(-0.5f * v * v);
             });
     }
     // The tanh approximation: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
