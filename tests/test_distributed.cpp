@@ -247,17 +247,6 @@ double max_parameter_difference(const fs::path& a, const fs::path& b) {
     return worst;
 }
 
-std::vector<double> logged_losses(const fs::path& run) {
-    std::vector<double> losses;
-    std::ifstream in(run / "metrics.jsonl");
-    std::string line;
-    while (std::getline(in, line)) {
-        const Json record = Json::parse(line);
-        if (record.contains("loss")) losses.push_back(record.at("loss").get<double>());
-    }
-    return losses;
-}
-
 struct RunDir {
     fs::path path;
     explicit RunDir(const std::string& name) : path(Environment::get().root / name) { fs::remove_all(path); }
@@ -283,7 +272,7 @@ TEST(Distributed, TwoRanksMatchOneProcessAtEqualGlobalBatch) {
     const double difference = max_parameter_difference(one, both);
     std::printf("max |parameter difference|, 1 process vs 2 ranks after %d steps: %.3g\n", kSteps, difference);
     EXPECT_LT(difference, kParameterTolerance);
-    const auto single = logged_losses(reference_run()), parallel = logged_losses(two.path);
+    const auto single = testing::logged_losses(reference_run()), parallel = testing::logged_losses(two.path);
     ASSERT_EQ(single.size(), static_cast<size_t>(kSteps));
     ASSERT_EQ(parallel.size(), single.size());
     double worst_loss = 0.0;

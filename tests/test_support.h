@@ -43,6 +43,18 @@ inline bool same_tensor(const Tensor& a, const Tensor& b) {
     return std::equal(a.data(), a.data() + a.numel(), b.data());
 }
 
+// Per-step training losses from a run directory's metrics log (every record with a "loss").
+inline std::vector<double> logged_losses(const std::string& run_dir) {
+    std::vector<double> losses;
+    std::ifstream in(run_dir + "/metrics.jsonl");
+    std::string line;
+    while (std::getline(in, line)) {
+        const auto record = nlohmann::json::parse(line);
+        if (record.contains("loss")) losses.push_back(record.at("loss").get<double>());
+    }
+    return losses;
+}
+
 // Copies the first `lines` lines of the file `from` to the file `to`; returns `to`.
 inline std::string copy_head(const std::string& from, const std::string& to, int lines) {
     std::ifstream in(from);

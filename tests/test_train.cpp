@@ -92,18 +92,6 @@ struct RunDir {
     ~RunDir() { fs::remove_all(path); }
 };
 
-// Per-step training losses from a run's metrics log (log_every = 1).
-std::vector<double> logged_losses(const fs::path& run) {
-    std::vector<double> losses;
-    std::ifstream in(run / "metrics.jsonl");
-    std::string line;
-    while (std::getline(in, line)) {
-        const Json record = Json::parse(line);
-        if (record.contains("loss")) losses.push_back(record.at("loss").get<double>());
-    }
-    return losses;
-}
-
 train::TrainResult run(const Json& raw, const fs::path& dir, bool resume = false, int64_t stop_after = 0) {
     train::TrainOptions options;
     options.run_dir = dir.string();
@@ -117,7 +105,7 @@ TEST(Trainer, LossFallsOnBothTasks) {
     for (const Json& raw : {headline_config(env), mlm_config(env)}) {
         RunDir dir("falls_" + raw.at("task").get<std::string>());
         run(raw, dir.path);
-        const std::vector<double> losses = logged_losses(dir.path);
+        const std::vector<double> losses = testing::logged_losses(dir.path);
         ASSERT_EQ(losses.size(), 60u);
         const double first = (losses[0] + losses[1] + losses[2]) / 3, last = (losses[57] + losses[58] + losses[59]) / 3;
         EXPECT_LT(last, 0.9 * first) << raw.at("task") << ": " << first << " -> " << last;
@@ -136,7 +124,7 @@ TEST(Trainer, ResumedRunIsBitIdentical) {
         EXPECT_EQ(first_half.stopped_because, "stop-after");
         EXPECT_EQ(first_half.steps, 6);
         run(raw, halves.path, true);
-        EXPECT_EQ(logged_losses(whole.path), logged_losses(halves.path)) << task;
+        EXPECT_EQ(testing::logged_losses(whole.path), testing::logged_losses(halves.path)) << task;
         const auto a = io::Checkpoint::load((whole.path / "checkpoints" / "step-00000012.ckpt").string());
         const auto b = io::Checkpoint::load((halves.path / "checkpoints" / "step-00000012.ckpt").string());
         for (const auto& entry : a.entries()) {
