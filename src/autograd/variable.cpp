@@ -86,6 +86,10 @@ void Var::backward(const Tensor& grad_output) {
 
 GradSink::Target GradSink::target(size_t input) {
     Node& node = *inputs_[input];
+    // Copy on write: a gradient shared by add() must not change under its other holders.
+    if (node.grad.defined() && node.grad.storage_shared()) {
+        node.grad = node.grad_initialized ? node.grad.clone() : Tensor();
+    }
     if (!node.grad.defined()) node.grad = Tensor::empty(node.value.shape());
     const bool accumulate = node.grad_initialized;
     node.grad_initialized = true;
@@ -94,6 +98,15 @@ GradSink::Target GradSink::target(size_t input) {
 
 void GradSink::add(size_t input, const Tensor& grad) {
     if (!wants(input)) return;
+    Node& node = *inputs_[input];
+    // An interior node's gradient is read only by its own backward pass, so its first contribution
+    // of the full shape is shared instead of copied (a residual add's backward then copies nothing).
+    // Leaves are excluded: the optimizer, clipping and the gradient sums write their gradients in place.
+    if (!node.grad_initialized && node.backward_fn && grad.shape() == node.value.shape()) {
+        node.grad = grad;
+        node.grad_initialized = true;
+        return;
+    }
     Target out = target(input);
     kernels::accumulate_reduced(grad, out.grad, out.accumulate);
 }

@@ -71,15 +71,19 @@ void accumulate_reduced(const Tensor& src, Tensor& dst, bool accumulate) {
     const int64_t rows = plan.rows(), length = plan.row_length();
     const int64_t inner_stride = plan.strides[0].back();
     if (inner_stride == 1) {
-        // Typical bias gradient (rows, n) -> (n): threads own disjoint column ranges of dst.
+        // Typical bias gradient (rows, n) -> (n): threads own disjoint column ranges of dst, and
+        // every row lands on offset 0 when the plan has a single broadcast axis.
+        const bool one_target_row = plan.dims.size() == 2 && plan.strides[0][0] == 0;
 #pragma omp parallel for schedule(static) if (rows * length >= kParallelGrain)
         for (int64_t column = 0; column < length; column += 64) {
             const int64_t end = std::min(length, column + 64);
             for (int64_t row = 0; row < rows; ++row) {
-                int64_t offset;
-                plan.row_offsets(row, &offset);
+                int64_t offset = 0;
+                if (!one_target_row) plan.row_offsets(row, &offset);
                 const float* row_in = in + row * length;
-                for (int64_t i = column; i < end; ++i) out[offset + i] += row_in[i];
+                float* row_out = out + offset;
+#pragma omp simd
+                for (int64_t i = column; i < end; ++i) row_out[i] += row_in[i];
             }
         }
         return;

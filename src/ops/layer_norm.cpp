@@ -24,11 +24,14 @@ Var layer_norm(const Var& x, const Var& weight, const Var& bias, float eps) {
     for (int64_t r = 0; r < rows; ++r) {
         const float* row = in + r * width;
         float total = 0.0f;
+#pragma omp simd reduction(+ : total)
         for (int64_t j = 0; j < width; ++j) total += row[j];
         const float mu = total / static_cast<float>(width);
         float squares = 0.0f;
+#pragma omp simd reduction(+ : squares)
         for (int64_t j = 0; j < width; ++j) squares += (row[j] - mu) * (row[j] - mu);
         const float inv = 1.0f / std::sqrt(squares / static_cast<float>(width) + eps);
+#pragma omp simd
         for (int64_t j = 0; j < width; ++j) out[r * width + j] = (row[j] - mu) * inv * w[j] + b[j];
         mean[r] = mu;
         rstd[r] = inv;
@@ -46,6 +49,7 @@ Var layer_norm(const Var& x, const Var& weight, const Var& bias, float eps) {
                 const float* row = in + r * width;
                 const float* grow = g + r * width;
                 float mean_dxhat = 0.0f, mean_dxhat_xhat = 0.0f;
+#pragma omp simd reduction(+ : mean_dxhat, mean_dxhat_xhat)
                 for (int64_t j = 0; j < width; ++j) {
                     const float xhat = (row[j] - mean[r]) * rstd[r];
                     const float dxhat = grow[j] * w[j];
@@ -55,6 +59,7 @@ Var layer_norm(const Var& x, const Var& weight, const Var& bias, float eps) {
                 mean_dxhat /= static_cast<float>(width);
                 mean_dxhat_xhat /= static_cast<float>(width);
                 float* drow = d + r * width;
+#pragma omp simd
                 for (int64_t j = 0; j < width; ++j) {
                     const float xhat = (row[j] - mean[r]) * rstd[r];
                     const float value = rstd[r] * (grow[j] * w[j] - mean_dxhat - xhat * mean_dxhat_xhat);

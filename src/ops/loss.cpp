@@ -1,4 +1,5 @@
 // Cross-entropy over logits, fused with log-softmax, with an ignore index and label smoothing.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -24,6 +25,7 @@ Var cross_entropy(const Var& logits, const Tensor& targets, int ignore_index, fl
         ++counted;
     }
     // Per row: the loss −(1−ε)·log p_t − (ε/V)·Σ_j log p_j, and logsumexp for the backward pass.
+    // The 8,000-wide rows are summed in vector lanes (omp simd) with the vectorizable fast_exp.
     Tensor row_lse = Tensor::empty({rows});
     const float* in = logits.value().data();
     float* lse = row_lse.data();
@@ -33,16 +35,18 @@ Var cross_entropy(const Var& logits, const Tensor& targets, int ignore_index, fl
         if (target[r] == ignore_index) continue;
         const float* row = in + r * classes;
         float top = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : top)
         for (int64_t j = 0; j < classes; ++j) top = std::max(top, row[j]);
-        double sum_exp = 0.0, sum_logits = 0.0;
+        float sum_exp = 0.0f, sum_logits = 0.0f;
+#pragma omp simd reduction(+ : sum_exp, sum_logits)
         for (int64_t j = 0; j < classes; ++j) {
-            sum_exp += std::exp(row[j] - top);
+            sum_exp += kernels::fast_exp(row[j] - top);
             sum_logits += row[j];
         }
-        const double log_normalizer = top + std::log(sum_exp);
+        const double log_normalizer = top + std::log(static_cast<double>(sum_exp));
         lse[r] = static_cast<float>(log_normalizer);
         const double nll = log_normalizer - row[target[r]];
-        const double smooth = log_normalizer - sum_logits / static_cast<double>(classes);
+        const double smooth = log_normalizer - static_cast<double>(sum_logits) / static_cast<double>(classes);
         total += (1.0 - label_smoothing) * nll + label_smoothing * smooth;
     }
     const float loss = counted > 0 ? static_cast<float>(total / static_cast<double>(counted)) : 0.0f;
@@ -59,16 +63,18 @@ Var cross_entropy(const Var& logits, const Tensor& targets, int ignore_index, fl
 #pragma omp parallel for schedule(static) if (dx.numel() >= kernels::kParallelGrain)
                            for (int64_t r = 0; r < rows; ++r) {
                                float* drow = d + r * classes;
-                               const bool ignored = target[r] == ignore_index;
+                               const float* row = in + r * classes;
+                               if (target[r] == ignore_index) {
+                                   if (!accumulate) std::fill(drow, drow + classes, 0.0f);
+                                   continue;
+                               }
+                               const float row_lse = lse[r];
+#pragma omp simd
                                for (int64_t j = 0; j < classes; ++j) {
-                                   float value = 0.0f;
-                                   if (!ignored) {
-                                       const float p = std::exp(in[r * classes + j] - lse[r]);
-                                       const float onehot = j == target[r] ? 1.0f - label_smoothing : 0.0f;
-                                       value = (p - onehot - uniform) * upstream;
-                                   }
+                                   const float value = (kernels::fast_exp(row[j] - row_lse) - uniform) * upstream;
                                    drow[j] = accumulate ? drow[j] + value : value;
                                }
+                               drow[target[r]] -= (1.0f - label_smoothing) * upstream;
                            }
                        });
 }

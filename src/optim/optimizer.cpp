@@ -103,7 +103,9 @@ double clip_gradients(const std::vector<nn::NamedParameter>& parameters, double 
             Tensor grad = named.parameter.grad();
             if (!grad.defined()) continue;
             float* g = grad.data();
-            for (int64_t i = 0; i < grad.numel(); ++i) g[i] *= factor;
+            const int64_t n = grad.numel();
+#pragma omp parallel for simd schedule(static) if (n >= kernels::kParallelGrain)
+            for (int64_t i = 0; i < n; ++i) g[i] *= factor;
         }
     }
     return norm;

@@ -47,6 +47,7 @@ public:
     std::vector<float> to_floats() const;
     void fill(float value);
     bool shares_storage(const Tensor& other) const { return storage_ == other.storage_; }
+    bool storage_shared() const { return storage_.use_count() > 1; }  // another Tensor holds the same storage
 
 private:
     struct Storage;
