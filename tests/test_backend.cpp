@@ -1,6 +1,10 @@
 // Backend kernels against naive double-precision loops: oneDNN matmul in every layout it is called
-// with, the primitive cache, and hnas's own broadcast and reduction loops.
+// with, in f32 and in bf16, the primitive cache, hnas's own broadcast and reduction loops, and the
+// rounding of f32 to bf16.
+#include <array>
+#include <bit>
 #include <limits>
+#include <random>
 
 #include "backend/kernels.h"
 #include "backend/matmul.h"
@@ -11,10 +15,52 @@ namespace {
 
 using testing::random_tensor;
 
+// One problem in one layout, with its random inputs. oneDNN would scale a bias too, so the backend
+// refuses alpha together with a bias: cases without a bias scale by 0.75 instead.
 struct MatmulCase {
     backend::MatmulShape shape;
-    backend::MatmulOptions options;
+    bool accumulate, with_bias;
+    Tensor a, b, bias, c_before;
+
+    backend::MatmulOptions options() const {
+        return {with_bias ? 1.0f : 0.75f, with_bias ? bias.data() : nullptr, accumulate};
+    }
+    std::string name() const {
+        return "trans_a " + std::to_string(shape.trans_a) + " trans_b " + std::to_string(shape.trans_b) + " shared_b " +
+               std::to_string(shape.shared_b) + " accumulate " + std::to_string(accumulate) + " bias " +
+               std::to_string(with_bias) + " (batch " + std::to_string(shape.batch) + ", m " + std::to_string(shape.m) +
+               ", n " + std::to_string(shape.n) + ", k " + std::to_string(shape.k) + ")";
+    }
+    // C as the backend leaves it: c_before, overwritten or accumulated into.
+    Tensor run() const {
+        Tensor c = c_before.clone();
+        backend::matmul(a.data(), b.data(), c.data(), shape, options());
+        return c;
+    }
 };
+
+// Every combination of transposes, shared B, accumulation and bias on the problem (batch, m, n, k).
+std::vector<MatmulCase> every_layout(int64_t batch, int64_t m, int64_t n, int64_t k) {
+    std::vector<MatmulCase> cases;
+    uint64_t seed = 1;
+    for (bool trans_a : {false, true}) {
+        for (bool trans_b : {false, true}) {
+            for (bool shared_b : {false, true}) {
+                for (bool accumulate : {false, true}) {
+                    for (bool with_bias : {false, true}) {
+                        MatmulCase c{{batch, m, n, k, trans_a, trans_b, shared_b}, accumulate, with_bias, {}, {}, {}, {}};
+                        c.a = random_tensor({batch, m * k}, seed++);
+                        c.b = random_tensor({shared_b ? 1 : batch, k * n}, seed++);
+                        c.bias = random_tensor({n}, seed++);
+                        c.c_before = random_tensor({batch, m * n}, seed++);
+                        cases.push_back(std::move(c));
+                    }
+                }
+            }
+        }
+    }
+    return cases;
+}
 
 // The reference: C[b] = alpha · op(A[b]) · op(B[b]) + bias (+ C), accumulated in double.
 std::vector<double> naive_matmul(const Tensor& a, const Tensor& b, const Tensor& c_before, const Tensor& bias,
@@ -42,33 +88,82 @@ std::vector<double> naive_matmul(const Tensor& a, const Tensor& b, const Tensor&
 }
 
 TEST(BackendMatmul, MatchesNaiveLoopsInEveryLayout) {
-    uint64_t seed = 1;
-    for (bool trans_a : {false, true}) {
-        for (bool trans_b : {false, true}) {
-            for (bool shared_b : {false, true}) {
-                for (bool accumulate : {false, true}) {
-                    for (bool with_bias : {false, true}) {
-                        const backend::MatmulShape s{3, 5, 7, 6, trans_a, trans_b, shared_b};
-                        const Tensor a = random_tensor({s.batch, s.m * s.k}, seed++);
-                        const Tensor b = random_tensor({shared_b ? 1 : s.batch, s.k * s.n}, seed++);
-                        const Tensor bias = random_tensor({s.n}, seed++);
-                        Tensor c = random_tensor({s.batch, s.m * s.n}, seed++);
-                        const Tensor c_before = c.clone();
-                        // oneDNN would scale the bias too, so the backend refuses alpha together with a bias.
-                        const backend::MatmulOptions o{with_bias ? 1.0f : 0.75f, with_bias ? bias.data() : nullptr,
-                                                       accumulate};
-                        backend::matmul(a.data(), b.data(), c.data(), s, o);
-                        const std::vector<double> expected = naive_matmul(a, b, c_before, bias, s, o);
-                        for (size_t i = 0; i < expected.size(); ++i) {
-                            ASSERT_NEAR(c.data()[i], expected[i], 1e-5)
-                                << "trans_a " << trans_a << " trans_b " << trans_b << " shared_b " << shared_b
-                                << " accumulate " << accumulate << " bias " << with_bias << " element " << i;
-                        }
-                    }
-                }
-            }
+    for (const MatmulCase& mc : every_layout(3, 5, 7, 6)) {
+        const Tensor c = mc.run();
+        const std::vector<double> expected = naive_matmul(mc.a, mc.b, mc.c_before, mc.bias, mc.shape, mc.options());
+        for (size_t i = 0; i < expected.size(); ++i) {
+            ASSERT_NEAR(c.data()[i], expected[i], 1e-5) << mc.name() << " element " << i;
         }
     }
+}
+
+Tensor rounded_to_bf16(const Tensor& x) {
+    Tensor out = Tensor::empty(x.shape());
+    for (int64_t i = 0; i < x.numel(); ++i) out.data()[i] = kernels::bf16_to_float(kernels::round_to_bf16(x.data()[i]));
+    return out;
+}
+
+Tensor absolute(const Tensor& x) {
+    Tensor out = Tensor::empty(x.shape());
+    for (int64_t i = 0; i < x.numel(); ++i) out.data()[i] = std::abs(x.data()[i]);
+    return out;
+}
+
+// bf16 products in every layout, on a small problem and on one large enough for oneDNN's blocked
+// (AMX / AVX512-BF16) kernels. With u = 2⁻⁸, bf16's unit roundoff (8 significant bits), and
+// M = Σ_q |alpha·a_iq·b_qj|, each product of rounded operands is off by at most (2u + u²)·|a·b|, so
+// |C − exact| ≤ (2u + u²)·M + the f32 error. That bound would also hold for f32 products; what proves
+// the operands were rounded is that C matches the double-precision product of the *rounded* operands to
+// f32 accuracy, (k + 3)·2⁻²³ relative to M + |bias| + |C before| (f32 accumulation, scaling, bias and sum
+// post-op), far below bf16's effect — and that C differs from the f32 result.
+TEST(BackendMatmul, Bf16RoundsTheOperandsAndAccumulatesInF32InEveryLayout) {
+    const double u = std::ldexp(1.0, -8);
+    for (const auto& [batch, m, n, k] : {std::array<int64_t, 4>{3, 5, 7, 6}, std::array<int64_t, 4>{2, 64, 80, 96}}) {
+        for (const MatmulCase& mc : every_layout(batch, m, n, k)) {
+            const Tensor c_f32 = mc.run();
+            Tensor c_bf16;
+            {
+                testing::PrecisionScope bf16(backend::MatmulPrecision::bf16);
+                c_bf16 = mc.run();
+            }
+            const backend::MatmulOptions o = mc.options();
+            const std::vector<double> exact = naive_matmul(mc.a, mc.b, mc.c_before, mc.bias, mc.shape, o);
+            const std::vector<double> of_rounded =
+                naive_matmul(rounded_to_bf16(mc.a), rounded_to_bf16(mc.b), mc.c_before, mc.bias, mc.shape, o);
+            const std::vector<double> magnitude = naive_matmul(absolute(mc.a), absolute(mc.b), mc.c_before, mc.bias,
+                                                               mc.shape, {std::abs(o.alpha), nullptr, false});
+            int64_t differing = 0;
+            for (size_t i = 0; i < exact.size(); ++i) {
+                const double others = (o.bias ? std::abs(mc.bias.data()[i % static_cast<size_t>(n)]) : 0.0) +
+                                      (o.accumulate ? std::abs(mc.c_before.data()[i]) : 0.0);
+                const double f32_error = static_cast<double>(k + 3) * std::ldexp(1.0, -23) * (magnitude[i] + others);
+                ASSERT_NEAR(c_bf16.data()[i], of_rounded[i], f32_error) << mc.name() << " element " << i;
+                ASSERT_NEAR(c_bf16.data()[i], exact[i], (2 * u + u * u) * magnitude[i] + f32_error)
+                    << mc.name() << " element " << i;
+                differing += c_bf16.data()[i] != c_f32.data()[i];
+            }
+            EXPECT_GT(differing, static_cast<int64_t>(exact.size()) / 2) << mc.name() << ": bf16 results equal f32's";
+        }
+    }
+}
+
+// f32 results do not depend on a bf16 phase in between: the precision is part of the primitive cache's
+// key, and switching back runs the cached f32 primitive again.
+TEST(BackendMatmul, PrecisionIsPartOfTheCacheKey) {
+    const MatmulCase mc = every_layout(2, 9, 11, 4).front();
+    const Tensor before = mc.run();
+    const size_t primitives = backend::matmul_primitives_created();
+    {
+        testing::PrecisionScope bf16(backend::MatmulPrecision::bf16);
+        EXPECT_EQ(backend::matmul_precision(), backend::MatmulPrecision::bf16);
+        mc.run();
+        EXPECT_EQ(backend::matmul_primitives_created(), primitives + 1);
+    }
+    EXPECT_EQ(backend::matmul_precision(), backend::MatmulPrecision::f32);
+    EXPECT_TRUE(testing::same_tensor(mc.run(), before));
+    EXPECT_EQ(backend::matmul_primitives_created(), primitives + 1);
+    EXPECT_STREQ(backend::precision_name(backend::MatmulPrecision::bf16), "bf16");
+    EXPECT_STREQ(backend::precision_name(backend::MatmulPrecision::f32), "f32");
 }
 
 TEST(BackendMatmul, ReusesCachedPrimitives) {
@@ -148,6 +243,60 @@ TEST(BackendKernels, FastExpAndErfMatchLibm) {
     EXPECT_LT(worst_erf, 1e-6) << "absolute error of fast_erf";
     EXPECT_EQ(kernels::fast_exp(-std::numeric_limits<float>::infinity()), 0.0f);
     EXPECT_EQ(kernels::fast_erf(0.0f), 0.0f);
+}
+
+// The value of a bf16 bit pattern from the format's definition, in double; the all-ones exponent with a
+// zero mantissa counts as 2¹²⁸, where IEEE rounding places the overflow threshold.
+double bf16_pattern_value(uint16_t pattern) {
+    const int exponent = (pattern >> 7) & 0xFF, mantissa = pattern & 0x7F;
+    const double magnitude = exponent == 0 ? std::ldexp(mantissa / 128.0, -126) : std::ldexp(1.0 + mantissa / 128.0, exponent - 127);
+    return (pattern & 0x8000) ? -magnitude : magnitude;
+}
+
+// Round to nearest, ties to even, from the definition: of the two bf16 patterns around a finite x
+// (its truncation and the next one away from zero), the nearer, or the one with an even last bit.
+uint16_t nearest_bf16(float x) {
+    const auto truncated = static_cast<uint16_t>(std::bit_cast<uint32_t>(x) >> 16);
+    const auto next = static_cast<uint16_t>(truncated + 1);
+    const double below = std::abs(x - bf16_pattern_value(truncated)), above = std::abs(bf16_pattern_value(next) - x);
+    if (below != above) return below < above ? truncated : next;
+    return (truncated & 1) ? next : truncated;
+}
+
+TEST(BackendKernels, Bf16ConversionRoundsToNearestEven) {
+    auto round_bits = [](uint32_t bits) { return kernels::round_to_bf16(std::bit_cast<float>(bits)); };
+    EXPECT_EQ(kernels::round_to_bf16(1.0f), 0x3F80);
+    EXPECT_EQ(round_bits(0x3F808000), 0x3F80);  // 1 + 2⁻⁸: a tie, kept even (down)
+    EXPECT_EQ(round_bits(0x3F818000), 0x3F82);  // 1 + 3·2⁻⁸: a tie, made even (up)
+    EXPECT_EQ(round_bits(0xBF818000), 0xBF82);  // the same tie, negative
+    EXPECT_EQ(round_bits(0x3F808001), 0x3F81);  // just above the tie
+    EXPECT_EQ(round_bits(0x3F807FFF), 0x3F80);  // just below it
+    EXPECT_EQ(round_bits(0x3FFFFFFF), 0x4000);  // the carry moves into the exponent
+    EXPECT_EQ(kernels::round_to_bf16(std::numeric_limits<float>::max()), 0x7F80);  // overflows to inf
+    EXPECT_EQ(kernels::round_to_bf16(std::numeric_limits<float>::infinity()), 0x7F80);
+    EXPECT_EQ(kernels::round_to_bf16(-std::numeric_limits<float>::infinity()), 0xFF80);
+    EXPECT_EQ(round_bits(0x00008000), 0x0000);  // subnormal tie, kept even
+    EXPECT_EQ(round_bits(0x00018000), 0x0002);
+    EXPECT_EQ(round_bits(0x80000000), 0x8000);  // −0 keeps its sign
+    // NaNs stay NaN of their sign, quiet; plain truncation-with-rounding would turn these into inf or −0.
+    for (uint32_t nan : {0x7FC00000u, 0x7F800001u, 0x7FFFFFFFu, 0xFF800001u, 0xFFFFFFFFu}) {
+        const uint16_t result = round_bits(nan);
+        EXPECT_TRUE(std::isnan(kernels::bf16_to_float(result))) << std::hex << nan;
+        EXPECT_EQ(result & 0x8000, (nan >> 16) & 0x8000) << std::hex << nan;
+        EXPECT_TRUE(result & 0x40) << "quiet NaN expected from " << std::hex << nan;
+    }
+    // Random finite patterns of every exponent, through the (parallel) array conversion.
+    std::mt19937 generator(5);
+    std::vector<float> values;
+    while (values.size() < 200000) {
+        const float x = std::bit_cast<float>(static_cast<uint32_t>(generator()));
+        if (std::isfinite(x)) values.push_back(x);
+    }
+    std::vector<uint16_t> converted(values.size());
+    kernels::convert_to_bf16(values.data(), converted.data(), static_cast<int64_t>(values.size()));
+    for (size_t i = 0; i < values.size(); ++i) {
+        ASSERT_EQ(converted[i], nearest_bf16(values[i])) << std::hexfloat << values[i];
+    }
 }
 
 }  // namespace

@@ -111,6 +111,21 @@ TEST(Config, OverridesAndResolvedDefaults) {
     EXPECT_THROW(config::apply_override(raw, "novalue"), Error);
 }
 
+TEST(Config, MatmulPrecisionIsF32OrBf16) {
+    Json raw = tiny_config("headline");
+    config::ExperimentConfig parsed = config::parse_experiment_config(raw);
+    EXPECT_EQ(parsed.train.precision, backend::MatmulPrecision::f32);
+    EXPECT_EQ(parsed.resolved.at("train").at("precision"), "f32");
+    raw["train"]["precision"] = "bf16";
+    parsed = config::parse_experiment_config(raw);
+    EXPECT_EQ(parsed.train.precision, backend::MatmulPrecision::bf16);
+    EXPECT_EQ(parsed.resolved.at("train").at("precision"), "bf16");
+    raw["train"]["precision"] = "fp16";
+    EXPECT_CONTAINS(config_error(raw), "config train.precision: expected one of \"f32\", \"bf16\", got \"fp16\"");
+    raw["train"]["precision"] = 16;
+    EXPECT_CONTAINS(config_error(raw), "config train.precision: expected a string");
+}
+
 // Checkpoints store the resolved config and decoding re-parses it, so the resolved form must parse to
 // itself.
 TEST(Config, EveryShippedConfigParsesAndItsResolvedFormParsesToItself) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "autograd/variable.h"
+#include "backend/matmul.h"
 #include "nn/module.h"
 #include "ops/ops.h"
 #include "tensor/rng.h"
@@ -42,6 +43,15 @@ inline bool same_tensor(const Tensor& a, const Tensor& b) {
     if (a.dtype() == DType::i32) return std::equal(a.ints(), a.ints() + a.numel(), b.ints());
     return std::equal(a.data(), a.data() + a.numel(), b.data());
 }
+
+// Sets the matmul precision for one scope and restores f32 after it, also when an assertion fails, so
+// later tests in the same process run as they would alone.
+struct PrecisionScope {
+    explicit PrecisionScope(backend::MatmulPrecision precision) { backend::set_matmul_precision(precision); }
+    ~PrecisionScope() { backend::set_matmul_precision(backend::MatmulPrecision::f32); }
+    PrecisionScope(const PrecisionScope&) = delete;
+    PrecisionScope& operator=(const PrecisionScope&) = delete;
+};
 
 // Per-step training losses from a run directory's metrics log (every record with a "loss").
 inline std::vector<double> logged_losses(const std::string& run_dir) {

@@ -51,6 +51,11 @@ BroadcastPlan plan_broadcast(const Shape& out_shape, const std::vector<Shape>& o
     return plan;
 }
 
+void convert_to_bf16(const float* x, uint16_t* out, int64_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) out[i] = round_to_bf16(x[i]);
+}
+
 void accumulate_reduced(const Tensor& src, Tensor& dst, bool accumulate) {
     const float* in = src.data();
     float* out = dst.data();

@@ -42,6 +42,22 @@ inline float fast_erf(float x) {
 // Loops smaller than this run on one thread: forking costs more than it saves.
 constexpr int64_t kParallelGrain = 1 << 14;
 
+// bf16 is the upper half of an f32 (sign, 8 exponent bits, 7 mantissa bits). Rounding to the nearest
+// even upper half: add 0x7FFF plus the kept part's lowest bit, then truncate; a carry into the exponent
+// gives the next binade or infinity, as it should. NaN is handled apart (the addition could turn a NaN
+// payload into infinity) and stays a quiet NaN of the same sign. Branch-free, so conversion loops vectorize.
+inline uint16_t round_to_bf16(float x) {
+    const uint32_t bits = std::bit_cast<uint32_t>(x);
+    const uint32_t rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;
+    const uint32_t quiet_nan = (bits >> 16) | 0x40u;
+    return static_cast<uint16_t>((bits & 0x7FFFFFFFu) > 0x7F800000u ? quiet_nan : rounded);
+}
+
+inline float bf16_to_float(uint16_t x) { return std::bit_cast<float>(static_cast<uint32_t>(x) << 16); }
+
+// out[i] = round_to_bf16(x[i]) over n values.
+void convert_to_bf16(const float* x, uint16_t* out, int64_t n);
+
 // A broadcast walk over an output shape, with each operand's strides merged into as few axes as
 // possible: the last axis is the inner loop, the others enumerate rows.
 struct BroadcastPlan {

@@ -2,12 +2,16 @@
 
 #include <omp.h>
 
+#include <atomic>
+#include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <sstream>
 #include <tuple>
 #include <unordered_map>
 
+#include "backend/kernels.h"
 #include "tensor/check.h"
 
 namespace hnas::backend {
@@ -27,9 +31,11 @@ Engine& cpu() {
     return instance;
 }
 
+std::atomic<MatmulPrecision> precision{MatmulPrecision::f32};
+
 struct MatmulKey {
     int64_t batch, m, n, k;
-    bool trans_a, trans_b, shared_b, has_bias, accumulate;
+    bool trans_a, trans_b, shared_b, has_bias, accumulate, bf16;
     float alpha;
     bool operator==(const MatmulKey&) const = default;
 };
@@ -43,7 +49,7 @@ struct MatmulKeyHash {
         mix(static_cast<uint64_t>(key.n));
         mix(static_cast<uint64_t>(key.k));
         mix((key.trans_a ? 1u : 0u) | (key.trans_b ? 2u : 0u) | (key.shared_b ? 4u : 0u) |
-            (key.has_bias ? 8u : 0u) | (key.accumulate ? 16u : 0u));
+            (key.has_bias ? 8u : 0u) | (key.accumulate ? 16u : 0u) | (key.bf16 ? 32u : 0u));
         mix(std::hash<float>{}(key.alpha));
         return h;
     }
@@ -55,16 +61,18 @@ struct CachedMatmul {
 };
 
 // Row-major (batch, rows, cols) descriptor, or the transpose of a stored (batch, cols, rows) array.
-dnnl::memory::desc matrix_desc(int64_t batch, int64_t rows, int64_t cols, bool transposed, bool shared) {
+dnnl::memory::desc matrix_desc(int64_t batch, int64_t rows, int64_t cols, bool transposed, bool shared, dt type) {
     const int64_t batch_stride = shared ? 0 : rows * cols;
     const dims strides = transposed ? dims{batch_stride, 1, rows} : dims{batch_stride, cols, 1};
-    return dnnl::memory::desc({shared ? 1 : batch, rows, cols}, dt::f32, strides);
+    return dnnl::memory::desc({shared ? 1 : batch, rows, cols}, type, strides);
 }
 
 CachedMatmul create_matmul(const MatmulKey& key) {
     CachedMatmul cached;
-    cached.a_desc = matrix_desc(key.batch, key.m, key.k, key.trans_a, false);
-    cached.b_desc = matrix_desc(key.batch, key.k, key.n, key.trans_b, key.shared_b);
+    // bf16 operands keep the f32 arrays' layout (they are elementwise copies); C and the bias stay f32.
+    const dt operand_type = key.bf16 ? dt::bf16 : dt::f32;
+    cached.a_desc = matrix_desc(key.batch, key.m, key.k, key.trans_a, false, operand_type);
+    cached.b_desc = matrix_desc(key.batch, key.k, key.n, key.trans_b, key.shared_b, operand_type);
     cached.c_desc = dnnl::memory::desc({key.batch, key.m, key.n}, dt::f32, dims{key.m * key.n, key.n, 1});
     if (key.has_bias) cached.bias_desc = dnnl::memory::desc({1, 1, key.n}, dt::f32, dims{key.n, key.n, 1});
 
@@ -76,7 +84,14 @@ CachedMatmul create_matmul(const MatmulKey& key) {
         attr.set_post_ops(post_ops);
     }
     const dnnl::matmul::desc desc(cached.a_desc, cached.b_desc, cached.bias_desc, cached.c_desc);
-    cached.primitive = dnnl::matmul(dnnl::matmul::primitive_desc(desc, attr, cpu().engine));
+    try {
+        cached.primitive = dnnl::matmul(dnnl::matmul::primitive_desc(desc, attr, cpu().engine));
+    } catch (const dnnl::error& e) {
+        // oneDNN offers bf16 only on CPUs with AVX-512 (or newer); say so instead of its bare status.
+        HNAS_CHECK(!key.bf16, "backend.matmul: oneDNN has no bf16 matmul on this CPU (", e.what(),
+                   "); use precision f32");
+        throw;
+    }
     return cached;
 }
 
@@ -90,6 +105,31 @@ const CachedMatmul& lookup_matmul(const MatmulKey& key) {
     return found->second;
 }
 
+// A calling thread's bf16 copy of one operand: grows to the largest operand seen and keeps its
+// memory, so the hot path allocates nothing. 64-byte aligned like hnas's f32 tensors.
+class Bf16Scratch {
+public:
+    const uint16_t* convert(const float* values, int64_t count) {
+        if (count > capacity_) {
+            const size_t bytes = (static_cast<size_t>(count) * sizeof(uint16_t) + 63) / 64 * 64;
+            storage_.reset(static_cast<uint16_t*>(std::aligned_alloc(64, bytes)));
+            HNAS_CHECK(storage_ != nullptr, "backend.matmul: cannot allocate ", bytes, " bytes for a bf16 operand");
+            capacity_ = count;
+        }
+        kernels::convert_to_bf16(values, storage_.get(), count);
+        return storage_.get();
+    }
+
+private:
+    struct Free {
+        void operator()(uint16_t* pointer) const { std::free(pointer); }
+    };
+    std::unique_ptr<uint16_t, Free> storage_;
+    int64_t capacity_ = 0;
+};
+
+thread_local Bf16Scratch a_scratch, b_scratch;
+
 }  // namespace
 
 void matmul(const float* a, const float* b, float* c, const MatmulShape& shape, const MatmulOptions& options) {
@@ -97,16 +137,22 @@ void matmul(const float* a, const float* b, float* c, const MatmulShape& shape, 
                shape.batch, ", m ", shape.m, ", n ", shape.n, ", k ", shape.k, ")");
     HNAS_CHECK(options.alpha == 1.0f || options.bias == nullptr,
                "backend.matmul: alpha with a bias is not supported (oneDNN would scale the bias too)");
-    const MatmulKey key{shape.batch,    shape.m,   shape.n,
-                        shape.k,        shape.trans_a, shape.trans_b,
-                        shape.shared_b, options.bias != nullptr, options.accumulate,
-                        options.alpha};
+    const bool bf16 = matmul_precision() == MatmulPrecision::bf16;
+    const MatmulKey key{shape.batch, shape.m, shape.n, shape.k, shape.trans_a, shape.trans_b, shape.shared_b,
+                        options.bias != nullptr, options.accumulate, bf16, options.alpha};
     const CachedMatmul& cached = lookup_matmul(key);
-    auto wrap = [](const dnnl::memory::desc& desc, const float* pointer) {
-        return dnnl::memory(desc, cpu().engine, const_cast<float*>(pointer));
+    auto wrap = [](const dnnl::memory::desc& desc, const void* pointer) {
+        return dnnl::memory(desc, cpu().engine, const_cast<void*>(pointer));
     };
-    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, wrap(cached.a_desc, a)},
-                                               {DNNL_ARG_WEIGHTS, wrap(cached.b_desc, b)},
+    const void* a_operand = a;
+    const void* b_operand = b;
+    if (bf16) {
+        // The stored arrays are contiguous (any transpose lives in the descriptors' strides).
+        a_operand = a_scratch.convert(a, shape.batch * shape.m * shape.k);
+        b_operand = b_scratch.convert(b, (shape.shared_b ? 1 : shape.batch) * shape.k * shape.n);
+    }
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, wrap(cached.a_desc, a_operand)},
+                                               {DNNL_ARG_WEIGHTS, wrap(cached.b_desc, b_operand)},
                                                {DNNL_ARG_DST, wrap(cached.c_desc, c)}};
     if (options.bias) args.emplace(DNNL_ARG_BIAS, wrap(cached.bias_desc, options.bias));
     cached.primitive.execute(cpu().stream, args);
@@ -117,6 +163,12 @@ size_t matmul_primitives_created() {
     std::lock_guard<std::mutex> lock(cache_mutex);
     return matmul_cache.size();
 }
+
+void set_matmul_precision(MatmulPrecision value) { precision.store(value); }
+
+MatmulPrecision matmul_precision() { return precision.load(); }
+
+const char* precision_name(MatmulPrecision value) { return value == MatmulPrecision::bf16 ? "bf16" : "f32"; }
 
 void set_num_threads(int threads) {
     HNAS_CHECK(threads > 0, "threads must be positive, got ", threads);

@@ -2,6 +2,8 @@
 // C[b] = alpha · op(A[b]) · op(B[b]) (+ bias) (+ C[b] when accumulating), row-major f32, where op
 // transposes when asked. Transposes are folded into the memory descriptors' strides, never copied.
 // Each distinct problem creates its oneDNN primitive once and reuses it from a cache.
+// The precision setting chooses f32 products or bf16 ones (operands rounded to bf16, products
+// accumulated, biased and written in f32); callers always pass and receive f32 arrays.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +29,14 @@ struct MatmulOptions {
 
 void matmul(const float* a, const float* b, float* c, const MatmulShape& shape,
             const MatmulOptions& options = {});
+
+// f32: exact f32 products (the default). bf16: A and B are rounded to bf16 (nearest even) before the
+// product, which runs on the CPU's bf16 instructions (AMX / AVX512-BF16) with f32 accumulation; bias,
+// alpha and accumulation into C stay f32. Process-wide, like the thread count; part of the cache key.
+enum class MatmulPrecision { f32, bf16 };
+void set_matmul_precision(MatmulPrecision precision);
+MatmulPrecision matmul_precision();
+const char* precision_name(MatmulPrecision precision);  // "f32" / "bf16", as configs spell it
 
 // How many distinct matmul primitives have been created (the cache's size): lets tests and the
 // benchmark prove that the hot path reuses primitives instead of rebuilding them.

@@ -1,10 +1,12 @@
 // hnas-bench: micro-benchmarks of the numeric core, printed as tables. Not a test: it asserts nothing.
 //   hnas-bench linear     the linear op's forward+backward against raw oneDNN matmuls on the same shapes
+//                         (--precision bf16: both with bf16 products)
 //   hnas-bench attention  one multi-head attention layer's forward+backward for every attention kind
 //                         (--kind K: only K, and lnas as the reference; repeatable, for profiling)
 //   hnas-bench data       the Gigaword data pipeline alone: tokens/s per epoch on the bundled pairs
 //   hnas-bench train      whole training steps of issue #8's reference models (seq2seq, mlm) on random
 //                         fixed-shape batches: one JSON line (tokens/s, step times, peak RSS, losses);
+//                         --precision bf16 for bf16 matmuls
 //                         scripts/bench_train.sh runs it against scripts/torch_reference.py
 #include <sys/resource.h>
 
@@ -47,9 +49,16 @@ double median_seconds(const std::function<void()>& body, int warmup, int repeats
     return times[times.size() / 2];
 }
 
-void bench_linear(int warmup, int repeats) {
+// "f32" / "bf16" (as CLI11 checked it) to the backend's setting.
+hnas::backend::MatmulPrecision parse_precision(const std::string& name) {
+    return name == "bf16" ? hnas::backend::MatmulPrecision::bf16 : hnas::backend::MatmulPrecision::f32;
+}
+
+void bench_linear(int warmup, int repeats, const std::string& precision) {
     using namespace hnas;
-    std::printf("linear forward+backward vs raw oneDNN matmul (%s)\n", backend::describe().c_str());
+    backend::set_matmul_precision(parse_precision(precision));
+    std::printf("linear forward+backward vs raw oneDNN matmul (%s, %s matmuls)\n", backend::describe().c_str(),
+                precision.c_str());
     std::printf("%-28s %12s %12s %8s\n", "x·Wᵀ shape", "hnas GFLOP/s", "oneDNN", "ratio");
     const int64_t rows = 4096, in = 768;
     for (int64_t out : {int64_t{768}, int64_t{3072}}) {
@@ -190,6 +199,7 @@ struct TrainBenchOptions {
     std::string kind = "lnas";     // encoder self-attention: lnas | dnas | hnas
     int steps = 20, warmup = 3;
     int threads = 0;               // 0: OMP_NUM_THREADS or all cores
+    std::string precision = "f32";  // matmul precision: f32 | bf16
     uint64_t seed = 1;
     float learning_rate = 1e-4f;
     bool no_dropout = false;       // every dropout rate 0 (for loss comparisons across frameworks)
@@ -341,6 +351,7 @@ double peak_rss_mib() {
 void bench_train(const TrainBenchOptions& o) {
     using namespace hnas;
     if (o.threads > 0) backend::set_num_threads(o.threads);
+    backend::set_matmul_precision(parse_precision(o.precision));
     const models::ModelConfig config = reference_config(o);
     Rng init_rng(o.seed, 1), dropout_rng(o.seed, 2), data_rng(o.seed, 3);
     std::unique_ptr<nn::Module> model;
@@ -360,6 +371,7 @@ void bench_train(const TrainBenchOptions& o) {
                                      {"task", o.task},
                                      {"kind", o.kind},
                                      {"threads", backend::num_threads()},
+                                     {"precision", o.precision},
                                      {"batch", kBenchBatch},
                                      {"tokens_per_step", first.tokens},
                                      {"parameters", model->parameter_count()},
@@ -443,12 +455,14 @@ void bench_train(const TrainBenchOptions& o) {
 int main(int argc, char** argv) {
     CLI::App app{"hnas-bench: micro-benchmarks of the numeric core"};
     int warmup = 3, repeats = 15;
+    std::string linear_precision = "f32";
     app.add_option("--warmup", warmup, "Untimed calls before timing")->check(CLI::NonNegativeNumber);
     app.add_option("--repeats", repeats, "Timed calls; the median is reported")->check(CLI::PositiveNumber);
     app.require_subcommand(1);
-    app.add_subcommand("linear", "linear forward+backward GFLOP/s against raw oneDNN matmul")->callback([&] {
-        bench_linear(warmup, repeats);
-    });
+    auto* linear_command = app.add_subcommand("linear", "linear forward+backward GFLOP/s against raw oneDNN matmul");
+    linear_command->add_option("--precision", linear_precision, "matmul precision: f32 or bf16")
+        ->check(CLI::IsMember({"f32", "bf16"}));
+    linear_command->callback([&] { bench_linear(warmup, repeats, linear_precision); });
     std::vector<std::string> kinds;
     auto* attention_command = app.add_subcommand("attention", "attention forward+backward per kind, relative to lnas");
     attention_command->add_option("--kind", kinds, "Only these kinds (and lnas, the reference); default all");
@@ -468,6 +482,8 @@ int main(int argc, char** argv) {
     train_command->add_option("--warmup", train_options.warmup, "Untimed training steps first")->check(CLI::NonNegativeNumber);
     train_command->add_option("--threads", train_options.threads, "OpenMP threads; 0: OMP_NUM_THREADS or all cores")
         ->check(CLI::NonNegativeNumber);
+    train_command->add_option("--precision", train_options.precision, "matmul precision: f32 or bf16")
+        ->check(CLI::IsMember({"f32", "bf16"}));
     train_command->add_option("--seed", train_options.seed, "Seeds initialization, dropout and the random batches");
     train_command->add_option("--lr", train_options.learning_rate, "Adam's (constant) learning rate")
         ->check(CLI::Range(0.0f, 10.0f));

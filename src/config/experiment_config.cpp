@@ -188,6 +188,8 @@ TrainConfig parse_train(ConfigNode& node, Task task) {
     if (task == Task::headline) t.label_smoothing = static_cast<float>(node.number("label_smoothing", 0.1, 0.0, 0.99));
     t.log_every = node.integer("log_every", 50, 1);
     t.threads = static_cast<int>(node.integer("threads", 0, 0, 1024));
+    t.precision = node.choice("precision", "f32", {"f32", "bf16"}) == "bf16" ? backend::MatmulPrecision::bf16
+                                                                            : backend::MatmulPrecision::f32;
     t.collective_timeout = node.number("collective_timeout", 600.0, 1.0, 86400.0);
     return t;
 }

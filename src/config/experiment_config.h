@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/matmul.h"
 #include "config/config_node.h"
 #include "data/mlm.h"
 #include "models/model_config.h"
@@ -45,6 +46,8 @@ struct TrainConfig {
     float label_smoothing = 0.1f;     // headline only
     int64_t log_every = 50;
     int threads = 0;                  // 0: all cores
+    // Matrix products in f32 or bf16 (f32 master weights, everything else f32 either way).
+    backend::MatmulPrecision precision = backend::MatmulPrecision::f32;
     // Under mpirun: seconds a rank waits in an operation with the other ranks before it ends the job.
     double collective_timeout = 600.0;
 };

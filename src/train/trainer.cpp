@@ -398,7 +398,9 @@ TrainResult train(const config::ExperimentConfig& config, const TrainOptions& op
     } else if (config.train.threads > 0) {
         backend::set_num_threads(config.train.threads);
     }
-    spdlog::info("hnas {} on {}; run directory {}", HNAS_VERSION, backend::describe(), run_dir.string());
+    backend::set_matmul_precision(config.train.precision);
+    spdlog::info("hnas {} on {}; {} matmuls; run directory {}", HNAS_VERSION, backend::describe(),
+                 backend::precision_name(config.train.precision), run_dir.string());
 
     // Rank 0 owns the run directory; the other ranks read from it only when resuming.
     std::optional<io::Checkpoint> resumed;
