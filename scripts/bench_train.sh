@@ -17,13 +17,15 @@
 #   --kinds "A B"     subset of "lnas dnas hnas"
 #   --out DIR         where the JSON lines and checkpoints go (default a fresh temporary directory)
 #   --no-build        use the existing hnas-bench as it is (no cmake call)
+#   --precision P     hnas's matmul precision in the timed runs: f32 (default) or bf16 (train.precision);
+#                     PyTorch always trains in f32, and the step-0 check always runs both in f32
 # Environment: HNAS_BUILD_DIR (default build), PYTHON (default /usr/bin/python3, Debian's, with torch).
 # PyTorch must run on OpenBLAS (Debian's libopenblas0-openmp): without it, it falls back to the
 # reference BLAS and is about 26x slower. The script stops if torch has not mapped OpenBLAS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-rounds=3 steps=20 warmup=3 threads=2 tasks="seq2seq mlm" kinds="lnas dnas hnas" out="" build=1
+rounds=3 steps=20 warmup=3 threads=2 tasks="seq2seq mlm" kinds="lnas dnas hnas" out="" build=1 precision=f32
 while (($#)); do
   case "$1" in
     --quick) rounds=1 steps=2 warmup=1 ;;
@@ -35,7 +37,8 @@ while (($#)); do
     --kinds) kinds=${2:?--kinds needs a value}; shift ;;
     --out) out=${2:?--out needs a value}; shift ;;
     --no-build) build=0 ;;
-    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --precision) precision=${2:?--precision needs a value}; shift ;;
+    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench_train: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -46,6 +49,7 @@ done
 ((rounds >= 1 && steps >= 1 && threads >= 1)) || { echo "bench_train: --rounds, --steps and --threads must be >= 1" >&2; exit 2; }
 for task in $tasks; do [[ "$task" == seq2seq || "$task" == mlm ]] || { echo "bench_train: unknown task $task" >&2; exit 2; }; done
 for kind in $kinds; do [[ "$kind" =~ ^(lnas|dnas|hnas)$ ]] || { echo "bench_train: unknown kind $kind" >&2; exit 2; }; done
+[[ "$precision" == f32 || "$precision" == bf16 ]] || { echo "bench_train: --precision must be f32 or bf16, got $precision" >&2; exit 2; }
 
 python=${PYTHON:-/usr/bin/python3}
 if ! dpkg-query -W -f='${Status}' libopenblas0-openmp 2>/dev/null | grep -q "install ok installed"; then
@@ -112,7 +116,8 @@ EOF
 for ((round = 1; round <= rounds; round++)); do
   for task in $tasks; do
     for kind in $kinds; do
-      hnas_run=("$bench" train --task "$task" --kind "$kind" --threads "$threads" --steps "$steps" --warmup "$warmup")
+      hnas_run=("$bench" train --task "$task" --kind "$kind" --threads "$threads" --steps "$steps" --warmup "$warmup"
+                --precision "$precision")
       torch_run=("$python" scripts/torch_reference.py --task "$task" --kind "$kind" --threads "$threads" --steps "$steps" --warmup "$warmup")
       if ((round % 2)); then
         "${hnas_run[@]}" >>"$results"; "${torch_run[@]}" >>"$results"
@@ -137,6 +142,9 @@ def med(values):
 def span(values, fmt):
     return f"{fmt.format(med(values))} [{fmt.format(min(values))}–{fmt.format(max(values))}]" if len(values) > 1 else fmt.format(values[0])
 configs = list(dict.fromkeys((r["task"], r["kind"]) for r in runs))
+hnas_precision = next(r.get("precision", "f32") for r in runs if r["impl"] == "hnas")
+if hnas_precision != "f32":
+    print(f"hnas trains with {hnas_precision} matmuls, PyTorch in f32.\n")
 print("| task | kind | hnas tokens/s | torch tokens/s | hnas/torch | hnas step ms | torch step ms | hnas peak RSS MiB | torch peak RSS MiB | RSS hnas/torch | hnas step / lnas |")
 print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 for task, kind in configs:

@@ -92,7 +92,7 @@ double clip_gradients(const std::vector<nn::NamedParameter>& parameters, double 
         if (!grad.defined()) continue;
         const float* g = grad.data();
         double sum = 0.0;
-#pragma omp parallel for reduction(+ : sum) schedule(static) if (grad.numel() >= kernels::kParallelGrain)
+#pragma omp parallel for simd reduction(+ : sum) schedule(static) if (grad.numel() >= kernels::kParallelGrain)
         for (int64_t i = 0; i < grad.numel(); ++i) sum += static_cast<double>(g[i]) * g[i];
         squares += sum;
     }
