@@ -9,24 +9,24 @@ Var dropout(const Var& x, float p, Rng& rng) {
     if (p == 0.0f) return x;
     const uint64_t key = rng.next_u64();
     const float keep_scale = 1.0f / (1.0f - p);
-    // The scaled keep mask (0 or 1/(1-p)) of element i; the backward pass recomputes it from the key
-    // instead of storing a mask as large as the input.
-    auto mask = [key, p, keep_scale](int64_t i) {
-        return unit_float(mix64(key + static_cast<uint64_t>(i))) < p ? 0.0f : keep_scale;
-    };
+    // The scaled keep mask (0 or 1/(1-p)) is the derivative, so backward is a product with it.
+    Tensor mask = Tensor::empty(x.shape());
     Tensor y = Tensor::empty(x.shape());
     const float* in = x.value().data();
-    float* out = y.data();
+    float *m = mask.data(), *out = y.data();
     const int64_t n = x.numel();
 #pragma omp parallel for simd schedule(static) if (n >= kernels::kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) out[i] = in[i] * mask(i);
+    for (int64_t i = 0; i < n; ++i) {
+        m[i] = unit_float(mix64(key + static_cast<uint64_t>(i))) < p ? 0.0f : keep_scale;
+        out[i] = in[i] * m[i];
+    }
     return make_result("dropout", y, {x}, [mask](const Tensor& dy, GradSink& sink) {
         auto [dx, accumulate] = sink.target(0);
-        const float* g = dy.data();
+        const float *g = dy.data(), *m = mask.data();
         float* d = dx.data();
         const int64_t n = dx.numel();
 #pragma omp parallel for simd schedule(static) if (n >= kernels::kParallelGrain)
-        for (int64_t i = 0; i < n; ++i) d[i] = (accumulate ? d[i] : 0.0f) + g[i] * mask(i);
+        for (int64_t i = 0; i < n; ++i) d[i] = (accumulate ? d[i] : 0.0f) + g[i] * m[i];
     });
 }
 
