@@ -2,12 +2,17 @@
 # Installs hnas's build dependencies from Debian's packages (idempotent; needs root on a fresh
 # machine) and builds into build/. Environment:
 #   HNAS_BUILD_DIR  build folder (default build)
-#   HNAS_CMAKE_ARGS extra CMake arguments, e.g. "-DHNAS_WERROR=ON" or "-DHNAS_SANITIZE=ON"
+#   HNAS_CMAKE_ARGS extra CMake arguments, e.g. "-DHNAS_WERROR=ON" or "-DHNAS_SANITIZE=ON"; with
+#                   "-DHNAS_BUILD_TESTS=OFF -DHNAS_BUILD_BENCH=OFF" only the hnas executable is configured
+#   HNAS_BUILD_TYPE CMake build type (default Release)
+#   HNAS_BUILD_TARGET build only this CMake target, e.g. hnas (default: all targets)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(build-essential cmake pkg-config python3 libdnnl-dev libsentencepiece-dev nlohmann-json3-dev libspdlog-dev
-          libcli11-dev libgtest-dev libopenmpi-dev openmpi-bin)
+# ocl-icd-opencl-dev: Debian's libdnnl-dev only recommends it, but oneDNN's CMake package config
+# (dnnl-config.cmake) calls find_package(OpenCL) unconditionally, so without it CMake cannot find oneDNN.
+packages=(build-essential cmake pkg-config python3 libdnnl-dev ocl-icd-opencl-dev libsentencepiece-dev
+          nlohmann-json3-dev libspdlog-dev libcli11-dev libgtest-dev libopenmpi-dev openmpi-bin)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
@@ -28,4 +33,6 @@ python3 scripts/prepare_data.py --if-missing -q
 build_dir=${HNAS_BUILD_DIR:-build}
 # shellcheck disable=SC2086 # HNAS_CMAKE_ARGS is a list of arguments
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=${HNAS_BUILD_TYPE:-Release} ${HNAS_CMAKE_ARGS:-} >/dev/null
-cmake --build "$build_dir" -j "$(nproc)"
+target_args=()
+if [ -n "${HNAS_BUILD_TARGET:-}" ]; then target_args=(--target "$HNAS_BUILD_TARGET"); fi
+cmake --build "$build_dir" -j "$(nproc)" "${target_args[@]}"
