@@ -255,6 +255,64 @@ TEST(GigawordReader, BlankPairsAreSkippedButNotAllOfThem) {
                     options.article_path + ", " + options.title_path + ": no line pair has both");
 }
 
+// Control bytes mark a file damaged by a crash: NUL and the other C0 codes except tab; a CR only
+// ends a CRLF line.
+TEST(DamagedLines, ControlBytesAreFoundAndNamed) {
+    using namespace std::string_view_literals;
+    using hnas::data::find_control_byte;
+    constexpr size_t npos = std::string_view::npos;
+    EXPECT_EQ(find_control_byte("tabs\tare text, and so is caf\xC3\xA9"), npos);
+    EXPECT_EQ(find_control_byte("a CRLF ending\r"), npos);
+    EXPECT_EQ(find_control_byte("nul\0here"sv), 3u);
+    EXPECT_EQ(find_control_byte("bell\a"), 4u);
+    EXPECT_EQ(find_control_byte("cr\rinside"), 2u);
+    EXPECT_EQ(find_control_byte("escape \x1b[0m"), 7u);
+    EXPECT_EQ(find_control_byte("delete \x7f is not C0"), npos);
+
+    using hnas::data::DamagedLines;
+    EXPECT_TRUE(hnas::data::accept_line("fine", "f.txt", 1, DamagedLines::reject));
+    EXPECT_FALSE(hnas::data::accept_line("n\0l"sv, "f.txt", 1, DamagedLines::skip));
+    EXPECT_FALSE(hnas::data::accept_line("bad \xff", "f.txt", 1, DamagedLines::skip));
+    EXPECT_CONTAINS(error_of([] { hnas::data::accept_line("ab\0"sv, "f.txt", 7, DamagedLines::reject); }),
+                    "f.txt:7: control byte 0x00 at byte 3 of the line");
+    // The first problem in the line is the one named.
+    EXPECT_CONTAINS(error_of([] { hnas::data::accept_line("\xff\x01", "f.txt", 2, DamagedLines::reject); }),
+                    "f.txt:2: invalid UTF-8 at byte 1");
+    EXPECT_EQ(hnas::data::parse_damaged_lines("skip"), DamagedLines::skip);
+    EXPECT_CONTAINS(error_of([] { hnas::data::parse_damaged_lines("ignore"); }), "'ignore' is not 'reject' or 'skip'");
+}
+
+TEST(DamagedLines, ScanCountsTextAndDamagedLines) {
+    using namespace std::string_literals;
+    const std::string path = write_file("scan.txt", "one\n\n  \nt\0o\nthree\xff\nfour\r\n"s);
+    const hnas::data::TextFileScan scan = hnas::data::scan_text_file(path, hnas::data::DamagedLines::skip);
+    EXPECT_EQ(scan.lines, 6);
+    EXPECT_EQ(scan.text_lines, 2);
+    EXPECT_EQ(scan.damaged_lines, 2);
+    EXPECT_EQ(scan.first_damaged_line, 4);
+    EXPECT_CONTAINS(error_of([&] { hnas::data::scan_text_file(path, hnas::data::DamagedLines::reject); }),
+                    path + ":4: control byte 0x00 at byte 2");
+}
+
+// Under skip, a pair with a damaged article or title is left out whole; the others keep their line
+// numbers (example indices are 0-based lines).
+TEST(DamagedLines, GigawordPairsWithADamagedLineAreLeftOutUnderSkip) {
+    using namespace std::string_literals;
+    Seq2SeqDataOptions options;
+    options.article_path = write_file("dmg_a.txt", "the police said\nofficials \0said\nthe minister said\nrain fell\n"s);
+    options.title_path = write_file("dmg_t.txt", "police\nofficials\nminister \x02 quits\nrain\n");
+    options.epochs = 1;
+    options.shuffle = false;
+    EXPECT_CONTAINS(error_of([&] { Seq2SeqBatcher rejecting(tokenizer(), options); }),
+                    options.article_path + ":2: control byte 0x00");
+    options.damaged_lines = hnas::data::DamagedLines::skip;
+    Seq2SeqBatcher batcher(tokenizer(), options);
+    std::vector<int64_t> examples;
+    while (const auto batch = batcher.next()) examples.insert(examples.end(), batch->example_index.begin(), batch->example_index.end());
+    std::sort(examples.begin(), examples.end());
+    EXPECT_EQ(examples, (std::vector<int64_t>{0, 3}));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Batches
 

@@ -398,13 +398,18 @@ TEST(MlmBatcher, DocumentUnits) {
 TEST(MlmBatcher, ReadsTheStateOfTheUnionOneAddressPerLine) {
     MlmDataOptions options;
     options.sources = {{kSotu, DocumentUnit::line}};
+    // Line 101 (the 1890 address) holds a control byte 0x02 where the source had a fraction: an error
+    // by default, left out under DamagedLines::skip.
+    EXPECT_CONTAINS(error_of([&] { MlmBatcher rejecting(tokenizer(), options); }),
+                    kSotu + ":101: control byte 0x02 at byte 21588 of the line");
+    options.damaged_lines = hnas::data::DamagedLines::skip;
     const auto start = std::chrono::steady_clock::now();
     MlmBatcher batcher(tokenizer(), options);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::printf("[ sotu     ] %lld addresses, %lld tokens read in %.2f s\n", static_cast<long long>(batcher.documents()),
                 static_cast<long long>(batcher.corpus_tokens()), seconds);
-    EXPECT_EQ(batcher.documents(), 233);
-    EXPECT_GT(batcher.corpus_tokens(), 1794884);  // more pieces than words
+    EXPECT_EQ(batcher.documents(), 232);
+    EXPECT_GT(batcher.corpus_tokens(), 1783364);  // more pieces than the words of the 232 addresses (wc -w)
     const MlmBatch batch = *batcher.next();
     EXPECT_EQ(batch.input_ids.dim(0), 32);
 }

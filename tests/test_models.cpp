@@ -4,9 +4,11 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "config/experiment_config.h"
 #include "models/bert.h"
+#include "models/memory_estimate.h"
 #include "models/model_factory.h"
 #include "models/model_io.h"
 #include "test_support.h"
@@ -141,6 +143,60 @@ TEST(Config, EveryShippedConfigParsesAndItsResolvedFormParsesToItself) {
         ++parsed;
     }
     EXPECT_GT(parsed, 0);
+}
+
+// Hostile config files and --set values end in an hnas::Error naming the file (or --set) and the key
+// path, never in a crash or a bare library exception.
+TEST(Config, HostileJsonIsAnErrorNamingTheFileAndTheKey) {
+    const std::string path = (std::filesystem::temp_directory_path() / ("hnas_hostile_" + std::to_string(getpid()) + ".json")).string();
+    auto load_error = [&](const std::string& text, const std::vector<std::string>& overrides = {}) {
+        std::ofstream(path, std::ios::binary) << text;
+        return testing::error_of([&] { config::load_experiment_config(path, overrides); });
+    };
+    const std::string deep_array = std::string(100000, '[') + std::string(100000, ']');
+    EXPECT_CONTAINS(load_error("{\"model\": " + deep_array + "}"), "config " + path + ": not valid JSON: nesting deeper than 100 levels (at model");
+    std::string deep_object;
+    for (int i = 0; i < 100000; ++i) deep_object += "{\"a\": ";
+    deep_object += "1" + std::string(100000, '}');
+    EXPECT_CONTAINS(load_error(deep_object), "nesting deeper than 100 levels (at a.a.a.a");
+    EXPECT_CONTAINS(load_error(R"({"train": {"learning_rate": 1e999}})"), "config " + path + ": not valid JSON: number overflow");
+    EXPECT_CONTAINS(load_error(R"({"train": {"learning_rate": 1e999}})"), "(at train.learning_rate)");
+    EXPECT_CONTAINS(load_error("{\"data\": {\"train_titles\": \"x\xff.txt\"}}"), "ill-formed UTF-8");
+    EXPECT_CONTAINS(load_error("{\"data\": {\"train_titles\": \"x\xff.txt\"}}"), "(at data.train_titles)");
+    EXPECT_CONTAINS(load_error(R"({"data": {"train_sources": [{"path": "a"}, {"path": 1e400}]}})"),
+                    "(at data.train_sources[1].path)");
+    EXPECT_CONTAINS(load_error(R"({"seed": 18446744073709551615})"), "config seed: must be at most");
+    const std::string good = R"({"task": "headline"})";
+    EXPECT_CONTAINS(load_error(good, {"train.learning_rate=1e999"}), "--set train.learning_rate: the number 1e999 is beyond the range of a double");
+    EXPECT_CONTAINS(load_error(good, {"data.train_titles=x\xff.txt"}), "--set data.train_titles: invalid UTF-8 at byte 20");
+    EXPECT_CONTAINS(load_error(good, {"data.train\xff=x"}), "--set : invalid UTF-8 at byte 11");
+    EXPECT_CONTAINS(load_error(good, {"model.encoder_layers=" + deep_array}), "--set model.encoder_layers: nesting deeper than 100 levels");
+    std::string deep_key = "a";
+    for (int i = 0; i < 100000; ++i) deep_key += ".a";
+    EXPECT_CONTAINS(load_error(good, {deep_key + "=1"}), "key path deeper than 100 levels");
+    // Not JSON at all: a plain string value, which the strict reader then rejects by type.
+    EXPECT_CONTAINS(load_error(good, {"train.learning_rate=fast"}), "config train.learning_rate: expected a number, got \"fast\"");
+    std::filesystem::remove(path);
+}
+
+TEST(Models, MemoryEstimateCountsTheParametersOfTheBuiltModel) {
+    for (const std::string task : {"headline", "mlm"}) {
+        for (const bool pre_norm : {false, true}) {
+            Json raw = tiny_config(task);
+            raw["model"]["norm"] = pre_norm ? "pre" : "post";
+            if (task == "headline") raw["model"]["tie_embeddings"] = pre_norm;
+            const config::ExperimentConfig parsed = config::parse_experiment_config(raw);
+            Rng init(1), dropout(2);
+            const int64_t built = task == "headline" ? models::Seq2SeqModel(parsed.model, init, dropout).parameter_count()
+                                                     : models::BertModel(parsed.model, init, dropout).parameter_count();
+            const models::MemoryEstimate estimate = models::estimate_training_memory(parsed.model, {4, 16, 16, 64});
+            // Only the attention kinds' per-head scalars are left out (hnas: one u per head and layer).
+            const int64_t per_head_scalars = parsed.model.heads * parsed.model.encoder_layers;
+            EXPECT_EQ(estimate.parameters + per_head_scalars, built) << task << (pre_norm ? " pre-LN" : " post-LN");
+            EXPECT_EQ(estimate.parameter_bytes, 16 * estimate.parameters);
+            EXPECT_GT(estimate.activation_bytes, 0);
+        }
+    }
 }
 
 TEST(Models, TinyModelsBuildAndLearn) {

@@ -174,6 +174,141 @@ TEST(Trainer, ExistingRunNeedsResume) {
     }
 }
 
+// Flips one byte in the middle of a file: what a bad disk or a torn copy does to a checkpoint.
+void damage(const fs::path& file) {
+    std::fstream io(file, std::ios::in | std::ios::out | std::ios::binary);
+    io.seekg(static_cast<std::streamoff>(fs::file_size(file) / 2));
+    const char byte = static_cast<char>(io.get());
+    io.seekp(static_cast<std::streamoff>(fs::file_size(file) / 2));
+    io.put(static_cast<char>(byte ^ 0x5A));
+}
+
+std::vector<std::string> file_names(const fs::path& directory) {
+    std::vector<std::string> names;
+    for (const auto& entry : fs::directory_iterator(directory)) names.push_back(entry.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+// Rotation counts only checkpoints that load: a damaged newest one is set aside on resume (neither
+// loaded again nor counted), and the checkpoint the run resumed from stays until a newer one has been
+// written and verified. (Rotation used to count a damaged file as one of the `keep` and delete good ones.)
+TEST(Trainer, CheckpointRotationNeverCostsAGoodCheckpoint) {
+    const auto& env = TrainEnvironment::get();
+    Json raw = headline_config(env);
+    raw["train"]["steps"] = 4;
+    raw["checkpoint"]["every"] = 1;
+    raw["checkpoint"]["keep"] = 3;
+    RunDir dir("rotation");
+    run(raw, dir.path);
+    const fs::path checkpoints = dir.path / "checkpoints";
+    ASSERT_EQ(file_names(checkpoints), (std::vector<std::string>{"step-00000002.ckpt", "step-00000003.ckpt", "step-00000004.ckpt"}));
+    damage(checkpoints / "step-00000004.ckpt");
+
+    raw["train"]["steps"] = 10;
+    raw["checkpoint"]["keep"] = 2;
+    const train::TrainResult resumed = run(raw, dir.path, true, 1);
+    EXPECT_EQ(resumed.steps, 4);  // from step 3, one step
+    EXPECT_EQ(file_names(checkpoints),
+              (std::vector<std::string>{"step-00000003.ckpt", "step-00000004.ckpt", "step-00000004.ckpt.damaged"}));
+    for (const std::string name : {"step-00000003.ckpt", "step-00000004.ckpt"}) {
+        EXPECT_NO_THROW(io::Checkpoint::load((checkpoints / name).string())) << name;
+    }
+    // A second damage of the same step is set aside beside the first.
+    damage(checkpoints / "step-00000004.ckpt");
+    EXPECT_EQ(run(raw, dir.path, true, 2).steps, 5);
+    EXPECT_EQ(file_names(checkpoints), (std::vector<std::string>{"step-00000004.ckpt", "step-00000004.ckpt.damaged",
+                                                                 "step-00000004.ckpt.damaged-2", "step-00000005.ckpt"}));
+    // Nothing loads: the error says so, and nothing good was lost on the way.
+    damage(checkpoints / "step-00000004.ckpt");
+    damage(checkpoints / "step-00000005.ckpt");
+    EXPECT_CONTAINS(testing::error_of([&] { run(raw, dir.path, true); }), "no loadable checkpoint in " + checkpoints.string());
+}
+
+// Every check runs before the first file is written: a failed start leaves no run directory, and a
+// tokenizer trained for a start that then failed is not reused by the next one.
+TEST(Trainer, AFailedStartLeavesNothingBehind) {
+    const auto& env = TrainEnvironment::get();
+    RunDir dir("failed_start");
+    Json raw = headline_config(env);
+    raw["train"]["steps"] = 2;
+    raw["tokenizer"] = {{"vocab_size", 120}};  // trained from the data
+    raw["model"]["vocab_size"] = 121;          // ... and then found not to match
+    EXPECT_CONTAINS(testing::error_of([&] { run(raw, dir.path); }), "model.vocab_size is 121 but the tokenizer has 120 pieces");
+    EXPECT_FALSE(fs::exists(dir.path));
+    raw["model"].erase("vocab_size");
+    raw["data"]["valid_titles"] = (dir.path.parent_path() / "missing_titles.txt").string();
+    EXPECT_CONTAINS(testing::error_of([&] { run(raw, dir.path); }), "data.valid_titles: cannot open");
+    EXPECT_FALSE(fs::exists(dir.path));
+    // A start that did succeed trains its own tokenizer and writes its files.
+    raw["data"]["valid_titles"] = env.valid_titles;
+    raw["tokenizer"]["vocab_size"] = 110;
+    run(raw, dir.path);
+    EXPECT_EQ(file_names(dir.path), (std::vector<std::string>{"best.ckpt", "checkpoints", "config.json", "metrics.jsonl",
+                                                              "tokenizer.model", "tokenizer.vocab"}));
+    EXPECT_EQ(data::Tokenizer::load((dir.path / "tokenizer.model").string()).vocab_size(), 110);
+    EXPECT_EQ(config::read_json_file((dir.path / "config.json").string()).at("tokenizer").at("vocab_size"), 110);
+}
+
+// Data files are checked whole before anything is written: damaged lines name file, line and config
+// key (or are left out under data.damaged_lines "skip"), and a training file without text is named.
+TEST(Trainer, DamagedOrEmptyDataIsNamedBeforeTheRunStarts) {
+    const auto& env = TrainEnvironment::get();
+    RunDir dir("bad_data");
+    fs::create_directories(dir.path.parent_path());
+    const std::string damaged = (dir.path.parent_path() / "damaged_titles.txt").string();
+    {
+        std::ifstream in(env.titles);
+        std::ofstream out(damaged, std::ios::binary);
+        std::string line;
+        for (int number = 1; std::getline(in, line); ++number) out << (number == 7 ? line + std::string(1, '\0') : line) << "\n";
+    }
+    Json raw = headline_config(env);
+    raw["train"]["steps"] = 2;
+    raw["data"]["train_titles"] = damaged;
+    EXPECT_CONTAINS(testing::error_of([&] { run(raw, dir.path); }), "data.train_titles: " + damaged + ":7: control byte 0x00");
+    EXPECT_FALSE(fs::exists(dir.path));
+    raw["data"]["damaged_lines"] = "skip";
+    EXPECT_EQ(run(raw, dir.path).steps, 2);
+
+    const std::string empty_articles = (dir.path.parent_path() / "empty_articles.txt").string();
+    const std::string empty_titles = (dir.path.parent_path() / "empty_titles.txt").string();
+    std::ofstream(empty_articles) << "\n  \n";
+    std::ofstream(empty_titles) << "";
+    raw = headline_config(env);
+    raw["tokenizer"] = {{"vocab_size", 120}};
+    raw["data"]["train_articles"] = empty_articles;
+    raw["data"]["train_titles"] = empty_titles;
+    RunDir empty_run("empty_data");
+    EXPECT_CONTAINS(testing::error_of([&] { run(raw, empty_run.path); }),
+                    "data.train_articles: " + empty_articles + " holds no text (2 line(s), all blank)");
+    EXPECT_FALSE(fs::exists(empty_run.path));
+    // The tokenizer trainer names the files too, for callers that skip the run's checks.
+    data::TokenizerTrainOptions options;
+    options.inputs = {empty_articles, empty_titles};
+    options.model_prefix = (dir.path.parent_path() / "never").string();
+    EXPECT_CONTAINS(testing::error_of([&] { data::train_tokenizer(options); }),
+                    "the input files hold no text: " + empty_articles + ", " + empty_titles);
+}
+
+// A model far beyond the machine's memory is refused before anything is allocated or written, with the
+// estimate, the memory available and the keys that drive the size.
+TEST(Trainer, AModelThatCannotFitIsRefusedBeforeBuilding) {
+    const auto& env = TrainEnvironment::get();
+    Json raw = headline_config(env);
+    raw["model"]["d_model"] = 16384;
+    raw["model"]["ffn_dim"] = 65536;
+    raw["model"]["encoder_layers"] = 48;
+    raw["model"]["decoder_layers"] = 48;
+    RunDir dir("too_big");
+    const std::string message = testing::error_of([&] { run(raw, dir.path); });
+    EXPECT_CONTAINS(message, "train: this model and batch need about ");
+    EXPECT_CONTAINS(message, " GiB (");
+    EXPECT_CONTAINS(message, "is available (");
+    EXPECT_CONTAINS(message, "model.d_model, model.ffn_dim, model.heads, model.encoder_layers, model.decoder_layers");
+    EXPECT_FALSE(fs::exists(dir.path));
+}
+
 // A NaN planted in one parameter of the newest checkpoint: the resumed run must stop at its first step,
 // naming the step, and leave the checkpoints as they were.
 TEST(Trainer, NonFiniteValuesStopTheRunNamingTheStep) {

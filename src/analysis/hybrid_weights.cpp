@@ -5,6 +5,7 @@
 #include <map>
 
 #include "models/model_factory.h"
+#include "tensor/json.h"
 
 namespace hnas::analysis {
 
@@ -16,12 +17,12 @@ std::vector<HybridWeights> hybrid_weights_of_run(const std::string& run_dir) {
     std::string line;
     for (int64_t number = 1; std::getline(in, line); ++number) {
         if (line.empty()) continue;
-        nlohmann::ordered_json record;
+        Json record;
         try {
-            record = nlohmann::ordered_json::parse(line);
-        } catch (const nlohmann::json::exception& e) {
+            record = parse_json(line, path + ":" + std::to_string(number) + ": not JSON:");
+        } catch (const Error& e) {
             // A run killed while writing leaves a partial last line; anything else is damage.
-            HNAS_CHECK(in.peek() == std::char_traits<char>::eof(), path, ":", number, ": not JSON: ", e.what());
+            if (in.peek() != std::char_traits<char>::eof()) throw;
             continue;
         }
         if (!record.contains("hybrid_u") || !record.contains("step") || record.at("hybrid_u").empty()) continue;

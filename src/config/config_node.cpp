@@ -1,9 +1,12 @@
 #include "config/config_node.h"
 
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
+#include "data/text_io.h"
 #include "tensor/check.h"
 
 namespace hnas::config {
@@ -42,6 +45,9 @@ int64_t ConfigNode::integer(const std::string& key, int64_t fallback, int64_t mi
     int64_t result = fallback;
     if (const Json* value = find(key)) {
         if (!value->is_number_integer()) fail(key, "expected an integer, got " + describe(*value));
+        if (value->is_number_unsigned() && value->get<uint64_t>() > static_cast<uint64_t>(max)) {
+            fail(key, "must be at most " + std::to_string(max) + ", got " + describe(*value));
+        }
         result = value->get<int64_t>();
     }
     if (result < min || result > max) {
@@ -142,17 +148,36 @@ void ConfigNode::finish() const {
     }
 }
 
+namespace {
+
+// True when `text` is a decimal number too large for a double ("1e999"): an error, not a string.
+bool overflows_double(const std::string& text) {
+    if (text.empty()) return false;
+    char* end = nullptr;
+    errno = 0;
+    const double value = std::strtod(text.c_str(), &end);
+    return end == text.c_str() + text.size() && errno == ERANGE && std::isinf(value);
+}
+
+}  // namespace
+
 void apply_override(Json& config, const std::string& assignment) {
     const size_t equals = assignment.find('=');
     HNAS_CHECK(equals != std::string::npos && equals > 0, "--set ", assignment, ": expected key.path=value");
     const std::string path = assignment.substr(0, equals), text = assignment.substr(equals + 1);
-    Json value = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (value.is_discarded()) value = text;
+    // Config strings must be UTF-8 like the files: JSON cannot hold anything else.
+    const size_t bad_byte = data::find_invalid_utf8(assignment);
+    HNAS_CHECK(bad_byte == std::string_view::npos, "--set ", bad_byte < equals ? "" : path, ": invalid UTF-8 at byte ",
+               bad_byte + 1, " of the argument");
+    HNAS_CHECK(!overflows_double(text), "--set ", path, ": the number ", text, " is beyond the range of a double");
+    const Json value = Json::accept(text) ? parse_json(text, "--set " + path + ":") : Json(text);
     Json* node = &config;
     std::istringstream parts(path);
     std::string part;
     std::vector<std::string> keys;
     while (std::getline(parts, part, '.')) keys.push_back(part);
+    HNAS_CHECK(keys.size() <= static_cast<size_t>(kMaxJsonDepth), "--set ", path.substr(0, 60),
+               "...: key path deeper than ", kMaxJsonDepth, " levels");
     for (size_t i = 0; i + 1 < keys.size(); ++i) {
         HNAS_CHECK(!keys[i].empty(), "--set ", assignment, ": empty key in the path");
         Json& next = (*node)[keys[i]];
@@ -165,13 +190,12 @@ void apply_override(Json& config, const std::string& assignment) {
 }
 
 Json read_json_file(const std::string& path) {
-    std::ifstream in(path);
+    std::ifstream in(path, std::ios::binary);
     HNAS_CHECK(in, "config ", path, ": cannot open the file");
-    try {
-        return Json::parse(in, nullptr, true, /*ignore_comments=*/false);
-    } catch (const nlohmann::json::parse_error& e) {
-        throw Error("config " + path + ": not valid JSON (" + e.what() + ")");
-    }
+    std::ostringstream text;
+    text << in.rdbuf();
+    HNAS_CHECK(!in.bad(), "config ", path, ": cannot read the file");
+    return parse_json(text.str(), "config " + path + ": not valid JSON:");
 }
 
 }  // namespace hnas::config

@@ -6,14 +6,15 @@
 
 #include <cstdint>
 #include <limits>
-#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "tensor/json.h"
+
 namespace hnas::config {
 
-using Json = nlohmann::ordered_json;
+using hnas::Json;
 
 class ConfigNode {
 public:
@@ -57,10 +58,11 @@ private:
 };
 
 // Applies "a.b.c=value" overrides (command line --set) to a raw config before it is read. The value
-// is parsed as JSON when it is valid JSON (numbers, true, [..]) and taken as a string otherwise.
+// is parsed as JSON when it is valid JSON (numbers, true, [..]) and taken as a string otherwise; a
+// number beyond a double's range and invalid UTF-8 are errors.
 void apply_override(Json& config, const std::string& assignment);
 
-// Reads a JSON file, naming the path and the parse position on error.
+// Reads a JSON file (depth-bounded, parse_json), naming the path, key path and position on error.
 Json read_json_file(const std::string& path);
 
 }  // namespace hnas::config

@@ -160,6 +160,7 @@ DataConfig parse_data(ConfigNode& node, Task task) {
     d.batch_sentences = node.integer("batch_sentences", 32, 0);
     d.batch_tokens = node.integer("batch_tokens", 0, 0);
     if (d.batch_sentences == 0 && d.batch_tokens == 0) node.fail("batch_sentences", "and batch_tokens cannot both be 0");
+    d.damaged_lines = data::parse_damaged_lines(node.choice("damaged_lines", "reject", {"reject", "skip"}));
     return d;
 }
 
@@ -254,6 +255,8 @@ ExperimentConfig load_experiment_config(const std::string& path, const std::vect
         return parse_experiment_config(raw);
     } catch (const Error& e) {
         throw Error(std::string(e.what()) + " (in " + path + ")");
+    } catch (const nlohmann::json::exception& e) {
+        throw Error(std::string("config ") + path + ": " + e.what());
     }
 }
 

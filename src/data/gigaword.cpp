@@ -28,7 +28,7 @@ uint64_t checked_file_size(const std::string& path) {
 }  // namespace
 
 LineAlignedCorpus::LineAlignedCorpus(std::string article_path, std::string title_path, int64_t region_lines,
-                                     size_t max_line_bytes)
+                                     size_t max_line_bytes, DamagedLines damaged)
     : article_bytes_(checked_file_size(article_path)),
       title_bytes_(checked_file_size(title_path)),
       article_(std::move(article_path), max_line_bytes),
@@ -55,10 +55,11 @@ LineAlignedCorpus::LineAlignedCorpus(std::string article_path, std::string title
         }
         if (pairs_ % region_lines_ == 0) region_offsets_.push_back(offsets);
         ++pairs_;
-        check_utf8(article, article_.path(), pairs_);
-        check_utf8(title, title_.path(), pairs_);
+        const bool good_article = accept_line(article, article_.path(), pairs_, damaged);
+        if (!accept_line(title, title_.path(), pairs_, damaged) || !good_article) left_out_.push_back(pairs_ - 1);
     }
     fingerprint_ = hash_combine(hash_combine(hash_combine(0, article_bytes_), title_bytes_), static_cast<uint64_t>(pairs_));
+    if (!left_out_.empty()) fingerprint_ = hash_combine(fingerprint_, static_cast<uint64_t>(left_out_.size()));
 }
 
 void LineAlignedCorpus::read_region(int64_t region,
@@ -69,12 +70,17 @@ void LineAlignedCorpus::read_region(int64_t region,
     const auto [article_offset, title_offset] = region_offsets_[static_cast<size_t>(region)];
     article_.seek(article_offset, first + 1);
     title_.seek(title_offset, first + 1);
+    auto left_out = std::lower_bound(left_out_.begin(), left_out_.end(), first);
     std::string_view article, title;
     for (int64_t i = 0; i < count; ++i) {
         const bool has_article = article_.next(article);
         const bool has_title = title_.next(title);
         HNAS_CHECK(has_article && has_title, has_article ? title_.path() : article_.path(), " ends at line ",
                    first + i, " but had ", pairs_, " lines when it was opened: the file changed");
+        if (left_out != left_out_.end() && *left_out == first + i) {
+            ++left_out;
+            continue;
+        }
         visit(first + i, article, title);
     }
 }
@@ -88,7 +94,8 @@ public:
         : tokenizer_(std::move(tokenizer)),
           options_(validated(std::move(options))),
           corpus_(options_.article_path, options_.title_path,
-                  std::max<int64_t>(1, options_.shuffle_buffer / options_.shuffle_regions), options_.max_line_bytes),
+                  std::max<int64_t>(1, options_.shuffle_buffer / options_.shuffle_regions), options_.max_line_bytes,
+                  options_.damaged_lines),
           windows_per_epoch_((corpus_.regions() + options_.shuffle_regions - 1) / options_.shuffle_regions) {
         uint64_t hash = hash_combine(corpus_.fingerprint(), tokenizer_.model_hash());
         for (int64_t value : {options_.max_source, options_.max_target, options_.shuffle_buffer,

@@ -35,11 +35,12 @@ class LineAlignedCorpus {
 public:
     // One pass over both files. Throws (naming files and lines) if a file cannot be opened or is
     // empty, if the line counts differ (with both counts and the line where the shorter file ends),
-    // on invalid UTF-8 and on lines longer than max_line_bytes.
+    // on damaged lines under DamagedLines::reject (a pair with a damaged line is left out under skip)
+    // and on lines longer than max_line_bytes.
     LineAlignedCorpus(std::string article_path, std::string title_path, int64_t region_lines,
-                      size_t max_line_bytes = kDefaultMaxLineBytes);
+                      size_t max_line_bytes = kDefaultMaxLineBytes, DamagedLines damaged = DamagedLines::reject);
 
-    int64_t pairs() const { return pairs_; }
+    int64_t pairs() const { return pairs_; }  // line pairs, left-out ones included
     int64_t regions() const { return static_cast<int64_t>(region_offsets_.size()); }
     // Hash of the files' sizes and line count (for data positions).
     uint64_t fingerprint() const { return fingerprint_; }
@@ -47,7 +48,8 @@ public:
     const std::string& title_path() const { return title_.path(); }
 
     // Calls visit(line_index, article, title) for each pair of region `region` in file order;
-    // line_index is 0-based. Throws if the files have changed since they were opened.
+    // line_index is 0-based; left-out pairs are not visited. Throws if the files have changed since
+    // they were opened.
     void read_region(int64_t region,
                      const std::function<void(int64_t, std::string_view, std::string_view)>& visit);
 
@@ -57,6 +59,7 @@ private:
     int64_t region_lines_;
     int64_t pairs_ = 0;
     std::vector<std::pair<uint64_t, uint64_t>> region_offsets_;  // byte offsets of each region's first line
+    std::vector<int64_t> left_out_;                              // 0-based indices of damaged pairs, ascending
     uint64_t fingerprint_ = 0;
 };
 
@@ -65,6 +68,7 @@ struct Seq2SeqDataOptions {
     int64_t max_source = 128;  // article pieces kept
     int64_t max_target = 64;   // decoder positions: title pieces kept are max_target - 1
     size_t max_line_bytes = kDefaultMaxLineBytes;
+    DamagedLines damaged_lines = DamagedLines::reject;
     int64_t shuffle_buffer = 65536;  // examples in memory at once (one window)
     int64_t shuffle_regions = 16;    // regions of the file mixed in one window
     bool shuffle = true;             // false: regions in file order, batches in length order

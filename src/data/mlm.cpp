@@ -238,7 +238,7 @@ class CorpusBuilder {
 public:
     CorpusBuilder(const Tokenizer& tokenizer, TokenizedCorpus& corpus) : tokenizer_(tokenizer), corpus_(corpus) {}
 
-    void read(const TextSource& source, size_t max_line_bytes) {
+    void read(const TextSource& source, size_t max_line_bytes, DamagedLines damaged) {
         LineReader reader(source.path, max_line_bytes);
         std::string block;
         std::string_view line;
@@ -249,7 +249,7 @@ public:
             if (source.unit == DocumentUnit::block) end_document();
         };
         while (reader.next(line)) {
-            check_utf8(line, source.path, reader.line_number());
+            if (!accept_line(line, source.path, reader.line_number(), damaged)) continue;
             if (source.unit == DocumentUnit::line) {
                 add_text(line);
                 end_document();
@@ -305,7 +305,7 @@ public:
             HNAS_CHECK(!error, "cannot open ", source.path, ": ", error.message());
             HNAS_CHECK(size > 0, source.path, " is empty");
             hash = hash_combine(hash_combine(hash, size), static_cast<uint64_t>(source.unit));
-            builder.read(source, options_.max_line_bytes);
+            builder.read(source, options_.max_line_bytes, options_.damaged_lines);
         }
         bool usable = false;
         for (size_t d = 0; d < corpus_.document_end.size() && !usable; ++d) {

@@ -87,6 +87,7 @@ struct MlmDataOptions {
     double swap_prob = 0.5;        // sentence-order prediction: probability of swapping A and B
     MaskingOptions masking;
     size_t max_line_bytes = kDefaultMaxLineBytes;
+    DamagedLines damaged_lines = DamagedLines::reject;
     bool shuffle = true;           // false: sequences in document order, batches in length order
     uint64_t seed = 0;
     BatchOptions batch;

@@ -2,6 +2,7 @@
 #include "data/text_io.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "tensor/check.h"
@@ -60,10 +61,52 @@ size_t find_invalid_utf8(std::string_view text) {
     return std::string_view::npos;
 }
 
-void check_utf8(std::string_view line, const std::string& path, int64_t line_number) {
-    const size_t bad = find_invalid_utf8(line);
-    HNAS_CHECK(bad == std::string_view::npos, path, ":", line_number, ": invalid UTF-8 at byte ", bad + 1,
-               " of the line");
+size_t find_control_byte(std::string_view text) {
+    const size_t size = text.size();
+    for (size_t i = 0; i < size; ++i) {
+        const auto byte = static_cast<unsigned char>(text[i]);
+        if (byte >= 0x20 || byte == '\t' || (byte == '\r' && i + 1 == size)) continue;
+        return i;
+    }
+    return std::string_view::npos;
+}
+
+DamagedLines parse_damaged_lines(std::string_view name) {
+    if (name == "reject") return DamagedLines::reject;
+    if (name == "skip") return DamagedLines::skip;
+    throw Error(concat_message("damaged-lines policy '", name, "' is not 'reject' or 'skip'"));
+}
+
+bool accept_line(std::string_view line, const std::string& path, int64_t line_number, DamagedLines policy) {
+    const size_t bad_utf8 = find_invalid_utf8(line);
+    const size_t control = find_control_byte(line);
+    if (bad_utf8 == std::string_view::npos && control == std::string_view::npos) return true;
+    if (policy == DamagedLines::skip) return false;
+    std::string problem;
+    if (control < bad_utf8) {
+        char code[8];
+        std::snprintf(code, sizeof code, "0x%02X", static_cast<unsigned>(static_cast<unsigned char>(line[control])));
+        problem = concat_message("control byte ", code, " at byte ", control + 1);
+    } else {
+        problem = concat_message("invalid UTF-8 at byte ", bad_utf8 + 1);
+    }
+    throw Error(concat_message(path, ":", line_number, ": ", problem,
+                               " of the line (a damaged file? data.damaged_lines \"skip\" leaves such lines out)"));
+}
+
+TextFileScan scan_text_file(const std::string& path, DamagedLines policy) {
+    TextFileScan scan;
+    LineReader reader(path);
+    std::string_view line;
+    while (reader.next(line)) {
+        ++scan.lines;
+        if (!accept_line(line, path, reader.line_number(), policy)) {
+            if (scan.damaged_lines++ == 0) scan.first_damaged_line = reader.line_number();
+        } else if (!is_blank(line)) {
+            ++scan.text_lines;
+        }
+    }
+    return scan;
 }
 
 bool is_blank(std::string_view text) {

@@ -1,6 +1,7 @@
 // Reading text files line by line without holding them in memory: a block-buffered LineReader that
 // can seek to a remembered byte offset (to revisit a region of a corpus) and refuses over-long lines,
-// and a UTF-8 validator. Errors name the file and the 1-based line number.
+// and the checks of a line's bytes (UTF-8, control bytes). Errors name the file and the 1-based line
+// number.
 #pragma once
 
 #include <cstdint>
@@ -20,8 +21,29 @@ inline constexpr size_t kDefaultMaxLineBytes = size_t{1} << 20;
 // and code points above U+10FFFF (RFC 3629, section 4).
 size_t find_invalid_utf8(std::string_view text);
 
-// Throws if `line` is not valid UTF-8, naming path, line number and the byte column.
-void check_utf8(std::string_view line, const std::string& path, int64_t line_number);
+// The byte offset of the first control byte in `text` (C0 codes other than tab, and a carriage
+// return anywhere but at the end, where CRLF line endings put it), or std::string_view::npos. NUL
+// bytes and other control codes are what a crash leaves in a file, never text.
+size_t find_control_byte(std::string_view text);
+
+// What the readers do with a damaged line (invalid UTF-8 or a control byte): stop with an error
+// naming file and line (the default), or leave it out (config `data.damaged_lines`).
+enum class DamagedLines { reject, skip };
+DamagedLines parse_damaged_lines(std::string_view name);  // "reject" or "skip"
+
+// True for a good line. A damaged one throws naming path, line number, the byte and the problem
+// under `reject`, and returns false under `skip`.
+bool accept_line(std::string_view line, const std::string& path, int64_t line_number, DamagedLines policy);
+
+// One pass over a text file, for checking data before a run writes anything.
+struct TextFileScan {
+    int64_t lines = 0;
+    int64_t text_lines = 0;          // good lines that are not blank
+    int64_t damaged_lines = 0;       // left out under DamagedLines::skip
+    int64_t first_damaged_line = 0;  // 1-based; 0 when none
+};
+// Throws naming the file when it cannot be read, and on the first damaged line under `reject`.
+TextFileScan scan_text_file(const std::string& path, DamagedLines policy);
 
 // True if `text` holds nothing but ASCII whitespace.
 bool is_blank(std::string_view text);

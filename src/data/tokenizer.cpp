@@ -118,7 +118,7 @@ void train_tokenizer(const TokenizerTrainOptions& options) {
         std::string_view line;
         std::string piece;
         while (reader.next(line)) {
-            check_utf8(line, path, reader.line_number());
+            if (!accept_line(line, path, reader.line_number(), options.damaged_lines)) continue;
             for_each_word(line, [&](size_t start, size_t end) {
                 const std::string_view word = line.substr(start, end - start);
                 if (is_unk_marker(word)) return;
@@ -135,7 +135,11 @@ void train_tokenizer(const TokenizerTrainOptions& options) {
             }
         }
     }
-    HNAS_CHECK(!sample.items().empty(), "tokenizer training: the input files hold no text");
+    if (sample.items().empty()) {
+        std::string files;
+        for (const std::string& path : options.inputs) files += (files.empty() ? "" : ", ") + path;
+        throw Error("tokenizer training: the input files hold no text: " + files);
+    }
 
     const std::unordered_map<std::string, std::string> arguments = {
         {"model_prefix", options.model_prefix},

@@ -20,6 +20,8 @@
 #include <utility>
 #include <vector>
 
+#include "data/text_io.h"
+
 namespace sentencepiece {
 class SentencePieceProcessor;
 }
@@ -51,6 +53,7 @@ struct TokenizerTrainOptions {
     // SentencePiece's EM threads. The trained model depends only on the inputs and these options,
     // this one included (threads split the sums), so keep it fixed for reproducible vocabularies.
     int num_threads = 2;
+    DamagedLines damaged_lines = DamagedLines::reject;
 };
 
 // Trains a model as described above, quietly (SentencePiece's logging is turned off) and

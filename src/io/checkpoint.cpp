@@ -19,6 +19,8 @@
 #include <unordered_set>
 #include <utility>
 
+#include "tensor/json.h"
+
 namespace hnas::io {
 
 static_assert(std::endian::native == std::endian::little,
@@ -276,11 +278,7 @@ Layout read_layout(const InputFile& file) {
         fail(path, "nonzero padding between the header and the data section");
     text.resize(header_length);
 
-    try {
-        layout.header = Json::parse(text);
-    } catch (const Json::exception& e) {
-        fail(path, "the header is not valid JSON: ", e.what());
-    }
+    layout.header = parse_json(text, "checkpoint " + path + ": the header is not valid JSON:");
     if (!layout.header.is_object()) fail(path, "the header is not a JSON object");
     const Json& format_version = required_field(layout.header, "format_version", path, "the header");
     if (format_version != version)
@@ -457,13 +455,12 @@ void CheckpointWriter::write(const std::string& path) const {
 
 // ---- Checkpoint ----------------------------------------------------------------------------------------
 
-Checkpoint Checkpoint::load(const std::string& path) {
-    const InputFile file(path);
-    Layout layout = read_layout(file);
-    Checkpoint checkpoint;
-    checkpoint.path_ = path;
-    checkpoint.tensors_.resize(layout.entries.size());
-    checkpoint.blobs_.resize(layout.entries.size());
+namespace {
+
+// Reads every entry of the data section into destination(i, entry), checking the zero padding before
+// it and its checksum.
+template <typename Destination>
+void read_entries(const InputFile& file, const Layout& layout, const std::string& path, Destination destination) {
     uint64_t end = 0;
     for (size_t i = 0; i < layout.entries.size(); ++i) {
         const EntryInfo& entry = layout.entries[i];
@@ -471,26 +468,48 @@ Checkpoint Checkpoint::load(const std::string& path) {
         file.read_at(layout.data_start + end, padding, entry.offset - end);
         if (!all_zero(padding, entry.offset - end))
             fail(path, "nonzero padding before entry '", entry.name, "'");
-        void* destination;
-        if (entry.type == EntryType::bytes) {
-            checkpoint.blobs_[i].resize(entry.length);
-            destination = checkpoint.blobs_[i].data();
-        } else {
-            const DType dtype = entry.type == EntryType::f32 ? DType::f32 : DType::i32;
-            Tensor& tensor = checkpoint.tensors_[i] = Tensor::empty(entry.shape, dtype);
-            destination = const_cast<void*>(entry_bytes(tensor));
-        }
-        file.read_at(layout.data_start + entry.offset, destination, entry.length);
-        const uint32_t crc = crc32c(destination, entry.length);
+        void* bytes = destination(i, entry);
+        file.read_at(layout.data_start + entry.offset, bytes, entry.length);
+        const uint32_t crc = crc32c(bytes, entry.length);
         if (crc != entry.crc32c)
             fail(path, "checksum mismatch in entry '", entry.name, "' (stored ", hex32(entry.crc32c), ", computed ",
                  hex32(crc), ")");
-        checkpoint.index_.emplace(entry.name, i);
         end = entry.offset + entry.length;
     }
+}
+
+}  // namespace
+
+Checkpoint Checkpoint::load(const std::string& path) {
+    const InputFile file(path);
+    Layout layout = read_layout(file);
+    Checkpoint checkpoint;
+    checkpoint.path_ = path;
+    checkpoint.tensors_.resize(layout.entries.size());
+    checkpoint.blobs_.resize(layout.entries.size());
+    read_entries(file, layout, path, [&](size_t i, const EntryInfo& entry) -> void* {
+        checkpoint.index_.emplace(entry.name, i);
+        if (entry.type == EntryType::bytes) {
+            checkpoint.blobs_[i].resize(entry.length);
+            return checkpoint.blobs_[i].data();
+        }
+        const DType dtype = entry.type == EntryType::f32 ? DType::f32 : DType::i32;
+        Tensor& tensor = checkpoint.tensors_[i] = Tensor::empty(entry.shape, dtype);
+        return const_cast<void*>(entry_bytes(tensor));
+    });
     checkpoint.header_ = std::move(layout.header);
     checkpoint.entries_ = std::move(layout.entries);
     return checkpoint;
+}
+
+void verify_checkpoint(const std::string& path) {
+    const InputFile file(path);
+    const Layout layout = read_layout(file);
+    std::vector<char> scratch;
+    read_entries(file, layout, path, [&](size_t, const EntryInfo& entry) -> void* {
+        scratch.resize(entry.length);
+        return scratch.data();
+    });
 }
 
 size_t Checkpoint::find(const std::string& name, bool want_bytes) const {

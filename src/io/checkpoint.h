@@ -135,6 +135,10 @@ private:
     std::unordered_map<std::string, size_t> index_;
 };
 
+// Checks a checkpoint file as load() does, holding one entry in memory at a time; throws hnas::Error
+// naming the file and the problem.
+void verify_checkpoint(const std::string& path);
+
 // The verified header alone (preamble, header checksum, entry layout, file size), without reading or
 // checksumming the data: what `hnas inspect` prints.
 nlohmann::ordered_json read_checkpoint_header(const std::string& path);

@@ -6,13 +6,16 @@
 #include <array>
 #include <atomic>
 #include <bit>
-#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <span>
 #include <thread>
 
@@ -24,9 +27,12 @@
 #include "eval/rouge.h"
 #include "models/bert.h"
 #include "models/model_factory.h"
+#include "models/memory_estimate.h"
 #include "models/model_io.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
+#include "tensor/system_memory.h"
+#include "train/run_directory.h"
 
 namespace hnas::train {
 
@@ -172,6 +178,7 @@ private:
         o.max_source = std::min(config_.data.max_source, config_.model.max_source_positions);
         o.max_target = std::min(config_.data.max_target, config_.model.max_target_positions);
         o.shuffle_buffer = config_.data.shuffle_buffer;
+        o.damaged_lines = config_.data.damaged_lines;
         o.shuffle = training;
         o.seed = config_.seed;
         o.batch = {config_.data.batch_sentences, config_.data.batch_tokens};
@@ -249,6 +256,7 @@ private:
         o.sources = sources;
         o.max_seq = std::min(config_.data.max_seq, config_.model.max_source_positions);
         o.masking = config_.data.masking;
+        o.damaged_lines = config_.data.damaged_lines;
         o.shuffle = training;
         o.seed = training ? config_.seed : config_.seed + 1;
         o.batch = {config_.data.batch_sentences, config_.data.batch_tokens};
@@ -269,10 +277,123 @@ private:
 
 // ---- helpers ---------------------------------------------------------------------------------------
 
-data::Tokenizer prepare_tokenizer(const config::ExperimentConfig& config, const fs::path& run_dir) {
-    if (!config.tokenizer.model.empty()) return data::Tokenizer::load(config.tokenizer.model);
-    const fs::path prefix = run_dir / "tokenizer";
-    if (fs::exists(prefix.string() + ".model")) return data::Tokenizer::load(prefix.string() + ".model");
+// ---- before a run writes anything: data, memory, tokenizer ------------------------------------------
+
+// A text file the config reads, with the key that names it.
+struct DataFile {
+    std::string key, path;
+    bool training;  // a training file must hold text
+};
+
+std::vector<DataFile> data_files(const config::ExperimentConfig& config) {
+    std::vector<DataFile> files;
+    if (config.task == Task::headline) {
+        files = {{"data.train_articles", config.data.train_articles, true},
+                 {"data.train_titles", config.data.train_titles, true},
+                 {"data.valid_articles", config.data.valid_articles, false},
+                 {"data.valid_titles", config.data.valid_titles, false}};
+    } else {
+        for (size_t i = 0; i < config.data.train_sources.size(); ++i) {
+            files.push_back({fmt::format("data.train_sources[{}].path", i), config.data.train_sources[i].path, true});
+        }
+        for (size_t i = 0; i < config.data.valid_sources.size(); ++i) {
+            files.push_back({fmt::format("data.valid_sources[{}].path", i), config.data.valid_sources[i].path, false});
+        }
+    }
+    if (config.tokenizer.model.empty()) {
+        for (size_t i = 0; i < config.tokenizer.inputs.size(); ++i) {
+            files.push_back({fmt::format("tokenizer.inputs[{}]", i), config.tokenizer.inputs[i], true});
+        }
+    }
+    return files;
+}
+
+// One pass over every data file: damaged lines (an error, or counted under data.damaged_lines "skip")
+// and training files without text are found before the run writes anything.
+void check_data_files(const config::ExperimentConfig& config) {
+    for (const DataFile& file : data_files(config)) {
+        data::TextFileScan scan;
+        try {
+            scan = data::scan_text_file(file.path, config.data.damaged_lines);
+        } catch (const Error& e) {
+            throw Error(file.key + ": " + e.what());
+        }
+        if (scan.damaged_lines > 0) {
+            spdlog::warn("{}: leaving out {} damaged line(s) of {} (the first is line {})", file.key, scan.damaged_lines,
+                         file.path, scan.first_damaged_line);
+        }
+        HNAS_CHECK(!file.training || scan.text_lines > 0, file.key, ": ", file.path, " holds no text (",
+                   scan.lines, " line(s), all blank", scan.damaged_lines > 0 ? " or damaged" : "", ")");
+    }
+}
+
+// The largest batch the data settings allow, for the memory estimate.
+models::BatchShape largest_batch(const config::ExperimentConfig& config) {
+    models::BatchShape batch;
+    const auto rows_of = [&](int64_t length) {
+        const int64_t by_tokens = config.data.batch_tokens > 0 ? config.data.batch_tokens / length : 0;
+        if (config.data.batch_sentences == 0) return by_tokens;
+        return by_tokens > 0 ? std::min(config.data.batch_sentences, by_tokens) : config.data.batch_sentences;
+    };
+    if (config.task == Task::headline) {
+        batch.source_length = std::min(config.data.max_source, config.model.max_source_positions);
+        batch.target_length = std::min(config.data.max_target, config.model.max_target_positions);
+        batch.rows = std::max<int64_t>(1, rows_of(std::max(batch.source_length, batch.target_length)));
+        batch.predicted_tokens = batch.rows * batch.target_length;
+    } else {
+        batch.source_length = std::min(config.data.max_seq, config.model.max_source_positions);
+        batch.rows = std::max<int64_t>(1, rows_of(batch.source_length));
+        batch.predicted_tokens =
+            batch.rows * static_cast<int64_t>(std::ceil(config.data.masking.mask_prob * static_cast<double>(batch.source_length)));
+    }
+    return batch;
+}
+
+std::string gibibytes(int64_t bytes) { return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1 << 30)); }
+
+// Refuses a model and batch that cannot fit beside the other ranks on this host, before building it.
+void check_memory(const config::ExperimentConfig& config, int64_t vocab_size, int local_ranks) {
+    models::ModelConfig model = config.model;
+    model.vocab_size = vocab_size;
+    const models::BatchShape batch = largest_batch(config);
+    const models::MemoryEstimate estimate = models::estimate_training_memory(model, batch);
+    const AvailableMemory available = available_memory();
+    const int64_t needed = estimate.total_bytes() * local_ranks;
+    spdlog::info("memory estimate: {} ({} parameters with gradients and optimizer moments: {}; activations of a batch "
+                 "of {} x {} tokens: {}){}; {} available ({})",
+                 gibibytes(needed), estimate.parameters, gibibytes(estimate.parameter_bytes), batch.rows,
+                 batch.source_length, gibibytes(estimate.activation_bytes),
+                 local_ranks > 1 ? fmt::format(" times {} ranks on this host", local_ranks) : std::string(),
+                 gibibytes(available.bytes), available.source);
+    if (needed <= available.bytes) return;
+    throw Error(fmt::format(
+        "train: this model and batch need about {} ({} parameters with gradients and optimizer moments: {}; "
+        "activations of a batch of {} rows x {} tokens: {}){}, but {} is available ({}); the size is driven by "
+        "model.d_model, model.ffn_dim, model.heads, model.encoder_layers{}, the vocabulary (tokenizer.vocab_size or "
+        "model.vocab_size), data.batch_sentences, data.batch_tokens and {}",
+        gibibytes(needed), estimate.parameters, gibibytes(estimate.parameter_bytes), batch.rows, batch.source_length,
+        gibibytes(estimate.activation_bytes),
+        local_ranks > 1 ? fmt::format(" for each of {} ranks on this host", local_ranks) : std::string(),
+        gibibytes(available.bytes), available.source, config.task == Task::headline ? ", model.decoder_layers" : "",
+        config.task == Task::headline ? "data.max_source, data.max_target" : "data.max_seq"));
+}
+
+// The vocabulary size the run will have, known without training a tokenizer.
+int64_t expected_vocab_size(const config::ExperimentConfig& config, const std::optional<io::Checkpoint>& resumed) {
+    if (config.model.vocab_size > 0) return config.model.vocab_size;
+    if (resumed) return resumed->metadata().at("vocab_size").get<int64_t>();
+    if (!config.tokenizer.model.empty()) return data::Tokenizer::load(config.tokenizer.model).vocab_size();
+    return config.tokenizer.vocab_size;
+}
+
+// A tokenizer trained from the data for a new run: trained in a temporary folder, so that nothing
+// reaches the run directory before the run starts (RunTokenizer::files are written then).
+struct RunTokenizer {
+    data::Tokenizer tokenizer;
+    std::vector<std::pair<std::string, std::string>> files;  // name in the run directory, contents
+};
+
+RunTokenizer train_run_tokenizer(const config::ExperimentConfig& config) {
     data::TokenizerTrainOptions options;
     options.inputs = config.tokenizer.inputs;
     if (options.inputs.empty()) {
@@ -282,14 +403,31 @@ data::Tokenizer prepare_tokenizer(const config::ExperimentConfig& config, const 
             for (const auto& source : config.data.train_sources) options.inputs.push_back(source.path);
         }
     }
-    options.model_prefix = prefix.string();
+    std::string folder_template = (fs::temp_directory_path() / "hnas-tokenizer-XXXXXX").string();
+    HNAS_CHECK(::mkdtemp(folder_template.data()) != nullptr, "train: cannot create a temporary folder in ",
+               fs::temp_directory_path().string(), " for the tokenizer: ", std::strerror(errno));
+    const fs::path folder(folder_template);
+    struct RemoveFolder {
+        fs::path path;
+        ~RemoveFolder() {
+            std::error_code ignored;
+            fs::remove_all(path, ignored);
+        }
+    } remove_folder{folder};
+    options.model_prefix = (folder / "tokenizer").string();
     options.vocab_size = config.tokenizer.vocab_size;
     options.type = config.tokenizer.type;
     options.input_sentence_size = config.tokenizer.input_sentence_size;
     options.seed = config.seed;
+    options.damaged_lines = config.data.damaged_lines;
     spdlog::info("training a {} tokenizer of {} pieces on {} file(s)", options.type, options.vocab_size, options.inputs.size());
     data::train_tokenizer(options);
-    return data::Tokenizer::load(prefix.string() + ".model");
+    RunTokenizer result{data::Tokenizer::load(options.model_prefix + ".model"), {}};
+    std::ifstream vocab(options.model_prefix + ".vocab", std::ios::binary);
+    std::ostringstream vocab_text;
+    vocab_text << vocab.rdbuf();
+    result.files = {{"tokenizer.model", result.tokenizer.serialized_model()}, {"tokenizer.vocab", vocab_text.str()}};
+    return result;
 }
 
 // Every leaf of a JSON object as path -> value, for logging config differences on resume.
@@ -316,21 +454,6 @@ void log_config_differences(const Json& saved, const Json& current) {
     for (const auto& [path, value] : before) {
         if (!after.count(path)) spdlog::warn("resume: config option {} = {} was dropped", path, value.dump());
     }
-}
-
-std::vector<fs::path> step_checkpoints(const fs::path& directory) {
-    std::vector<fs::path> files;
-    if (!fs::exists(directory)) return files;
-    // "step-" + 8 digits + ".ckpt", as save_step_checkpoint names them
-    auto is_step_checkpoint = [](const std::string& name) {
-        if (name.size() != 18 || name.rfind("step-", 0) != 0 || name.substr(13) != ".ckpt") return false;
-        return std::all_of(name.begin() + 5, name.begin() + 13, [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
-    };
-    for (const auto& entry : fs::directory_iterator(directory)) {
-        if (is_step_checkpoint(entry.path().filename().string())) files.push_back(entry.path());
-    }
-    std::sort(files.begin(), files.end());
-    return files;
 }
 
 Json rng_state_json(const Rng& rng) {
@@ -380,8 +503,8 @@ std::string format_duration(double seconds) {
 
 TrainResult train(const config::ExperimentConfig& config, const TrainOptions& options) {
     using Clock = std::chrono::steady_clock;
-    HNAS_CHECK(!options.run_dir.empty(), "train: no run directory");
-    const fs::path run_dir(options.run_dir), checkpoint_dir = run_dir / "checkpoints";
+    RunDirectory run(options.run_dir);
+    const fs::path checkpoint_dir = run.checkpoint_dir();
     const std::unique_ptr<dist::Communicator> own_communicator = options.communicator ? nullptr : dist::single_process();
     dist::Communicator& world = options.communicator ? *options.communicator : *own_communicator;
     const bool distributed = world.size() > 1, leader = world.rank() == 0;
@@ -400,39 +523,23 @@ TrainResult train(const config::ExperimentConfig& config, const TrainOptions& op
     }
     backend::set_matmul_precision(config.train.precision);
     spdlog::info("hnas {} on {}; {} matmuls; run directory {}", HNAS_VERSION, backend::describe(),
-                 backend::precision_name(config.train.precision), run_dir.string());
+                 backend::precision_name(config.train.precision), run.root().string());
 
-    // Rank 0 owns the run directory; the other ranks read from it only when resuming.
+    // Rank 0 owns the run directory; the other ranks read from it only when resuming. Everything is
+    // checked before the first file is written, so a failed start leaves nothing behind.
     std::optional<io::Checkpoint> resumed;
     std::string resume_path;
     if (leader) {
-        fs::create_directories(checkpoint_dir);
-        // A run killed while writing a checkpoint leaves its temporary file ("<name>.tmp.<pid>") behind.
-        for (const fs::path& directory : {run_dir, checkpoint_dir}) {
-            for (const auto& entry : fs::directory_iterator(directory)) {
-                if (entry.path().filename().string().find(".ckpt.tmp.") != std::string::npos) {
-                    spdlog::warn("removing {}, left by an interrupted checkpoint write", entry.path().string());
-                    fs::remove(entry.path());
-                }
-            }
-        }
         if (options.resume) {
-            // The newest checkpoint that loads (an older one if the newest is damaged).
-            auto files = step_checkpoints(checkpoint_dir);
-            for (auto it = files.rbegin(); it != files.rend() && resume_path.empty(); ++it) {
-                try {
-                    resumed = io::Checkpoint::load(it->string());
-                    resume_path = it->string();
-                } catch (const Error& e) {
-                    spdlog::error("resume: skipping {}: {}", it->string(), e.what());
-                }
-            }
-            HNAS_CHECK(!resume_path.empty(), "train --resume: no loadable checkpoint in ", checkpoint_dir.string());
+            HNAS_CHECK(fs::is_directory(checkpoint_dir), "train --resume: ", checkpoint_dir.string(), " does not exist");
+            resumed = run.load_newest_checkpoint();
+            resume_path = resumed->path();
         } else {
-            HNAS_CHECK(step_checkpoints(checkpoint_dir).empty(), "train: ", checkpoint_dir.string(),
+            HNAS_CHECK(run.step_checkpoints().empty(), "train: ", checkpoint_dir.string(),
                        " already holds checkpoints; pass --resume to continue that run or choose another --out");
-            std::ofstream(run_dir / "config.json") << config.resolved.dump(2) << "\n";
         }
+        check_data_files(config);
+        check_memory(config, expected_vocab_size(config, resumed), world.local_size());
     }
     if (options.resume) {
         world.broadcast(resume_path, "setup: the checkpoint to resume from");
@@ -441,15 +548,22 @@ TrainResult train(const config::ExperimentConfig& config, const TrainOptions& op
         if (leader) log_config_differences(resumed->metadata().at("config"), config.resolved);
     }
 
-    auto shared_tokenizer = [&] {
-        if (resumed) return data::Tokenizer::from_serialized(resumed->bytes("tokenizer.model"));
-        if (!distributed) return prepare_tokenizer(config, run_dir);
-        // Only rank 0 may train a tokenizer into the run directory; the others receive its model.
-        std::string model = leader ? prepare_tokenizer(config, run_dir).serialized_model() : std::string();
+    RunTokenizer run_tokenizer = [&] {
+        if (resumed) return RunTokenizer{data::Tokenizer::from_serialized(resumed->bytes("tokenizer.model")), {}};
+        if (!config.tokenizer.model.empty()) return RunTokenizer{data::Tokenizer::load(config.tokenizer.model), {}};
+        if (!distributed) return train_run_tokenizer(config);
+        // Only rank 0 trains the tokenizer; the others receive its model.
+        if (leader) {
+            RunTokenizer trained = train_run_tokenizer(config);
+            std::string model = trained.tokenizer.serialized_model();
+            world.broadcast(model, "setup: the tokenizer");
+            return trained;
+        }
+        std::string model;
         world.broadcast(model, "setup: the tokenizer");
-        return data::Tokenizer::from_serialized(model);
-    };
-    const data::Tokenizer tokenizer = shared_tokenizer();
+        return RunTokenizer{data::Tokenizer::from_serialized(model), {}};
+    }();
+    const data::Tokenizer& tokenizer = run_tokenizer.tokenizer;
     config::ExperimentConfig run_config = config;
     if (run_config.model.vocab_size == 0) run_config.model.vocab_size = tokenizer.vocab_size();
     HNAS_CHECK(run_config.model.vocab_size == tokenizer.vocab_size(), "train: model.vocab_size is ",
@@ -461,6 +575,14 @@ TrainResult train(const config::ExperimentConfig& config, const TrainOptions& op
         task = std::make_unique<HeadlineTask>(run_config, tokenizer, init_rng, dropout_rng);
     } else {
         task = std::make_unique<MlmTask>(run_config, tokenizer, init_rng, dropout_rng);
+    }
+    // The run starts: its directory and first files appear only now.
+    if (leader) {
+        run.create();
+        if (!resumed) {
+            run.write_file("config.json", config.resolved.dump(2) + "\n");
+            for (const auto& [name, contents] : run_tokenizer.files) run.write_file(name, contents);
+        }
     }
     nn::Module& model = task->model();
     const auto parameters = model.named_parameters();
@@ -495,8 +617,8 @@ TrainResult train(const config::ExperimentConfig& config, const TrainOptions& op
         for (const auto& name : report.unused) spdlog::info("init_from: {} unused", name);
     }
 
-    // Writes a checkpoint of everything a resumed run needs; returns its path.
-    auto save_checkpoint = [&](const fs::path& path) {
+    // Everything a resumed run needs.
+    auto checkpoint_writer = [&] {
         Json meta = {{"hnas_version", HNAS_VERSION},
                      {"ranks", world.size()},
                      {"config", config.resolved},
@@ -514,18 +636,10 @@ TrainResult train(const config::ExperimentConfig& config, const TrainOptions& op
         models::add_parameters(writer, model);
         optimizer.save(writer);
         writer.add_bytes("tokenizer.model", tokenizer.serialized_model());
-        writer.write(path.string());
-        return path;
+        return writer;
     };
     auto save_step_checkpoint = [&] {
-        char name[32];
-        std::snprintf(name, sizeof name, "step-%08lld.ckpt", static_cast<long long>(step));
-        const fs::path path = save_checkpoint(checkpoint_dir / name);
-        auto files = step_checkpoints(checkpoint_dir);
-        while (static_cast<int64_t>(files.size()) > config.checkpoint.keep) {
-            fs::remove(files.front());
-            files.erase(files.begin());
-        }
+        const fs::path path = run.write_step_checkpoint(step, checkpoint_writer(), config.checkpoint.keep);
         spdlog::info("checkpoint {}", path.string());
     };
 
@@ -541,7 +655,8 @@ TrainResult train(const config::ExperimentConfig& config, const TrainOptions& op
     check_replicas();
 
     std::ofstream metrics;
-    if (leader) metrics.open(run_dir / "metrics.jsonl", std::ios::app);
+    // A resumed run appends to the log; a new one replaces a log left by a start that wrote no checkpoint.
+    if (leader) metrics.open(run.root() / "metrics.jsonl", resumed ? std::ios::app : std::ios::trunc);
     auto hybrid_weights = [&] {
         Json weights = Json::object();
         for (const auto& [name, attention] : models::named_attentions(model)) {
@@ -577,7 +692,7 @@ TrainResult train(const config::ExperimentConfig& config, const TrainOptions& op
         metrics << record.dump() << "\n" << std::flush;
         spdlog::info("validation at step {}: loss {:.4f}  perplexity {:.2f}{}{}", step, result->loss, std::exp(result->loss),
                      rouge_text, improved ? "  (best)" : "");
-        if (improved) save_checkpoint(run_dir / "best.ckpt");
+        if (improved) run.write_best_checkpoint(checkpoint_writer());
         return config.validation.patience == 0 || stale_validations < config.validation.patience;
     };
 
@@ -684,6 +799,7 @@ TrainResult train(const config::ExperimentConfig& config, const TrainOptions& op
         if (stop[1] > 0.0) {
             result.stopped_because = "signal";
             const int signal = pending_signal.load();
+            result.signal = signal;
             spdlog::warn("{}: writing a checkpoint and stopping",
                          signal != 0 ? fmt::format("received signal {}", signal) : "another rank received a signal");
             break;

@@ -36,6 +36,7 @@ struct TrainResult {
     double last_loss = 0.0;              // training loss of the last step
     std::optional<double> best_metric;   // best validation metric, when validation ran
     std::string stopped_because;         // "completed", "early stopping", "signal", "stop-after"
+    int signal = 0;                      // with "signal": its number (0: another rank received it)
 };
 
 TrainResult train(const config::ExperimentConfig& config, const TrainOptions& options);

@@ -1,0 +1,77 @@
+#include "models/memory_estimate.h"
+
+namespace hnas::models {
+
+namespace {
+
+constexpr int64_t kFloatBytes = 4;
+constexpr int64_t kParameterCopies = 4;  // value, gradient, first and second moment
+
+int64_t linear(int64_t in, int64_t out, bool bias = true) { return in * out + (bias ? out : 0); }
+int64_t layer_norm(int64_t width) { return 2 * width; }
+
+int64_t attention_parameters(const ModelConfig& c, const AttentionStackConfig& stack) {
+    const int64_t prior = stack.prior ? stack.prior->buckets * c.heads : 0;
+    return 4 * linear(c.width, c.width) + prior;
+}
+
+// A post- or pre-LN layer: its attention sublayers, their norms and the feed-forward block.
+int64_t layer_parameters(const ModelConfig& c, const AttentionStackConfig& self, const AttentionStackConfig* cross) {
+    int64_t count = attention_parameters(c, self) + layer_norm(c.width);
+    if (cross) count += attention_parameters(c, *cross) + layer_norm(c.width);
+    return count + linear(c.width, c.ffn_width) + linear(c.ffn_width, c.width) + layer_norm(c.width);
+}
+
+int64_t embedding_parameters(const ModelConfig& c, int64_t positions, int64_t segments, bool norm) {
+    const int64_t learned = c.positions == PositionEncoding::learned ? positions * c.width : 0;
+    return learned + segments * c.width + (norm ? layer_norm(c.width) : 0);
+}
+
+int64_t parameter_count(const ModelConfig& c) {
+    int64_t count = c.vocab_size * c.width;  // the token embedding
+    if (c.architecture == Architecture::bert) {
+        count += embedding_parameters(c, c.max_source_positions, c.segments, /*norm=*/true);
+        count += c.encoder_layers * layer_parameters(c, c.encoder_attention, nullptr);
+        count += linear(c.width, c.width) + layer_norm(c.width) + c.vocab_size;  // masked-LM head
+        count += linear(c.width, c.width);                                       // pooler
+        if (c.pre_norm) count += layer_norm(c.width);
+        return count;
+    }
+    count += embedding_parameters(c, c.max_source_positions, 0, c.embedding_norm) +
+             embedding_parameters(c, c.max_target_positions, 0, c.embedding_norm);
+    count += c.encoder_layers * layer_parameters(c, c.encoder_attention, nullptr);
+    count += c.decoder_layers * layer_parameters(c, c.decoder_attention, &c.cross_attention);
+    if (c.pre_norm) count += 2 * layer_norm(c.width);
+    if (!c.tie_embeddings) count += linear(c.width, c.vocab_size, false);
+    return count;
+}
+
+// Floats kept per query token by one attention sublayer over `keys` keys: the input, q, k, v and their
+// head-split copies, the context before and after merging heads, the projection, the residual
+// dropout mask and sum and the norm (13 widths); per head the scores, the normalized weights, the
+// normalization's intermediates and the attention dropout's mask and output (6 per key).
+int64_t attention_floats(const ModelConfig& c, int64_t keys) { return 13 * c.width + 6 * c.heads * keys; }
+
+// The feed-forward block: input, hidden, activation and its dropout (3 hidden widths), output,
+// residual sum and norm.
+int64_t ffn_floats(const ModelConfig& c) { return 4 * c.width + 3 * c.ffn_width; }
+
+}  // namespace
+
+MemoryEstimate estimate_training_memory(const ModelConfig& config, const BatchShape& batch) {
+    MemoryEstimate estimate;
+    estimate.parameters = parameter_count(config);
+    estimate.parameter_bytes = kParameterCopies * kFloatBytes * estimate.parameters;
+    const int64_t sources = batch.rows * batch.source_length, targets = batch.rows * batch.target_length;
+    int64_t floats = sources * config.encoder_layers * (attention_floats(config, batch.source_length) + ffn_floats(config));
+    if (config.architecture == Architecture::seq2seq) {
+        floats += targets * config.decoder_layers *
+                  (attention_floats(config, batch.target_length) + attention_floats(config, batch.source_length) + ffn_floats(config));
+    }
+    // Embedding sums and their dropout; the logits, their softmax and its gradient.
+    floats += 3 * (sources + targets) * config.width + 3 * batch.predicted_tokens * config.vocab_size;
+    estimate.activation_bytes = kFloatBytes * floats;
+    return estimate;
+}
+
+}  // namespace hnas::models
