@@ -1,11 +1,16 @@
 // The trainer behind `hnas train`: one loop for both tasks (headline generation and masked-LM
-// pretraining), driven by an ExperimentConfig. It owns the run directory:
+// pretraining), driven by an ExperimentConfig. It owns the run directory (train/run_directory.h):
 //   config.json           the resolved config of the first start
-//   tokenizer.model       the SentencePiece model, when the run trained it
+//   tokenizer.model, .vocab   the SentencePiece model, when the run trained it
 //   metrics.jsonl         one JSON object per progress line and per validation (losses, rates,
 //                         throughput, every hybrid u per layer and head)
-//   checkpoints/step-NNNNNNNN.ckpt   the last `checkpoint.keep` step checkpoints
+//   checkpoints/step-NNNNNNNN.ckpt   the last `checkpoint.keep` step checkpoints that load
+//   checkpoints/*.damaged step checkpoints that did not load when a run resumed, set aside
 //   best.ckpt             the checkpoint with the best validation metric so far
+// Before the first file is written, the data files are read through once (damaged lines, training
+// files without text), the memory the model and a batch need is estimated against what the machine
+// has, and a tokenizer trained from the data is trained in a temporary folder: a start that fails
+// leaves no run directory behind.
 // A resumed run restores parameters, optimizer moments, step, schedule, dropout RNG, data position and
 // the early-stopping state, so its per-step losses are bit-identical to an uninterrupted run's.
 //
