@@ -365,7 +365,12 @@ void check_memory(const config::ExperimentConfig& config, int64_t vocab_size, in
                  batch.source_length, gibibytes(estimate.activation_bytes),
                  local_ranks > 1 ? fmt::format(" times {} ranks on this host", local_ranks) : std::string(),
                  gibibytes(available.bytes), available.source);
-    if (needed <= available.bytes) return;
+    // Measured peaks on the bundled configs ran 1.05-2.1x the estimate (docs: README, "When something
+    // goes wrong"): the allocator's pool and the backward pass's gradients come on top.
+    if (needed <= available.bytes) {
+        if (2 * needed > available.bytes) spdlog::warn("memory: the peak may exceed what is available (peaks reach twice the estimate)");
+        return;
+    }
     throw Error(fmt::format(
         "train: this model and batch need about {} ({} parameters with gradients and optimizer moments: {}; "
         "activations of a batch of {} rows x {} tokens: {}){}, but {} is available ({}); the size is driven by "
