@@ -280,7 +280,11 @@ Var normalize_attention(const Var& scores, const AttentionMask& mask, const std:
     }
 
     return make_result("normalize_attention", weights, {scores}, [=](const Tensor& dy, GradSink& sink) {
-        auto [dscores, accumulate] = sink.target(0);
+        // Plain variables, not a structured binding: clang 14 (the fuzzing build, scripts/fuzz.sh) cannot
+        // capture structured bindings in the OpenMP region below.
+        const GradSink::Target target = sink.target(0);
+        Tensor& dscores = target.grad;
+        const bool accumulate = target.accumulate;
         auto normalizer = [&](size_t t, int64_t s) { return normalizers[t].data() + s * normalizers[t].dim(1); };
 #pragma omp parallel if (dy.numel() >= kernels::kParallelGrain)
         {
