@@ -154,11 +154,11 @@ TEST(Config, HostileJsonIsAnErrorNamingTheFileAndTheKey) {
         return testing::error_of([&] { config::load_experiment_config(path, overrides); });
     };
     const std::string deep_array = std::string(100000, '[') + std::string(100000, ']');
-    EXPECT_CONTAINS(load_error("{\"model\": " + deep_array + "}"), "config " + path + ": not valid JSON: nesting deeper than 100 levels (at model");
+    EXPECT_CONTAINS(load_error("{\"model\": " + deep_array + "}"), "config " + path + ": not valid JSON: nesting deeper than 100 levels (at model[0][0][0][0][0]...[0][0][0])");
     std::string deep_object;
     for (int i = 0; i < 100000; ++i) deep_object += "{\"a\": ";
     deep_object += "1" + std::string(100000, '}');
-    EXPECT_CONTAINS(load_error(deep_object), "nesting deeper than 100 levels (at a.a.a.a");
+    EXPECT_CONTAINS(load_error(deep_object), "nesting deeper than 100 levels (at a.a.a.a.a.a...a.a.a)");
     EXPECT_CONTAINS(load_error(R"({"train": {"learning_rate": 1e999}})"), "config " + path + ": not valid JSON: number overflow");
     EXPECT_CONTAINS(load_error(R"({"train": {"learning_rate": 1e999}})"), "(at train.learning_rate)");
     EXPECT_CONTAINS(load_error("{\"data\": {\"train_titles\": \"x\xff.txt\"}}"), "ill-formed UTF-8");

@@ -18,37 +18,42 @@ public:
         switch (event) {
             case Event::object_start:
             case Event::array_start:
-                count_element();
                 if (segments_.size() >= static_cast<size_t>(kMaxJsonDepth)) {
                     throw Error(concat_message("nesting deeper than ", kMaxJsonDepth, " levels"));
                 }
-                segments_.push_back({event == Event::array_start, {}, -1});
+                segments_.push_back({event == Event::array_start, {}, 0});
                 break;
             case Event::key:
                 segments_.back().key = parsed.get<std::string>();
                 break;
             case Event::value:
-                count_element();
+                element_done();
                 break;
             case Event::object_end:
             case Event::array_end:
                 segments_.pop_back();
+                element_done();
                 break;
         }
         return true;
     }
 
-    // "train.steps", "sources[1]", or "" at the top level. An array's element being parsed when the
-    // parser stopped has not been counted yet, hence the + 1 on the innermost array.
+    // "train.steps", "sources[1].path", or "" at the top level; the middle of a very deep path is
+    // left out.
     std::string text() const {
+        constexpr size_t kShownFirst = 6, kShownLast = 3;
         std::string path;
         for (size_t i = 0; i < segments_.size(); ++i) {
+            if (segments_.size() > kShownFirst + kShownLast + 1 && i == kShownFirst) {
+                path.append("...");
+                i = segments_.size() - kShownLast - 1;
+                continue;
+            }
             const Segment& segment = segments_[i];
             if (segment.is_array) {
-                const int64_t index = segment.index + (i + 1 == segments_.size() ? 1 : 0);
-                path.append("[").append(std::to_string(index)).append("]");
+                path.append("[").append(std::to_string(segment.elements_done)).append("]");
             } else if (!segment.key.empty()) {
-                if (!path.empty()) path.append(".");
+                if (!path.empty() && !path.ends_with("...")) path.append(".");
                 path.append(segment.key);
             }
         }
@@ -58,11 +63,11 @@ public:
 private:
     struct Segment {
         bool is_array;
-        std::string key;  // objects: the key last read
-        int64_t index;    // arrays: the element last started
+        std::string key;        // objects: the key last read
+        int64_t elements_done;  // arrays: complete elements, so also the index of the one being read
     };
-    void count_element() {
-        if (!segments_.empty() && segments_.back().is_array) ++segments_.back().index;
+    void element_done() {
+        if (!segments_.empty() && segments_.back().is_array) ++segments_.back().elements_done;
     }
     std::vector<Segment> segments_;
 };
