@@ -1,17 +1,25 @@
 // Helpers shared by the test executables: random inputs, the finite-difference gradient check, the
-// reader for PyTorch fixtures (tests/fixtures/*.json, written by scripts/make_fixtures.py), and small
-// checks of error messages, tensors and files.
+// reader for PyTorch fixtures (tests/fixtures/*.json, written by scripts/make_fixtures.py), small
+// checks of error messages, tensors and files, and subprocesses with waits for events.
 #pragma once
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <map>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "autograd/variable.h"
@@ -65,6 +73,14 @@ inline std::vector<double> logged_losses(const std::string& run_dir) {
     return losses;
 }
 
+// Whether a run directory's metrics log holds a whole record: a running trainer has logged its first
+// step (with log_every 1), so it is in its training loop, its signal handlers in place.
+inline bool logged_a_record(const std::string& run_dir) {
+    std::ifstream in(run_dir + "/metrics.jsonl");
+    std::string line;
+    return std::getline(in, line) && !in.eof();  // a line with its newline, not one being written
+}
+
 // Copies the first `lines` lines of the file `from` to the file `to`; returns `to`.
 inline std::string copy_head(const std::string& from, const std::string& to, int lines) {
     std::ifstream in(from);
@@ -72,6 +88,87 @@ inline std::string copy_head(const std::string& from, const std::string& to, int
     std::string line;
     for (int i = 0; i < lines && std::getline(in, line); ++i) out << line << "\n";
     return to;
+}
+
+// ---- Subprocesses and events ------------------------------------------------------------------------
+// Tests that run the command line wait for events (a file appears, a process ends), never for a fixed
+// time, and only up to a deadline generous enough for a loaded 2-core machine running two tests at
+// once: a deadline ends a test that would hang; it is not a measure of speed.
+constexpr double kEventDeadlineSeconds = 300;
+
+// Polls `happened` every 50 ms until it returns true or `seconds` have passed; whether it happened.
+inline bool wait_until(const std::function<bool()>& happened, double seconds = kEventDeadlineSeconds) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (!happened()) {
+        if (std::chrono::steady_clock::now() >= deadline) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return true;
+}
+
+// A child process whose standard output and error go to the file `log`.
+struct Subprocess {
+    pid_t pid = -1;
+    std::string log;
+
+    std::string output() const {
+        std::ifstream in(log);
+        std::stringstream text;
+        text << in.rdbuf();
+        return text.str();
+    }
+    // Whether it has ended, without collecting its status (finish() still can).
+    bool ended() const {
+        siginfo_t info{};
+        return waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid;
+    }
+};
+
+// Starts args[0] (a path) with the arguments args[1...] and this process's environment with the
+// variables `environment` set; its output is appended to `log`. Everything the child needs is made
+// before fork(): another thread may hold the allocator's lock at that moment.
+inline Subprocess start_subprocess(const std::vector<std::string>& args, const std::string& log,
+                                   const std::vector<std::pair<std::string, std::string>>& environment = {}) {
+    std::vector<std::string> variables;
+    for (const auto& [name, value] : environment) variables.push_back(name + "=" + value);
+    for (char** variable = environ; *variable != nullptr; ++variable) {
+        const std::string name = std::string(*variable).substr(0, std::string(*variable).find('='));
+        const bool replaced =
+            std::any_of(environment.begin(), environment.end(), [&](const auto& set) { return set.first == name; });
+        if (!replaced) variables.emplace_back(*variable);
+    }
+    std::vector<char*> argv, envp;
+    for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+    argv.push_back(nullptr);
+    for (const std::string& variable : variables) envp.push_back(const_cast<char*>(variable.c_str()));
+    envp.push_back(nullptr);
+    Subprocess process{-1, log};
+    process.pid = fork();
+    if (process.pid == 0) {
+        const int out = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+        dup2(out, 1);
+        dup2(out, 2);
+        execve(argv[0], argv.data(), envp.data());
+        _exit(127);
+    }
+    return process;
+}
+
+// Waits for the process to end, at most `seconds`; its wait status, or -1 after killing it (SIGKILL)
+// at the deadline.
+inline int finish(const Subprocess& process, double seconds = kEventDeadlineSeconds) {
+    const bool ended = wait_until([&] { return process.ended(); }, seconds);
+    if (!ended) kill(process.pid, SIGKILL);
+    int status = 0;
+    waitpid(process.pid, &status, 0);
+    return ended ? status : -1;
+}
+
+// "exit status 3", "killed by signal 9" or "still running at the deadline", for failure messages.
+inline std::string describe_status(int status) {
+    if (status == -1) return "still running at the deadline";
+    if (WIFSIGNALED(status)) return "killed by signal " + std::to_string(WTERMSIG(status));
+    return "exit status " + std::to_string(WEXITSTATUS(status));
 }
 
 inline Tensor random_tensor(const Shape& shape, uint64_t seed, float low = -1.0f, float high = 1.0f) {

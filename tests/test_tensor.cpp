@@ -1,4 +1,9 @@
-// Tensors, shapes and the random number generator.
+// Tensors, shapes, the random number generator and the one spelling of non-finite numbers in messages.
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "tensor/number_format.h"
 #include "test_support.h"
 
 namespace hnas {
@@ -49,6 +54,55 @@ TEST(Shape, OpErrorsNameTheOpAndShapes) {
         EXPECT_NE(std::string(e.what()).find("matmul: inner dimensions differ: (2, 3)"), std::string::npos) << e.what();
         EXPECT_NE(std::string(e.what()).find("(4, 5)"), std::string::npos) << e.what();
     }
+}
+
+// A NaN with its sign bit set, as some CPUs and code paths produce where others produce a positive one.
+const double kNegativeNan = std::copysign(std::numeric_limits<double>::quiet_NaN(), -1.0);
+const double kInf = std::numeric_limits<double>::infinity();
+
+std::string streamed(double value) {
+    std::ostringstream out;
+    out << portable(value);
+    return out.str();
+}
+
+TEST(NumberFormat, NonFiniteValuesHaveOneSpelling) {
+    ASSERT_TRUE(std::signbit(kNegativeNan));
+    for (const double nan : {std::numeric_limits<double>::quiet_NaN(), kNegativeNan}) {
+        EXPECT_EQ(non_finite_spelling(nan), "nan");
+        EXPECT_EQ(streamed(nan), "nan");
+        EXPECT_EQ(fmt::format("{}", portable(nan)), "nan");
+        EXPECT_EQ(fmt::format("{:.4f}", portable(nan)), "nan");
+        EXPECT_EQ(fmt::format("{:>6.2e}", portable(nan)), "   nan");
+        EXPECT_EQ(fmt::format("{:.3f}", portable(static_cast<float>(nan))), "nan");
+    }
+    EXPECT_EQ(non_finite_spelling(kInf), "inf");
+    EXPECT_EQ(non_finite_spelling(-kInf), "-inf");
+    EXPECT_EQ(streamed(kInf), "inf");
+    EXPECT_EQ(streamed(-kInf), "-inf");
+    EXPECT_EQ(fmt::format("{:.4f}", portable(kInf)), "inf");
+    EXPECT_EQ(fmt::format("{:.4f}", portable(-kInf)), "-inf");
+}
+
+TEST(NumberFormat, FiniteValuesKeepTheirFormat) {
+    EXPECT_EQ(non_finite_spelling(1.5), "");
+    EXPECT_EQ(streamed(0.1), "0.1");
+    EXPECT_EQ(streamed(-2.5e-7), "-2.5e-07");
+    EXPECT_EQ(fmt::format("{:.4f}", portable(1.23456)), "1.2346");
+    EXPECT_EQ(fmt::format("{:>8.2f}", portable(-3.14159)), "   -3.14");
+    EXPECT_EQ(fmt::format("{:.3e}", portable(0.00123)), "1.230e-03");
+}
+
+// Every HNAS_CHECK message spells its floating-point arguments portably, floats and doubles alike.
+TEST(NumberFormat, CheckMessagesSpellNonFiniteValuesPortably) {
+    const float negative_nan = static_cast<float>(kNegativeNan);
+    ASSERT_TRUE(std::signbit(negative_nan));
+    EXPECT_EQ(testing::error_of([&] { HNAS_CHECK(std::isfinite(negative_nan), "step 3: the loss is ", negative_nan); }),
+              "step 3: the loss is nan");
+    EXPECT_EQ(testing::error_of([] { HNAS_CHECK(false, "norm ", kNegativeNan, ", bound ", -kInf, " to ", kInf); }),
+              "norm nan, bound -inf to inf");
+    EXPECT_EQ(testing::error_of([] { HNAS_CHECK(false, "rate ", 0.5f, " of ", 3, " steps, ", 1e-3); }),
+              "rate 0.5 of 3 steps, 0.001");
 }
 
 TEST(Rng, StreamsAreReproducibleAndDistinct) {

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "backend/matmul.h"
+#include "cli/validators.h"
 #include "data/gigaword.h"
 #include "io/checkpoint.h"
 #include "models/bert.h"
@@ -59,7 +60,7 @@ void bench_linear(int warmup, int repeats, const std::string& precision) {
     backend::set_matmul_precision(parse_precision(precision));
     std::printf("linear forward+backward vs raw oneDNN matmul (%s, %s matmuls)\n", backend::describe().c_str(),
                 precision.c_str());
-    std::printf("%-28s %12s %12s %8s\n", "x·Wᵀ shape", "hnas GFLOP/s", "oneDNN", "ratio");
+    fmt::print("{:<27} {:>12} {:>12} {:>8}\n", "x·Wᵀ shape", "hnas GFLOP/s", "oneDNN", "ratio");
     const int64_t rows = 4096, in = 768;
     for (int64_t out : {int64_t{768}, int64_t{3072}}) {
         Rng rng(1);
@@ -90,10 +91,8 @@ void bench_linear(int warmup, int repeats, const std::string& precision) {
         std::sort(raw_times.begin(), raw_times.end());
         std::sort(hnas_times.begin(), hnas_times.end());
         const double t_raw = raw_times[2], t_hnas = hnas_times[2];
-        char label[64];
-        std::snprintf(label, sizeof label, "(%lldx%lld)·(%lldx%lld)ᵀ", static_cast<long long>(rows),
-                      static_cast<long long>(in), static_cast<long long>(out), static_cast<long long>(in));
-        std::printf("%-30s %12.1f %12.1f %8.3f\n", label, flops / t_hnas * 1e-9, flops / t_raw * 1e-9, t_raw / t_hnas);
+        fmt::print("{:<27} {:>12.1f} {:>12.1f} {:>8.3f}\n", fmt::format("({}x{})·({}x{})ᵀ", rows, in, out, in),
+                   portable(flops / t_hnas * 1e-9), portable(flops / t_raw * 1e-9), portable(t_raw / t_hnas));
     }
 }
 
@@ -139,11 +138,11 @@ void bench_attention(int warmup, int repeats, const std::vector<std::string>& on
                 warmup, repeats));
         }
     }
-    std::printf("%-12s %12s %10s\n", "kind", "ms/step", "vs lnas");
+    fmt::print("{:<12} {:>12} {:>10}\n", "kind", "ms/step", "vs lnas");
     for (auto& t : times) std::sort(t.begin(), t.end());
     const double lnas = times[0][2];
     for (size_t k = 0; k < kinds.size(); ++k) {
-        std::printf("%-12s %12.2f %10.3f\n", kinds[k].c_str(), 1e3 * times[k][2], times[k][2] / lnas);
+        fmt::print("{:<12} {:>12.2f} {:>10.3f}\n", kinds[k], portable(1e3 * times[k][2]), portable(times[k][2] / lnas));
     }
 }
 
@@ -181,11 +180,11 @@ void bench_data(const std::string& articles, const std::string& titles) {
             start = now;
         }
     }
-    std::printf("Gigaword pipeline alone, one thread (%s, unigram 8k)\n%-6s %10s %12s %8s %14s\n", articles.c_str(), "epoch",
-                "pairs", "tokens", "seconds", "tokens/s");
+    fmt::print("Gigaword pipeline alone, one thread ({}, unigram 8k)\n{:<6} {:>10} {:>12} {:>8} {:>14}\n", articles, "epoch",
+               "pairs", "tokens", "seconds", "tokens/s");
     for (size_t epoch = 0; epoch < 3; ++epoch) {
-        std::printf("%-6zu %10lld %12lld %8.3f %14.0f\n", epoch, static_cast<long long>(rows[epoch]),
-                    static_cast<long long>(tokens[epoch]), seconds[epoch], static_cast<double>(tokens[epoch]) / seconds[epoch]);
+        fmt::print("{:<6} {:>10} {:>12} {:>8.3f} {:>14.0f}\n", epoch, rows[epoch], tokens[epoch], portable(seconds[epoch]),
+                   portable(static_cast<double>(tokens[epoch]) / seconds[epoch]));
     }
     std::filesystem::remove_all(scratch);
 }
@@ -456,8 +455,8 @@ int main(int argc, char** argv) {
     CLI::App app{"hnas-bench: micro-benchmarks of the numeric core"};
     int warmup = 3, repeats = 15;
     std::string linear_precision = "f32";
-    app.add_option("--warmup", warmup, "Untimed calls before timing")->check(CLI::NonNegativeNumber);
-    app.add_option("--repeats", repeats, "Timed calls; the median is reported")->check(CLI::PositiveNumber);
+    app.add_option("--warmup", warmup, "Untimed calls before timing")->check(hnas::cli::non_negative_integer<int>());
+    app.add_option("--repeats", repeats, "Timed calls; the median is reported")->check(hnas::cli::positive_integer<int>());
     app.require_subcommand(1);
     auto* linear_command = app.add_subcommand("linear", "linear forward+backward GFLOP/s against raw oneDNN matmul");
     linear_command->add_option("--precision", linear_precision, "matmul precision: f32 or bf16")
@@ -478,15 +477,18 @@ int main(int argc, char** argv) {
     train_command->add_option("--task", train_options.task, "seq2seq or mlm")->check(CLI::IsMember({"seq2seq", "mlm"}));
     train_command->add_option("--kind", train_options.kind, "encoder self-attention: lnas, dnas or hnas")
         ->check(CLI::IsMember({"lnas", "dnas", "hnas"}));
-    train_command->add_option("--steps", train_options.steps, "Timed training steps")->check(CLI::NonNegativeNumber);
-    train_command->add_option("--warmup", train_options.warmup, "Untimed training steps first")->check(CLI::NonNegativeNumber);
+    train_command->add_option("--steps", train_options.steps, "Timed training steps")
+        ->check(hnas::cli::non_negative_integer<int>());
+    train_command->add_option("--warmup", train_options.warmup, "Untimed training steps first")
+        ->check(hnas::cli::non_negative_integer<int>());
     train_command->add_option("--threads", train_options.threads, "OpenMP threads; 0: OMP_NUM_THREADS or all cores")
-        ->check(CLI::NonNegativeNumber);
+        ->check(hnas::cli::non_negative_integer<int>());
     train_command->add_option("--precision", train_options.precision, "matmul precision: f32 or bf16")
         ->check(CLI::IsMember({"f32", "bf16"}));
-    train_command->add_option("--seed", train_options.seed, "Seeds initialization, dropout and the random batches");
+    train_command->add_option("--seed", train_options.seed, "Seeds initialization, dropout and the random batches")
+        ->check(hnas::cli::non_negative_integer<uint64_t>());
     train_command->add_option("--lr", train_options.learning_rate, "Adam's (constant) learning rate")
-        ->check(CLI::Range(0.0f, 10.0f));
+        ->check(hnas::cli::number_in<float>(0, 10));
     train_command->add_flag("--no-dropout", train_options.no_dropout, "Every dropout rate 0 (loss comparisons)");
     train_command->add_option("--dump-initial", train_options.dump_initial,
                               "Write the initial parameters, the first batch and the dropout-off step-0 loss to this "

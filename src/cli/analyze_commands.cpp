@@ -2,15 +2,16 @@
 // model, as a table on the terminal and a JSON file that scripts/plot_analysis.py turns into a PNG.
 #include <spdlog/spdlog.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <memory>
 
 #include "analysis/explain_away.h"
 #include "analysis/hybrid_weights.h"
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "eval/rouge.h"
 #include "io/checkpoint.h"
+#include "tensor/number_format.h"
 
 namespace hnas::cli {
 
@@ -29,26 +30,28 @@ void add_explain_away_command(CLI::App& analyze) {
         ->required()
         ->check(CLI::ExistingFile);
     command->add_option("--epsilon", options->analysis.epsilon, "Keys with total weight below this are explained away")
-        ->check(CLI::PositiveNumber);
-    command->add_option("--max-sequences", options->analysis.max_sequences, "Texts used (0: all)")->check(CLI::NonNegativeNumber);
-    command->add_option("--batch", options->analysis.batch, "Texts per forward pass")->check(CLI::PositiveNumber);
+        ->check(positive_number<double>());
+    command->add_option("--max-sequences", options->analysis.max_sequences, "Texts used (0: all)")
+        ->check(non_negative_integer<int64_t>());
+    command->add_option("--batch", options->analysis.batch, "Texts per forward pass")->check(positive_integer<int64_t>());
     command->add_option("--output", options->output, "JSON report (default: CHECKPOINT.explain_away.json)");
     command->callback([options] {
         const auto trained = decode::load_trained_model(options->checkpoint);
         const auto report = analysis::explain_away(trained, eval::read_lines(options->input), options->analysis);
         if (options->output.empty()) options->output = options->checkpoint + ".explain_away.json";
         io::write_file_atomically(options->output, analysis::to_json(report, trained).dump(2) + "\n");
-        std::printf("per-key weight sums Σ_i A_ij over %lld sequences (step %lld); explained away: below %g\n",
-                    static_cast<long long>(report.sequences), static_cast<long long>(trained.step), options->analysis.epsilon);
-        std::printf("%-28s %-12s %4s %9s %12s %12s %12s %12s\n", "attention", "kind", "head", "keys", "% below eps",
-                    "median sum", "min sum", "min sum * L");
+        fmt::print("per-key weight sums Σ_i A_ij over {} sequences (step {}); explained away: below {:g}\n",
+                   report.sequences, trained.step, portable(options->analysis.epsilon));
+        fmt::print("{:<28} {:<12} {:>4} {:>9} {:>12} {:>12} {:>12} {:>12}\n", "attention", "kind", "head", "keys",
+                   "% below eps", "median sum", "min sum", "min sum * L");
         for (const auto& attention : report.attentions) {
             for (size_t h = 0; h < attention.heads.size(); ++h) {
                 const auto& head = attention.heads[h];
-                std::printf("%-28s %-12s %4zu %9lld %12.3f %12.4g %12.4g %12.4g\n", attention.name.c_str(),
-                            attention.kind.c_str(), h, static_cast<long long>(head.keys),
-                            head.keys ? 100.0 * static_cast<double>(head.below_epsilon) / static_cast<double>(head.keys) : 0.0,
-                            head.median_sum, head.min_sum, head.min_ratio);
+                const double below =
+                    head.keys ? 100.0 * static_cast<double>(head.below_epsilon) / static_cast<double>(head.keys) : 0.0;
+                fmt::print("{:<28} {:<12} {:>4} {:>9} {:>12.3f} {:>12.4g} {:>12.4g} {:>12.4g}\n", attention.name,
+                           attention.kind, h, head.keys, portable(below), portable(head.median_sum), portable(head.min_sum),
+                           portable(head.min_ratio));
             }
         }
         spdlog::info("wrote {}; plot: /usr/bin/python3 scripts/plot_analysis.py explain-away {} --out {}.png",
@@ -84,18 +87,19 @@ void add_hybrid_command(CLI::App& analyze) {
         io::write_file_atomically(options->output, analysis::to_json(source, points).dump(2) + "\n");
         const auto& first = points.front();
         const auto& last = points.back();
-        std::printf("hybrid weights u (u = 1: DNAS, u = 0: LNAS) at step %lld%s\n", static_cast<long long>(last.step),
-                    points.size() > 1 ? fmt::format(" (and at step {})", first.step).c_str() : "");
+        fmt::print("hybrid weights u (u = 1: DNAS, u = 0: LNAS) at step {}{}\n", last.step,
+                   points.size() > 1 ? fmt::format(" (and at step {})", first.step) : "");
         for (size_t a = 0; a < last.attentions.size(); ++a) {
-            std::printf("  %-32s", last.attentions[a].first.c_str());
+            fmt::print("  {:<32}", last.attentions[a].first);
             for (size_t h = 0; h < last.attentions[a].second.size(); ++h) {
                 if (points.size() > 1 && a < first.attentions.size() && h < first.attentions[a].second.size()) {
-                    std::printf("  %.3f -> %.3f", first.attentions[a].second[h], last.attentions[a].second[h]);
+                    fmt::print("  {:.3f} -> {:.3f}", portable(first.attentions[a].second[h]),
+                               portable(last.attentions[a].second[h]));
                 } else {
-                    std::printf("  %.3f", last.attentions[a].second[h]);
+                    fmt::print("  {:.3f}", portable(last.attentions[a].second[h]));
                 }
             }
-            std::printf("\n");
+            fmt::print("\n");
         }
         spdlog::info("wrote {} ({} points); plot: /usr/bin/python3 scripts/plot_analysis.py hybrid {} --out {}.png",
                      options->output, points.size(), options->output, options->output);

@@ -3,17 +3,18 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
-#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "decode/headlines.h"
 #include "decode/trained_model.h"
 #include "eval/rouge.h"
 #include "io/checkpoint.h"
+#include "tensor/number_format.h"
 
 namespace hnas::cli {
 
@@ -34,8 +35,8 @@ void add_rouge_options(CLI::App& command, RougeOptions& options) {
     command.add_flag("--stem", options.stem, "Stem as ROUGE-1.5.5 -m (WordNet exceptions, then Porter)");
     command.add_option("--wordnet", options.wordnet, "Folder with the WordNet 2.0 exception lists");
     command.add_option("--bootstrap", options.bootstrap, "Resamples for 95 % confidence intervals (0: none)")
-        ->check(CLI::NonNegativeNumber);
-    command.add_option("--seed", options.seed, "Seed of the bootstrap resampling");
+        ->check(non_negative_integer<int>());
+    command.add_option("--seed", options.seed, "Seed of the bootstrap resampling")->check(non_negative_integer<uint64_t>());
 }
 
 eval::RougeReport score_rouge(const std::vector<std::string>& hypotheses, const std::vector<std::string>& references,
@@ -69,13 +70,15 @@ Json rouge_json(const eval::RougeReport& report) {
 }
 
 void print_rouge_table(const eval::RougeReport& report, bool stemmed) {
-    std::printf("ROUGE over %zu pairs%s (values in %%, 0-100)\n", report.pairs, stemmed ? ", stemmed" : "");
-    std::printf("%-8s %9s %9s %9s%s\n", "", "precision", "recall", "F1", report.bootstrap_samples ? "   F1 95% CI" : "");
+    fmt::print("ROUGE over {} pairs{} (values in %, 0-100)\n", report.pairs, stemmed ? ", stemmed" : "");
+    fmt::print("{:<8} {:>9} {:>9} {:>9}{}\n", "", "precision", "recall", "F1", report.bootstrap_samples ? "   F1 95% CI" : "");
     for (const auto& row : rouge_rows(report)) {
-        std::printf("%-8s %9.2f %9.2f %9.2f", row.name, 100 * row.score.precision, 100 * row.score.recall,
-                    100 * row.score.f1);
-        if (report.bootstrap_samples) std::printf("   [%.2f, %.2f]", 100 * row.intervals.f1.low, 100 * row.intervals.f1.high);
-        std::printf("\n");
+        fmt::print("{:<8} {:>9.2f} {:>9.2f} {:>9.2f}", row.name, portable(100 * row.score.precision),
+                   portable(100 * row.score.recall), portable(100 * row.score.f1));
+        if (report.bootstrap_samples) {
+            fmt::print("   [{:.2f}, {:.2f}]", portable(100 * row.intervals.f1.low), portable(100 * row.intervals.f1.high));
+        }
+        fmt::print("\n");
     }
 }
 
@@ -90,17 +93,19 @@ void add_decode_options(CLI::App& command, DecodeOptions& options) {
     command.add_option("--checkpoint", options.checkpoint, "A checkpoint of a headline model (hnas train)")
         ->required()
         ->check(CLI::ExistingFile);
-    command.add_option("--beam", options.beam.beam, "Beam size (1: greedy)")->check(CLI::PositiveNumber);
+    command.add_option("--beam", options.beam.beam, "Beam size (1: greedy)")->check(positive_integer<int64_t>());
     command.add_option("--length-penalty", options.beam.length_penalty,
-                       "A: hypotheses ranked by log P / (tokens + 1)^A (0: plain log P)");
-    command.add_option("--min-len", options.beam.min_length, "Fewest tokens before eos")->check(CLI::NonNegativeNumber);
-    command.add_option("--max-len", options.beam.max_length, "Most tokens before eos")->check(CLI::PositiveNumber);
+                       "A: hypotheses ranked by log P / (tokens + 1)^A (0: plain log P)")
+        ->check(finite_number<double>());
+    command.add_option("--min-len", options.beam.min_length, "Fewest tokens before eos")
+        ->check(non_negative_integer<int64_t>());
+    command.add_option("--max-len", options.beam.max_length, "Most tokens before eos")->check(positive_integer<int64_t>());
     command.add_option("--no-repeat-ngram", options.beam.no_repeat_ngram, "Forbid repeating n-grams of this size (0: off)")
-        ->check(CLI::NonNegativeNumber);
-    command.add_option("--nbest", options.beam.nbest, "Hypotheses per article (≤ beam)")->check(CLI::PositiveNumber);
-    command.add_option("--batch", options.batch, "Articles decoded together")->check(CLI::PositiveNumber);
+        ->check(non_negative_integer<int64_t>());
+    command.add_option("--nbest", options.beam.nbest, "Hypotheses per article (≤ beam)")->check(positive_integer<int64_t>());
+    command.add_option("--batch", options.batch, "Articles decoded together")->check(positive_integer<int64_t>());
     command.add_option("--max-source", options.max_source, "Source pieces kept per article (default: the training config's)")
-        ->check(CLI::NonNegativeNumber);
+        ->check(non_negative_integer<int64_t>());
 }
 
 struct DecodeRun {
@@ -119,7 +124,7 @@ DecodeRun run_decode(const DecodeOptions& options, const std::string& articles_p
                                    : std::min(config.data.max_source, config.model.max_source_positions);
     const auto articles = eval::read_lines(articles_path);
     spdlog::info("decoding {} articles of {} with a model of step {} (beam {}, length penalty {}, batch {})",
-                 articles.size(), articles_path, run.trained.step, options.beam.beam, options.beam.length_penalty,
+                 articles.size(), articles_path, run.trained.step, options.beam.beam, portable(options.beam.length_penalty),
                  options.batch);
     const auto start = std::chrono::steady_clock::now();
     auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
@@ -129,7 +134,7 @@ DecodeRun run_decode(const DecodeOptions& options, const std::string& articles_p
                                                 if (done == total || done - reported >= 256) {
                                                     reported = done;
                                                     spdlog::info("decoded {}/{} articles ({:.1f} articles/s)", done,
-                                                                 total, static_cast<double>(done) / elapsed());
+                                                                 total, portable(static_cast<double>(done) / elapsed()));
                                                 }
                                             });
     run.seconds = elapsed();
@@ -145,7 +150,9 @@ std::string format_headlines(const DecodeRun& run, int64_t nbest) {
             text += (hypotheses.empty() ? std::string() : hypotheses.front().text) + "\n";
             continue;
         }
-        for (const auto& hypothesis : hypotheses) text += fmt::format("{} ||| {} ||| {:.6f}\n", id, hypothesis.text, hypothesis.score);
+        for (const auto& hypothesis : hypotheses) {
+            text += fmt::format("{} ||| {} ||| {:.6f}\n", id, hypothesis.text, portable(hypothesis.score));
+        }
     }
     return text;
 }
@@ -194,7 +201,7 @@ void add_decode_command(CLI::App& app) {
     command->callback([options] {
         const DecodeRun run = run_decode(options->decode, options->input);
         io::write_file_atomically(options->output, format_headlines(run, options->decode.beam.nbest));
-        spdlog::info("wrote {} ({:.1f} s)", options->output, run.seconds);
+        spdlog::info("wrote {} ({:.1f} s)", options->output, portable(run.seconds));
     });
 }
 

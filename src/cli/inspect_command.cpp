@@ -1,13 +1,14 @@
 // `hnas inspect`: checkpoints and configs.
 #include <cmath>
-#include <cstdio>
 #include <iostream>
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "config/experiment_config.h"
 #include "io/checkpoint.h"
 #include "models/model_factory.h"
+#include "tensor/number_format.h"
 
 namespace hnas::cli {
 
@@ -15,10 +16,8 @@ namespace {
 void print_parameter_groups(const std::vector<std::pair<std::string, int64_t>>& parameters) {
     int64_t total = 0;
     for (const auto& [name, count] : parameters) total += count;
-    std::printf("parameters: %lld (%.2f M)\n", static_cast<long long>(total), static_cast<double>(total) / 1e6);
-    for (const auto& [group, count] : models::group_parameter_counts(parameters)) {
-        std::printf("  %-40s %12lld\n", group.c_str(), static_cast<long long>(count));
-    }
+    fmt::print("parameters: {} ({:.2f} M)\n", total, portable(static_cast<double>(total) / 1e6));
+    for (const auto& [group, count] : models::group_parameter_counts(parameters)) fmt::print("  {:<40} {:>12}\n", group, count);
 }
 
 }  // namespace
@@ -35,7 +34,8 @@ void add_inspect_command(CLI::App& app) {
     auto* command = app.add_subcommand("inspect", "Show a checkpoint (header, parameter counts, hybrid u) or a config");
     command->add_option("path", options->path, "A checkpoint file, or a config (.json)")->required()->check(CLI::ExistingFile);
     command->add_option("--set", options->overrides, "Config override key.path=value (configs only)");
-    command->add_option("--vocab-size", options->vocab_size, "Vocabulary for configs that take it from the tokenizer");
+    command->add_option("--vocab-size", options->vocab_size, "Vocabulary for configs that take it from the tokenizer")
+        ->check(positive_integer<int64_t>());
     command->callback([options] {
         if (options->path.size() > 5 && options->path.substr(options->path.size() - 5) == ".json") {
             config::ExperimentConfig config = config::load_experiment_config(options->path, options->overrides);
@@ -63,10 +63,12 @@ void add_inspect_command(CLI::App& app) {
         const auto checkpoint = io::Checkpoint::load(options->path);
         for (const auto& [name, count] : counts) {
             if (name.size() < 12 || name.substr(name.size() - 12) != "hybrid_theta") continue;
-            std::printf("hybrid u  %-50s", name.substr(0, name.size() - 18).c_str());
+            fmt::print("hybrid u  {:<50}", name.substr(0, name.size() - 18));
             const Tensor theta = checkpoint.tensor(name);
-            for (int64_t h = 0; h < theta.numel(); ++h) std::printf(" %.4f", 1.0 / (1.0 + std::exp(-theta.data()[h])));
-            std::printf("\n");
+            for (int64_t h = 0; h < theta.numel(); ++h) {
+                fmt::print(" {:.4f}", portable(1.0 / (1.0 + std::exp(-theta.data()[h]))));
+            }
+            fmt::print("\n");
         }
     });
 }

@@ -19,6 +19,10 @@ void prefer_passive_openmp_waiting(char** argv) {
     execv("/proc/self/exe", argv);  // returns only on failure: then run with the default policy
 }
 
+// The exit statuses of hnas (README, "Exit statuses"): 0 done, 1 an error (one line naming it), 2 a
+// command line that CLI11 rejected, 128 + N a training run that signal N stopped after its checkpoint.
+constexpr int kUsageError = 2;
+
 int main(int argc, char** argv) {
     prefer_passive_openmp_waiting(argv);
     CLI::App app{"hnas: Transformer training with doubly-normalized attention"};
@@ -38,7 +42,9 @@ int main(int argc, char** argv) {
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
-        return app.exit(e);
+        // CLI11 prints the message (or the help) and returns a code of its own per kind of error (105 for
+        // a bad value, 106 for a missing option, ...); hnas has one status for all of them.
+        return app.exit(e) == 0 ? 0 : kUsageError;
     } catch (const std::exception& e) {
         spdlog::error("{}", e.what());
         return 1;

@@ -3,7 +3,6 @@
 // Each prints a table and, with --output, writes JSON for scripts/plot_analysis.py.
 #include <spdlog/spdlog.h>
 
-#include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -11,8 +10,10 @@
 
 #include "analysis/mode_collapse.h"
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "io/checkpoint.h"
 #include "tensor/check.h"
+#include "tensor/number_format.h"
 
 namespace hnas::cli {
 
@@ -42,24 +43,32 @@ void add_mode_collapse_command(CLI::App& toy) {
     auto& defaults = options->analysis;
     auto* command = toy.add_subcommand(
         "mode-collapse", "Two 2-D Gaussian clusters under repeated self-attention without projections (paper 004 Fig. 6)");
-    command->add_option("--n0", defaults.n0, "Points around (1.8, 0.7)")->capture_default_str();
-    command->add_option("--n1", defaults.n1, "Points around (-1, -1)")->capture_default_str();
-    command->add_option("--steps", defaults.steps, "Attention steps")->capture_default_str();
-    command->add_option("--seed", defaults.seed, "Seed of the sampled points")->capture_default_str();
+    command->add_option("--n0", defaults.n0, "Points around (1.8, 0.7)")->check(positive_integer<int>())->capture_default_str();
+    command->add_option("--n1", defaults.n1, "Points around (-1, -1)")->check(positive_integer<int>())->capture_default_str();
+    command->add_option("--steps", defaults.steps, "Attention steps")->check(non_negative_integer<int>())->capture_default_str();
+    command->add_option("--seed", defaults.seed, "Seed of the sampled points")
+        ->check(non_negative_integer<uint64_t>())
+        ->capture_default_str();
     command->add_option("--spread", defaults.spread, "Standard deviation of each cluster, per coordinate")
+        ->check(non_negative_number<double>())
         ->capture_default_str();
     command->add_option("--scale", defaults.score_scale, "Factor on the dot products before exp (1: the papers' Eq. 3, 7)")
+        ->check(positive_number<double>())
         ->capture_default_str();
     command->add_option("--kinds", options->kinds, "Normalizations to run: lnas, dnas, hnas")
         ->delimiter(',')
         ->check(CLI::IsMember({"lnas", "dnas", "hnas"}))
         ->capture_default_str();
-    command->add_option("--hybrid-u", defaults.hybrid_u, "hnas: weight u of DNAS")->capture_default_str();
+    command->add_option("--hybrid-u", defaults.hybrid_u, "hnas: weight u of DNAS")
+        ->check(number_in<double>(0, 1))
+        ->capture_default_str();
     command->add_option("--merge-fraction", defaults.merge_fraction,
                         "Points closer than this fraction of the centres' distance (3.28) share a cluster")
+        ->check(positive_number<double>())
         ->capture_default_str();
     command->add_option("--min-cluster-fraction", defaults.min_cluster_fraction,
                         "Smaller groups than this fraction of min(n0, n1) count as stray points, not clusters")
+        ->check(number_in<double>(0, 1))
         ->capture_default_str();
     command->add_option("--output", options->output, "Write the result (points of every step included) as JSON");
     command->callback([options] {
@@ -67,16 +76,16 @@ void add_mode_collapse_command(CLI::App& toy) {
         for (const auto& name : options->kinds) options->analysis.kinds.push_back(analysis::parse_attention_kind(name));
         const auto result = analysis::run_mode_collapse(options->analysis);
         const auto& o = result.options;
-        std::printf("mode collapse: %d vs %d points, spread %g, score scale %g, seed %llu; clusters: single linkage "
-                    "at %.3f, at least %zu points\n",
-                    o.n0, o.n1, o.spread, o.score_scale, static_cast<unsigned long long>(o.seed), result.merge_distance,
-                    result.min_cluster_points);
-        std::printf("%-6s %5s %9s %-16s %6s %16s\n", "kind", "step", "clusters", "sizes", "stray", "centre distance");
+        fmt::print("mode collapse: {} vs {} points, spread {:g}, score scale {:g}, seed {}; clusters: single linkage "
+                   "at {:.3f}, at least {} points\n",
+                   o.n0, o.n1, portable(o.spread), portable(o.score_scale), o.seed, portable(result.merge_distance),
+                   result.min_cluster_points);
+        fmt::print("{:<6} {:>5} {:>9} {:<16} {:>6} {:>16}\n", "kind", "step", "clusters", "sizes", "stray", "centre distance");
         for (const auto& run : result.runs) {
             for (const auto& step : run.steps) {
-                std::printf("%-6s %5d %9zu %-16s %6zu %16.4f\n", analysis::to_string(run.normalization.kind).c_str(),
-                            step.step, step.clustering.clusters(), join_sizes(step.clustering.cluster_sizes).c_str(),
-                            step.clustering.stray_points, step.centre_distance);
+                fmt::print("{:<6} {:>5} {:>9} {:<16} {:>6} {:>16.4f}\n", analysis::to_string(run.normalization.kind),
+                           step.step, step.clustering.clusters(), join_sizes(step.clustering.cluster_sizes),
+                           step.clustering.stray_points, portable(step.centre_distance));
             }
         }
         if (!options->output.empty()) write_json(nlohmann::json(result), options->output);
@@ -93,27 +102,33 @@ void add_centre_distance_command(CLI::App& toy) {
     auto* command = toy.add_subcommand(
         "centre-distance", "Paper 000 Eq. 11-12: centre distance after one step vs r = N0/N1, with a 1-D simulation");
     command->add_option("--a", defaults.a_values, "Half the initial distance between the clusters (at +a and -a)")
+        ->check(positive_number<double>())
         ->capture_default_str();
-    command->add_option("--r-min", defaults.r_min, "Smallest r = N0/N1")->capture_default_str();
-    command->add_option("--r-max", defaults.r_max, "Largest r = N0/N1")->capture_default_str();
+    command->add_option("--r-min", defaults.r_min, "Smallest r = N0/N1")->check(positive_number<double>())->capture_default_str();
+    command->add_option("--r-max", defaults.r_max, "Largest r = N0/N1")->check(positive_number<double>())->capture_default_str();
     command->add_option("--curve-points", defaults.curve_points, "Values of r on each analytic curve")
+        ->check(integer_in<int>(2))
         ->capture_default_str();
-    command->add_option("--simulated-points", defaults.simulated_points, "Values of r simulated")->capture_default_str();
+    command->add_option("--simulated-points", defaults.simulated_points, "Values of r simulated")
+        ->check(positive_integer<int>())
+        ->capture_default_str();
     command->add_option("--simulation-base", defaults.simulation_base, "Size of the smaller cluster in the simulations")
+        ->check(positive_integer<int>())
         ->capture_default_str();
     command->add_option("--output", options->output, "Write the curves and simulated points as JSON");
     command->callback([options] {
         const auto result = analysis::centre_distance_analysis(options->analysis);
-        std::printf("centre distance after one step, N0 points at +a and N1 at -a (initial distance 2a)\n");
-        std::printf("%6s %9s %6s %6s %10s %12s %10s %12s\n", "a", "r", "N0", "N1", "Eq. 11", "lnas (sim)", "Eq. 12",
-                    "dnas (sim)");
+        fmt::print("centre distance after one step, N0 points at +a and N1 at -a (initial distance 2a)\n");
+        fmt::print("{:>6} {:>9} {:>6} {:>6} {:>10} {:>12} {:>10} {:>12}\n", "a", "r", "N0", "N1", "Eq. 11", "lnas (sim)",
+                   "Eq. 12", "dnas (sim)");
         for (const auto& curve : result.curves) {
             for (const auto& point : curve.simulated) {
-                std::printf("%6.3f %9.4f %6d %6d %10.6f %12.6f %10.6f %12.6f\n", curve.a, point.r, point.n0, point.n1,
-                            point.lnas_analytic, point.lnas, point.dnas_analytic, point.dnas);
+                fmt::print("{:>6.3f} {:>9.4f} {:>6} {:>6} {:>10.6f} {:>12.6f} {:>10.6f} {:>12.6f}\n", portable(curve.a),
+                           portable(point.r), point.n0, point.n1, portable(point.lnas_analytic), portable(point.lnas),
+                           portable(point.dnas_analytic), portable(point.dnas));
             }
         }
-        std::printf("largest |simulation - analytic|: %.3g\n", result.max_abs_error);
+        fmt::print("largest |simulation - analytic|: {:.3g}\n", portable(result.max_abs_error));
         if (!options->output.empty()) write_json(nlohmann::json(result), options->output);
     });
 }

@@ -1,14 +1,17 @@
 // `hnas demo`, `hnas train` and `hnas vocab`.
 #include <spdlog/spdlog.h>
 
+#include <csignal>
 #include <filesystem>
 #include <memory>
 
 #include "backend/matmul.h"
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "config/experiment_config.h"
 #include "data/tokenizer.h"
 #include "dist/communicator.h"
+#include "tensor/number_format.h"
 #include "train/block_demo.h"
 #include "train/trainer.h"
 
@@ -17,18 +20,25 @@ namespace hnas::cli {
 void add_demo_command(CLI::App& app) {
     auto* command = app.add_subcommand("demo", "Train one Transformer block to reverse a fixed batch (a smoke test)");
     auto options = std::make_shared<train::BlockDemoOptions>();
-    command->add_option("--steps", options->steps, "Adam steps")->check(CLI::PositiveNumber);
-    command->add_option("--seed", options->seed, "Seed for data, initialization and dropout");
-    command->add_option("--lr", options->learning_rate, "Learning rate")->check(CLI::PositiveNumber);
+    command->add_option("--steps", options->steps, "Adam steps")->check(positive_integer<int>());
+    command->add_option("--seed", options->seed, "Seed for data, initialization and dropout")
+        ->check(non_negative_integer<uint64_t>());
+    command->add_option("--lr", options->learning_rate, "Learning rate")->check(positive_number<float>());
     command->callback([options] {
         spdlog::info("hnas {} on {}", HNAS_VERSION, backend::describe());
         const auto losses = train::run_block_demo(*options, [&](int step, float loss) {
-            if (step % 20 == 0 || step + 1 == options->steps) spdlog::info("step {:4d}  loss {:.4f}", step, loss);
+            if (step % 20 == 0 || step + 1 == options->steps) spdlog::info("step {:4d}  loss {:.4f}", step, portable(loss));
         });
-        spdlog::info("loss {:.4f} -> {:.4f} ({:.1f} % lower) in {} steps", losses.front(), losses.back(),
-                     100.0 * (1.0 - losses.back() / losses.front()), losses.size());
+        spdlog::info("loss {:.4f} -> {:.4f} ({:.1f} % lower) in {} steps", portable(losses.front()), portable(losses.back()),
+                     portable(100.0 * (1.0 - losses.back() / losses.front())), losses.size());
     });
 }
+
+// The exit status of a run that a signal stopped after its checkpoint: 128 + the signal's number, as a
+// shell reports a process the signal killed (130 for SIGINT, 143 for SIGTERM). A rank of a data-parallel
+// run that stopped because another rank received the signal reports SIGTERM, which mpirun forwards to
+// every rank.
+int exit_status_after_signal(int signal) { return 128 + (signal != 0 ? signal : SIGTERM); }
 
 // `hnas train`: the main job (see src/train/trainer.h for what a run directory holds).
 void add_train_command(CLI::App& app, int& exit_code) {
@@ -49,7 +59,7 @@ void add_train_command(CLI::App& app, int& exit_code) {
     command->add_flag("--reset-schedule", options->train.reset_schedule, "With --resume: restart the learning-rate schedule");
     command->add_option("--stop-after", options->train.stop_after_steps,
                         "Write a checkpoint and stop after this many steps of this invocation (time-sliced jobs)")
-        ->check(CLI::PositiveNumber);
+        ->check(positive_integer<int64_t>());
     command->callback([options, &exit_code] {
         const auto config = config::load_experiment_config(options->config, options->overrides);
         if (options->train.run_dir.empty()) {
@@ -71,10 +81,11 @@ void add_train_command(CLI::App& app, int& exit_code) {
             throw;
         }
         spdlog::info("stopped at step {} ({}); last training loss {:.4f}{}", result.steps, result.stopped_because,
-                     result.last_loss, result.best_metric ? fmt::format("; best validation {} {:.4f}", config.validation.metric,
-                                                                        *result.best_metric)
-                                                          : std::string());
-        if (result.stopped_because == "signal") exit_code = 130;
+                     portable(result.last_loss),
+                     result.best_metric ? fmt::format("; best validation {} {:.4f}", config.validation.metric,
+                                                      portable(*result.best_metric))
+                                        : std::string());
+        if (result.stopped_because == "signal") exit_code = exit_status_after_signal(result.signal);
     });
 }
 
@@ -84,10 +95,12 @@ void add_vocab_command(CLI::App& app) {
     auto* command = app.add_subcommand("vocab", "Train a SentencePiece tokenizer (pad 0, unk 1, bos 2, eos 3, [CLS] [SEP] [MASK])");
     command->add_option("--input", options->inputs, "Text files, one sentence per line")->required()->check(CLI::ExistingFile);
     command->add_option("--model-prefix", options->model_prefix, "Writes PREFIX.model and PREFIX.vocab")->required();
-    command->add_option("--vocab-size", options->vocab_size, "Pieces, special ones included")->check(CLI::Range(16, 1000000));
+    command->add_option("--vocab-size", options->vocab_size, "Pieces, special ones included")
+        ->check(integer_in<int>(16, 1000000));
     command->add_option("--type", options->type, "unigram or bpe")->check(CLI::IsMember({"unigram", "bpe"}));
-    command->add_option("--input-sentence-size", options->input_sentence_size, "Lines sampled for training (0: all)");
-    command->add_option("--seed", options->seed, "Seed of the line sampling");
+    command->add_option("--input-sentence-size", options->input_sentence_size, "Lines sampled for training (0: all)")
+        ->check(non_negative_integer<int64_t>());
+    command->add_option("--seed", options->seed, "Seed of the line sampling")->check(non_negative_integer<uint64_t>());
     command->callback([options] {
         data::train_tokenizer(*options);
         const auto tokenizer = data::Tokenizer::load(options->model_prefix + ".model");

@@ -5,6 +5,9 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+
+#include "tensor/number_format.h"
 
 namespace hnas {
 
@@ -13,10 +16,20 @@ public:
     using std::runtime_error::runtime_error;
 };
 
+// Floating-point arguments print in hnas's one spelling of non-finite values (tensor/number_format.h).
+template <typename T>
+void append_to_message(std::ostringstream& out, const T& argument) {
+    if constexpr (std::is_floating_point_v<T>) {
+        out << portable(static_cast<double>(argument));
+    } else {
+        out << argument;
+    }
+}
+
 template <typename... Args>
 std::string concat_message(const Args&... args) {
     std::ostringstream out;
-    (out << ... << args);
+    (append_to_message(out, args), ...);
     return out.str();
 }
 

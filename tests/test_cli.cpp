@@ -1,0 +1,189 @@
+// The hnas command line as a user meets it, run as a subprocess: its exit statuses (README, "Exit
+// statuses") — 0, 1 for an error, 2 for a rejected command line, 128 + N when signal N stopped a
+// training run after its checkpoint — and numeric options whose errors name the option and a range
+// that the rejected value is really outside of.
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "io/checkpoint.h"
+#include "test_support.h"
+
+namespace hnas {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A folder for the files of this suite, removed at its end.
+class Scratch {
+public:
+    static const fs::path& path() {
+        static const Scratch scratch;
+        return scratch.root_;
+    }
+    ~Scratch() { fs::remove_all(root_); }
+
+private:
+    Scratch() { fs::create_directories(root_); }
+    fs::path root_ = fs::temp_directory_path() / ("hnas_cli_test_" + std::to_string(getpid()));
+};
+
+struct Outcome {
+    int status = 0;  // wait status
+    std::string output;
+};
+
+// Runs `hnas args...` to its end; its status and its standard output and error together.
+Outcome run_hnas(const std::vector<std::string>& args) {
+    static int runs = 0;
+    std::vector<std::string> command{HNAS_EXECUTABLE};
+    command.insert(command.end(), args.begin(), args.end());
+    const testing::Subprocess process =
+        testing::start_subprocess(command, (Scratch::path() / ("run_" + std::to_string(++runs) + ".log")).string());
+    const int status = testing::finish(process);
+    return {status, process.output()};
+}
+
+int exit_status(const Outcome& outcome) { return WIFEXITED(outcome.status) ? WEXITSTATUS(outcome.status) : -1; }
+
+// ---- numeric options -----------------------------------------------------------------------------------
+
+struct BadValue {
+    std::vector<std::string> args;
+    std::string message;  // the whole error line CLI11 prints, option name first
+};
+
+// A representative set over every subcommand and every kind of range: positive and non-negative
+// integers, bounded integers, positive, bounded and finite numbers, values too large for the option's
+// type, text that is no number. Required file options point at a file that exists, so that the option
+// under test is the one rejected.
+TEST(CommandLine, NumericOptionsStateTheirRealRange) {
+    const std::string file = (Scratch::path() / "some.txt").string();
+    std::ofstream(file) << "a line\n";
+    const std::vector<std::string> decode{"decode", "--checkpoint", file, "--input", file, "--output", file};
+    auto with = [](std::vector<std::string> base, std::initializer_list<std::string> more) {
+        base.insert(base.end(), more);
+        return base;
+    };
+    const std::vector<BadValue> cases{
+        {with(decode, {"--beam", "0"}), "--beam: must be a positive integer, got 0"},
+        {with(decode, {"--beam", "-4"}), "--beam: must be a positive integer, got -4"},
+        {with(decode, {"--beam", "four"}), "--beam: must be a positive integer, got four"},
+        {with(decode, {"--beam", "2.5"}), "--beam: must be a positive integer, got 2.5"},
+        // CLI11 alone would take this for octal 8.
+        {with(decode, {"--beam", "010"}), "--beam: must be a positive integer written without leading zeros, got 010"},
+        {with(decode, {"--min-len", "-1"}), "--min-len: must be a non-negative integer, got -1"},
+        {with(decode, {"--length-penalty", "nan"}), "--length-penalty: must be a finite number, got nan"},
+        {with(decode, {"--length-penalty", "1e999"}),
+         "--length-penalty: must be a finite number no larger in magnitude than 1.7976931348623157e+308, got 1e999"},
+        {with(decode, {"--batch", "99999999999999999999"}),
+         "--batch: must be a positive integer no larger than 9223372036854775807, got 99999999999999999999"},
+        {{"rouge", "--hyp", file, "--ref", file, "--bootstrap", "-1"}, "--bootstrap: must be a non-negative integer, got -1"},
+        {{"rouge", "--hyp", file, "--ref", file, "--seed", "-1"}, "--seed: must be a non-negative integer, got -1"},
+        {{"vocab", "--input", file, "--model-prefix", file, "--vocab-size", "5"},
+         "--vocab-size: must be an integer in [16, 1000000], got 5"},
+        {{"train", "--config", file, "--stop-after", "0"}, "--stop-after: must be a positive integer, got 0"},
+        {{"demo", "--lr", "0"}, "--lr: must be a positive number, got 0"},
+        {{"demo", "--lr", "1e39"}, "--lr: must be a positive number no larger in magnitude than 3.4028235e+38, got 1e39"},
+        {{"demo", "--steps", "3000000000"}, "--steps: must be a positive integer no larger than 2147483647, got 3000000000"},
+        {{"inspect", file, "--vocab-size", "0"}, "--vocab-size: must be a positive integer, got 0"},
+        {{"analyze", "explain-away", "--checkpoint", file, "--input", file, "--epsilon", "0"},
+         "--epsilon: must be a positive number, got 0"},
+        {{"toy", "mode-collapse", "--hybrid-u", "1.5"}, "--hybrid-u: must be a number in [0, 1], got 1.5"},
+        {{"toy", "mode-collapse", "--spread", "-0.1"}, "--spread: must be a non-negative number, got -0.1"},
+        {{"toy", "centre-distance", "--curve-points", "1"}, "--curve-points: must be an integer of at least 2, got 1"},
+        {{"toy", "centre-distance", "--a", "1", "-1"}, "--a: must be a positive number, got -1"},
+    };
+    for (const BadValue& bad : cases) {
+        const Outcome outcome = run_hnas(bad.args);
+        EXPECT_EQ(exit_status(outcome), 2) << testing::describe_status(outcome.status) << "\n" << outcome.output;
+        EXPECT_CONTAINS(outcome.output, bad.message + "\n");
+    }
+}
+
+// Values at the edges of the ranges pass as written.
+TEST(CommandLine, ValuesInRangeAreAcceptedAsWritten) {
+    const Outcome outcome = run_hnas({"toy", "mode-collapse", "--n0", "10", "--n1", "+1", "--steps", "0", "--hybrid-u",
+                                      "1", "--min-cluster-fraction", "0", "--spread", "0", "--scale", "2.5e-1", "--kinds",
+                                      "hnas"});
+    EXPECT_EQ(exit_status(outcome), 0) << outcome.output;
+    EXPECT_CONTAINS(outcome.output, "mode collapse: 10 vs 1 points, spread 0, score scale 0.25,");
+}
+
+// ---- exit statuses ---------------------------------------------------------------------------------------
+
+TEST(CommandLine, ExitStatusesSayHowTheCommandEnded) {
+    EXPECT_EQ(exit_status(run_hnas({"--version"})), 0);
+    EXPECT_EQ(exit_status(run_hnas({"decode", "--help"})), 0);
+    const Outcome unknown = run_hnas({"frobnicate"});
+    EXPECT_EQ(exit_status(unknown), 2) << unknown.output;
+    const Outcome missing = run_hnas({"decode"});
+    EXPECT_EQ(exit_status(missing), 2) << missing.output;
+    EXPECT_CONTAINS(missing.output, "--checkpoint is required");
+    // A command line that parses but names a checkpoint that is none: an error, one line.
+    const std::string not_a_checkpoint = (Scratch::path() / "not_a.ckpt").string();
+    std::ofstream(not_a_checkpoint) << "no checkpoint here\n";
+    const Outcome failed = run_hnas({"inspect", not_a_checkpoint});
+    EXPECT_EQ(exit_status(failed), 1) << failed.output;
+    EXPECT_CONTAINS(failed.output, not_a_checkpoint);
+}
+
+// A small headline run on the bundled data that trains until a signal stops it, logging every step and
+// writing a checkpoint only when it stops.
+std::string endless_run_config(const fs::path& dir) {
+    const std::string gigaword = std::string(HNAS_SOURCE_DIR) + "/data/gigaword/";
+    auto copy_head = [&](const std::string& from, const std::string& to, int lines) {
+        return testing::copy_head(gigaword + from, (dir / to).string(), lines);
+    };
+    const std::string articles = copy_head("train_10k/train.article.txt", "articles.txt", 400);
+    const std::string titles = copy_head("train_10k/train.title.txt", "titles.txt", 400);
+    const std::string valid_articles = copy_head("valid_1k/valid.article.filter.txt", "valid_articles.txt", 16);
+    const std::string valid_titles = copy_head("valid_1k/valid.title.filter.txt", "valid_titles.txt", 16);
+    const nlohmann::json config = {
+        {"task", "headline"},
+        {"seed", 5},
+        {"model",
+         {{"d_model", 32}, {"heads", 4}, {"ffn_dim", 64}, {"encoder_layers", 1}, {"decoder_layers", 1},
+          {"max_source_positions", 48}, {"max_target_positions", 24}}},
+        {"tokenizer", {{"vocab_size", 300}}},
+        {"data", {{"train_articles", articles}, {"train_titles", titles}, {"valid_articles", valid_articles},
+                  {"valid_titles", valid_titles}, {"max_source", 48}, {"max_target", 24}, {"batch_sentences", 16},
+                  {"shuffle_buffer", 128}}},
+        {"train", {{"steps", 1000000}, {"warmup_steps", 2}, {"log_every", 1}}},
+        {"validation", {{"every", 0}}},
+        {"checkpoint", {{"every", 1000000}}}};
+    const fs::path path = dir / "config.json";
+    std::ofstream(path) << config.dump(2);
+    return path.string();
+}
+
+// Starts the endless run, waits until it trains (its first step is logged, so its signal handlers are
+// in place), sends `signal` and expects exit status 128 + signal and a loadable checkpoint of the step
+// it stopped at.
+void expect_signal_stops_the_run(int signal, const std::string& name) {
+    const fs::path dir = Scratch::path() / name;
+    fs::create_directories(dir);
+    const fs::path run = dir / "run";
+    const testing::Subprocess process = testing::start_subprocess(
+        {HNAS_EXECUTABLE, "train", "--config", endless_run_config(dir), "--out", run.string()}, (dir / "train.log").string());
+    const bool training = testing::wait_until([&] { return process.ended() || testing::logged_a_record(run.string()); });
+    ASSERT_TRUE(training && !process.ended()) << "the run did not start training:\n" << process.output();
+    kill(process.pid, signal);
+    const int status = testing::finish(process);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 128 + signal)
+        << name << ": " << testing::describe_status(status) << ", expected exit status " << 128 + signal << "\n"
+        << process.output();
+    EXPECT_CONTAINS(process.output(), "received signal " + std::to_string(signal) + ": writing a checkpoint and stopping");
+    std::vector<fs::path> checkpoints;
+    for (const auto& entry : fs::directory_iterator(run / "checkpoints")) checkpoints.push_back(entry.path());
+    ASSERT_EQ(checkpoints.size(), 1u) << process.output();
+    const io::Checkpoint checkpoint = io::Checkpoint::load(checkpoints.front().string());
+    EXPECT_GE(checkpoint.metadata().at("step").get<int64_t>(), 1);
+}
+
+TEST(CommandLine, SigtermStopsTrainingWithStatus143AndACheckpoint) { expect_signal_stops_the_run(SIGTERM, "sigterm"); }
+
+TEST(CommandLine, SigintStopsTrainingWithStatus130AndACheckpoint) { expect_signal_stops_the_run(SIGINT, "sigint"); }
+
+}  // namespace
+}  // namespace hnas
