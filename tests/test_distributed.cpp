@@ -1,14 +1,20 @@
 // Data-parallel training under mpirun, on this machine over loopback TCP: 2 ranks give the parameters
 // of the single process at equal global batch (within kParameterTolerance); a run resumes on another
 // number of ranks; a rank killed with SIGKILL, or stopped (hung) with SIGSTOP, ends the whole job with a
-// message naming it, within the collective timeout, and leaves a loadable last checkpoint. Without MPI
-// only the sharding of batches between ranks is tested.
+// message naming it and leaves a loadable last checkpoint. Without MPI only the sharding of batches
+// between ranks is tested.
+//
+// Timing: the suite must pass on a loaded 2-core machine running another test beside it. The runs that
+// do not test failures get a collective timeout no healthy operation comes near; the failure tests a
+// short one, since the hang under test must end the job, yet long beside what a healthy rank waits for
+// another here: a step or a checkpoint write of the tiny model, under 0.1 s with both cores busy. Every
+// wait is for an event (a checkpoint, the job's end) up to a generous deadline, and no test asserts
+// how long anything took.
 //
 // The runs use configs/gigaword_tiny_hnas.json with overrides: a tokenizer trained once for the suite,
 // 16 sentences per global batch, one OpenMP thread per process, and dropout 0 — a rank draws the
 // dropout masks of its slice of the batch, which cannot equal the masks the single process draws for
 // those rows (docs/distributed.md), so only without dropout are the two runs the same computation.
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,8 +24,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
-#include <thread>
 
 #include "config/experiment_config.h"
 #include "data/batch.h"
@@ -84,7 +88,8 @@ TEST(Sharding, MlmSliceRenumbersMaskedPositions) {
 constexpr double kParameterTolerance = 1e-6;
 constexpr double kLossTolerance = 1e-5;
 constexpr int kSteps = 10;
-constexpr int kTimeoutSeconds = 6;  // train.collective_timeout of the failure tests
+constexpr int kTimeoutSeconds = 300;        // train.collective_timeout of healthy runs
+constexpr int kFailureTimeoutSeconds = 10;  // and of the failure tests
 
 class Environment {
 public:
@@ -111,20 +116,9 @@ private:
     }
 };
 
-struct Process {
-    pid_t pid = -1;
-    fs::path log;
-    std::string output() const {
-        std::ifstream in(log);
-        std::stringstream text;
-        text << in.rdbuf();
-        return text.str();
-    }
-};
-
 // Starts `hnas train` on the tiny config in `run` (through mpirun with `ranks` > 0, else directly),
 // its output into run.log beside the run directory.
-Process start(const fs::path& run, int ranks, const std::vector<std::string>& extra) {
+testing::Subprocess start(const fs::path& run, int ranks, const std::vector<std::string>& extra) {
     const Environment& env = Environment::get();
     const std::string source(HNAS_SOURCE_DIR);
     std::vector<std::string> args;
@@ -168,53 +162,28 @@ Process start(const fs::path& run, int ranks, const std::vector<std::string>& ex
         args.push_back(set);
     }
     args.insert(args.end(), extra.begin(), extra.end());
-    Process process;
-    process.log = run.string() + ".log";
-    process.pid = fork();
-    if (process.pid == 0) {
-        const int out = open(process.log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-        dup2(out, 1);
-        dup2(out, 2);
-        // CI runs as root, which Open MPI refuses without this consent.
-        setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-        setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    // CI runs as root, which Open MPI refuses without this consent.
+    std::vector<std::pair<std::string, std::string>> environment{{"OMPI_ALLOW_RUN_AS_ROOT", "1"},
+                                                                 {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}};
 #ifdef HNAS_SANITIZE
-        // Open MPI leaves allocations at exit that MPI_Finalize does not free, many made by MCA
-        // components it has already unloaded (so no suppression by library name can match them):
-        // LeakSanitizer would fail every rank. Leak checking stays on for the single-process runs
-        // and the rest of the suite; address and undefined-behaviour checks stay on for the ranks.
-        if (ranks > 0) {
-            const char* options = std::getenv("ASAN_OPTIONS");
-            setenv("ASAN_OPTIONS", (std::string(options ? options : "") + ":detect_leaks=0").c_str(), 1);
-        }
+    // Open MPI leaves allocations at exit that MPI_Finalize does not free, many made by MCA
+    // components it has already unloaded (so no suppression by library name can match them):
+    // LeakSanitizer would fail every rank. Leak checking stays on for the single-process runs
+    // and the rest of the suite; address and undefined-behaviour checks stay on for the ranks.
+    if (ranks > 0) {
+        const char* options = std::getenv("ASAN_OPTIONS");
+        environment.emplace_back("ASAN_OPTIONS", std::string(options ? options : "") + ":detect_leaks=0");
+    }
 #endif
-        std::vector<char*> argv;
-        for (auto& arg : args) argv.push_back(arg.data());
-        argv.push_back(nullptr);
-        execv(argv[0], argv.data());
-        _exit(127);
-    }
-    return process;
-}
-
-// Waits for the process at most `seconds`; its exit status, or -1 after killing it on timeout.
-int finish(const Process& process, double seconds) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-    while (std::chrono::steady_clock::now() < deadline) {
-        int status = 0;
-        if (waitpid(process.pid, &status, WNOHANG) == process.pid) return status;
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    kill(process.pid, SIGKILL);
-    waitpid(process.pid, nullptr, 0);
-    return -1;
+    return testing::start_subprocess(args, run.string() + ".log", environment);
 }
 
 void run_to_completion(const fs::path& run, int ranks, const std::vector<std::string>& extra = {}) {
-    const Process process = start(run, ranks, extra);
-    const int status = finish(process, 120);
+    const testing::Subprocess process = start(run, ranks, extra);
+    const int status = testing::finish(process);
     ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        << (ranks > 0 ? std::to_string(ranks) + " ranks" : "1 process") << " failed (status " << status << "):\n"
+        << (ranks > 0 ? std::to_string(ranks) + " ranks" : "1 process") << " failed (" << testing::describe_status(status)
+        << "):\n"
         << process.output();
 }
 
@@ -283,12 +252,9 @@ TEST(Distributed, TwoRanksMatchOneProcessAtEqualGlobalBatch) {
     std::printf("max |loss difference| per step: %.3g\n", worst_loss);
     EXPECT_EQ(io::Checkpoint::load(both.string()).metadata().at("ranks").get<int>(), 2);
     // Rank 0 alone reports; the thread budget is logged.
-    const std::string log = two.path.string() + ".log";
-    std::ifstream in(log);
-    std::stringstream text;
-    text << in.rdbuf();
-    EXPECT_NE(text.str().find("data-parallel over 2 ranks"), std::string::npos) << text.str();
-    EXPECT_EQ(text.str().find("[rank 1] [info]"), std::string::npos) << text.str();
+    const std::string log = testing::Subprocess{-1, two.path.string() + ".log"}.output();
+    EXPECT_NE(log.find("data-parallel over 2 ranks"), std::string::npos) << log;
+    EXPECT_EQ(log.find("[rank 1] [info]"), std::string::npos) << log;
 }
 
 // 2 ranks → 1 process → 2 ranks, stopping and resuming in between, ends where one process ends.
@@ -322,28 +288,32 @@ pid_t rank_pid(pid_t mpirun, int rank) {
     return -1;
 }
 
-// Starts a long 2-rank run, waits for its first checkpoint, applies `signal` to rank 1 and returns the
-// job's output once it has ended (it must within the timeout and a margin for mpirun's clean-up).
+// Starts a long 2-rank run with the short collective timeout, waits for its first checkpoint, applies
+// `signal` to rank 1 and returns the job's output once it has ended (it must, by itself: the deadline
+// only keeps a broken job from hanging the suite).
 std::string fail_rank_one(const fs::path& run, int signal, int* status) {
-    const Process job = start(run, 2, {"--set", "train.steps=100000", "--set", "checkpoint.every=3"});
-    for (int wait = 0; wait < 600 && newest_checkpoint(run).empty(); ++wait) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    EXPECT_FALSE(newest_checkpoint(run).empty()) << "no checkpoint within 60 s:\n" << job.output();
+    const testing::Subprocess job =
+        start(run, 2, {"--set", "train.steps=100000", "--set", "checkpoint.every=3", "--set",
+                       "train.collective_timeout=" + std::to_string(kFailureTimeoutSeconds)});
+    const bool checkpointed = testing::wait_until([&] { return job.ended() || !newest_checkpoint(run).empty(); });
+    EXPECT_TRUE(checkpointed && !job.ended()) << "no checkpoint while the job ran:\n" << job.output();
     const pid_t victim = rank_pid(job.pid, 1);
     EXPECT_GT(victim, 0) << "rank 1 not found among mpirun's children";
     if (victim > 0) kill(victim, signal);
     const auto started = std::chrono::steady_clock::now();
-    *status = finish(job, kTimeoutSeconds + 30);
+    *status = testing::finish(job);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    EXPECT_NE(*status, -1) << "the job did not end within " << kTimeoutSeconds + 30 << " s";
-    std::printf("the job ended %.1f s after rank 1 got signal %d\n", seconds, signal);
+    EXPECT_NE(*status, -1) << "the job did not end within " << testing::kEventDeadlineSeconds << " s";
+    const std::string output = job.output();
+    const size_t report = output.find("rank 0 of 2: ");  // rank 0's report, when it ended the job
+    std::printf("the job ended %.1f s after rank 1 got signal %d%s\n", seconds, signal,
+                report == std::string::npos ? "" : (": " + output.substr(report, output.find('\n', report) - report)).c_str());
     if (victim > 0 && kill(victim, 0) == 0) {  // mpirun should have taken it down; never leave it behind
         kill(victim, SIGKILL);
     }
     const fs::path last = newest_checkpoint(run);
     EXPECT_NO_THROW(io::Checkpoint::load(last.string())) << last;
-    return job.output();
+    return output;
 }
 
 TEST(Distributed, KilledRankEndsTheJobNamingIt) {
@@ -355,12 +325,15 @@ TEST(Distributed, KilledRankEndsTheJobNamingIt) {
     EXPECT_NE(output.find("process rank 1"), std::string::npos) << output;
 }
 
+// Rank 1 may stop between operations ("rank(s) 1 did not arrive at ...") or inside one after its
+// arrival note ("rank(s) 1 stopped responding in ..."); either way rank 0 names it.
 TEST(Distributed, HungRankEndsTheJobAfterTheTimeoutNamingIt) {
     RunDir run("hung");
     int status = 0;
     const std::string output = fail_rank_one(run.path, SIGSTOP, &status);
     EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << output;
-    EXPECT_NE(output.find("rank(s) 1 did not arrive"), std::string::npos) << output;
+    EXPECT_CONTAINS(output, "rank(s) 1 ");
+    EXPECT_CONTAINS(output, "(dead or hung); ending the job");
 }
 
 #else

@@ -8,7 +8,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "tensor/check.h"
 
@@ -22,6 +24,12 @@ using Clock = std::chrono::steady_clock;
 // only one that knows who arrived — is the one that reports it.
 constexpr double kGraceSeconds = 5.0;
 
+// When every rank arrived at an operation that still did not complete, rank 0 pings the others and
+// names those that do not answer within this time: a rank waiting in an operation answers at once,
+// a stopped or dead one never. It ends the job before the other ranks' grace runs out.
+constexpr double kPingReplySeconds = 2.0;
+static_assert(kPingReplySeconds < kGraceSeconds);
+
 class MpiCommunicator final : public Communicator {
 public:
     explicit MpiCommunicator(double timeout_seconds) : timeout_(timeout_seconds) {
@@ -34,11 +42,20 @@ public:
         MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &host);
         MPI_Comm_size(host, &local_size_);
         MPI_Comm_free(&host);
-        // Arrival notes travel on their own communicator so they can never match collective traffic.
+        // Arrival notes and pings travel on communicators of their own so they can never match
+        // collective traffic.
         MPI_Comm_dup(MPI_COMM_WORLD, &notes_);
+        MPI_Comm_dup(MPI_COMM_WORLD, &pings_);
         note_values_.resize(static_cast<size_t>(size_));
+        ping_answers_.resize(static_cast<size_t>(size_));
+        if (rank_ != 0) MPI_Irecv(&ping_value_, 1, MPI_INT, 0, 0, pings_, &ping_);
     }
     ~MpiCommunicator() override {
+        if (ping_ != MPI_REQUEST_NULL) {
+            MPI_Cancel(&ping_);
+            MPI_Wait(&ping_, MPI_STATUS_IGNORE);
+        }
+        MPI_Comm_free(&pings_);
         MPI_Comm_free(&notes_);
         MPI_Finalize();
     }
@@ -128,6 +145,7 @@ private:
                 done = done && flag != 0;
             }
             if (done) return;
+            if (rank_ != 0) answer_ping();
             const double waited = std::chrono::duration<double>(Clock::now() - start).count();
             if (waited > limit) timed_out(requests, what, waited);
             // Spin briefly (gradient sums between ranks of one host finish in microseconds), then
@@ -138,6 +156,47 @@ private:
                 std::this_thread::sleep_for(std::chrono::microseconds(polls < 100000 ? 50 : 1000));
             }
         }
+    }
+
+    // Rank 0 pings only when it is about to end the job, so one answer is all a rank ever gives.
+    void answer_ping() {
+        int pinged = 0;
+        MPI_Test(&ping_, &pinged, MPI_STATUS_IGNORE);
+        if (!pinged) return;
+        MPI_Request answer = MPI_REQUEST_NULL;
+        MPI_Isend(&rank_, 1, MPI_INT, 0, 0, pings_, &answer);
+        MPI_Request_free(&answer);  // rank_ outlives the send
+    }
+
+    // Rank 0: the ranks (as "1, 3") that do not answer a ping within kPingReplySeconds.
+    std::string silent_ranks() {
+        std::vector<MPI_Request> pings(static_cast<size_t>(size_), MPI_REQUEST_NULL),
+            answers(static_cast<size_t>(size_), MPI_REQUEST_NULL);
+        for (int other = 1; other < size_; ++other) {
+            const auto at = static_cast<size_t>(other);
+            MPI_Irecv(&ping_answers_[at], 1, MPI_INT, other, 0, pings_, &answers[at]);
+            MPI_Isend(&rank_, 1, MPI_INT, other, 0, pings_, &pings[at]);
+        }
+        const auto start = Clock::now();
+        while (std::chrono::duration<double>(Clock::now() - start).count() < kPingReplySeconds) {
+            bool all_answered = true;
+            for (int other = 1; other < size_; ++other) {
+                const auto at = static_cast<size_t>(other);
+                int flag = 0;
+                MPI_Test(&pings[at], &flag, MPI_STATUS_IGNORE);
+                MPI_Test(&answers[at], &flag, MPI_STATUS_IGNORE);
+                all_answered = all_answered && answers[at] == MPI_REQUEST_NULL;
+            }
+            if (all_answered) break;
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        std::string silent;
+        for (int other = 1; other < size_; ++other) {
+            if (answers[static_cast<size_t>(other)] != MPI_REQUEST_NULL) {
+                silent += (silent.empty() ? "" : ", ") + std::to_string(other);
+            }
+        }
+        return silent;  // the job ends next: the requests still open go with it
     }
 
     [[noreturn]] void timed_out(const std::vector<MPI_Request>& requests, const std::string& what, double waited) {
@@ -153,8 +212,15 @@ private:
             }
         }
         if (missing.empty()) {
-            abort(fmt::format("'{}' did not complete within {:.0f} s although every rank arrived: a rank died or its "
-                              "network failed during the operation",
+            const std::string silent = silent_ranks();
+            if (!silent.empty()) {
+                abort(fmt::format("rank(s) {} stopped responding in '{}': every rank arrived, the operation did not "
+                                  "complete within {:.0f} s, and rank(s) {} did not answer a ping within {:.0f} s (dead or "
+                                  "hung); ending the job",
+                                  silent, what, waited, silent, kPingReplySeconds));
+            }
+            abort(fmt::format("'{}' did not complete within {:.0f} s although every rank arrived and answers: the "
+                              "network between the ranks failed during the operation",
                               what, waited));
         }
         abort(fmt::format("rank(s) {} did not arrive at '{}' within {:.0f} s (dead or hung); ending the job", missing,
@@ -164,6 +230,10 @@ private:
     double timeout_;
     int rank_ = 0, size_ = 1, local_size_ = 1;
     MPI_Comm notes_ = MPI_COMM_NULL;
+    MPI_Comm pings_ = MPI_COMM_NULL;
+    MPI_Request ping_ = MPI_REQUEST_NULL;  // ranks other than 0: the ping from rank 0, posted at the start
+    int ping_value_ = 0;
+    std::vector<int> ping_answers_;  // rank 0: where the answers land (they may outlive silent_ranks())
     std::vector<int> note_values_;
     uint64_t operations_ = 0;
 };
