@@ -88,7 +88,7 @@ for target in "${targets[@]}"; do
   printf '%-16s %8s %12s %8s  %s\n' "$target" "$seconds" "${executions:--}" "${rate:--}" "$result"
   if [ "$result" != "nothing found" ]; then
     echo "---- $target: the end of its log ($log) ----"
-    grep -v -e '^#[0-9]' -e '^INFO:' "$log" | tail -n 60
+    grep -v -e '^#[0-9]' -e '^INFO:' "$log" | tail -n 60 || true
     echo "---- $target: the input that did it (reproduce: build-fuzz/tests/fuzz/$target FILE) ----"
     echo "${artifacts:-(none written; see the log)}"
   fi
