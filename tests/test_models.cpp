@@ -174,6 +174,11 @@ TEST(Config, HostileJsonIsAnErrorNamingTheFileAndTheKey) {
     std::string deep_key = "a";
     for (int i = 0; i < 100000; ++i) deep_key += ".a";
     EXPECT_CONTAINS(load_error(good, {deep_key + "=1"}), "key path deeper than 100 levels");
+    // A top level that is not an object, with and without overrides (found by fuzz_config).
+    for (const char* top : {"1", "\"x\"", "[1]", "null"}) {
+        EXPECT_CONTAINS(load_error(top, {"a=1"}), "config " + path + ": expected an object {…} at the top level, got ");
+        EXPECT_CONTAINS(load_error(top), "config " + path + ": expected an object {…} at the top level, got ");
+    }
     // Not JSON at all: a plain string value, which the strict reader then rejects by type.
     EXPECT_CONTAINS(load_error(good, {"train.learning_rate=fast"}), "config train.learning_rate: expected a number, got \"fast\"");
     std::filesystem::remove(path);

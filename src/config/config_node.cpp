@@ -162,6 +162,7 @@ bool overflows_double(const std::string& text) {
 }  // namespace
 
 void apply_override(Json& config, const std::string& assignment) {
+    HNAS_CHECK(config.is_object(), "--set ", assignment, ": the config is a JSON ", config.type_name(), ", not an object");
     const size_t equals = assignment.find('=');
     HNAS_CHECK(equals != std::string::npos && equals > 0, "--set ", assignment, ": expected key.path=value");
     const std::string path = assignment.substr(0, equals), text = assignment.substr(equals + 1);

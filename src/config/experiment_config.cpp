@@ -250,6 +250,8 @@ ExperimentConfig parse_experiment_config(const Json& raw) {
 
 ExperimentConfig load_experiment_config(const std::string& path, const std::vector<std::string>& overrides) {
     Json raw = read_json_file(path);
+    // Checked before the overrides, which add keys to the top level (nlohmann would turn a null into {}).
+    HNAS_CHECK(raw.is_object(), "config ", path, ": expected an object {…} at the top level, got ", raw.type_name());
     for (const std::string& assignment : overrides) apply_override(raw, assignment);
     try {
         return parse_experiment_config(raw);
