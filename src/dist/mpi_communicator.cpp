@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tensor/check.h"
+#include "tensor/number_format.h"
 
 namespace hnas::dist {
 
@@ -203,7 +204,7 @@ private:
         if (rank_ != 0) {
             abort(fmt::format("'{}' did not complete within {:.0f} s: another rank died or hangs (rank 0 reports "
                               "which ranks did not arrive, unless rank 0 itself is the one)",
-                              what, waited));
+                              what, portable(waited)));
         }
         std::string missing;
         for (int source = 1; source < size_; ++source) {
@@ -217,14 +218,14 @@ private:
                 abort(fmt::format("rank(s) {} stopped responding in '{}': every rank arrived, the operation did not "
                                   "complete within {:.0f} s, and rank(s) {} did not answer a ping within {:.0f} s (dead or "
                                   "hung); ending the job",
-                                  silent, what, waited, silent, kPingReplySeconds));
+                                  silent, what, portable(waited), silent, portable(kPingReplySeconds)));
             }
             abort(fmt::format("'{}' did not complete within {:.0f} s although every rank arrived and answers: the "
                               "network between the ranks failed during the operation",
-                              what, waited));
+                              what, portable(waited)));
         }
         abort(fmt::format("rank(s) {} did not arrive at '{}' within {:.0f} s (dead or hung); ending the job", missing,
-                          what, waited));
+                          what, portable(waited)));
     }
 
     double timeout_;
