@@ -105,6 +105,13 @@ TEST(NumberFormat, CheckMessagesSpellNonFiniteValuesPortably) {
               "rate 0.5 of 3 steps, 0.001");
 }
 
+// JSON output has no NaN or infinity (strict JSON): nlohmann::json writes them as null, the
+// documented spelling of a non-finite number in metrics.jsonl, reports and checkpoint headers.
+TEST(NumberFormat, JsonHoldsNonFiniteNumbersAsNull) {
+    const nlohmann::json record = {{"loss", kNegativeNan}, {"grad_norm", kInf}, {"rate", -kInf}, {"lr", 0.5}};
+    EXPECT_EQ(record.dump(), R"({"grad_norm":null,"loss":null,"lr":0.5,"rate":null})");
+}
+
 TEST(Rng, StreamsAreReproducibleAndDistinct) {
     Rng a(42, 1), b(42, 1), c(42, 2);
     bool any_difference = false;
