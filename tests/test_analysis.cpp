@@ -32,6 +32,10 @@ public:
         return environment;
     }
     fs::path root = fs::temp_directory_path() / ("hnas_analysis_test_" + std::to_string(getpid()));
+    ~AnalysisEnvironment() {
+        std::error_code ignored;
+        fs::remove_all(root, ignored);
+    }
     std::string tokenizer_path, articles, titles;
 
 private:

@@ -2,9 +2,7 @@
 // bit-identical to an uninterrupted one; a kill -9 during checkpoint writes leaves a loadable
 // checkpoint that resumes; a non-finite loss or gradient stops the run naming the step and the tensor;
 // signals checkpoint and stop.
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -33,6 +31,10 @@ public:
         return environment;
     }
     fs::path root = fs::temp_directory_path() / ("hnas_train_test_" + std::to_string(getpid()));
+    ~TrainEnvironment() {
+        std::error_code ignored;
+        fs::remove_all(root, ignored);
+    }
     std::string tokenizer, articles, titles, valid_articles, valid_titles, corpus;
 
 private:
@@ -357,20 +359,9 @@ TEST(Trainer, KillNineLeavesALoadableCheckpoint) {
     const std::string config_path = (dir.path / "config_in.json").string();
     std::ofstream(config_path) << raw.dump();
     auto launch = [&](bool resume) {
-        const pid_t child = fork();
-        if (child == 0) {
-            const int null = open("/dev/null", O_WRONLY);
-            dup2(null, 1);
-            dup2(null, 2);
-            std::vector<std::string> args{HNAS_EXECUTABLE, "train", "--config", config_path, "--out", (dir.path / "run").string()};
-            if (resume) args.push_back("--resume");
-            std::vector<char*> argv;
-            for (auto& arg : args) argv.push_back(arg.data());
-            argv.push_back(nullptr);
-            execv(argv[0], argv.data());
-            _exit(127);
-        }
-        return child;
+        std::vector<std::string> args{HNAS_EXECUTABLE, "train", "--config", config_path, "--out", (dir.path / "run").string()};
+        if (resume) args.push_back("--resume");
+        return testing::start_subprocess(args, (dir.path / "train.log").string());
     };
     const fs::path checkpoints = dir.path / "run" / "checkpoints";
     auto checkpoint_files = [&] {
@@ -390,17 +381,14 @@ TEST(Trainer, KillNineLeavesALoadableCheckpoint) {
             return files.empty() ? fs::path() : files.back();
         };
         const fs::path before = newest();
-        const pid_t child = launch(round > 0);
+        const testing::Subprocess child = launch(round > 0);
         // Once the run is writing a checkpoint every step, kill it at a random moment.
-        for (int wait = 0; wait < 600 && newest() == before; ++wait) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        }
+        testing::wait_until([&] { return child.ended() || newest() != before; });
         std::this_thread::sleep_for(std::chrono::milliseconds(rng.below(1500)));
-        kill(child, SIGKILL);
-        int status = 0;
-        waitpid(child, &status, 0);
+        kill(child.pid, SIGKILL);
+        testing::finish(child);
         const std::vector<fs::path> files = checkpoint_files();
-        ASSERT_FALSE(files.empty()) << "round " << round << ": no checkpoint after 60 s";
+        ASSERT_FALSE(files.empty()) << "round " << round << ": no checkpoint\n" << child.output();
         EXPECT_NO_THROW(io::Checkpoint::load(files.back().string())) << files.back();
     }
     // The interrupted writes' temporary files are cleaned up by the next start.
@@ -408,10 +396,10 @@ TEST(Trainer, KillNineLeavesALoadableCheckpoint) {
     const int64_t reached = io::Checkpoint::load(checkpoint_files().back().string()).metadata().at("step").get<int64_t>();
     raw["train"]["steps"] = reached + 2;
     std::ofstream(config_path) << raw.dump();
-    const pid_t child = launch(true);
-    int status = 0;
-    waitpid(child, &status, 0);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "resume after kill -9 failed, status " << status;
+    const testing::Subprocess child = launch(true);
+    const int status = testing::finish(child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "resume after kill -9: " << testing::describe_status(status) << "\n" << child.output();
     for (const auto& entry : fs::directory_iterator(checkpoints)) {
         EXPECT_EQ(entry.path().filename().string().find(".tmp."), std::string::npos) << entry.path();
     }
@@ -422,13 +410,15 @@ TEST(Trainer, SigtermWritesACheckpointAndStops) {
     Json raw = headline_config(env);
     raw["train"]["steps"] = 100000;
     RunDir dir("sigterm");
-    std::thread stopper([] {
-        std::this_thread::sleep_for(std::chrono::milliseconds(2000));
-        raise(SIGTERM);
+    // The signal is raised once the run has logged a step, so its handler is installed.
+    std::jthread stopper([&](std::stop_token returned) {
+        testing::wait_until([&] { return returned.stop_requested() || testing::logged_a_record(dir.path.string()); });
+        if (!returned.stop_requested()) raise(SIGTERM);
     });
     const train::TrainResult result = run(raw, dir.path);
-    stopper.join();
+    stopper.request_stop();
     EXPECT_EQ(result.stopped_because, "signal");
+    EXPECT_EQ(result.signal, SIGTERM);
     char name[32];
     std::snprintf(name, sizeof name, "step-%08lld.ckpt", static_cast<long long>(result.steps));
     EXPECT_NO_THROW(io::Checkpoint::load((dir.path / "checkpoints" / name).string()));

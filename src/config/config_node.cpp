@@ -8,6 +8,7 @@
 
 #include "data/text_io.h"
 #include "tensor/check.h"
+#include "tensor/number_format.h"
 
 namespace hnas::config {
 
@@ -72,7 +73,7 @@ double ConfigNode::number(const std::string& key, double fallback, double min, d
     }
     if (!(result >= min && result <= max)) {
         std::ostringstream message;
-        message << "must be in [" << min << ", " << max << "], got " << result;
+        message << "must be in [" << portable(min) << ", " << portable(max) << "], got " << portable(result);
         fail(key, message.str());
     }
     resolved_[key] = result;

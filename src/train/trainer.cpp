@@ -31,6 +31,7 @@
 #include "models/model_io.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
+#include "tensor/number_format.h"
 #include "tensor/system_memory.h"
 #include "train/run_directory.h"
 
@@ -683,7 +684,7 @@ TrainResult train(const config::ExperimentConfig& config, const TrainOptions& op
         std::string rouge_text;
         if (result->rouge_l) {
             record["validation_rouge_l"] = *result->rouge_l;
-            rouge_text = fmt::format("  ROUGE-L {:.2f}", 100.0 * *result->rouge_l);
+            rouge_text = fmt::format("  ROUGE-L {:.2f}", portable(100.0 * *result->rouge_l));
         }
         const double metric = higher_is_better ? result->rouge_l.value_or(0.0) : result->loss;
         const bool improved = !best_metric || (higher_is_better ? metric > *best_metric : metric < *best_metric);
@@ -695,8 +696,8 @@ TrainResult train(const config::ExperimentConfig& config, const TrainOptions& op
         }
         record["best_metric"] = *best_metric;
         metrics << record.dump() << "\n" << std::flush;
-        spdlog::info("validation at step {}: loss {:.4f}  perplexity {:.2f}{}{}", step, result->loss, std::exp(result->loss),
-                     rouge_text, improved ? "  (best)" : "");
+        spdlog::info("validation at step {}: loss {:.4f}  perplexity {:.2f}{}{}", step, portable(result->loss),
+                     portable(std::exp(result->loss)), rouge_text, improved ? "  (best)" : "");
         if (improved) run.write_best_checkpoint(checkpoint_writer());
         return config.validation.patience == 0 || stale_validations < config.validation.patience;
     };
@@ -763,8 +764,9 @@ TrainResult train(const config::ExperimentConfig& config, const TrainOptions& op
             const double eta = elapsed / static_cast<double>(step - first_step) * static_cast<double>(config.train.steps - step);
             const data::DataPosition position = task->position();
             spdlog::info("step {:>7}/{}  epoch {}  loss {:.4f}  lr {:.3e}  |g| {:.3f}  {:.0f} tok/s  elapsed {}  eta {}", step,
-                         config.train.steps, position.epoch, window_loss / static_cast<double>(window_steps), learning_rate,
-                         grad_norm, tokens_per_second, format_duration(elapsed), format_duration(eta));
+                         config.train.steps, position.epoch, portable(window_loss / static_cast<double>(window_steps)),
+                         portable(learning_rate), portable(grad_norm), portable(tokens_per_second), format_duration(elapsed),
+                         format_duration(eta));
             metrics << Json{{"step", step},
                             {"epoch", position.epoch},
                             {"loss", window_loss / static_cast<double>(window_steps)},
