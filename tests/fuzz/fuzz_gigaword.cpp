@@ -53,43 +53,12 @@ Input read_input(const uint8_t* bytes, size_t size) {
     return input;
 }
 
-struct Delivered {
-    data::DataPosition position;  // before the batch
-    data::Seq2SeqBatch batch;
-};
-
-std::vector<Delivered> read_all(const data::Seq2SeqDataOptions& options) {
-    data::Seq2SeqBatcher batcher(hnas::fuzz::small_tokenizer(), options);
-    std::vector<Delivered> delivered;
-    while (true) {
-        const data::DataPosition position = batcher.position();
-        std::optional<data::Seq2SeqBatch> batch = batcher.next();
-        if (!batch) return delivered;
-        delivered.push_back({position, std::move(*batch)});
-    }
-}
-
 bool same_batch(const data::Seq2SeqBatch& a, const data::Seq2SeqBatch& b) {
     using hnas::fuzz::same_tensor;
     return a.example_index == b.example_index && a.source_tokens == b.source_tokens &&
            a.target_tokens == b.target_tokens && same_tensor(a.source_ids, b.source_ids) &&
            same_tensor(a.source_valid, b.source_valid) && same_tensor(a.target_input, b.target_input) &&
            same_tensor(a.target_output, b.target_output) && same_tensor(a.target_valid, b.target_valid);
-}
-
-void check_resume(const data::Seq2SeqDataOptions& options, const Delivered& expected) {
-    std::optional<data::Seq2SeqBatch> batch;
-    hnas::fuzz::must_succeed("resuming from a delivered position", [&] {
-        data::Seq2SeqBatcher batcher(hnas::fuzz::small_tokenizer(), options);
-        batcher.restore(expected.position);
-        batch = batcher.next();
-    });
-    if (!batch || !same_batch(*batch, expected.batch)) {
-        std::fprintf(stderr, "finding: after restoring epoch %lld window %lld batch %lld the batch differs\n",
-                     static_cast<long long>(expected.position.epoch), static_cast<long long>(expected.position.window),
-                     static_cast<long long>(expected.position.batch));
-        std::abort();
-    }
 }
 
 }  // namespace
@@ -103,8 +72,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* bytes, size_t size) {
     const Input input = read_input(bytes, size);
     hnas::fuzz::scan_as_training_does(input.options.article_path, input.options.damaged_lines);
     hnas::fuzz::scan_as_training_does(input.options.title_path, input.options.damaged_lines);
-    std::optional<std::vector<Delivered>> delivered;
-    hnas::fuzz::reject_only_with_hnas_errors([&] { delivered = read_all(input.options); });
-    if (delivered && !delivered->empty()) check_resume(input.options, (*delivered)[input.resume_at % delivered->size()]);
+    std::optional<std::vector<hnas::fuzz::Delivered<data::Seq2SeqBatch>>> delivered;
+    hnas::fuzz::reject_only_with_hnas_errors([&] { delivered = hnas::fuzz::read_all<data::Seq2SeqBatcher>(input.options); });
+    if (delivered && !delivered->empty()) {
+        hnas::fuzz::check_resume<data::Seq2SeqBatcher>(input.options, (*delivered)[input.resume_at % delivered->size()], same_batch);
+    }
     return 0;
 }

@@ -67,41 +67,11 @@ Input read_input(const uint8_t* bytes, size_t size) {
     return input;
 }
 
-struct Delivered {
-    data::DataPosition position;  // before the batch
-    data::MlmBatch batch;
-};
-
-std::vector<Delivered> read_all(const data::MlmDataOptions& options) {
-    data::MlmBatcher batcher(hnas::fuzz::small_tokenizer(), options);
-    std::vector<Delivered> delivered;
-    while (true) {
-        const data::DataPosition position = batcher.position();
-        std::optional<data::MlmBatch> batch = batcher.next();
-        if (!batch) return delivered;
-        delivered.push_back({position, std::move(*batch)});
-    }
-}
-
 bool same_batch(const data::MlmBatch& a, const data::MlmBatch& b) {
     using hnas::fuzz::same_tensor;
     return a.tokens == b.tokens && same_tensor(a.input_ids, b.input_ids) && same_tensor(a.segment_ids, b.segment_ids) &&
            same_tensor(a.valid, b.valid) && same_tensor(a.masked_positions, b.masked_positions) &&
            same_tensor(a.masked_labels, b.masked_labels) && same_tensor(a.sentence_order, b.sentence_order);
-}
-
-void check_resume(const data::MlmDataOptions& options, const Delivered& expected) {
-    std::optional<data::MlmBatch> batch;
-    hnas::fuzz::must_succeed("resuming from a delivered position", [&] {
-        data::MlmBatcher batcher(hnas::fuzz::small_tokenizer(), options);
-        batcher.restore(expected.position);
-        batch = batcher.next();
-    });
-    if (!batch || !same_batch(*batch, expected.batch)) {
-        std::fprintf(stderr, "finding: after restoring epoch %lld batch %lld the batch differs\n",
-                     static_cast<long long>(expected.position.epoch), static_cast<long long>(expected.position.batch));
-        std::abort();
-    }
 }
 
 }  // namespace
@@ -115,8 +85,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* bytes, size_t size) {
     const Input input = read_input(bytes, size);
     for (const data::TextSource& source : input.options.sources)
         hnas::fuzz::scan_as_training_does(source.path, input.options.damaged_lines);
-    std::optional<std::vector<Delivered>> delivered;
-    hnas::fuzz::reject_only_with_hnas_errors([&] { delivered = read_all(input.options); });
-    if (delivered && !delivered->empty()) check_resume(input.options, (*delivered)[input.resume_at % delivered->size()]);
+    std::optional<std::vector<hnas::fuzz::Delivered<data::MlmBatch>>> delivered;
+    hnas::fuzz::reject_only_with_hnas_errors([&] { delivered = hnas::fuzz::read_all<data::MlmBatcher>(input.options); });
+    if (delivered && !delivered->empty()) {
+        hnas::fuzz::check_resume<data::MlmBatcher>(input.options, (*delivered)[input.resume_at % delivered->size()], same_batch);
+    }
     return 0;
 }

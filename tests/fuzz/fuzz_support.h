@@ -11,9 +11,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "data/batching.h"
 #include "data/text_io.h"
 #include "data/tokenizer.h"
 #include "tensor/check.h"
@@ -104,6 +107,45 @@ inline const data::Tokenizer& small_tokenizer() {
         return data::Tokenizer::load(options.model_prefix + ".model");
     }();
     return tokenizer;
+}
+
+// A batch a pipeline delivered and its data position just before it.
+template <typename Batch>
+struct Delivered {
+    data::DataPosition position;
+    Batch batch;
+};
+
+// Every batch of the pipeline Batcher over `options`, with the position before each.
+template <typename Batcher, typename Options>
+auto read_all(const Options& options) {
+    Batcher batcher(small_tokenizer(), options);
+    using Batch = typename decltype(batcher.next())::value_type;
+    std::vector<Delivered<Batch>> delivered;
+    while (true) {
+        const data::DataPosition position = batcher.position();
+        std::optional<Batch> batch = batcher.next();
+        if (!batch) return delivered;
+        delivered.push_back({position, std::move(*batch)});
+    }
+}
+
+// A pipeline restored to a delivered position must deliver the same batch again; same(a, b) compares
+// two batches.
+template <typename Batcher, typename Options, typename Batch, typename Same>
+void check_resume(const Options& options, const Delivered<Batch>& expected, Same same) {
+    std::optional<Batch> batch;
+    must_succeed("resuming from a delivered position", [&] {
+        Batcher batcher(small_tokenizer(), options);
+        batcher.restore(expected.position);
+        batch = batcher.next();
+    });
+    if (!batch || !same(*batch, expected.batch)) {
+        std::fprintf(stderr, "finding: after restoring epoch %lld window %lld batch %lld the batch differs\n",
+                     static_cast<long long>(expected.position.epoch), static_cast<long long>(expected.position.window),
+                     static_cast<long long>(expected.position.batch));
+        std::abort();
+    }
 }
 
 }  // namespace hnas::fuzz
