@@ -26,6 +26,7 @@
 #include "backend/matmul.h"
 #include "nn/module.h"
 #include "ops/ops.h"
+#include "same_tensor.h"
 #include "tensor/rng.h"
 
 // Expects `part` inside `text`, printing both when it is missing (a macro, so failures name the line).
@@ -43,13 +44,6 @@ std::string error_of(F&& f) {
         return e.what();
     }
     return "(no hnas::Error thrown)";
-}
-
-// Same shape, dtype and bits.
-inline bool same_tensor(const Tensor& a, const Tensor& b) {
-    if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
-    if (a.dtype() == DType::i32) return std::equal(a.ints(), a.ints() + a.numel(), b.ints());
-    return std::equal(a.data(), a.data() + a.numel(), b.data());
 }
 
 // Sets the matmul precision for one scope and restores f32 after it, also when an assertion fails, so

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "../same_tensor.h"
 #include "data/batching.h"
 #include "data/text_io.h"
 #include "data/tokenizer.h"
@@ -75,15 +76,7 @@ void must_succeed(const char* what, Step&& step) {
     }
 }
 
-// Same dtype, shape and values, bit for bit.
-inline bool same_tensor(const Tensor& a, const Tensor& b) {
-    if (a.defined() != b.defined()) return false;
-    if (!a.defined()) return true;
-    if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
-    const void* x = a.dtype() == DType::f32 ? static_cast<const void*>(a.data()) : static_cast<const void*>(a.ints());
-    const void* y = b.dtype() == DType::f32 ? static_cast<const void*>(b.data()) : static_cast<const void*>(b.ints());
-    return std::memcmp(x, y, static_cast<size_t>(a.numel()) * 4) == 0;
-}
+using testing::same_tensor;
 
 // The pass over a data file that `hnas train` makes before it writes anything (damaged and blank
 // lines), which the text targets run before their reader as training does.
