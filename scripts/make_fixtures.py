@@ -1155,7 +1155,10 @@ def model_config(architecture, kinds):
     else:
         model["max_positions"] = MODEL_POSITIONS
     model.update({"dropout": dropout, "attention": attention})
-    return {"task": "headline" if architecture == "seq2seq" else "mlm", "model": model}
+    if architecture == "seq2seq":
+        return {"task": "headline", "model": model}
+    # the masked-LM loss alone: no sentence-order head
+    return {"task": "mlm", "model": model, "train": {"sentence_order_weight": 0}}
 
 
 def check_directional_derivative(name, forward, ref, grads):

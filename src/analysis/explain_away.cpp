@@ -4,8 +4,6 @@
 #include <cmath>
 #include <limits>
 
-#include "models/bert.h"
-#include "models/model_factory.h"
 
 namespace hnas::analysis {
 
@@ -36,9 +34,9 @@ ExplainAwayReport explain_away(const decode::TrainedModel& trained, const std::v
     HNAS_CHECK(options.batch >= 1 && options.histogram_bins >= 1 && options.histogram_high > options.histogram_low,
                "explain-away: batch and histogram bins must be >= 1 and the histogram range non-empty");
     NoGradScope no_grad;
-    nn::Module& model = *trained.model;
+    const models::Model& model = *trained.model;
     std::vector<std::pair<std::string, nn::MultiHeadAttention*>> encoder;
-    for (const auto& [name, attention] : models::named_attentions(model)) {
+    for (const auto& [name, attention] : model.attentions()) {
         if (name.rfind("encoder.", 0) == 0) encoder.emplace_back(name, attention);
     }
     ExplainAwayReport report{options, 0, {}};
@@ -65,12 +63,7 @@ ExplainAwayReport explain_away(const decode::TrainedModel& trained, const std::v
             std::fill_n(valid.begin() + static_cast<std::ptrdiff_t>(b * longest), rows[b].size(), 1.0f);
         }
         const Tensor id_tensor = Tensor::from_ints({batch, width}, ids), valid_tensor = Tensor::from_floats({batch, width}, valid);
-        if (const auto* seq2seq = dynamic_cast<const models::Seq2SeqModel*>(&model)) {
-            seq2seq->encode(id_tensor, valid_tensor);
-        } else {
-            const auto& bert = dynamic_cast<const models::BertModel&>(model);
-            bert.encode(id_tensor, Tensor::zeros({batch, width}, DType::i32), valid_tensor);
-        }
+        model.encode_tokens(id_tensor, valid_tensor);
         for (size_t a = 0; a < encoder.size(); ++a) {
             const Tensor& key_sums = encoder[a].second->key_weight_sums();  // (B, H, L)
             const int64_t heads = key_sums.dim(1);

@@ -40,7 +40,7 @@ std::vector<HybridWeights> hybrid_weights_of_run(const std::string& run_dir) {
 
 HybridWeights hybrid_weights_of_model(const decode::TrainedModel& trained) {
     HybridWeights point{trained.step, {}};
-    for (const auto& [name, attention] : models::named_attentions(*trained.model)) {
+    for (const auto& [name, attention] : trained.model->attentions()) {
         for (const auto& values : attention->head_values()) {
             if (values.name == "u") point.attentions.emplace_back(name, std::vector<double>(values.values.begin(), values.values.end()));
         }

@@ -72,6 +72,7 @@ ModelConfig parse_model(ConfigNode& node, Task task) {
         m.scale_embeddings = false;
         m.embedding_norm = true;
     }
+    m.layer_norm_eps = static_cast<float>(node.number("layer_norm_eps", 1e-5, 1e-30, 1.0));
     ConfigNode dropout = node.child("dropout");
     m.embedding_dropout = static_cast<float>(dropout.number("embedding", 0.1, 0.0, 0.99));
     m.attention_dropout = static_cast<float>(dropout.number("attention", 0.1, 0.0, 0.99));
@@ -187,6 +188,7 @@ TrainConfig parse_train(ConfigNode& node, Task task) {
     t.gradient_accumulation = node.integer("gradient_accumulation", 1, 1);
     t.clip_norm = node.number("clip_norm", 1.0, 0.0);
     if (task == Task::headline) t.label_smoothing = static_cast<float>(node.number("label_smoothing", 0.1, 0.0, 0.99));
+    if (task == Task::mlm) t.sentence_order_weight = static_cast<float>(node.number("sentence_order_weight", 1.0, 0.0, 100.0));
     t.log_every = node.integer("log_every", 50, 1);
     t.threads = static_cast<int>(node.integer("threads", 0, 0, 1024));
     t.precision = node.choice("precision", "f32", {"f32", "bf16"}) == "bf16" ? backend::MatmulPrecision::bf16
@@ -237,6 +239,7 @@ ExperimentConfig parse_experiment_config(const Json& raw) {
     ConfigNode train = root.child("train");
     config.train = parse_train(train, config.task);
     root.finish_child("train", train);
+    config.model.bert_heads.sentence_order = config.task == Task::mlm && config.train.sentence_order_weight > 0.0f;
     ConfigNode validation = root.child("validation");
     config.validation = parse_validation(validation, config.task);
     root.finish_child("validation", validation);

@@ -47,6 +47,8 @@ struct TrainConfig {
     int64_t gradient_accumulation = 1;
     double clip_norm = 1.0;           // 0: no clipping
     float label_smoothing = 0.1f;     // headline only
+    // mlm only: the weight of ALBERT's sentence-order loss beside the masked-LM loss; 0: no SOP head.
+    float sentence_order_weight = 1.0f;
     int64_t log_every = 50;
     int threads = 0;                  // 0: all cores
     // Matrix products in f32 or bf16 (f32 master weights, everything else f32 either way).

@@ -17,7 +17,7 @@ struct TrainedModel {
     config::ExperimentConfig config;
     data::Tokenizer tokenizer;
     std::unique_ptr<Rng> dropout_rng;   // the model's dropout layers refer to it (unused in evaluation)
-    std::unique_ptr<nn::Module> model;  // in evaluation mode
+    std::unique_ptr<models::Model> model;  // in evaluation mode
 
     // The encoder-decoder model; throws naming the checkpoint when it holds a masked-LM model.
     const models::Seq2SeqModel& seq2seq() const;

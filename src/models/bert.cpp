@@ -11,6 +11,7 @@ EmbeddingOptions bert_embedding_options(const ModelConfig& config) {
     options.positions = config.positions;
     options.segments = config.segments;
     options.norm = true;
+    options.norm_eps = config.layer_norm_eps;
     options.dropout = config.embedding_dropout;
     return options;
 }
@@ -24,14 +25,21 @@ public:
 }  // namespace
 
 BertModel::BertModel(const ModelConfig& config, Rng& init_rng, Rng& dropout_rng)
-    : config_(config),
+    : Model(config),
       tokens_(register_module("embeddings.tokens", std::make_unique<nn::Embedding>(config.vocab_size, config.width, 0.02f, init_rng))),
       embeddings_(register_module("embeddings", std::make_unique<EmbeddingSum>(config.width, bert_embedding_options(config),
                                                                                init_rng, dropout_rng))),
-      mlm_dense_(register_module("mlm_head.dense", std::make_unique<nn::Linear>(config.width, config.width, init_rng))),
-      mlm_norm_(register_module("mlm_head.norm", std::make_unique<nn::LayerNorm>(config.width))),
-      mlm_bias_(register_module("mlm_head", std::make_unique<Bias>(config.vocab_size)).value),
-      pooler_(register_module("pooler.dense", std::make_unique<nn::Linear>(config.width, config.width, init_rng))) {
+      pooler_([&]() -> nn::Linear& {
+          // The masked-LM head comes before the pooler, so that the initial parameters of a
+          // pretraining model do not depend on which other heads it has.
+          const BertHeads& heads = config.bert_heads;
+          if (heads.masked_lm) {
+              mlm_dense_ = &register_module("mlm_head.dense", std::make_unique<nn::Linear>(config.width, config.width, init_rng));
+              mlm_norm_ = &register_module("mlm_head.norm", std::make_unique<nn::LayerNorm>(config.width, config.layer_norm_eps));
+              mlm_bias_ = register_module("mlm_head", std::make_unique<Bias>(config.vocab_size)).value;
+          }
+          return register_module("pooler.dense", std::make_unique<nn::Linear>(config.width, config.width, init_rng));
+      }()) {
     HNAS_CHECK(config.architecture == Architecture::bert, "bert model: the config describes another architecture");
     for (size_t i = 0; i < static_cast<size_t>(config.encoder_layers); ++i) {
         layers_.push_back(&register_module(
@@ -40,7 +48,23 @@ BertModel::BertModel(const ModelConfig& config, Rng& init_rng, Rng& dropout_rng)
                 layer_options(config, config.encoder_attention, nn::AttentionRole::bidirectional, i, nullptr), init_rng,
                 dropout_rng)));
     }
-    if (config.pre_norm) final_norm_ = &register_module("encoder.final_norm", std::make_unique<nn::LayerNorm>(config.width));
+    if (config.pre_norm) {
+        final_norm_ = &register_module("encoder.final_norm", std::make_unique<nn::LayerNorm>(config.width, config.layer_norm_eps));
+    }
+    const BertHeads& heads = config.bert_heads;
+    if (heads.sentence_order) {
+        sentence_order_ = &register_module("sop_head", std::make_unique<nn::Linear>(config.width, 2, init_rng));
+    }
+    if (heads.classes > 0) {
+        classifier_dropout_ = &register_module("classifier.dropout", std::make_unique<nn::Dropout>(config.residual_dropout, dropout_rng));
+        classifier_ = &register_module("classifier", std::make_unique<nn::Linear>(config.width, heads.classes, init_rng));
+    }
+    if (heads.span) span_ = &register_module("span_head", std::make_unique<nn::Linear>(config.width, 2, init_rng));
+}
+
+nn::Linear& BertModel::head(nn::Linear* linear, const char* name) const {
+    HNAS_CHECK(linear != nullptr, "bert model: this model has no ", name, " head (model.bert_heads)");
+    return *linear;
 }
 
 Var BertModel::encode(const Tensor& input_ids, const Tensor& segment_ids, const Tensor& valid) const {
@@ -50,16 +74,33 @@ Var BertModel::encode(const Tensor& input_ids, const Tensor& segment_ids, const 
     return final_norm_ ? final_norm_->forward(x) : x;
 }
 
+Var BertModel::encode_tokens(const Tensor& ids, const Tensor& valid) const {
+    return encode(ids, Tensor::zeros(ids.shape(), DType::i32), valid);
+}
+
 Var BertModel::mlm_logits(const Var& states, const Tensor& masked_positions) const {
+    HNAS_CHECK(mlm_dense_ != nullptr, "bert model: this model has no masked-LM head");
     // Gathering the masked rows first keeps the vocabulary-sized logits to N rows, as BERT does.
     Var rows = ops::embedding(ops::reshape(states, {-1, config_.width}), masked_positions);  // (N, D)
-    Var hidden = mlm_norm_.forward(ops::gelu(mlm_dense_.forward(rows)));                     // (N, D)
+    Var hidden = mlm_norm_->forward(ops::gelu(mlm_dense_->forward(rows)));                     // (N, D)
     return ops::linear(hidden, tokens_.weight(), mlm_bias_);                                  // (N, V)
 }
 
 Var BertModel::pooled(const Var& states) const {
     Var first = ops::reshape(ops::slice(states, 1, 0, 1), {states.dim(0), config_.width});  // (B, D)
     return ops::tanh(pooler_.forward(first));
+}
+
+Var BertModel::sentence_order_logits(const Var& pooled) const { return head(sentence_order_, "sentence-order").forward(pooled); }
+
+Var BertModel::class_logits(const Var& pooled) const {
+    return head(classifier_, "classification").forward(classifier_dropout_->forward(pooled));
+}
+
+SpanLogits BertModel::span_logits(const Var& states) const {
+    const int64_t batch = states.dim(0), length = states.dim(1);
+    Var both = head(span_, "span").forward(states);  // (B, L, 2)
+    return {ops::reshape(ops::slice(both, 2, 0, 1), {batch, length}), ops::reshape(ops::slice(both, 2, 1, 2), {batch, length})};
 }
 
 Var BertModel::mlm_loss(const Tensor& input_ids, const Tensor& segment_ids, const Tensor& valid,

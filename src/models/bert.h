@@ -1,42 +1,64 @@
-// The BERT-style encoder for masked-LM pretraining (Devlin et al. 2019): token + position + segment
-// embeddings with layer norm, an encoder stack, an MLM head (dense + GELU + layer norm + the token
-// embedding as output projection, with its own bias) evaluated only at the masked positions, and the
-// pooled [CLS] state (dense + tanh) for sentence-level heads.
-// Shapes: B batch, L length, D width, V vocabulary, N masked positions.
+// The BERT-style encoder (Devlin et al. 2019): token + position + segment embeddings with layer norm,
+// an encoder stack, the pooled [CLS] state (dense + tanh), and the heads the task asks for
+// (ModelConfig::bert_heads):
+//   masked LM        dense + GELU + layer norm + the token embedding as output projection with its own
+//                    bias, evaluated only at the masked positions;
+//   sentence order   ALBERT's sentence-order prediction (Lan et al. 2020): 2 logits from the pooled state;
+//   classification   dropout + linear from the pooled state (BertForSequenceClassification): N logits,
+//                    or 1 regression output;
+//   span             linear from every state to (start, end) logits (BertForQuestionAnswering).
+// Shapes: B batch, L length, D width, V vocabulary, N masked positions, C classes.
 #pragma once
 
 #include "models/embeddings.h"
-#include "nn/transformer_layer.h"
+#include "models/model.h"
 
 namespace hnas::models {
 
-class BertModel : public nn::Module {
+// Start and end logits of a span head, each (B, L).
+struct SpanLogits {
+    Var start, end;
+};
+
+class BertModel : public Model {
 public:
     BertModel(const ModelConfig& config, Rng& init_rng, Rng& dropout_rng);
 
     // input_ids, segment_ids (B, L), valid (B, L) -> states (B, L, D)
     Var encode(const Tensor& input_ids, const Tensor& segment_ids, const Tensor& valid) const;
+    Var encode_tokens(const Tensor& ids, const Tensor& valid) const override;
+    std::vector<LayerStack> stacks() const override { return {{"encoder", layers_}}; }
+
     // states (B, L, D), flat positions b·L + t (N) -> logits (N, V)
     Var mlm_logits(const Var& states, const Tensor& masked_positions) const;
     // states (B, L, D) -> (B, D): tanh(dense(state of [CLS]))
     Var pooled(const Var& states) const;
+    // pooled (B, D) -> (B, 2)
+    Var sentence_order_logits(const Var& pooled) const;
+    // pooled (B, D) -> (B, C)
+    Var class_logits(const Var& pooled) const;
+    // states (B, L, D) -> start and end logits (B, L)
+    SpanLogits span_logits(const Var& states) const;
+
     // Mean cross-entropy of the masked tokens.
     Var mlm_loss(const Tensor& input_ids, const Tensor& segment_ids, const Tensor& valid,
                  const Tensor& masked_positions, const Tensor& masked_labels) const;
 
-    const ModelConfig& config() const { return config_; }
-    std::vector<nn::TransformerLayer*> encoder_layers() const { return layers_; }
-
 private:
-    ModelConfig config_;
+    nn::Linear& head(nn::Linear* linear, const char* name) const;
+
     nn::Embedding& tokens_;
     EmbeddingSum& embeddings_;
     std::vector<nn::TransformerLayer*> layers_;
     nn::LayerNorm* final_norm_ = nullptr;  // pre-LN only
-    nn::Linear& mlm_dense_;
-    nn::LayerNorm& mlm_norm_;
+    nn::Linear* mlm_dense_ = nullptr;
+    nn::LayerNorm* mlm_norm_ = nullptr;
     Var mlm_bias_;  // (V)
     nn::Linear& pooler_;
+    nn::Linear* sentence_order_ = nullptr;
+    nn::Dropout* classifier_dropout_ = nullptr;
+    nn::Linear* classifier_ = nullptr;
+    nn::Linear* span_ = nullptr;
 };
 
 }  // namespace hnas::models

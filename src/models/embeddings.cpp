@@ -28,7 +28,7 @@ EmbeddingSum::EmbeddingSum(int64_t width, const EmbeddingOptions& options, Rng& 
         segments_ = &register_module("segments",
                                      std::make_unique<nn::Embedding>(options.segments, width, options.init_stddev, init_rng));
     }
-    if (options.norm) norm_ = &register_module("norm", std::make_unique<nn::LayerNorm>(width));
+    if (options.norm) norm_ = &register_module("norm", std::make_unique<nn::LayerNorm>(width, options.norm_eps));
 }
 
 Var EmbeddingSum::forward(const nn::Embedding& tokens, const Tensor& ids, const Tensor& segment_ids,

@@ -16,6 +16,7 @@ struct EmbeddingOptions {
     int64_t segments = 0;       // 0: no segment embeddings
     float token_scale = 1.0f;   // sqrt(D) for the seq2seq Transformer
     bool norm = false;
+    float norm_eps = 1e-5f;
     float dropout = 0.0f;
     float init_stddev = 0.02f;  // of learned position and segment tables
 };

@@ -32,8 +32,11 @@ int64_t parameter_count(const ModelConfig& c) {
     if (c.architecture == Architecture::bert) {
         count += embedding_parameters(c, c.max_source_positions, c.segments, /*norm=*/true);
         count += c.encoder_layers * layer_parameters(c, c.encoder_attention, nullptr);
-        count += linear(c.width, c.width) + layer_norm(c.width) + c.vocab_size;  // masked-LM head
-        count += linear(c.width, c.width);                                       // pooler
+        const BertHeads& heads = c.bert_heads;
+        if (heads.masked_lm) count += linear(c.width, c.width) + layer_norm(c.width) + c.vocab_size;
+        count += linear(c.width, c.width);  // pooler
+        if (heads.sentence_order) count += linear(c.width, 2);
+        count += linear(c.width, heads.classes) + (heads.span ? linear(c.width, 2) : 0);
         if (c.pre_norm) count += layer_norm(c.width);
         return count;
     }

@@ -23,6 +23,15 @@ struct AttentionStackConfig {
 constexpr int32_t kPadId = 0;
 
 enum class Architecture { seq2seq, bert };
+
+// The heads on a BERT-style encoder. The task decides which (src/tasks/); their parameters keep the
+// same names in every task, so a fine-tuning run loads a pretrained encoder by name.
+struct BertHeads {
+    bool masked_lm = true;        // dense + GELU + layer norm + the token embedding as output
+    bool sentence_order = false;  // ALBERT's sentence-order prediction: 2 logits from the pooled [CLS]
+    int64_t classes = 0;          // classification from the pooled [CLS]; 1: one regression output
+    bool span = false;            // span extraction: start and end logits at every position
+};
 enum class PositionEncoding { learned, sinusoidal };
 
 struct ModelConfig {
@@ -39,6 +48,8 @@ struct ModelConfig {
     bool tie_embeddings = true;   // seq2seq: output projection = token embedding
     bool scale_embeddings = true; // seq2seq: token embeddings times sqrt(width)
     bool embedding_norm = false;  // layer norm after the embedding sum (always on for bert)
+    float layer_norm_eps = 1e-5f; // of every layer norm (BERT's public checkpoints: 1e-12)
+    BertHeads bert_heads;         // bert only
     AttentionStackConfig encoder_attention, decoder_attention, cross_attention;
 };
 

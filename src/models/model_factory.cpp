@@ -8,31 +8,11 @@
 
 namespace hnas::models {
 
-std::unique_ptr<nn::Module> build_model(const ModelConfig& config, Rng& init_rng, Rng& dropout_rng) {
+std::unique_ptr<Model> build_model(const ModelConfig& config, Rng& init_rng, Rng& dropout_rng) {
     HNAS_CHECK(config.vocab_size > 0, "model: vocab_size is 0; set model.vocab_size or build the model after the ",
                "tokenizer has given it");
     if (config.architecture == Architecture::seq2seq) return std::make_unique<Seq2SeqModel>(config, init_rng, dropout_rng);
     return std::make_unique<BertModel>(config, init_rng, dropout_rng);
-}
-
-std::vector<std::pair<std::string, nn::MultiHeadAttention*>> named_attentions(nn::Module& model) {
-    std::vector<std::pair<std::string, nn::MultiHeadAttention*>> out;
-    auto add_stack = [&](const std::string& stack, const std::vector<nn::TransformerLayer*>& layers) {
-        for (size_t i = 0; i < layers.size(); ++i) {
-            const std::string prefix = stack + ".layers." + std::to_string(i);
-            out.emplace_back(prefix + ".self_attn", &layers[i]->self_attention());
-            if (layers[i]->cross_attention()) out.emplace_back(prefix + ".cross_attn", layers[i]->cross_attention());
-        }
-    };
-    if (auto* seq2seq = dynamic_cast<Seq2SeqModel*>(&model)) {
-        add_stack("encoder", seq2seq->encoder_layers());
-        add_stack("decoder", seq2seq->decoder_layers());
-    } else {
-        auto* bert = dynamic_cast<BertModel*>(&model);
-        HNAS_CHECK(bert, "named_attentions: neither a seq2seq nor a BERT model");
-        add_stack("encoder", bert->encoder_layers());
-    }
-    return out;
 }
 
 std::vector<std::pair<std::string, int64_t>> group_parameter_counts(

@@ -26,6 +26,7 @@ EmbeddingOptions embedding_options(const ModelConfig& config, int64_t max_positi
     options.positions = config.positions;
     options.token_scale = config.scale_embeddings ? std::sqrt(static_cast<float>(config.width)) : 1.0f;
     options.norm = config.embedding_norm;
+    options.norm_eps = config.layer_norm_eps;
     options.dropout = config.embedding_dropout;
     return options;
 }
@@ -42,11 +43,12 @@ nn::TransformerLayerOptions layer_options(const ModelConfig& config, const Atten
     options.residual_dropout = config.residual_dropout;
     options.ffn_dropout = config.ffn_dropout;
     options.pre_norm = config.pre_norm;
+    options.layer_norm_eps = config.layer_norm_eps;
     return options;
 }
 
 Seq2SeqModel::Seq2SeqModel(const ModelConfig& config, Rng& init_rng, Rng& dropout_rng)
-    : config_(config),
+    : Model(config),
       // Token embeddings ~ N(0, D^-1/2), so that after the sqrt(D) scale they have unit variance.
       tokens_(register_module("embedding", std::make_unique<nn::Embedding>(
                                                config.vocab_size, config.width,
@@ -73,8 +75,8 @@ Seq2SeqModel::Seq2SeqModel(const ModelConfig& config, Rng& init_rng, Rng& dropou
                                                    init_rng, dropout_rng)));
     }
     if (config.pre_norm) {
-        encoder_final_norm_ = &register_module("encoder.final_norm", std::make_unique<nn::LayerNorm>(config.width));
-        decoder_final_norm_ = &register_module("decoder.final_norm", std::make_unique<nn::LayerNorm>(config.width));
+        encoder_final_norm_ = &register_module("encoder.final_norm", std::make_unique<nn::LayerNorm>(config.width, config.layer_norm_eps));
+        decoder_final_norm_ = &register_module("decoder.final_norm", std::make_unique<nn::LayerNorm>(config.width, config.layer_norm_eps));
     }
     if (!config.tie_embeddings) {
         output_ = &register_module("output", std::make_unique<nn::Linear>(config.width, config.vocab_size, init_rng, false));

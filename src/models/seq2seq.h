@@ -5,6 +5,7 @@
 #pragma once
 
 #include "models/embeddings.h"
+#include "models/model.h"
 #include "nn/transformer_layer.h"
 
 namespace hnas::models {
@@ -20,7 +21,7 @@ struct DecoderState {
     void keep_rows(const std::vector<int64_t>& rows);
 };
 
-class Seq2SeqModel : public nn::Module {
+class Seq2SeqModel : public Model {
 public:
     // Dropout masks come from dropout_rng, which the caller keeps (its state goes into checkpoints).
     Seq2SeqModel(const ModelConfig& config, Rng& init_rng, Rng& dropout_rng);
@@ -40,15 +41,16 @@ public:
     Var loss(const Tensor& source_ids, const Tensor& source_valid, const Tensor& target_input,
              const Tensor& target_output, const Tensor& target_valid, float label_smoothing) const;
 
-    const ModelConfig& config() const { return config_; }
-    std::vector<nn::TransformerLayer*> encoder_layers() const { return encoder_layers_; }
+    Var encode_tokens(const Tensor& ids, const Tensor& valid) const override { return encode(ids, valid); }
+    std::vector<LayerStack> stacks() const override {
+        return {{"encoder", encoder_layers_}, {"decoder", decoder_layers_}};
+    }
     std::vector<nn::TransformerLayer*> decoder_layers() const { return decoder_layers_; }
 
 private:
     Var run_decoder(Var y, const ops::AttentionMask& self_mask, const Var& memory, const ops::AttentionMask& memory_mask,
                     std::vector<nn::LayerCache>* caches) const;
 
-    ModelConfig config_;
     nn::Embedding& tokens_;
     EmbeddingSum& source_embeddings_;
     EmbeddingSum& target_embeddings_;

@@ -5,14 +5,14 @@ namespace hnas::nn {
 TransformerLayer::TransformerLayer(const TransformerLayerOptions& o, Rng& init_rng, Rng& dropout_rng)
     : pre_norm_(o.pre_norm),
       self_attn_(register_module("self_attn", std::make_unique<MultiHeadAttention>(o.self_attention, init_rng, dropout_rng))),
-      self_attn_norm_(register_module("self_attn_norm", std::make_unique<LayerNorm>(o.self_attention.width))),
+      self_attn_norm_(register_module("self_attn_norm", std::make_unique<LayerNorm>(o.self_attention.width, o.layer_norm_eps))),
       ffn_(register_module("ffn", std::make_unique<FeedForward>(o.self_attention.width, o.hidden, o.activation,
                                                                  o.ffn_dropout, init_rng, dropout_rng))),
-      ffn_norm_(register_module("ffn_norm", std::make_unique<LayerNorm>(o.self_attention.width))),
+      ffn_norm_(register_module("ffn_norm", std::make_unique<LayerNorm>(o.self_attention.width, o.layer_norm_eps))),
       dropout_(register_module("dropout", std::make_unique<Dropout>(o.residual_dropout, dropout_rng))) {
     if (o.cross_attention) {
         cross_attn_ = &register_module("cross_attn", std::make_unique<MultiHeadAttention>(*o.cross_attention, init_rng, dropout_rng));
-        cross_attn_norm_ = &register_module("cross_attn_norm", std::make_unique<LayerNorm>(o.self_attention.width));
+        cross_attn_norm_ = &register_module("cross_attn_norm", std::make_unique<LayerNorm>(o.self_attention.width, o.layer_norm_eps));
     }
 }
 

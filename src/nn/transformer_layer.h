@@ -18,6 +18,7 @@ struct TransformerLayerOptions {
     float residual_dropout = 0.0f;                    // on every branch output before the residual sum
     float ffn_dropout = 0.0f;                         // inside the feed-forward, after the activation
     bool pre_norm = false;
+    float layer_norm_eps = 1e-5f;
 };
 
 // A decoder layer's state between decoding steps.

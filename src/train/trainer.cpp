@@ -99,7 +99,7 @@ BatchTokens take_shard(Batch& batch, int rank, int ranks, TokensOf tokens_of) {
 class TrainingTask {
 public:
     virtual ~TrainingTask() = default;
-    virtual nn::Module& model() = 0;
+    virtual models::Model& model() = 0;
     // Loads the next global training batch and keeps rank `rank`'s shard of it for batch_loss().
     virtual BatchTokens next_batch(int rank, int ranks) = 0;
     virtual Var batch_loss() = 0;
@@ -144,7 +144,7 @@ public:
         decode_references_.assign(titles.begin(), titles.begin() + static_cast<std::ptrdiff_t>(count));
     }
 
-    nn::Module& model() override { return *model_; }
+    models::Model& model() override { return *model_; }
     models::Seq2SeqModel& seq2seq() { return *model_; }
 
     BatchTokens next_batch(int rank, int ranks) override {
@@ -226,7 +226,7 @@ public:
         }
     }
 
-    nn::Module& model() override { return *model_; }
+    models::Model& model() override { return *model_; }
     BatchTokens next_batch(int rank, int ranks) override {
         batch_ = *train_->next();
         struct {
@@ -265,8 +265,13 @@ private:
         return o;
     }
 
+    // The masked-LM loss, plus ALBERT's sentence-order loss on the pooled [CLS] when it has a weight.
     Var loss_of(const data::MlmBatch& b) const {
-        return model_->mlm_loss(b.input_ids, b.segment_ids, b.valid, b.masked_positions, b.masked_labels);
+        const Var states = model_->encode(b.input_ids, b.segment_ids, b.valid);
+        Var loss = ops::cross_entropy(model_->mlm_logits(states, b.masked_positions), b.masked_labels, models::kPadId);
+        if (config_.train.sentence_order_weight == 0.0f) return loss;
+        const Var order = ops::cross_entropy(model_->sentence_order_logits(model_->pooled(states)), b.sentence_order);
+        return ops::add(loss, ops::scale(order, config_.train.sentence_order_weight));
     }
 
     const config::ExperimentConfig& config_;
@@ -590,7 +595,7 @@ TrainResult train(const config::ExperimentConfig& config, const TrainOptions& op
             for (const auto& [name, contents] : run_tokenizer.files) run.write_file(name, contents);
         }
     }
-    nn::Module& model = task->model();
+    models::Model& model = task->model();
     const auto parameters = model.named_parameters();
     spdlog::info("model: {} parameters; vocabulary {}", model.parameter_count(), run_config.model.vocab_size);
     optim::Optimizer optimizer(parameters, config.train.optimizer);
@@ -665,7 +670,7 @@ TrainResult train(const config::ExperimentConfig& config, const TrainOptions& op
     if (leader) metrics.open(run.root() / "metrics.jsonl", resumed ? std::ios::app : std::ios::trunc);
     auto hybrid_weights = [&] {
         Json weights = Json::object();
-        for (const auto& [name, attention] : models::named_attentions(model)) {
+        for (const auto& [name, attention] : model.attentions()) {
             for (const auto& values : attention->head_values()) {
                 if (values.name == "u") weights[name] = values.values;
             }

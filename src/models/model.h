@@ -1,0 +1,44 @@
+// What every model offers the code above it (the tasks, the trainer, the analyses): its config, its
+// encoder run on its own, its layer stacks and every attention by name. Seq2SeqModel and BertModel
+// derive from it, so nothing above src/models/ needs to know which one it holds to analyse it.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "models/model_config.h"
+#include "nn/transformer_layer.h"
+
+namespace hnas::models {
+
+// One named stack of layers ("encoder", "decoder").
+struct LayerStack {
+    std::string name;
+    std::vector<nn::TransformerLayer*> layers;
+};
+
+// An attention sublayer by its parameter path ("encoder.layers.0.self_attn", "decoder.layers.1.cross_attn").
+struct NamedAttention {
+    std::string name;
+    nn::MultiHeadAttention* attention;
+};
+
+class Model : public nn::Module {
+public:
+    explicit Model(const ModelConfig& config) : config_(config) {}
+
+    const ModelConfig& config() const { return config_; }
+    // ids (B, L), valid (B, L) -> the encoder's states (B, L, D); a BERT-style model sees one segment.
+    virtual Var encode_tokens(const Tensor& ids, const Tensor& valid) const = 0;
+    // The layer stacks, encoder first.
+    virtual std::vector<LayerStack> stacks() const = 0;
+    std::vector<nn::TransformerLayer*> encoder_layers() const { return stacks().front().layers; }
+    // Every attention, stack by stack in layer order: self-attention, then cross-attention.
+    std::vector<NamedAttention> attentions() const;
+
+protected:
+    ModelConfig config_;
+};
+
+}  // namespace hnas::models
