@@ -13,7 +13,7 @@
 #   --steps N         timed training steps per run (default 20)
 #   --warmup N        untimed steps before them (default 3)
 #   --threads N       threads for both frameworks (default 2)
-#   --tasks "A B"     subset of "seq2seq mlm"
+#   --tasks "A B"     subset of "headline mlm"
 #   --kinds "A B"     subset of "lnas dnas hnas"
 #   --out DIR         where the JSON lines and checkpoints go (default a fresh temporary directory)
 #   --no-build        use the existing hnas-bench as it is (no cmake call)
@@ -25,7 +25,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-rounds=3 steps=20 warmup=3 threads=2 tasks="seq2seq mlm" kinds="lnas dnas hnas" out="" build=1 precision=f32
+rounds=3 steps=20 warmup=3 threads=2 tasks="headline mlm" kinds="lnas dnas hnas" out="" build=1 precision=f32
 while (($#)); do
   case "$1" in
     --quick) rounds=1 steps=2 warmup=1 ;;
@@ -47,7 +47,7 @@ for value in "$rounds" "$steps" "$warmup" "$threads"; do
   [[ "$value" =~ ^[0-9]+$ ]] || { echo "bench_train: '$value' is not a non-negative integer" >&2; exit 2; }
 done
 ((rounds >= 1 && steps >= 1 && threads >= 1)) || { echo "bench_train: --rounds, --steps and --threads must be >= 1" >&2; exit 2; }
-for task in $tasks; do [[ "$task" == seq2seq || "$task" == mlm ]] || { echo "bench_train: unknown task $task" >&2; exit 2; }; done
+for task in $tasks; do [[ "$task" == headline || "$task" == mlm ]] || { echo "bench_train: unknown task $task" >&2; exit 2; }; done
 for kind in $kinds; do [[ "$kind" =~ ^(lnas|dnas|hnas)$ ]] || { echo "bench_train: unknown kind $kind" >&2; exit 2; }; done
 [[ "$precision" == f32 || "$precision" == bf16 ]] || { echo "bench_train: --precision must be f32 or bf16, got $precision" >&2; exit 2; }
 

@@ -2,14 +2,14 @@
 # Where a training step's time goes: `perf record -g` of `hnas-bench train` for one task and kind, then
 # the samples' self time grouped into families (oneDNN matmul, each non-matmul op family, allocation,
 # copies and fills, OpenMP waiting, the kernel's page faults, ...), in % of all samples.
-#   scripts/profile_train.sh [--task seq2seq|mlm] [--kind lnas|dnas|hnas] [--steps N] [--warmup N]
+#   scripts/profile_train.sh [--task headline|mlm] [--kind lnas|dnas|hnas] [--steps N] [--warmup N]
 #                            [--threads N] [--out DIR]
 # Needs linux-perf (apt-get install linux-perf) and a built build/hnas-bench (HNAS_BUILD_DIR).
 # oneDNN's JIT kernels are named for perf through DNNL_JIT_PROFILE=1 (a /tmp/perf-PID.map).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-task=seq2seq kind=lnas steps=15 warmup=2 threads=2 out=""
+task=headline kind=lnas steps=15 warmup=2 threads=2 out=""
 while (($#)); do
   case "$1" in
     --task) task=${2:?}; shift ;;

@@ -4,7 +4,7 @@ hand from nn.Linear / nn.Embedding / nn.LayerNorm, with hnas's parameter names, 
 batches and training step (forward loss, backward, global-norm clipping at 1.0, Adam with a constant
 learning rate), timed the same way and reported as the same JSON line.
 
-    /usr/bin/python3 scripts/torch_reference.py --task seq2seq --kind hnas --steps 20 --warmup 3
+    /usr/bin/python3 scripts/torch_reference.py --task headline --kind hnas --steps 20 --warmup 3
     /usr/bin/python3 scripts/torch_reference.py --load initial.ckpt --no-dropout --steps 3 --warmup 0
 
 --load takes the initial parameters and the first batch from a checkpoint written by
@@ -310,7 +310,7 @@ def make_batch(task, generator):
     def random_ids(*shape):
         return torch.randint(FIRST_ORDINARY_ID, VOCAB, shape, generator=generator)
 
-    if task == "seq2seq":
+    if task == "headline":
         words = random_ids(BATCH, TARGET_LENGTH - 1)
         return {"source_ids": random_ids(BATCH, SOURCE_LENGTH),
                 "source_valid": torch.ones(BATCH, SOURCE_LENGTH),
@@ -347,7 +347,7 @@ def model_flops_per_step(task, masked_rows):
     def ffn(rows):
         return 2 * 2 * rows * d * f
 
-    if task == "seq2seq":
+    if task == "headline":
         s, t = SOURCE_LENGTH, TARGET_LENGTH
         forward = LAYERS * b * (attention(s, s) + ffn(s))
         forward += LAYERS * b * (attention(t, t) + attention(t, s) + ffn(t))
@@ -360,7 +360,7 @@ def model_flops_per_step(task, masked_rows):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--task", choices=["seq2seq", "mlm"], default="seq2seq")
+    parser.add_argument("--task", choices=["headline", "mlm"], default="headline")
     parser.add_argument("--kind", choices=["lnas", "dnas", "hnas"], default="lnas",
                         help="encoder self-attention (the decoder's attentions are lnas)")
     parser.add_argument("--steps", type=int, default=20, help="timed training steps")
@@ -388,10 +388,10 @@ def main():
         args.task, args.kind = metadata["task"], metadata["kind"]
         args.lr = metadata.get("learning_rate", args.lr)
     dropout = 0.0 if args.no_dropout else DROPOUT
-    model = Seq2Seq(args.kind, dropout) if args.task == "seq2seq" else Bert(args.kind, dropout)
+    model = Seq2Seq(args.kind, dropout) if args.task == "headline" else Bert(args.kind, dropout)
     first = make_batch(args.task, generator)
     result = {"impl": "torch", "task": args.task, "kind": args.kind, "threads": torch.get_num_threads(),
-              "batch": BATCH, "tokens_per_step": BATCH * (SOURCE_LENGTH + TARGET_LENGTH if args.task == "seq2seq"
+              "batch": BATCH, "tokens_per_step": BATCH * (SOURCE_LENGTH + TARGET_LENGTH if args.task == "headline"
                                                         else MLM_LENGTH),
               "parameters": sum(p.numel() for p in model.parameters()), "dropout": not args.no_dropout}
     if arrays is not None:

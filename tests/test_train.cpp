@@ -148,7 +148,7 @@ TEST(Trainer, ResumedRunIsBitIdentical) {
         RunDir whole("whole_" + task), halves("halves_" + task);
         run(raw, whole.path);
         const train::TrainResult first_half = run(raw, halves.path, false, 6);
-        EXPECT_EQ(first_half.stopped_because, "stop-after");
+        EXPECT_EQ(first_half.stopped_because, train::StopReason::stop_after);
         EXPECT_EQ(first_half.steps, 6);
         run(raw, halves.path, true);
         EXPECT_EQ(testing::logged_losses(whole.path), testing::logged_losses(halves.path)) << task;
@@ -417,7 +417,7 @@ TEST(Trainer, SigtermWritesACheckpointAndStops) {
     });
     const train::TrainResult result = run(raw, dir.path);
     stopper.request_stop();
-    EXPECT_EQ(result.stopped_because, "signal");
+    EXPECT_EQ(result.stopped_because, train::StopReason::signal);
     EXPECT_EQ(result.signal, SIGTERM);
     char name[32];
     std::snprintf(name, sizeof name, "step-%08lld.ckpt", static_cast<long long>(result.steps));

@@ -4,7 +4,7 @@
 //   hnas-bench attention  one multi-head attention layer's forward+backward for every attention kind
 //                         (--kind K: only K, and lnas as the reference; repeatable, for profiling)
 //   hnas-bench data       the Gigaword data pipeline alone: tokens/s per epoch on the bundled pairs
-//   hnas-bench train      whole training steps of issue #8's reference models (seq2seq, mlm) on random
+//   hnas-bench train      whole training steps of issue #8's reference models (headline, mlm) on random
 //                         fixed-shape batches: one JSON line (tokens/s, step times, peak RSS, losses);
 //                         --precision bf16 for bf16 matmuls
 //                         scripts/bench_train.sh runs it against scripts/torch_reference.py
@@ -194,7 +194,7 @@ void bench_data(const std::string& articles, const std::string& titles) {
 using namespace hnas;
 
 struct TrainBenchOptions {
-    std::string task = "seq2seq";  // seq2seq | mlm
+    std::string task = "headline";  // headline | mlm (the config's task names)
     std::string kind = "lnas";     // encoder self-attention: lnas | dnas | hnas
     int steps = 20, warmup = 3;
     int threads = 0;               // 0: OMP_NUM_THREADS or all cores
@@ -215,7 +215,7 @@ constexpr int32_t kFirstOrdinaryId = 7;  // ids 0-6 are the tokenizer's special 
 models::ModelConfig reference_config(const TrainBenchOptions& o) {
     using namespace hnas;
     models::ModelConfig c;
-    c.architecture = o.task == "seq2seq" ? models::Architecture::seq2seq : models::Architecture::bert;
+    c.architecture = o.task == "headline" ? models::Architecture::seq2seq : models::Architecture::bert;
     c.vocab_size = kBenchVocab;
     c.width = kBenchWidth;
     c.heads = kBenchHeads;
@@ -244,7 +244,7 @@ models::ModelConfig reference_config(const TrainBenchOptions& o) {
 // One fixed-shape batch of random ordinary token ids; every position is real (no padding).
 struct BenchBatch {
     std::vector<std::pair<std::string, Tensor>> tensors;  // named as in the --dump-initial checkpoint
-    int64_t tokens = 0;                                     // source + target (seq2seq) or sequence tokens (mlm)
+    int64_t tokens = 0;                                     // source + target (headline) or sequence tokens (mlm)
     const Tensor& operator[](const std::string& name) const {
         for (const auto& [n, t] : tensors)
             if (n == name) return t;
@@ -255,7 +255,7 @@ struct BenchBatch {
 BenchBatch make_batch(const std::string& task, Rng& rng) {
     auto random_id = [&] { return kFirstOrdinaryId + static_cast<int32_t>(rng.below(kBenchVocab - kFirstOrdinaryId)); };
     BenchBatch batch;
-    if (task == "seq2seq") {
+    if (task == "headline") {
         std::vector<int32_t> source(kBenchBatch * kSourceLength), input(kBenchBatch * kTargetLength),
             output(kBenchBatch * kTargetLength);
         for (auto& id : source) id = random_id();
@@ -317,7 +317,7 @@ double model_flops_per_step(const std::string& task, int64_t masked_rows) {
     };
     auto ffn = [&](double rows) { return 2.0 * 2.0 * rows * d * f; };
     double forward = 0.0;
-    if (task == "seq2seq") {
+    if (task == "headline") {
         const double s = kSourceLength, t = kTargetLength;
         forward += layers * b * (attention(s, s) + ffn(s));
         forward += layers * b * (attention(t, t) + attention(t, s) + ffn(t));
@@ -331,7 +331,7 @@ double model_flops_per_step(const std::string& task, int64_t masked_rows) {
 }
 
 Var batch_loss(const nn::Module& model, const std::string& task, const BenchBatch& batch) {
-    if (task == "seq2seq") {
+    if (task == "headline") {
         const auto& m = static_cast<const models::Seq2SeqModel&>(model);
         return m.loss(batch["source_ids"], batch["source_valid"], batch["target_input"], batch["target_output"],
                       batch["target_valid"], kLabelSmoothing);
@@ -390,7 +390,7 @@ void bench_train(const TrainBenchOptions& o) {
                                        {"seed", o.seed},
                                        {"learning_rate", o.learning_rate},
                                        {"clip_norm", kClipNorm},
-                                       {"label_smoothing", o.task == "seq2seq" ? kLabelSmoothing : 0.0f},
+                                       {"label_smoothing", o.task == "headline" ? kLabelSmoothing : 0.0f},
                                        {"loss0_eval", eval_loss}};
         io::CheckpointWriter writer(meta);
         models::add_parameters(writer, *model);
@@ -473,8 +473,8 @@ int main(int argc, char** argv) {
     data_command->callback([&] { bench_data(articles, titles); });
     TrainBenchOptions train_options;
     auto* train_command = app.add_subcommand(
-        "train", "training steps of issue #8's reference seq2seq / mlm models; prints one JSON line");
-    train_command->add_option("--task", train_options.task, "seq2seq or mlm")->check(CLI::IsMember({"seq2seq", "mlm"}));
+        "train", "training steps of issue #8's reference headline / mlm models; prints one JSON line");
+    train_command->add_option("--task", train_options.task, "headline or mlm")->check(CLI::IsMember({"headline", "mlm"}));
     train_command->add_option("--kind", train_options.kind, "encoder self-attention: lnas, dnas or hnas")
         ->check(CLI::IsMember({"lnas", "dnas", "hnas"}));
     train_command->add_option("--steps", train_options.steps, "Timed training steps")

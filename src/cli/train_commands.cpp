@@ -80,12 +80,12 @@ void add_train_command(CLI::App& app, int& exit_code) {
             if (world->size() > 1) world->abort(e.what());
             throw;
         }
-        spdlog::info("stopped at step {} ({}); last training loss {:.4f}{}", result.steps, result.stopped_because,
+        spdlog::info("stopped at step {} ({}); last training loss {:.4f}{}", result.steps, train::stop_reason_name(result.stopped_because),
                      portable(result.last_loss),
                      result.best_metric ? fmt::format("; best validation {} {:.4f}", config.validation.metric,
                                                       portable(*result.best_metric))
                                         : std::string());
-        if (result.stopped_because == "signal") exit_code = exit_status_after_signal(result.signal);
+        if (result.stopped_because == train::StopReason::signal) exit_code = exit_status_after_signal(result.signal);
     });
 }
 

@@ -6,6 +6,8 @@ namespace hnas::config {
 
 namespace {
 
+constexpr Task kTasks[] = {Task::headline, Task::mlm};
+
 using models::AttentionStackConfig;
 using models::ModelConfig;
 
@@ -204,9 +206,11 @@ ValidationConfig parse_validation(ConfigNode& node, Task task) {
     if (task == Task::headline) {
         v.decode_examples = node.integer("decode_examples", 200, 0);
         v.max_decode_length = node.integer("max_decode_length", 30, 1);
-        v.metric = node.choice("metric", "rouge_l", {"loss", "rouge_l"});
+        // ROUGE-L needs decoded headlines: without them the loss picks the best checkpoint.
+        v.metric = node.choice("metric", v.decode_examples > 0 ? "rouge_l" : "loss", {"loss", "rouge_l"});
+        if (v.metric == "rouge_l" && v.decode_examples == 0) node.fail("metric", "is rouge_l, which needs decode_examples > 0");
     } else {
-        v.metric = node.choice("metric", "loss", {"loss"});
+        v.metric = node.choice("metric", "loss", {"loss", "mlm_accuracy", "sop_accuracy"});
     }
     v.patience = node.integer("patience", 0, 0);
     return v;
@@ -221,15 +225,32 @@ CheckpointConfig parse_checkpoint(ConfigNode& node) {
 
 }  // namespace
 
+const char* task_name(Task task) {
+    switch (task) {
+        case Task::headline: return "headline";
+        case Task::mlm: return "mlm";
+    }
+    return "?";
+}
+
+std::vector<std::string> task_names() {
+    std::vector<std::string> names;
+    for (const Task task : kTasks) names.emplace_back(task_name(task));
+    return names;
+}
+
 ExperimentConfig parse_experiment_config(const Json& raw) {
     ConfigNode root(raw, "");
     ExperimentConfig config;
-    config.task = root.choice("task", "headline", {"headline", "mlm"}) == "headline" ? Task::headline : Task::mlm;
+    const std::string task = root.choice("task", "headline", task_names());
+    for (const Task known : kTasks) {
+        if (task == task_name(known)) config.task = known;
+    }
     config.seed = static_cast<uint64_t>(root.integer("seed", 1, 0));
     ConfigNode model = root.child("model");
     config.model = parse_model(model, config.task);
     root.finish_child("model", model);
-    if (config.task == Task::headline) config.init_from = root.text("init_from", "");
+    config.init_from = root.text("init_from", "");
     ConfigNode tokenizer = root.child("tokenizer");
     config.tokenizer = parse_tokenizer(tokenizer);
     root.finish_child("tokenizer", tokenizer);
@@ -242,6 +263,9 @@ ExperimentConfig parse_experiment_config(const Json& raw) {
     config.model.bert_heads.sentence_order = config.task == Task::mlm && config.train.sentence_order_weight > 0.0f;
     ConfigNode validation = root.child("validation");
     config.validation = parse_validation(validation, config.task);
+    if (config.validation.metric == "sop_accuracy" && !config.model.bert_heads.sentence_order) {
+        validation.fail("metric", "is sop_accuracy, which needs train.sentence_order_weight > 0");
+    }
     root.finish_child("validation", validation);
     ConfigNode checkpoint = root.child("checkpoint");
     config.checkpoint = parse_checkpoint(checkpoint);

@@ -14,7 +14,10 @@
 
 namespace hnas::config {
 
+// The training objectives (src/tasks/), named in configs as "task": the one vocabulary of task names.
 enum class Task { headline, mlm };
+const char* task_name(Task task);
+std::vector<std::string> task_names();
 
 // The SentencePiece model: an existing file, or one trained at the start of a run from `inputs`.
 struct TokenizerConfig {
@@ -75,7 +78,9 @@ struct ExperimentConfig {
     Task task = Task::headline;
     uint64_t seed = 1;
     models::ModelConfig model;
-    std::string init_from;  // headline only: an MLM checkpoint for ⟨BERT,BERT⟩ initialization
+    // A checkpoint a new run starts from: headline, an MLM checkpoint for ⟨BERT,BERT⟩ initialization;
+    // the other tasks, the parameters it holds by name (a pretrained encoder).
+    std::string init_from;
     TokenizerConfig tokenizer;
     DataConfig data;
     TrainConfig train;

@@ -36,7 +36,42 @@ std::string bert_source(const std::string& target) {
     return "";
 }
 
+// The checkpoint's parameters (dotted paths under `prefix`) that `used` does not hold; other state
+// (optimizer moments, "optimizer/m/...") is not a parameter.
+std::vector<std::string> unused_parameters(const io::Checkpoint& checkpoint, const std::string& prefix,
+                                           const std::set<std::string>& used) {
+    std::vector<std::string> unused;
+    for (const auto& entry : checkpoint.entries()) {
+        if (entry.name.rfind(prefix, 0) == 0 && entry.type == io::EntryType::f32 && entry.name.find('/') == std::string::npos &&
+            !used.count(entry.name)) {
+            unused.push_back(entry.name);
+        }
+    }
+    return unused;
+}
+
 }  // namespace
+
+InitReport initialize_by_name(const io::Checkpoint& checkpoint, nn::Module& module) {
+    InitReport report;
+    std::set<std::string> used;
+    for (auto& named : module.named_parameters()) {
+        if (!checkpoint.has(named.name)) {
+            report.fresh.push_back(named.name);
+            continue;
+        }
+        const Tensor stored = checkpoint.tensor(named.name);
+        Tensor& target = named.parameter.value();
+        HNAS_CHECK(stored.shape() == target.shape(), "init_from ", checkpoint.path(), ": ", named.name, " has shape ",
+                   shape_str(stored.shape()), " but the model needs ", shape_str(target.shape()));
+        std::memcpy(target.data(), stored.data(), static_cast<size_t>(target.numel()) * sizeof(float));
+        report.mapped.emplace_back(named.name, named.name);
+        used.insert(named.name);
+    }
+    report.unused = unused_parameters(checkpoint, "", used);
+    HNAS_CHECK(!report.mapped.empty(), "init_from ", checkpoint.path(), ": it holds no parameter of this model");
+    return report;
+}
 
 InitReport initialize_from_bert(const io::Checkpoint& bert, Seq2SeqModel& model, const std::string& prefix) {
     // Every seq2seq layer needs a BERT layer to start from.
@@ -72,11 +107,7 @@ InitReport initialize_from_bert(const io::Checkpoint& bert, Seq2SeqModel& model,
         report.mapped.emplace_back(prefix + source, named.name);
         used.insert(prefix + source);
     }
-    for (const auto& entry : bert.entries()) {
-        if (entry.name.rfind(prefix, 0) == 0 && entry.type == io::EntryType::f32 && !used.count(entry.name)) {
-            report.unused.push_back(entry.name);
-        }
-    }
+    report.unused = unused_parameters(bert, prefix, used);
     HNAS_CHECK(!report.mapped.empty(), "init_from ", bert.path(), ": no parameter of the seq2seq model was found in it");
     return report;
 }

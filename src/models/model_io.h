@@ -24,6 +24,11 @@ struct InitReport {
     std::vector<std::string> unused;                          // checkpoint parameters nothing took
 };
 
+// Loads every parameter of `module` that the checkpoint holds under the same name (continued
+// pretraining, fine-tuning a pretrained encoder: heads the checkpoint lacks start fresh). A shape
+// mismatch is an error naming both shapes; a checkpoint sharing no parameter at all is an error.
+InitReport initialize_by_name(const io::Checkpoint& checkpoint, nn::Module& module);
+
 // Loads a BERT model's parameters (`prefix` + path, as add_parameters wrote them) into a seq2seq model:
 // token embeddings; positions (the first max_*_positions rows) into both position tables; the
 // embedding layer norm into both stacks' (when the seq2seq model has one); encoder layer N into encoder

@@ -2,16 +2,15 @@
 
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
 #include <array>
 #include <atomic>
 #include <bit>
 #include <cerrno>
-#include <cstdlib>
-#include <cstring>
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -20,26 +19,23 @@
 #include <thread>
 
 #include "backend/matmul.h"
-#include "data/batch.h"
-#include "data/gigaword.h"
-#include "decode/headlines.h"
 #include "dist/gradient_reducer.h"
-#include "eval/rouge.h"
-#include "models/bert.h"
-#include "models/model_factory.h"
 #include "models/memory_estimate.h"
 #include "models/model_io.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
+#include "tasks/task.h"
 #include "tensor/number_format.h"
 #include "tensor/system_memory.h"
+#include "train/metrics_log.h"
 #include "train/run_directory.h"
+#include "train/train_schedule.h"
+#include "train/train_state.h"
 
 namespace hnas::train {
 
 namespace fs = std::filesystem;
 using config::Json;
-using config::Task;
 
 namespace {
 
@@ -65,259 +61,15 @@ private:
     void (*previous_int_)(int);
     void (*previous_term_)(int);
 };
-
 // Random streams of one run, all from the config's seed.
 enum Stream : uint64_t { kInitStream = 1, kDropoutStream = 2 };
 
-// ---- the two tasks behind one interface --------------------------------------------------------------
-struct Validation {
-    double loss = 0.0;
-    std::optional<double> rouge_l;
-    int64_t tokens = 0;
-};
-
-// Loss-bearing tokens of a global batch and of this rank's shard of it.
-struct BatchTokens {
-    int64_t global = 0, shard = 0;
-};
-
-// Keeps rank `rank`'s rows of a global batch (all of it for one rank).
-template <typename Batch, typename TokensOf>
-BatchTokens take_shard(Batch& batch, int rank, int ranks, TokensOf tokens_of) {
-    BatchTokens tokens{tokens_of(batch), tokens_of(batch)};
-    if (ranks == 1) return tokens;
-    const auto [first, last] = data::shard_rows(tokens_of.rows(batch), rank, ranks);
-    if (first == last) {
-        tokens.shard = 0;
-    } else {
-        batch = data::slice_rows(batch, first, last);
-        tokens.shard = tokens_of(batch);
-    }
-    return tokens;
-}
-
-class TrainingTask {
-public:
-    virtual ~TrainingTask() = default;
-    virtual models::Model& model() = 0;
-    // Loads the next global training batch and keeps rank `rank`'s shard of it for batch_loss().
-    virtual BatchTokens next_batch(int rank, int ranks) = 0;
-    virtual Var batch_loss() = 0;
-    virtual data::DataPosition position() const = 0;
-    virtual void restore(const data::DataPosition& position) = 0;
-    virtual std::optional<Validation> validate() = 0;
-};
-
-// The loss over a validation batcher from its start (at most max_batches), weighted by each batch's
-// loss-bearing tokens.
-template <typename Batcher, typename LossOf, typename Tokens>
-Validation validation_loss(Batcher& batcher, const data::DataPosition& start, int64_t max_batches, LossOf loss_of,
-                           Tokens tokens_of) {
-    Validation result;
-    double weighted = 0.0;
-    batcher.restore(start);
-    int64_t batches = 0;
-    while (auto batch = batcher.next()) {
-        const int64_t tokens = tokens_of(*batch);
-        weighted += static_cast<double>(loss_of(*batch).item()) * static_cast<double>(tokens);
-        result.tokens += tokens;
-        if (max_batches > 0 && ++batches >= max_batches) break;
-    }
-    result.loss = result.tokens > 0 ? weighted / static_cast<double>(result.tokens) : 0.0;
-    return result;
-}
-
-class HeadlineTask : public TrainingTask {
-public:
-    HeadlineTask(const config::ExperimentConfig& config, const data::Tokenizer& tokenizer, Rng& init, Rng& dropout)
-        : config_(config), tokenizer_(tokenizer) {
-        model_ = std::make_unique<models::Seq2SeqModel>(config.model, init, dropout);
-        train_ = std::make_unique<data::Seq2SeqBatcher>(tokenizer, data_options(config.data.train_articles,
-                                                                                config.data.train_titles, true));
-        valid_ = std::make_unique<data::Seq2SeqBatcher>(tokenizer, data_options(config.data.valid_articles,
-                                                                                config.data.valid_titles, false));
-        valid_start_ = valid_->position();
-        const auto articles = eval::read_lines(config.data.valid_articles);
-        const auto titles = eval::read_lines(config.data.valid_titles);
-        const size_t count = std::min<size_t>(articles.size(), static_cast<size_t>(config.validation.decode_examples));
-        decode_articles_.assign(articles.begin(), articles.begin() + static_cast<std::ptrdiff_t>(count));
-        decode_references_.assign(titles.begin(), titles.begin() + static_cast<std::ptrdiff_t>(count));
-    }
-
-    models::Model& model() override { return *model_; }
-    models::Seq2SeqModel& seq2seq() { return *model_; }
-
-    BatchTokens next_batch(int rank, int ranks) override {
-        batch_ = *train_->next();  // the training stream never ends (epochs = 0)
-        struct {
-            int64_t operator()(const data::Seq2SeqBatch& b) const { return b.target_tokens; }
-            int64_t rows(const data::Seq2SeqBatch& b) const { return b.source_ids.dim(0); }
-        } tokens_of;
-        return take_shard(batch_, rank, ranks, tokens_of);
-    }
-    Var batch_loss() override { return loss_of(batch_); }
-    data::DataPosition position() const override { return train_->position(); }
-    void restore(const data::DataPosition& position) override { train_->restore(position); }
-
-    std::optional<Validation> validate() override {
-        NoGradScope no_grad;
-        model_->set_training(false);
-        Validation result = validation_loss(
-            *valid_, valid_start_, config_.validation.max_batches, [&](const data::Seq2SeqBatch& b) { return loss_of(b); },
-            [](const data::Seq2SeqBatch& b) { return b.target_tokens; });
-        if (!decode_articles_.empty()) result.rouge_l = decode_rouge_l();
-        model_->set_training(true);
-        return result;
-    }
-
-
-private:
-    data::Seq2SeqDataOptions data_options(const std::string& articles, const std::string& titles, bool training) const {
-        data::Seq2SeqDataOptions o;
-        o.article_path = articles;
-        o.title_path = titles;
-        o.max_source = std::min(config_.data.max_source, config_.model.max_source_positions);
-        o.max_target = std::min(config_.data.max_target, config_.model.max_target_positions);
-        o.shuffle_buffer = config_.data.shuffle_buffer;
-        o.damaged_lines = config_.data.damaged_lines;
-        o.shuffle = training;
-        o.seed = config_.seed;
-        o.batch = {config_.data.batch_sentences, config_.data.batch_tokens};
-        o.epochs = training ? 0 : 1;
-        return o;
-    }
-
-    Var loss_of(const data::Seq2SeqBatch& b) const {
-        return model_->loss(b.source_ids, b.source_valid, b.target_input, b.target_output, b.target_valid,
-                            config_.train.label_smoothing);
-    }
-
-    // Greedy headlines (beam 1) for the first validation articles, scored with ROUGE-L F1 (no stemming).
-    double decode_rouge_l() const {
-        decode::BeamOptions greedy;
-        greedy.beam = 1;
-        greedy.max_length = config_.validation.max_decode_length;
-        const auto headlines = decode::decode_articles(*model_, tokenizer_, decode_articles_, greedy, 32,
-                                                       std::min(config_.data.max_source, config_.model.max_source_positions));
-        std::vector<std::string> hypotheses;
-        for (const auto& best : headlines) hypotheses.push_back(best.empty() ? std::string() : best.front().text);
-        const eval::RougeScorer scorer(false);
-        return scorer.score(hypotheses, decode_references_).rouge_l.f1;
-    }
-
-    const config::ExperimentConfig& config_;
-    data::Tokenizer tokenizer_;
-    std::unique_ptr<models::Seq2SeqModel> model_;
-    std::unique_ptr<data::Seq2SeqBatcher> train_, valid_;
-    data::DataPosition valid_start_;
-    data::Seq2SeqBatch batch_;
-    std::vector<std::string> decode_articles_, decode_references_;
-};
-
-class MlmTask : public TrainingTask {
-public:
-    MlmTask(const config::ExperimentConfig& config, const data::Tokenizer& tokenizer, Rng& init, Rng& dropout)
-        : config_(config) {
-        model_ = std::make_unique<models::BertModel>(config.model, init, dropout);
-        train_ = std::make_unique<data::MlmBatcher>(tokenizer, data_options(config.data.train_sources, true));
-        if (!config.data.valid_sources.empty()) {
-            valid_ = std::make_unique<data::MlmBatcher>(tokenizer, data_options(config.data.valid_sources, false));
-            valid_start_ = valid_->position();
-        }
-    }
-
-    models::Model& model() override { return *model_; }
-    BatchTokens next_batch(int rank, int ranks) override {
-        batch_ = *train_->next();
-        struct {
-            int64_t operator()(const data::MlmBatch& b) const { return b.masked_labels.numel(); }
-            int64_t rows(const data::MlmBatch& b) const { return b.input_ids.dim(0); }
-        } tokens_of;
-        return take_shard(batch_, rank, ranks, tokens_of);
-    }
-    Var batch_loss() override { return loss_of(batch_); }
-    data::DataPosition position() const override { return train_->position(); }
-    void restore(const data::DataPosition& position) override { train_->restore(position); }
-
-    std::optional<Validation> validate() override {
-        if (!valid_) return std::nullopt;
-        NoGradScope no_grad;
-        model_->set_training(false);
-        const Validation result = validation_loss(
-            *valid_, valid_start_, config_.validation.max_batches, [&](const data::MlmBatch& b) { return loss_of(b); },
-            [](const data::MlmBatch& b) { return b.masked_labels.numel(); });
-        model_->set_training(true);
-        return result;
-    }
-
-
-private:
-    data::MlmDataOptions data_options(const std::vector<data::TextSource>& sources, bool training) const {
-        data::MlmDataOptions o;
-        o.sources = sources;
-        o.max_seq = std::min(config_.data.max_seq, config_.model.max_source_positions);
-        o.masking = config_.data.masking;
-        o.damaged_lines = config_.data.damaged_lines;
-        o.shuffle = training;
-        o.seed = training ? config_.seed : config_.seed + 1;
-        o.batch = {config_.data.batch_sentences, config_.data.batch_tokens};
-        o.epochs = training ? 0 : 1;
-        return o;
-    }
-
-    // The masked-LM loss, plus ALBERT's sentence-order loss on the pooled [CLS] when it has a weight.
-    Var loss_of(const data::MlmBatch& b) const {
-        const Var states = model_->encode(b.input_ids, b.segment_ids, b.valid);
-        Var loss = ops::cross_entropy(model_->mlm_logits(states, b.masked_positions), b.masked_labels, models::kPadId);
-        if (config_.train.sentence_order_weight == 0.0f) return loss;
-        const Var order = ops::cross_entropy(model_->sentence_order_logits(model_->pooled(states)), b.sentence_order);
-        return ops::add(loss, ops::scale(order, config_.train.sentence_order_weight));
-    }
-
-    const config::ExperimentConfig& config_;
-    std::unique_ptr<models::BertModel> model_;
-    std::unique_ptr<data::MlmBatcher> train_, valid_;
-    data::DataPosition valid_start_;
-    data::MlmBatch batch_;
-};
-
-// ---- helpers ---------------------------------------------------------------------------------------
-
 // ---- before a run writes anything: data, memory, tokenizer ------------------------------------------
-
-// A text file the config reads, with the key that names it.
-struct DataFile {
-    std::string key, path;
-    bool training;  // a training file must hold text
-};
-
-std::vector<DataFile> data_files(const config::ExperimentConfig& config) {
-    std::vector<DataFile> files;
-    if (config.task == Task::headline) {
-        files = {{"data.train_articles", config.data.train_articles, true},
-                 {"data.train_titles", config.data.train_titles, true},
-                 {"data.valid_articles", config.data.valid_articles, false},
-                 {"data.valid_titles", config.data.valid_titles, false}};
-    } else {
-        for (size_t i = 0; i < config.data.train_sources.size(); ++i) {
-            files.push_back({fmt::format("data.train_sources[{}].path", i), config.data.train_sources[i].path, true});
-        }
-        for (size_t i = 0; i < config.data.valid_sources.size(); ++i) {
-            files.push_back({fmt::format("data.valid_sources[{}].path", i), config.data.valid_sources[i].path, false});
-        }
-    }
-    if (config.tokenizer.model.empty()) {
-        for (size_t i = 0; i < config.tokenizer.inputs.size(); ++i) {
-            files.push_back({fmt::format("tokenizer.inputs[{}]", i), config.tokenizer.inputs[i], true});
-        }
-    }
-    return files;
-}
 
 // One pass over every data file: damaged lines (an error, or counted under data.damaged_lines "skip")
 // and training files without text are found before the run writes anything.
-void check_data_files(const config::ExperimentConfig& config) {
-    for (const DataFile& file : data_files(config)) {
+void check_data_files(const std::vector<tasks::DataFile>& files, const config::ExperimentConfig& config) {
+    for (const tasks::DataFile& file : files) {
         data::TextFileScan scan;
         try {
             scan = data::scan_text_file(file.path, config.data.damaged_lines);
@@ -333,35 +85,14 @@ void check_data_files(const config::ExperimentConfig& config) {
     }
 }
 
-// The largest batch the data settings allow, for the memory estimate.
-models::BatchShape largest_batch(const config::ExperimentConfig& config) {
-    models::BatchShape batch;
-    const auto rows_of = [&](int64_t length) {
-        const int64_t by_tokens = config.data.batch_tokens > 0 ? config.data.batch_tokens / length : 0;
-        if (config.data.batch_sentences == 0) return by_tokens;
-        return by_tokens > 0 ? std::min(config.data.batch_sentences, by_tokens) : config.data.batch_sentences;
-    };
-    if (config.task == Task::headline) {
-        batch.source_length = std::min(config.data.max_source, config.model.max_source_positions);
-        batch.target_length = std::min(config.data.max_target, config.model.max_target_positions);
-        batch.rows = std::max<int64_t>(1, rows_of(std::max(batch.source_length, batch.target_length)));
-        batch.predicted_tokens = batch.rows * batch.target_length;
-    } else {
-        batch.source_length = std::min(config.data.max_seq, config.model.max_source_positions);
-        batch.rows = std::max<int64_t>(1, rows_of(batch.source_length));
-        batch.predicted_tokens =
-            batch.rows * static_cast<int64_t>(std::ceil(config.data.masking.mask_prob * static_cast<double>(batch.source_length)));
-    }
-    return batch;
-}
-
 std::string gibibytes(int64_t bytes) { return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1 << 30)); }
 
 // Refuses a model and batch that cannot fit beside the other ranks on this host, before building it.
-void check_memory(const config::ExperimentConfig& config, int64_t vocab_size, int local_ranks) {
+void check_memory(const tasks::TaskDefinition& task, const config::ExperimentConfig& config, int64_t vocab_size,
+                  int local_ranks) {
     models::ModelConfig model = config.model;
     model.vocab_size = vocab_size;
-    const models::BatchShape batch = largest_batch(config);
+    const models::BatchShape batch = task.largest_batch(config);
     const models::MemoryEstimate estimate = models::estimate_training_memory(model, batch);
     const AvailableMemory available = available_memory();
     const int64_t needed = estimate.total_bytes() * local_ranks;
@@ -385,14 +116,22 @@ void check_memory(const config::ExperimentConfig& config, int64_t vocab_size, in
         gibibytes(needed), estimate.parameters, gibibytes(estimate.parameter_bytes), batch.rows, batch.source_length,
         gibibytes(estimate.activation_bytes),
         local_ranks > 1 ? fmt::format(" for each of {} ranks on this host", local_ranks) : std::string(),
-        gibibytes(available.bytes), available.source, config.task == Task::headline ? ", model.decoder_layers" : "",
-        config.task == Task::headline ? "data.max_source, data.max_target" : "data.max_seq"));
+        gibibytes(available.bytes), available.source, task.memory_model_keys, task.memory_data_keys));
+}
+
+// The checkpoint whose tokenizer a run uses instead of training one: the one it resumes from, else the
+// one it is initialized from (a pretrained encoder keeps its vocabulary), unless tokenizer.model is set.
+const io::Checkpoint* tokenizer_checkpoint(const config::ExperimentConfig& config, const std::optional<io::Checkpoint>& resumed,
+                                           const std::optional<io::Checkpoint>& pretrained) {
+    if (resumed) return &*resumed;
+    if (config.tokenizer.model.empty() && pretrained) return &*pretrained;
+    return nullptr;
 }
 
 // The vocabulary size the run will have, known without training a tokenizer.
-int64_t expected_vocab_size(const config::ExperimentConfig& config, const std::optional<io::Checkpoint>& resumed) {
+int64_t expected_vocab_size(const config::ExperimentConfig& config, const io::Checkpoint* tokenizer_source) {
     if (config.model.vocab_size > 0) return config.model.vocab_size;
-    if (resumed) return resumed->metadata().at("vocab_size").get<int64_t>();
+    if (tokenizer_source) return data::Tokenizer::from_serialized(tokenizer_source->bytes("tokenizer.model")).vocab_size();
     if (!config.tokenizer.model.empty()) return data::Tokenizer::load(config.tokenizer.model).vocab_size();
     return config.tokenizer.vocab_size;
 }
@@ -404,14 +143,12 @@ struct RunTokenizer {
     std::vector<std::pair<std::string, std::string>> files;  // name in the run directory, contents
 };
 
-RunTokenizer train_run_tokenizer(const config::ExperimentConfig& config) {
+RunTokenizer train_run_tokenizer(const std::vector<tasks::DataFile>& files, const config::ExperimentConfig& config) {
     data::TokenizerTrainOptions options;
     options.inputs = config.tokenizer.inputs;
     if (options.inputs.empty()) {
-        if (config.task == Task::headline) {
-            options.inputs = {config.data.train_articles, config.data.train_titles};
-        } else {
-            for (const auto& source : config.data.train_sources) options.inputs.push_back(source.path);
+        for (const tasks::DataFile& file : files) {
+            if (file.training) options.inputs.push_back(file.path);
         }
     }
     std::string folder_template = (fs::temp_directory_path() / "hnas-tokenizer-XXXXXX").string();
@@ -440,7 +177,6 @@ RunTokenizer train_run_tokenizer(const config::ExperimentConfig& config) {
     result.files = {{"tokenizer.model", result.tokenizer.serialized_model()}, {"tokenizer.vocab", vocab_text.str()}};
     return result;
 }
-
 // Every leaf of a JSON object as path -> value, for logging config differences on resume.
 void flatten(const Json& value, const std::string& path, std::map<std::string, Json>& out) {
     if (value.is_object()) {
@@ -465,19 +201,6 @@ void log_config_differences(const Json& saved, const Json& current) {
     for (const auto& [path, value] : before) {
         if (!after.count(path)) spdlog::warn("resume: config option {} = {} was dropped", path, value.dump());
     }
-}
-
-Json rng_state_json(const Rng& rng) {
-    Json state = Json::array();
-    for (uint64_t word : rng.state()) state.push_back(word);
-    return state;
-}
-
-Rng::State rng_state_from(const Json& json) {
-    Rng::State state{};
-    HNAS_CHECK(json.is_array() && json.size() == state.size(), "checkpoint: malformed RNG state");
-    for (size_t i = 0; i < state.size(); ++i) state[i] = json[i].get<uint64_t>();
-    return state;
 }
 
 // The name and element of the first non-finite gradient, or "" when all are finite.
@@ -510,16 +233,9 @@ std::string format_duration(double seconds) {
     return text;
 }
 
-}  // namespace
-
-TrainResult train(const config::ExperimentConfig& config, const TrainOptions& options) {
-    using Clock = std::chrono::steady_clock;
-    RunDirectory run(options.run_dir);
-    const fs::path checkpoint_dir = run.checkpoint_dir();
-    const std::unique_ptr<dist::Communicator> own_communicator = options.communicator ? nullptr : dist::single_process();
-    dist::Communicator& world = options.communicator ? *options.communicator : *own_communicator;
-    const bool distributed = world.size() > 1, leader = world.rank() == 0;
-    if (distributed) {
+// Under data parallelism each rank gets its share of the cores; otherwise train.threads, if set.
+void configure_threads(const config::ExperimentConfig& config, const dist::Communicator& world) {
+    if (world.size() > 1) {
         // An explicit OMP_NUM_THREADS counts as a request, like train.threads.
         const int requested = config.train.threads > 0                 ? config.train.threads
                               : std::getenv("OMP_NUM_THREADS") != nullptr ? backend::num_threads()
@@ -533,301 +249,356 @@ TrainResult train(const config::ExperimentConfig& config, const TrainOptions& op
         backend::set_num_threads(config.train.threads);
     }
     backend::set_matmul_precision(config.train.precision);
-    spdlog::info("hnas {} on {}; {} matmuls; run directory {}", HNAS_VERSION, backend::describe(),
-                 backend::precision_name(config.train.precision), run.root().string());
+}
 
-    // Rank 0 owns the run directory; the other ranks read from it only when resuming. Everything is
-    // checked before the first file is written, so a failed start leaves nothing behind.
-    std::optional<io::Checkpoint> resumed;
+// One run of `hnas train`: the constructor does everything up to the first step (checks, tokenizer,
+// task, run directory, resumed or initial state); run() is the loop.
+class Trainer {
+public:
+    Trainer(const config::ExperimentConfig& config, const TrainOptions& options);
+    TrainResult run();
+
+private:
+    void start();
+    double train_step(double& grad_norm, double& learning_rate);
+    void log_progress(double grad_norm, double learning_rate);
+    bool validate();  // false when patience ran out
+    io::CheckpointWriter checkpoint_writer() const;
+    void save_step_checkpoint();
+    void check_replicas() const;
+    void log_stop(StopReason reason) const;
+
+    using Clock = std::chrono::steady_clock;
+
+    const config::ExperimentConfig& config_;
+    const TrainOptions& options_;
+    const tasks::TaskDefinition& definition_;
+    RunDirectory run_;
+    std::unique_ptr<dist::Communicator> own_communicator_;
+    dist::Communicator& world_;
+    const bool distributed_, leader_;
+    std::optional<io::Checkpoint> resumed_, pretrained_;
+    std::optional<RunTokenizer> tokenizer_;  // set by start()
+    config::ExperimentConfig run_config_;  // the config with the vocabulary size filled in
+    Rng init_rng_, dropout_rng_;
+    std::unique_ptr<tasks::Task> task_;
+    std::vector<nn::NamedParameter> parameters_;
+    std::unique_ptr<optim::Optimizer> optimizer_;
+    std::optional<dist::GradientReducer> reducer_;
+    TrainState state_;
+    MetricsLog metrics_;
+    optim::ScheduleOptions learning_rate_;
+    // The progress window since the last log line.
+    Clock::time_point start_time_, window_start_;
+    double window_loss_ = 0.0;
+    int64_t window_steps_ = 0, window_tokens_ = 0, first_step_ = 0;
+    double last_loss_ = 0.0;
+};
+
+Trainer::Trainer(const config::ExperimentConfig& config, const TrainOptions& options)
+    : config_(config),
+      options_(options),
+      definition_(tasks::task_definition(config.task)),
+      run_(options.run_dir),
+      own_communicator_(options.communicator ? nullptr : dist::single_process()),
+      world_(options.communicator ? *options.communicator : *own_communicator_),
+      distributed_(world_.size() > 1),
+      leader_(world_.rank() == 0),
+      run_config_(config),
+      init_rng_(config.seed, kInitStream),
+      dropout_rng_(config.seed, kDropoutStream) {
+    configure_threads(config, world_);
+    spdlog::info("hnas {} on {}; {} matmuls; run directory {}", HNAS_VERSION, backend::describe(),
+                 backend::precision_name(config.train.precision), run_.root().string());
+    start();
+}
+
+// Rank 0 owns the run directory; the other ranks read from it only when resuming. Everything is
+// checked before the first file is written, so a failed start leaves nothing behind.
+void Trainer::start() {
+    const fs::path checkpoint_dir = run_.checkpoint_dir();
+    const std::vector<tasks::DataFile> files = definition_.data_files(config_);
     std::string resume_path;
-    if (leader) {
-        if (options.resume) {
+    if (!options_.resume && !config_.init_from.empty()) pretrained_ = io::Checkpoint::load(config_.init_from);
+    if (leader_) {
+        if (options_.resume) {
             HNAS_CHECK(fs::is_directory(checkpoint_dir), "train --resume: ", checkpoint_dir.string(), " does not exist");
-            resumed = run.load_newest_checkpoint();
-            resume_path = resumed->path();
+            resumed_ = run_.load_newest_checkpoint();
+            resume_path = resumed_->path();
         } else {
-            HNAS_CHECK(run.step_checkpoints().empty(), "train: ", checkpoint_dir.string(),
+            HNAS_CHECK(run_.step_checkpoints().empty(), "train: ", checkpoint_dir.string(),
                        " already holds checkpoints; pass --resume to continue that run or choose another --out");
         }
-        check_data_files(config);
-        check_memory(config, expected_vocab_size(config, resumed), world.local_size());
+        std::vector<tasks::DataFile> checked = files;
+        if (config_.tokenizer.model.empty() && !tokenizer_checkpoint(config_, resumed_, pretrained_)) {
+            for (size_t i = 0; i < config_.tokenizer.inputs.size(); ++i) {
+                checked.push_back({fmt::format("tokenizer.inputs[{}]", i), config_.tokenizer.inputs[i], true});
+            }
+        }
+        check_data_files(checked, config_);
+        check_memory(definition_, config_, expected_vocab_size(config_, tokenizer_checkpoint(config_, resumed_, pretrained_)),
+                     world_.local_size());
     }
-    if (options.resume) {
-        world.broadcast(resume_path, "setup: the checkpoint to resume from");
-        if (!leader) resumed = io::Checkpoint::load(resume_path);
-        spdlog::info("resuming from {} (written by {} rank(s))", resumed->path(), resumed->metadata().value("ranks", 1));
-        if (leader) log_config_differences(resumed->metadata().at("config"), config.resolved);
+    if (options_.resume) {
+        world_.broadcast(resume_path, "setup: the checkpoint to resume from");
+        if (!leader_) resumed_ = io::Checkpoint::load(resume_path);
+        spdlog::info("resuming from {} (written by {} rank(s))", resumed_->path(), resumed_->metadata().value("ranks", 1));
+        if (leader_) log_config_differences(resumed_->metadata().at("config"), config_.resolved);
     }
 
-    RunTokenizer run_tokenizer = [&] {
-        if (resumed) return RunTokenizer{data::Tokenizer::from_serialized(resumed->bytes("tokenizer.model")), {}};
-        if (!config.tokenizer.model.empty()) return RunTokenizer{data::Tokenizer::load(config.tokenizer.model), {}};
-        if (!distributed) return train_run_tokenizer(config);
+    tokenizer_ = [&] {
+        if (const io::Checkpoint* source = tokenizer_checkpoint(config_, resumed_, pretrained_)) {
+            return RunTokenizer{data::Tokenizer::from_serialized(source->bytes("tokenizer.model")), {}};
+        }
+        if (!config_.tokenizer.model.empty()) return RunTokenizer{data::Tokenizer::load(config_.tokenizer.model), {}};
+        if (!distributed_) return train_run_tokenizer(files, config_);
         // Only rank 0 trains the tokenizer; the others receive its model.
-        if (leader) {
-            RunTokenizer trained = train_run_tokenizer(config);
+        if (leader_) {
+            RunTokenizer trained = train_run_tokenizer(files, config_);
             std::string model = trained.tokenizer.serialized_model();
-            world.broadcast(model, "setup: the tokenizer");
+            world_.broadcast(model, "setup: the tokenizer");
             return trained;
         }
         std::string model;
-        world.broadcast(model, "setup: the tokenizer");
+        world_.broadcast(model, "setup: the tokenizer");
         return RunTokenizer{data::Tokenizer::from_serialized(model), {}};
     }();
-    const data::Tokenizer& tokenizer = run_tokenizer.tokenizer;
-    config::ExperimentConfig run_config = config;
-    if (run_config.model.vocab_size == 0) run_config.model.vocab_size = tokenizer.vocab_size();
-    HNAS_CHECK(run_config.model.vocab_size == tokenizer.vocab_size(), "train: model.vocab_size is ",
-               run_config.model.vocab_size, " but the tokenizer has ", tokenizer.vocab_size(), " pieces");
+    if (run_config_.model.vocab_size == 0) run_config_.model.vocab_size = tokenizer_->tokenizer.vocab_size();
+    HNAS_CHECK(run_config_.model.vocab_size == tokenizer_->tokenizer.vocab_size(), "train: model.vocab_size is ",
+               run_config_.model.vocab_size, " but the tokenizer has ", tokenizer_->tokenizer.vocab_size(), " pieces");
 
-    Rng init_rng(config.seed, kInitStream), dropout_rng(config.seed, kDropoutStream);
-    std::unique_ptr<TrainingTask> task;
-    if (config.task == Task::headline) {
-        task = std::make_unique<HeadlineTask>(run_config, tokenizer, init_rng, dropout_rng);
-    } else {
-        task = std::make_unique<MlmTask>(run_config, tokenizer, init_rng, dropout_rng);
-    }
+    task_ = definition_.create(run_config_, tokenizer_->tokenizer, init_rng_, dropout_rng_);
     // The run starts: its directory and first files appear only now.
-    if (leader) {
-        run.create();
-        if (!resumed) {
-            run.write_file("config.json", config.resolved.dump(2) + "\n");
-            for (const auto& [name, contents] : run_tokenizer.files) run.write_file(name, contents);
+    if (leader_) {
+        run_.create();
+        if (!resumed_) {
+            run_.write_file("config.json", config_.resolved.dump(2) + "\n");
+            for (const auto& [name, contents] : tokenizer_->files) run_.write_file(name, contents);
         }
+        metrics_ = MetricsLog(run_.root() / "metrics.jsonl", resumed_.has_value());
     }
-    models::Model& model = task->model();
-    const auto parameters = model.named_parameters();
-    spdlog::info("model: {} parameters; vocabulary {}", model.parameter_count(), run_config.model.vocab_size);
-    optim::Optimizer optimizer(parameters, config.train.optimizer);
+    models::Model& model = task_->model();
+    parameters_ = model.named_parameters();
+    spdlog::info("model: {} parameters; vocabulary {}", model.parameter_count(), run_config_.model.vocab_size);
+    optimizer_ = std::make_unique<optim::Optimizer>(parameters_, config_.train.optimizer);
 
-    const bool higher_is_better = config.validation.metric == "rouge_l";
-    int64_t step = 0, schedule_offset = 0, stale_validations = 0;
-    std::optional<double> best_metric;
-    if (resumed) {
-        const Json& meta = resumed->metadata();
-        models::load_parameters(*resumed, model);
-        step = meta.at("step").get<int64_t>();
-        if (options.reset_optimizer) {
+    if (resumed_) {
+        state_ = load_state(resumed_->metadata());
+        models::load_parameters(*resumed_, model);
+        if (options_.reset_optimizer) {
             spdlog::warn("resume: optimizer moments reset (--reset-optimizer)");
+            state_.optimizer_steps = 0;
         } else {
-            optimizer.load(*resumed, meta.at("optimizer_steps").get<int64_t>());
+            optimizer_->load(*resumed_, state_.optimizer_steps);
         }
-        schedule_offset = options.reset_schedule ? step : meta.at("schedule_offset").get<int64_t>();
-        if (options.reset_schedule) spdlog::warn("resume: learning-rate schedule restarts at step {} (--reset-schedule)", step);
-        dropout_rng.set_state(rng_state_from(meta.at("dropout_rng")));
-        data::DataPosition position;
-        data::from_json(meta.at("data_position"), position);
-        task->restore(position);
-        if (!meta.at("best_metric").is_null()) best_metric = meta.at("best_metric").get<double>();
-        stale_validations = meta.at("stale_validations").get<int64_t>();
-    } else if (!config.init_from.empty()) {
-        const models::InitReport report = models::initialize_from_bert(
-            io::Checkpoint::load(config.init_from), static_cast<HeadlineTask&>(*task).seq2seq());
+        if (options_.reset_schedule) {
+            state_.schedule_offset = state_.step;
+            spdlog::warn("resume: learning-rate schedule restarts at step {} (--reset-schedule)", state_.step);
+        }
+        dropout_rng_.set_state(state_.dropout_rng);
+        task_->restore(state_.data_position);
+    } else if (pretrained_) {
+        const models::InitReport report = task_->initialize_from(*pretrained_);
         for (const auto& [from, to] : report.mapped) spdlog::info("init_from: {} <- {}", to, from);
         for (const auto& name : report.fresh) spdlog::info("init_from: {} fresh", name);
         for (const auto& name : report.unused) spdlog::info("init_from: {} unused", name);
+        pretrained_.reset();
     }
-
-    // Everything a resumed run needs.
-    auto checkpoint_writer = [&] {
-        Json meta = {{"hnas_version", HNAS_VERSION},
-                     {"ranks", world.size()},
-                     {"config", config.resolved},
-                     {"vocab_size", run_config.model.vocab_size},
-                     {"step", step},
-                     {"optimizer_steps", optimizer.steps_taken()},
-                     {"schedule_offset", schedule_offset},
-                     {"dropout_rng", rng_state_json(dropout_rng)},
-                     {"best_metric", best_metric ? Json(*best_metric) : Json()},
-                     {"stale_validations", stale_validations}};
-        nlohmann::json position;
-        data::to_json(position, task->position());
-        meta["data_position"] = Json::parse(position.dump());
-        io::CheckpointWriter writer(meta);
-        models::add_parameters(writer, model);
-        optimizer.save(writer);
-        writer.add_bytes("tokenizer.model", tokenizer.serialized_model());
-        return writer;
-    };
-    auto save_step_checkpoint = [&] {
-        const fs::path path = run.write_step_checkpoint(step, checkpoint_writer(), config.checkpoint.keep);
-        spdlog::info("checkpoint {}", path.string());
-    };
-
-    // Every rank holds the same parameters (the same start, the same summed gradients, the same
-    // step): checked before each checkpoint, which rank 0 writes for all.
-    auto check_replicas = [&] {
-        if (!distributed) return;
-        const std::string mine = parameter_fingerprint(parameters);
-        std::string leaders = mine;
-        world.broadcast(leaders, fmt::format("step {}: parameter check", step));
-        HNAS_CHECK(mine == leaders, "step ", step, ": rank ", world.rank(), "'s parameters differ from rank 0's");
-    };
+    learning_rate_ = config_.train.schedule;
+    learning_rate_.total_steps = config_.train.steps - state_.schedule_offset;
+    if (distributed_) reducer_.emplace(parameters_);
     check_replicas();
+}
 
-    std::ofstream metrics;
-    // A resumed run appends to the log; a new one replaces a log left by a start that wrote no checkpoint.
-    if (leader) metrics.open(run.root() / "metrics.jsonl", resumed ? std::ios::app : std::ios::trunc);
-    auto hybrid_weights = [&] {
-        Json weights = Json::object();
-        for (const auto& [name, attention] : model.attentions()) {
-            for (const auto& values : attention->head_values()) {
-                if (values.name == "u") weights[name] = values.values;
-            }
-        }
-        return weights;
-    };
-
-    // Validation: logs, records the metric, keeps best.ckpt; returns false when patience ran out.
-    auto validate = [&] {
-        const auto result = task->validate();
-        if (!result) {
-            spdlog::info("step {}: no validation data", step);
-            return true;
-        }
-        Json record = {{"step", step}, {"validation_loss", result->loss}, {"validation_perplexity", std::exp(result->loss)}};
-        std::string rouge_text;
-        if (result->rouge_l) {
-            record["validation_rouge_l"] = *result->rouge_l;
-            rouge_text = fmt::format("  ROUGE-L {:.2f}", portable(100.0 * *result->rouge_l));
-        }
-        const double metric = higher_is_better ? result->rouge_l.value_or(0.0) : result->loss;
-        const bool improved = !best_metric || (higher_is_better ? metric > *best_metric : metric < *best_metric);
-        if (improved) {
-            best_metric = metric;
-            stale_validations = 0;
-        } else {
-            ++stale_validations;
-        }
-        record["best_metric"] = *best_metric;
-        metrics << record.dump() << "\n" << std::flush;
-        spdlog::info("validation at step {}: loss {:.4f}  perplexity {:.2f}{}{}", step, portable(result->loss),
-                     portable(std::exp(result->loss)), rouge_text, improved ? "  (best)" : "");
-        if (improved) run.write_best_checkpoint(checkpoint_writer());
-        return config.validation.patience == 0 || stale_validations < config.validation.patience;
-    };
-
+TrainResult Trainer::run() {
     SignalGuard signals;
-    TrainResult result;
-    result.stopped_because = "completed";
-    const auto start = Clock::now();
-    auto window_start = start;
-    double window_loss = 0.0;
-    int64_t window_steps = 0, window_tokens = 0;
-    const int64_t first_step = step;
-    optim::ScheduleOptions schedule = config.train.schedule;
-    schedule.total_steps = config.train.steps - schedule_offset;
-
-    std::optional<dist::GradientReducer> reducer;
-    if (distributed) reducer.emplace(parameters);
-
-    while (step < config.train.steps) {
-        ++step;
-        // Each rank's dropout masks must differ from the others'. The stream is derived from (step,
-        // rank) rather than carried, so a checkpoint needs no per-rank state and resumes on any
-        // number of ranks. (Masks drawn for a slice of the batch cannot equal the single process's
-        // masks of those rows; docs/distributed.md.)
-        if (distributed) dropout_rng = Rng(config.seed, data::hash_combine(data::hash_combine(kDropoutStream, step), world.rank()));
-        optimizer.zero_grad();
-        double step_loss = 0.0;
-        const float micro_weight = 1.0f / static_cast<float>(config.train.gradient_accumulation);
-        for (int64_t micro = 0; micro < config.train.gradient_accumulation; ++micro) {
-            const BatchTokens tokens = task->next_batch(world.rank(), world.size());
-            window_tokens += tokens.global;
-            if (tokens.shard == 0) continue;  // fewer rows than ranks: this rank adds nothing to the sums
-            Var loss = task->batch_loss();
-            const float value = loss.item();
-            HNAS_CHECK(std::isfinite(value), "step ", step, ": the loss is ", value, "; stopping without a checkpoint ",
-                       "(the last good one is in ", checkpoint_dir.string(), ")");
-            // The loss is the mean over the shard's tokens; weighted by the shard's share of the global
-            // batch's tokens, its sum over the ranks is the mean over the global batch — the single
-            // process's loss (and gradient), not a mean of per-rank means.
-            const double share = static_cast<double>(tokens.shard) / static_cast<double>(tokens.global);
-            step_loss += value * share / static_cast<double>(config.train.gradient_accumulation);
-            loss.backward(Tensor::full({}, micro_weight * static_cast<float>(share)));
-        }
-        if (distributed) {
-            reducer->sum(world, fmt::format("step {}: gradients", step));
-            world.sum(std::span<double>(&step_loss, 1), fmt::format("step {}: loss", step));
-        }
-        const double grad_norm = optim::clip_gradients(parameters, config.train.clip_norm);
-        if (!std::isfinite(grad_norm)) {
-            throw Error("step " + std::to_string(step) + ": non-finite gradient in " + first_non_finite_gradient(parameters) +
-                        "; stopping without a checkpoint (the last good one is in " + checkpoint_dir.string() + ")");
-        }
-        const double learning_rate = optim::learning_rate_at(schedule, step - schedule_offset);
-        optimizer.step(static_cast<float>(learning_rate));
-        result.last_loss = step_loss;
-        window_loss += step_loss;
-        ++window_steps;
-
-        if (leader && (step % config.train.log_every == 0 || step == config.train.steps)) {
-            const auto now = Clock::now();
-            const double elapsed = std::chrono::duration<double>(now - start).count();
-            const double window = std::chrono::duration<double>(now - window_start).count();
-            const double tokens_per_second = static_cast<double>(window_tokens) / std::max(window, 1e-9);
-            const double eta = elapsed / static_cast<double>(step - first_step) * static_cast<double>(config.train.steps - step);
-            const data::DataPosition position = task->position();
-            spdlog::info("step {:>7}/{}  epoch {}  loss {:.4f}  lr {:.3e}  |g| {:.3f}  {:.0f} tok/s  elapsed {}  eta {}", step,
-                         config.train.steps, position.epoch, portable(window_loss / static_cast<double>(window_steps)),
-                         portable(learning_rate), portable(grad_norm), portable(tokens_per_second), format_duration(elapsed),
-                         format_duration(eta));
-            metrics << Json{{"step", step},
-                            {"epoch", position.epoch},
-                            {"loss", window_loss / static_cast<double>(window_steps)},
-                            {"learning_rate", learning_rate},
-                            {"grad_norm", grad_norm},
-                            {"tokens_per_second", tokens_per_second},
-                            {"elapsed_seconds", elapsed},
-                            {"hybrid_u", hybrid_weights()}}
-                           .dump()
-                    << "\n"
-                    << std::flush;
-            window_start = now;
-            window_loss = 0.0;
-            window_steps = window_tokens = 0;
-        }
-        bool keep_going = true;
-        if (leader && config.validation.every > 0 && step % config.validation.every == 0) keep_going = validate();
-        if (step % config.checkpoint.every == 0) {
-            check_replicas();
-            if (leader) save_step_checkpoint();
-        }
+    const TrainSchedule schedule(config_, state_.step, options_.stop_after_steps);
+    start_time_ = window_start_ = Clock::now();
+    first_step_ = state_.step;
+    std::optional<StopReason> stop;
+    while (!stop && !schedule.finished(state_.step)) {
+        double grad_norm = 0.0, learning_rate = 0.0;
+        const double loss = train_step(grad_norm, learning_rate);
+        window_loss_ += loss;
+        ++window_steps_;
+        last_loss_ = loss;
+        if (leader_ && schedule.log_due(state_.step)) log_progress(grad_norm, learning_rate);
+        const bool patience_left = !(leader_ && schedule.validation_due(state_.step)) || validate();
+        if (schedule.checkpoint_due(state_.step)) save_step_checkpoint();
         // All ranks stop at the same step: rank 0 alone decides early stopping, and a signal may reach
         // the ranks during different steps.
-        std::array<double, 2> stop{keep_going ? 0.0 : 1.0, pending_signal.load() != 0 ? 1.0 : 0.0};
-        if (distributed) world.sum(stop, fmt::format("step {}: stop?", step));
-        keep_going = stop[0] == 0.0;
-        if (!keep_going) {
-            result.stopped_because = "early stopping";
-            spdlog::info("early stopping: no improvement in {} validations", config.validation.patience);
-            break;
-        }
-        if (options.stop_after_steps > 0 && step - first_step >= options.stop_after_steps && step < config.train.steps) {
-            result.stopped_because = "stop-after";
-            spdlog::info("stopping after {} steps of this run (--stop-after)", options.stop_after_steps);
-            break;
-        }
-        if (stop[1] > 0.0) {
-            result.stopped_because = "signal";
+        std::array<double, 2> votes{patience_left ? 0.0 : 1.0, pending_signal.load() != 0 ? 1.0 : 0.0};
+        if (distributed_) world_.sum(votes, fmt::format("step {}: stop?", state_.step));
+        stop = schedule.stop(state_.step, votes[0] > 0.0, votes[1] > 0.0);
+    }
+    const StopReason reason = stop.value_or(StopReason::completed);
+    log_stop(reason);
+    if (leader_ && schedule.final_validation_due(state_.step, reason)) validate();
+    if (schedule.final_checkpoint_due(state_.step)) save_step_checkpoint();
+    return {state_.step, last_loss_, state_.best_metric, reason, reason == StopReason::signal ? pending_signal.load() : 0};
+}
+
+void Trainer::log_stop(StopReason reason) const {
+    switch (reason) {
+        case StopReason::completed: return;
+        case StopReason::early_stopping:
+            spdlog::info("early stopping: no improvement in {} validations", config_.validation.patience);
+            return;
+        case StopReason::stop_after:
+            spdlog::info("stopping after {} steps of this run (--stop-after)", options_.stop_after_steps);
+            return;
+        case StopReason::signal: {
             const int signal = pending_signal.load();
-            result.signal = signal;
             spdlog::warn("{}: writing a checkpoint and stopping",
                          signal != 0 ? fmt::format("received signal {}", signal) : "another rank received a signal");
-            break;
+            return;
         }
     }
-    if (leader && result.stopped_because == "completed" &&
-        (config.validation.every == 0 || step % config.validation.every != 0)) {
-        validate();
+}
+
+// One optimizer step over train.gradient_accumulation micro-batches; returns the step's loss (the
+// mean over the global batches' loss-bearing tokens).
+double Trainer::train_step(double& grad_norm, double& learning_rate) {
+    int64_t& step = state_.step;
+    ++step;
+    // Each rank's dropout masks must differ from the others'. The stream is derived from (step, rank)
+    // rather than carried, so a checkpoint needs no per-rank state and resumes on any number of ranks.
+    // (Masks drawn for a slice of the batch cannot equal the single process's masks of those rows;
+    // docs/distributed.md.)
+    if (distributed_) dropout_rng_ = Rng(config_.seed, data::hash_combine(data::hash_combine(kDropoutStream, step), world_.rank()));
+    optimizer_->zero_grad();
+    double step_loss = 0.0;
+    const int64_t micro_batches = config_.train.gradient_accumulation;
+    const float micro_weight = 1.0f / static_cast<float>(micro_batches);
+    for (int64_t micro = 0; micro < micro_batches; ++micro) {
+        const tasks::BatchTokens tokens = task_->next_batch(world_.rank(), world_.size());
+        window_tokens_ += tokens.global;
+        if (tokens.shard == 0) continue;  // fewer rows than ranks: this rank adds nothing to the sums
+        Var loss = task_->batch_loss();
+        const float value = loss.item();
+        HNAS_CHECK(std::isfinite(value), "step ", step, ": the loss is ", value, "; stopping without a checkpoint ",
+                   "(the last good one is in ", run_.checkpoint_dir().string(), ")");
+        step_loss += value / static_cast<double>(micro_batches);
+        loss.backward(Tensor::full({}, micro_weight));
     }
-    if (step % config.checkpoint.every != 0) {
-        check_replicas();
-        if (leader) save_step_checkpoint();
+    if (distributed_) {
+        reducer_->sum(world_, fmt::format("step {}: gradients", step));
+        world_.sum(std::span<double>(&step_loss, 1), fmt::format("step {}: loss", step));
     }
-    result.steps = step;
-    result.best_metric = best_metric;
-    return result;
+    grad_norm = optim::clip_gradients(parameters_, config_.train.clip_norm);
+    if (!std::isfinite(grad_norm)) {
+        throw Error("step " + std::to_string(step) + ": non-finite gradient in " + first_non_finite_gradient(parameters_) +
+                    "; stopping without a checkpoint (the last good one is in " + run_.checkpoint_dir().string() + ")");
+    }
+    learning_rate = optim::learning_rate_at(learning_rate_, step - state_.schedule_offset);
+    optimizer_->step(static_cast<float>(learning_rate));
+    return step_loss;
+}
+
+void Trainer::log_progress(double grad_norm, double learning_rate) {
+    const int64_t step = state_.step;
+    const auto now = Clock::now();
+    const double elapsed = std::chrono::duration<double>(now - start_time_).count();
+    const double window = std::chrono::duration<double>(now - window_start_).count();
+    const double tokens_per_second = static_cast<double>(window_tokens_) / std::max(window, 1e-9);
+    const double eta = elapsed / static_cast<double>(step - first_step_) * static_cast<double>(config_.train.steps - step);
+    const double loss = window_loss_ / static_cast<double>(window_steps_);
+    const data::DataPosition position = task_->position();
+    spdlog::info("step {:>7}/{}  epoch {}  loss {:.4f}  lr {:.3e}  |g| {:.3f}  {:.0f} tok/s  elapsed {}  eta {}", step,
+                 config_.train.steps, position.epoch, portable(loss), portable(learning_rate), portable(grad_norm),
+                 portable(tokens_per_second), format_duration(elapsed), format_duration(eta));
+    // Every hybrid weight u per layer and head (hnas attention), for the paper's Fig. 3 over training.
+    Json hybrid_u = Json::object();
+    for (const auto& [name, attention] : task_->model().attentions()) {
+        for (const auto& values : attention->head_values()) {
+            if (values.name == "u") hybrid_u[name] = values.values;
+        }
+    }
+    metrics_.write({{"step", step},
+                    {"epoch", position.epoch},
+                    {"loss", loss},
+                    {"learning_rate", learning_rate},
+                    {"grad_norm", grad_norm},
+                    {"tokens_per_second", tokens_per_second},
+                    {"elapsed_seconds", elapsed},
+                    {"hybrid_u", hybrid_u}});
+    window_start_ = now;
+    window_loss_ = 0.0;
+    window_steps_ = window_tokens_ = 0;
+}
+
+// Logs and records the validation, keeps best.ckpt; returns false when patience ran out. validation.metric
+// "loss" is better lower, every other metric higher.
+bool Trainer::validate() {
+    const int64_t step = state_.step;
+    const auto result = task_->validate();
+    if (!result) {
+        spdlog::info("step {}: no validation data", step);
+        return true;
+    }
+    Json record = {{"step", step}, {"validation_loss", result->loss}, {"validation_perplexity", std::exp(result->loss)}};
+    std::string metrics_text;
+    for (const tasks::Metric& metric : result->metrics) {
+        if (metric.name == "loss") continue;
+        record["validation_" + metric.name] = metric.value;
+        metrics_text += fmt::format("  {} {:.2f}", metric.name, portable(100.0 * metric.value));
+    }
+    const bool higher_is_better = config_.validation.metric != "loss";
+    const double metric = result->metric(config_.validation.metric);
+    const bool improved = !state_.best_metric || (higher_is_better ? metric > *state_.best_metric : metric < *state_.best_metric);
+    if (improved) {
+        state_.best_metric = metric;
+        state_.stale_validations = 0;
+    } else {
+        ++state_.stale_validations;
+    }
+    record["best_metric"] = *state_.best_metric;
+    metrics_.write(record);
+    spdlog::info("validation at step {}: loss {:.4f}  perplexity {:.2f}{}{}", step, portable(result->loss),
+                 portable(std::exp(result->loss)), metrics_text, improved ? "  (best)" : "");
+    if (improved) run_.write_best_checkpoint(checkpoint_writer());
+    return config_.validation.patience == 0 || state_.stale_validations < config_.validation.patience;
+}
+
+// Everything a resumed run needs.
+io::CheckpointWriter Trainer::checkpoint_writer() const {
+    TrainState state = state_;
+    state.optimizer_steps = optimizer_->steps_taken();
+    state.dropout_rng = dropout_rng_.state();
+    state.data_position = task_->position();
+    Json metadata = {{"hnas_version", HNAS_VERSION},
+                     {"ranks", world_.size()},
+                     {"config", config_.resolved},
+                     {"vocab_size", run_config_.model.vocab_size}};
+    save_state(state, metadata);
+    io::CheckpointWriter writer(metadata);
+    models::add_parameters(writer, task_->model());
+    optimizer_->save(writer);
+    writer.add_bytes("tokenizer.model", tokenizer_->tokenizer.serialized_model());
+    return writer;
+}
+
+// Every rank holds the same parameters (the same start, the same summed gradients, the same step):
+// checked before each checkpoint, which rank 0 writes for all.
+void Trainer::save_step_checkpoint() {
+    check_replicas();
+    if (!leader_) return;
+    const fs::path path = run_.write_step_checkpoint(state_.step, checkpoint_writer(), config_.checkpoint.keep);
+    spdlog::info("checkpoint {}", path.string());
+}
+
+void Trainer::check_replicas() const {
+    if (!distributed_) return;
+    const std::string mine = parameter_fingerprint(parameters_);
+    std::string leaders = mine;
+    world_.broadcast(leaders, fmt::format("step {}: parameter check", state_.step));
+    HNAS_CHECK(mine == leaders, "step ", state_.step, ": rank ", world_.rank(), "'s parameters differ from rank 0's");
+}
+
+}  // namespace
+
+TrainResult train(const config::ExperimentConfig& config, const TrainOptions& options) {
+    return Trainer(config, options).run();
 }
 
 }  // namespace hnas::train

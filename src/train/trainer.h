@@ -1,5 +1,7 @@
-// The trainer behind `hnas train`: one loop for both tasks (headline generation and masked-LM
-// pretraining), driven by an ExperimentConfig. It owns the run directory (train/run_directory.h):
+// The trainer behind `hnas train`: one loop for every task (src/tasks/: headline generation, masked-LM
+// pretraining, ...), driven by an ExperimentConfig. Its parts: the run directory (run_directory.h), the
+// state a checkpoint carries (train_state.h), metrics.jsonl (metrics_log.h) and the decisions of when to
+// log, validate, checkpoint and stop (train_schedule.h). The run directory holds:
 //   config.json           the resolved config of the first start
 //   tokenizer.model, .vocab   the SentencePiece model, when the run trained it
 //   metrics.jsonl         one JSON object per progress line and per validation (losses, rates,
@@ -24,6 +26,7 @@
 
 #include "config/experiment_config.h"
 #include "dist/communicator.h"
+#include "train/train_schedule.h"
 
 namespace hnas::train {
 
@@ -40,8 +43,8 @@ struct TrainResult {
     int64_t steps = 0;                   // the step reached
     double last_loss = 0.0;              // training loss of the last step
     std::optional<double> best_metric;   // best validation metric, when validation ran
-    std::string stopped_because;         // "completed", "early stopping", "signal", "stop-after"
-    int signal = 0;                      // with "signal": its number (0: another rank received it)
+    StopReason stopped_because = StopReason::completed;
+    int signal = 0;                      // with StopReason::signal: its number (0: another rank received it)
 };
 
 TrainResult train(const config::ExperimentConfig& config, const TrainOptions& options);

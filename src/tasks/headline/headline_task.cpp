@@ -1,0 +1,134 @@
+#include "tasks/headline/headline_task.h"
+
+#include "data/gigaword.h"
+#include "decode/headlines.h"
+#include "eval/rouge.h"
+#include "models/seq2seq.h"
+#include "tasks/task_support.h"
+
+namespace hnas::tasks::headline {
+
+namespace {
+
+int64_t max_source(const config::ExperimentConfig& config) {
+    return std::min(config.data.max_source, config.model.max_source_positions);
+}
+
+class HeadlineTask : public Task {
+public:
+    HeadlineTask(const config::ExperimentConfig& config, const data::Tokenizer& tokenizer, Rng& init, Rng& dropout)
+        : config_(config), tokenizer_(tokenizer) {
+        model_ = std::make_unique<models::Seq2SeqModel>(config.model, init, dropout);
+        train_ = std::make_unique<data::Seq2SeqBatcher>(tokenizer, data_options(config.data.train_articles,
+                                                                                config.data.train_titles, true));
+        valid_ = std::make_unique<data::Seq2SeqBatcher>(tokenizer, data_options(config.data.valid_articles,
+                                                                                config.data.valid_titles, false));
+        valid_start_ = valid_->position();
+        const auto articles = eval::read_lines(config.data.valid_articles);
+        const auto titles = eval::read_lines(config.data.valid_titles);
+        const size_t count = std::min<size_t>(articles.size(), static_cast<size_t>(config.validation.decode_examples));
+        decode_articles_.assign(articles.begin(), articles.begin() + static_cast<std::ptrdiff_t>(count));
+        decode_references_.assign(titles.begin(), titles.begin() + static_cast<std::ptrdiff_t>(count));
+    }
+
+    models::Model& model() override { return *model_; }
+
+    BatchTokens next_batch(int rank, int ranks) override {
+        batch_ = *train_->next();  // the training stream never ends (epochs = 0)
+        struct {
+            int64_t operator()(const data::Seq2SeqBatch& b) const { return b.target_tokens; }
+            int64_t rows(const data::Seq2SeqBatch& b) const { return b.source_ids.dim(0); }
+        } count_of;
+        tokens_ = take_shard(batch_, rank, ranks, count_of);
+        return tokens_;
+    }
+    Var batch_loss() override { return shard_part(loss_of(batch_), tokens_.shard, tokens_.global); }
+    data::DataPosition position() const override { return train_->position(); }
+    void restore(const data::DataPosition& position) override { train_->restore(position); }
+
+    // ⟨BERT,BERT⟩: encoder and decoder both start from a masked-LM encoder (models/model_io.h).
+    models::InitReport initialize_from(const io::Checkpoint& pretrained) override {
+        return models::initialize_from_bert(pretrained, *model_);
+    }
+
+    std::optional<Validation> validate() override {
+        EvaluationMode evaluation(*model_);
+        Validation result = validation_loss(
+            *valid_, valid_start_, config_.validation.max_batches, [&](const data::Seq2SeqBatch& b) { return loss_of(b); },
+            [](const data::Seq2SeqBatch& b) { return b.target_tokens; });
+        if (!decode_articles_.empty()) result.metrics.push_back({"rouge_l", decode_rouge_l()});
+        return result;
+    }
+
+private:
+    data::Seq2SeqDataOptions data_options(const std::string& articles, const std::string& titles, bool training) const {
+        data::Seq2SeqDataOptions o;
+        o.article_path = articles;
+        o.title_path = titles;
+        o.max_source = max_source(config_);
+        o.max_target = std::min(config_.data.max_target, config_.model.max_target_positions);
+        o.shuffle_buffer = config_.data.shuffle_buffer;
+        o.damaged_lines = config_.data.damaged_lines;
+        o.shuffle = training;
+        o.seed = config_.seed;
+        o.batch = {config_.data.batch_sentences, config_.data.batch_tokens};
+        o.epochs = training ? 0 : 1;
+        return o;
+    }
+
+    Var loss_of(const data::Seq2SeqBatch& b) const {
+        return model_->loss(b.source_ids, b.source_valid, b.target_input, b.target_output, b.target_valid,
+                            config_.train.label_smoothing);
+    }
+
+    // Greedy headlines (beam 1) for the first validation articles, scored with ROUGE-L F1 (no stemming).
+    double decode_rouge_l() const {
+        decode::BeamOptions greedy;
+        greedy.beam = 1;
+        greedy.max_length = config_.validation.max_decode_length;
+        const auto headlines = decode::decode_articles(*model_, tokenizer_, decode_articles_, greedy, 32, max_source(config_));
+        std::vector<std::string> hypotheses;
+        for (const auto& best : headlines) hypotheses.push_back(best.empty() ? std::string() : best.front().text);
+        const eval::RougeScorer scorer(false);
+        return scorer.score(hypotheses, decode_references_).rouge_l.f1;
+    }
+
+    const config::ExperimentConfig& config_;
+    data::Tokenizer tokenizer_;
+    std::unique_ptr<models::Seq2SeqModel> model_;
+    std::unique_ptr<data::Seq2SeqBatcher> train_, valid_;
+    data::DataPosition valid_start_;
+    data::Seq2SeqBatch batch_;
+    BatchTokens tokens_;
+    std::vector<std::string> decode_articles_, decode_references_;
+};
+
+std::vector<DataFile> data_files(const config::ExperimentConfig& config) {
+    return {{"data.train_articles", config.data.train_articles, true},
+            {"data.train_titles", config.data.train_titles, true},
+            {"data.valid_articles", config.data.valid_articles, false},
+            {"data.valid_titles", config.data.valid_titles, false}};
+}
+
+models::BatchShape largest_batch(const config::ExperimentConfig& config) {
+    models::BatchShape batch;
+    batch.source_length = max_source(config);
+    batch.target_length = std::min(config.data.max_target, config.model.max_target_positions);
+    batch.rows = rows_allowed(config.data, std::max(batch.source_length, batch.target_length));
+    batch.predicted_tokens = batch.rows * batch.target_length;
+    return batch;
+}
+
+std::unique_ptr<Task> create(const config::ExperimentConfig& config, const data::Tokenizer& tokenizer, Rng& init, Rng& dropout) {
+    return std::make_unique<HeadlineTask>(config, tokenizer, init, dropout);
+}
+
+}  // namespace
+
+const TaskDefinition& definition() {
+    static const TaskDefinition headline{config::Task::headline, data_files, largest_batch,
+                                         ", model.decoder_layers", "data.max_source, data.max_target", create};
+    return headline;
+}
+
+}  // namespace hnas::tasks::headline

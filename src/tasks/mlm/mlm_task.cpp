@@ -1,0 +1,171 @@
+#include "tasks/mlm/mlm_task.h"
+
+#include <cmath>
+
+#include "data/mlm.h"
+#include "models/bert.h"
+#include "tasks/task_support.h"
+
+namespace hnas::tasks::mlm {
+
+namespace {
+
+int64_t max_seq(const config::ExperimentConfig& config) {
+    return std::min(config.data.max_seq, config.model.max_source_positions);
+}
+
+// The index of each row's largest logit. logits (N, C)
+std::vector<int64_t> argmax_rows(const Tensor& logits) {
+    const int64_t rows = logits.dim(0), columns = logits.dim(1);
+    std::vector<int64_t> best(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) {
+        const float* row = logits.data() + r * columns;
+        best[static_cast<size_t>(r)] = std::max_element(row, row + columns) - row;
+    }
+    return best;
+}
+
+int64_t count_equal(const std::vector<int64_t>& predicted, const Tensor& labels) {
+    int64_t equal = 0;
+    for (size_t i = 0; i < predicted.size(); ++i) equal += predicted[i] == labels.ints()[i];
+    return equal;
+}
+
+class MlmTask : public Task {
+public:
+    MlmTask(const config::ExperimentConfig& config, const data::Tokenizer& tokenizer, Rng& init, Rng& dropout)
+        : config_(config) {
+        model_ = std::make_unique<models::BertModel>(config.model, init, dropout);
+        train_ = std::make_unique<data::MlmBatcher>(tokenizer, data_options(config.data.train_sources, true));
+        if (!config.data.valid_sources.empty()) {
+            valid_ = std::make_unique<data::MlmBatcher>(tokenizer, data_options(config.data.valid_sources, false));
+            valid_start_ = valid_->position();
+        }
+    }
+
+    models::Model& model() override { return *model_; }
+
+    BatchTokens next_batch(int rank, int ranks) override {
+        batch_ = *train_->next();
+        global_rows_ = batch_.input_ids.dim(0);
+        struct {
+            int64_t operator()(const data::MlmBatch& b) const { return b.masked_labels.numel(); }
+            int64_t rows(const data::MlmBatch& b) const { return b.input_ids.dim(0); }
+        } count_of;
+        tokens_ = take_shard(batch_, rank, ranks, count_of);
+        return tokens_;
+    }
+
+    // The masked-LM mean over the masked tokens and the sentence-order mean over the rows, each as
+    // this shard's part of the global batch's mean.
+    Var batch_loss() override {
+        const Losses losses = losses_of(batch_);
+        Var loss = shard_part(losses.masked_lm, tokens_.shard, tokens_.global);
+        if (!losses.sentence_order.defined()) return loss;
+        const Var order = shard_part(losses.sentence_order, batch_.input_ids.dim(0), global_rows_);
+        return ops::add(loss, ops::scale(order, config_.train.sentence_order_weight));
+    }
+
+    data::DataPosition position() const override { return train_->position(); }
+    void restore(const data::DataPosition& position) override { train_->restore(position); }
+
+    std::optional<Validation> validate() override {
+        if (!valid_) return std::nullopt;
+        EvaluationMode evaluation(*model_);
+        int64_t masked = 0, masked_right = 0, rows = 0, order_right = 0;
+        Validation result = validation_loss(
+            *valid_, valid_start_, config_.validation.max_batches,
+            [&](const data::MlmBatch& b) {
+                const Losses losses = losses_of(b);
+                masked += b.masked_labels.numel();
+                masked_right += count_equal(argmax_rows(losses.mlm_logits.value()), b.masked_labels);
+                if (losses.sentence_order.defined()) {
+                    rows += b.sentence_order.numel();
+                    order_right += count_equal(argmax_rows(losses.order_logits.value()), b.sentence_order);
+                }
+                return combined(losses);
+            },
+            [](const data::MlmBatch& b) { return b.masked_labels.numel(); });
+        result.metrics.push_back({"mlm_accuracy", masked > 0 ? static_cast<double>(masked_right) / static_cast<double>(masked) : 0.0});
+        if (rows > 0) result.metrics.push_back({"sop_accuracy", static_cast<double>(order_right) / static_cast<double>(rows)});
+        return result;
+    }
+
+private:
+    struct Losses {
+        Var mlm_logits, masked_lm;
+        Var order_logits, sentence_order;  // undefined without a sentence-order weight
+    };
+
+    data::MlmDataOptions data_options(const std::vector<data::TextSource>& sources, bool training) const {
+        data::MlmDataOptions o;
+        o.sources = sources;
+        o.max_seq = max_seq(config_);
+        o.masking = config_.data.masking;
+        o.damaged_lines = config_.data.damaged_lines;
+        o.shuffle = training;
+        o.seed = training ? config_.seed : config_.seed + 1;
+        o.batch = {config_.data.batch_sentences, config_.data.batch_tokens};
+        o.epochs = training ? 0 : 1;
+        return o;
+    }
+
+    Losses losses_of(const data::MlmBatch& b) const {
+        Losses losses;
+        const Var states = model_->encode(b.input_ids, b.segment_ids, b.valid);
+        losses.mlm_logits = model_->mlm_logits(states, b.masked_positions);
+        losses.masked_lm = ops::cross_entropy(losses.mlm_logits, b.masked_labels, models::kPadId);
+        if (config_.train.sentence_order_weight > 0.0f) {
+            losses.order_logits = model_->sentence_order_logits(model_->pooled(states));
+            losses.sentence_order = ops::cross_entropy(losses.order_logits, b.sentence_order);
+        }
+        return losses;
+    }
+
+    // The validation loss of one batch: masked LM + weight × sentence order.
+    Var combined(const Losses& losses) const {
+        if (!losses.sentence_order.defined()) return losses.masked_lm;
+        return ops::add(losses.masked_lm, ops::scale(losses.sentence_order, config_.train.sentence_order_weight));
+    }
+
+    const config::ExperimentConfig& config_;
+    std::unique_ptr<models::BertModel> model_;
+    std::unique_ptr<data::MlmBatcher> train_, valid_;
+    data::DataPosition valid_start_;
+    data::MlmBatch batch_;
+    BatchTokens tokens_;
+    int64_t global_rows_ = 0;
+};
+
+std::vector<DataFile> data_files(const config::ExperimentConfig& config) {
+    std::vector<DataFile> files;
+    for (size_t i = 0; i < config.data.train_sources.size(); ++i) {
+        files.push_back({fmt::format("data.train_sources[{}].path", i), config.data.train_sources[i].path, true});
+    }
+    for (size_t i = 0; i < config.data.valid_sources.size(); ++i) {
+        files.push_back({fmt::format("data.valid_sources[{}].path", i), config.data.valid_sources[i].path, false});
+    }
+    return files;
+}
+
+models::BatchShape largest_batch(const config::ExperimentConfig& config) {
+    models::BatchShape batch;
+    batch.source_length = max_seq(config);
+    batch.rows = rows_allowed(config.data, batch.source_length);
+    batch.predicted_tokens =
+        batch.rows * static_cast<int64_t>(std::ceil(config.data.masking.mask_prob * static_cast<double>(batch.source_length)));
+    return batch;
+}
+
+std::unique_ptr<Task> create(const config::ExperimentConfig& config, const data::Tokenizer& tokenizer, Rng& init, Rng& dropout) {
+    return std::make_unique<MlmTask>(config, tokenizer, init, dropout);
+}
+
+}  // namespace
+
+const TaskDefinition& definition() {
+    static const TaskDefinition mlm{config::Task::mlm, data_files, largest_batch, "", "data.max_seq", create};
+    return mlm;
+}
+
+}  // namespace hnas::tasks::mlm

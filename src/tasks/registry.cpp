@@ -1,0 +1,17 @@
+#include "tasks/headline/headline_task.h"
+#include "tasks/mlm/mlm_task.h"
+
+namespace hnas::tasks {
+
+const TaskDefinition& task_definition(config::Task task) {
+    static const TaskDefinition* const definitions[] = {
+        &headline::definition(),
+        &mlm::definition(),
+    };
+    for (const TaskDefinition* definition : definitions) {
+        if (definition->task == task) return *definition;
+    }
+    throw Error("tasks: no definition for task " + std::string(config::task_name(task)));
+}
+
+}  // namespace hnas::tasks

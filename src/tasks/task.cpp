@@ -1,0 +1,28 @@
+#include "tasks/task_support.h"
+
+namespace hnas::tasks {
+
+double Validation::metric(const std::string& name) const {
+    std::string known;
+    for (const Metric& metric : metrics) {
+        if (metric.name == name) return metric.value;
+        if (!known.empty()) known.append(", ");
+        known.append(metric.name);
+    }
+    throw Error("validation: no metric \"" + name + "\" (this task reports " + known + ")");
+}
+
+Var shard_part(const Var& shard_mean, int64_t shard, int64_t global) {
+    if (shard == global) return shard_mean;
+    return ops::scale(shard_mean, static_cast<float>(static_cast<double>(shard) / static_cast<double>(global)));
+}
+
+int64_t rows_allowed(const config::DataConfig& data, int64_t length) {
+    const int64_t by_tokens = data.batch_tokens > 0 ? data.batch_tokens / length : 0;
+    const int64_t rows = data.batch_sentences == 0 ? by_tokens
+                         : by_tokens > 0          ? std::min(data.batch_sentences, by_tokens)
+                                                  : data.batch_sentences;
+    return std::max<int64_t>(1, rows);
+}
+
+}  // namespace hnas::tasks

@@ -1,0 +1,90 @@
+// A training objective behind one interface. A Task owns everything specific to it: its model (built
+// from the config), its batchers, its loss, how many tokens a batch counts, and its validation metrics.
+// The trainer (src/train/) knows tasks only through this header.
+//
+// Adding a task: a folder src/tasks/<name>/ holding its Task and its TaskDefinition, one line in
+// src/tasks/registry.cpp, its name in config::Task (src/config/experiment_config.h) with the options
+// it reads, and its data reader under src/data/ if the data is new.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "autograd/variable.h"
+#include "config/experiment_config.h"
+#include "data/batching.h"
+#include "data/tokenizer.h"
+#include "models/memory_estimate.h"
+#include "models/model.h"
+#include "models/model_io.h"
+
+namespace hnas::tasks {
+
+// Loss-bearing tokens of a global batch and of this rank's shard of it (shard 0: this rank has no rows).
+struct BatchTokens {
+    int64_t global = 0, shard = 0;
+};
+
+struct Metric {
+    std::string name;  // as validation.metric names it: "loss", "rouge_l", "accuracy", ...
+    double value = 0.0;
+};
+
+struct Validation {
+    double loss = 0.0;               // mean over the loss-bearing tokens of the validation set
+    int64_t tokens = 0;
+    std::vector<Metric> metrics;     // "loss" first, then the task's own
+    // The named metric; throws naming the metrics there are.
+    double metric(const std::string& name) const;
+};
+
+class Task {
+public:
+    virtual ~Task() = default;
+
+    virtual models::Model& model() = 0;
+    // Loads the next global training batch and keeps this rank's shard of it for batch_loss().
+    virtual BatchTokens next_batch(int rank, int ranks) = 0;
+    // This shard's part of the global batch's mean loss: the parts of all ranks sum to the loss one
+    // process computes over the whole batch (and so do their gradients).
+    virtual Var batch_loss() = 0;
+    // Where the training batches are, for checkpoints.
+    virtual data::DataPosition position() const = 0;
+    virtual void restore(const data::DataPosition& position) = 0;
+    // Loss and metrics on the validation data, dropout off; nullopt when the config gives none.
+    virtual std::optional<Validation> validate() = 0;
+    // A new run's start from `init_from`: by default every parameter the checkpoint holds by name
+    // (heads it lacks start fresh).
+    virtual models::InitReport initialize_from(const io::Checkpoint& pretrained) {
+        return models::initialize_by_name(pretrained, model());
+    }
+};
+
+// A text file the config reads, with the key that names it in errors.
+struct DataFile {
+    std::string key, path;
+    bool training;  // a training file must hold text; training files also train a new tokenizer
+};
+
+// What the trainer needs of a task before it builds anything, from the config alone.
+struct TaskDefinition {
+    config::Task task;
+    std::vector<DataFile> (*data_files)(const config::ExperimentConfig& config);
+    // The largest batch the data settings allow, for the memory estimate.
+    models::BatchShape (*largest_batch)(const config::ExperimentConfig& config);
+    // The config keys that drive the memory estimate besides the model's width, heads, encoder layers
+    // and the batch size: the task's own model keys (", model.decoder_layers" or "") and data keys.
+    const char* memory_model_keys;
+    const char* memory_data_keys;
+    // Builds the model (parameters drawn from init_rng, dropout masks from dropout_rng) and the batchers.
+    std::unique_ptr<Task> (*create)(const config::ExperimentConfig& config, const data::Tokenizer& tokenizer,
+                                    Rng& init_rng, Rng& dropout_rng);
+};
+
+// The registry (registry.cpp): the definition of every task.
+const TaskDefinition& task_definition(config::Task task);
+
+}  // namespace hnas::tasks

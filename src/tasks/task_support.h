@@ -1,0 +1,70 @@
+// What the tasks share: cutting a rank's shard out of a global batch, the mean validation loss over a
+// batcher, and the batch rows the data settings allow.
+#pragma once
+
+#include <algorithm>
+
+#include "config/experiment_config.h"
+#include "data/batch.h"
+#include "ops/ops.h"
+#include "tasks/task.h"
+
+namespace hnas::tasks {
+
+// Keeps rank `rank`'s rows of a global batch (all of it for one rank). CountOf: count(batch) gives the
+// loss-bearing tokens and rows(batch) the rows.
+template <typename Batch, typename CountOf>
+BatchTokens take_shard(Batch& batch, int rank, int ranks, CountOf count_of) {
+    BatchTokens tokens{count_of(batch), count_of(batch)};
+    if (ranks == 1) return tokens;
+    const auto [first, last] = data::shard_rows(count_of.rows(batch), rank, ranks);
+    if (first == last) {
+        tokens.shard = 0;
+    } else {
+        batch = data::slice_rows(batch, first, last);
+        tokens.shard = count_of(batch);
+    }
+    return tokens;
+}
+
+// A shard's mean loss as its part of the global batch's mean: scaled by shard / global (one process:
+// the loss itself).
+Var shard_part(const Var& shard_mean, int64_t shard, int64_t global);
+
+// The loss over a validation batcher from its start (at most max_batches batches), weighted by each
+// batch's loss-bearing tokens. Visit(batch) may gather the task's metrics on the way.
+template <typename Batcher, typename LossOf, typename Tokens>
+Validation validation_loss(Batcher& batcher, const data::DataPosition& start, int64_t max_batches, LossOf loss_of,
+                           Tokens tokens_of) {
+    Validation result;
+    double weighted = 0.0;
+    batcher.restore(start);
+    int64_t batches = 0;
+    while (auto batch = batcher.next()) {
+        const int64_t tokens = tokens_of(*batch);
+        weighted += static_cast<double>(loss_of(*batch).item()) * static_cast<double>(tokens);
+        result.tokens += tokens;
+        if (max_batches > 0 && ++batches >= max_batches) break;
+    }
+    result.loss = result.tokens > 0 ? weighted / static_cast<double>(result.tokens) : 0.0;
+    result.metrics.push_back({"loss", result.loss});
+    return result;
+}
+
+// Rows of a batch of rows `length` tokens long under data.batch_sentences and data.batch_tokens.
+int64_t rows_allowed(const config::DataConfig& data, int64_t length);
+
+// Turns dropout off for the lifetime of the scope (validation), and back on after.
+class EvaluationMode {
+public:
+    explicit EvaluationMode(nn::Module& model) : model_(model) { model_.set_training(false); }
+    ~EvaluationMode() { model_.set_training(true); }
+    EvaluationMode(const EvaluationMode&) = delete;
+    EvaluationMode& operator=(const EvaluationMode&) = delete;
+
+private:
+    NoGradScope no_grad_;
+    nn::Module& model_;
+};
+
+}  // namespace hnas::tasks
