@@ -1,11 +1,12 @@
 """PyTorch reference values for the C++ tests: writes tests/fixtures/ops.json (single
 ops), tests/fixtures/attention.json (whole multi-head attention layers),
-tests/fixtures/models.json (whole tiny seq2seq and BERT models, ids to loss) and
+tests/fixtures/models.json (whole tiny seq2seq and BERT models, ids to loss),
+tests/fixtures/heads.json (the BERT heads of every task with their losses) and
 tests/fixtures/optim.json (a few parameters through five optimizer steps).
 
 This script is the only place Python touches those tests. The C++ tests read the
 JSON it writes, so the tests themselves never need Python. The files are committed;
-run this script again only when adding or changing a case. One run writes all four
+run this script again only when adding or changing a case. One run writes all five
 files; each uses its own random stream, so a change to one leaves the others
 byte-identical.
 
@@ -233,9 +234,11 @@ FIXTURE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "te
 OPS_PATH = os.path.join(FIXTURE_DIR, "ops.json")
 ATTENTION_PATH = os.path.join(FIXTURE_DIR, "attention.json")
 MODELS_PATH = os.path.join(FIXTURE_DIR, "models.json")
+HEADS_PATH = os.path.join(FIXTURE_DIR, "heads.json")
 MAX_BYTES = 400 * 1024
 ATTENTION_MAX_BYTES = 600 * 1024
 MODELS_MAX_BYTES = 1536 * 1024
+HEADS_MAX_BYTES = 1536 * 1024
 OPTIM_PATH = os.path.join(FIXTURE_DIR, "optim.json")
 OPTIM_MAX_BYTES = 100 * 1024
 NEG = -1e9  # masked entry of an additive mask; finite, exact in float32
@@ -1243,6 +1246,116 @@ def build_models():
                                    {2: "mask", 6: "mask", 7: "random", 15: "keep", 21: "mask"}))
 
 
+# ---------------------------------------------------------------- BERT heads
+# The heads a task puts on the BERT-style encoder (src/models/bert.h), each with its loss, on the same
+# tiny encoder as the models above (lnas); written to heads.json in models.json's case format plus
+# "heads" (ModelConfig::bert_heads: masked_lm, sentence_order, classes, span) and the head's inputs:
+#   sop            masked LM + sentence order: loss = CE(mlm logits) + CE(sop_head(pooled), sentence_order)
+#   classify       classes 3: logits = classifier(pooled) (B, 3), loss = CE(logits, labels)
+#   regression     classes 1: outputs = classifier(pooled) (B, 1), loss = mean((outputs - targets)^2)
+#   span           [start, end] = span_head(h) split on the last axis, padding + (-1e9), each (B, L);
+#                  loss = (CE(start, start_positions) + CE(end, end_positions)) / 2
+# with pooled = tanh(pooler.dense(h[:, 0])). "logits" holds the head's logits (span: start and end
+# stacked, (2, B, L)).
+
+HEADS_SEED = 20240611  # its own stream again
+head_cases = []
+MASKED_SCORE = -1e9  # ops::kMaskedScore
+
+
+def head_names(heads):
+    names = ["embeddings.tokens.weight", "embeddings.positions.weight", "embeddings.segments.weight",
+             "embeddings.norm.weight", "embeddings.norm.bias"]
+    if heads.get("masked_lm", True):
+        names += linear_names("mlm_head.dense") + linear_names("mlm_head.norm") + ["mlm_head.bias"]
+    names += linear_names("pooler.dense")
+    for i in range(MODEL_LAYERS):
+        names += layer_names(f"encoder.layers.{i}", "lnas")
+    if heads.get("sentence_order"):
+        names += linear_names("sop_head")
+    if heads.get("classes", 0) > 0:
+        names += linear_names("classifier")
+    if heads.get("span"):
+        names += linear_names("span_head")
+    return names
+
+
+def head_parameter(name, heads):
+    if name.startswith("sop_head.") or name.startswith("span_head."):
+        shape = (2, MODEL_WIDTH) if name.endswith("weight") else (2,)
+    elif name.startswith("classifier."):
+        shape = (heads["classes"], MODEL_WIDTH) if name.endswith("weight") else (heads["classes"],)
+    else:
+        return draw_parameter(name)
+    if len(shape) == 1:
+        return uniform(shape, -0.1, 0.1)
+    bound = 0.3 * math.sqrt(32 / shape[1])
+    return uniform(shape, -bound, bound)
+
+
+def pooled_state(p, h):
+    return torch.tanh(F.linear(h[:, 0], p["pooler.dense.weight"], p["pooler.dense.bias"]))
+
+
+def head_forward(p, x, name):
+    """Returns the head's logits and the loss."""
+    h = bert_encode(p, x, {"encoder": "lnas"})
+    if name == "sop":
+        logits = F.linear(pooled_state(p, h), p["sop_head.weight"], p["sop_head.bias"])
+        return logits, bert_head(p, h, x)[1] + F.cross_entropy(logits, x["sentence_order"])
+    if name in ("classify", "regression"):
+        logits = F.linear(pooled_state(p, h), p["classifier.weight"], p["classifier.bias"])
+        if name == "classify":
+            return logits, F.cross_entropy(logits, x["labels"])
+        return logits, ((logits.reshape(-1) - x["targets"]) ** 2).mean()
+    both = F.linear(h, p["span_head.weight"], p["span_head.bias"]) + ((1 - x["valid"]) * MASKED_SCORE).unsqueeze(-1)
+    start, end = both[..., 0], both[..., 1]
+    loss = (F.cross_entropy(start, x["start_positions"]) + F.cross_entropy(end, x["end_positions"])) / 2
+    return torch.stack([start, end]), loss
+
+
+def add_head_case(name, heads, inputs):
+    params = {n: head_parameter(n, heads) for n in head_names(heads)}
+    x = {k: (t.long() if t.dtype == torch.int32 else t.double()) for k, t in inputs.items()}
+    ref = {k: t.double().requires_grad_(True) for k, t in params.items()}
+    logits, loss = head_forward(ref, x, name)
+    loss.backward()
+    # the pooler is outside the span and sop-less losses: zeros, as models.json writes them
+    unused = [k for k, v in ref.items() if v.grad is None]
+    assert unused == (["pooler.dense.weight", "pooler.dense.bias"] if name == "span" else []), (name, unused)
+    grads = {k: (v.grad if v.grad is not None else torch.zeros_like(v)) for k, v in ref.items()}
+    detached = {k: v.detach() for k, v in ref.items()}
+    check_directional_derivative(name, lambda q: head_forward(q, x, name), detached, grads)
+    print(f"head {name}: loss {loss.item():.4f}")
+    config = model_config("bert", {"encoder": "lnas"})
+    head_cases.append({
+        "name": name,
+        "architecture": "bert",
+        "config": config,
+        "heads": heads,
+        "inputs": {k: tensor_json(t, F32_DIGITS) for k, t in inputs.items()},
+        "parameters": {k: tensor_json(t, F32_DIGITS) for k, t in params.items()},
+        "logits": tensor_json(logits.detach().contiguous(), F64_DIGITS),
+        "loss": tensor_json(loss.detach(), F64_DIGITS),
+        "grads": {k: tensor_json(g, F64_DIGITS) for k, g in grads.items()},
+    })
+
+
+def build_heads():
+    masked = {2: "mask", 6: "mask", 7: "random", 15: "keep", 21: "mask"}
+    sop = bert_inputs([(3, 4), (2, 2), (1, 1)], 10, masked)
+    sop["sentence_order"] = ids([1, 0, 1])
+    add_head_case("sop", {"masked_lm": True, "sentence_order": True}, sop)
+    pairs = bert_inputs([(3, 4), (2, 2), (1, 1)], 10, {})
+    plain = {k: pairs[k] for k in ("input_ids", "segment_ids", "valid")}
+    add_head_case("classify", {"masked_lm": False, "classes": 3}, dict(plain, labels=ids([2, 0, 1])))
+    add_head_case("regression", {"masked_lm": False, "classes": 1},
+                  dict(plain, targets=torch.tensor([0.5, -1.25, 3.0], dtype=torch.float32)))
+    # answers inside B; the third row's answer is [CLS] (no answer)
+    add_head_case("span", {"masked_lm": False, "span": True},
+                  dict(plain, start_positions=ids([5, 4, 0]), end_positions=ids([7, 5, 0])))
+
+
 # ---------------------------------------------------------------- optimizers
 # A few parameters through five steps of each optimizer from fixed gradients; written to
 # optim.json. AdamW and Adam are torch.optim's (checked against the update written out by
@@ -1417,6 +1530,10 @@ def main():
     gen.manual_seed(MODELS_SEED)
     build_models()
     write(MODELS_PATH, model_cases, MODELS_MAX_BYTES)
+
+    gen.manual_seed(HEADS_SEED)
+    build_heads()
+    write(HEADS_PATH, head_cases, HEADS_MAX_BYTES)
 
     gen.manual_seed(OPTIM_SEED)
     build_optim()

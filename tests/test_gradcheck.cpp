@@ -1,5 +1,6 @@
 // Finite-difference gradient checks for every differentiable op, one table row per case, including
 // broadcast and masked variants. Each row runs as its own test (GradCheck/Op.Matches/<name>).
+#include "models/bert.h"
 #include "test_support.h"
 
 namespace hnas {
@@ -172,6 +173,16 @@ std::vector<GradCase> all_cases() {
         [targets](const std::vector<Var>& v) { return ops::cross_entropy(v[0], targets); });
     add("cross_entropy_ignore_smoothing", {random_tensor({6, 5}, 181, -2.0f, 2.0f)},
         [targets](const std::vector<Var>& v) { return ops::cross_entropy(v[0], targets, 0, 0.1f); });
+    // The BERT heads' losses (src/models/bert.h): regression's mean squared error, and the span loss
+    // over start and end logits with a padded position.
+    add("regression_loss", {random_tensor({4, 1}, 81)}, [](const std::vector<Var>& v) {
+        return models::regression_loss(v[0], Tensor::from_floats({4}, {0.5f, -1.0f, 2.0f, 0.0f}));
+    });
+    add("span_loss", {random_tensor({2, 5}, 82), random_tensor({2, 5}, 83)}, [](const std::vector<Var>& v) {
+        const Tensor padding = Tensor::from_floats({2, 5}, {0, 0, 0, 0, ops::kMaskedScore, 0, 0, 0, 0, 0});
+        const models::SpanLogits logits{ops::add(v[0], Var(padding)), ops::add(v[1], Var(padding))};
+        return models::span_loss(logits, Tensor::from_ints({2}, {1, 0}), Tensor::from_ints({2}, {3, 4}));
+    });
     return cases;
 }
 

@@ -97,10 +97,30 @@ Var BertModel::class_logits(const Var& pooled) const {
     return head(classifier_, "classification").forward(classifier_dropout_->forward(pooled));
 }
 
-SpanLogits BertModel::span_logits(const Var& states) const {
+SpanLogits BertModel::span_logits(const Var& states, const Tensor& valid) const {
     const int64_t batch = states.dim(0), length = states.dim(1);
+    HNAS_CHECK(valid.shape() == Shape({batch, length}), "bert span head: valid has shape ", shape_str(valid.shape()),
+               " but the states ", shape_str(states.shape()));
+    // Padding can be neither start nor end: its logits move to kMaskedScore.
+    Tensor padding = Tensor::empty({batch, length});
+    for (int64_t i = 0; i < padding.numel(); ++i) padding.data()[i] = valid.data()[i] > 0.0f ? 0.0f : ops::kMaskedScore;
+    const Var masked = Var(padding);
     Var both = head(span_, "span").forward(states);  // (B, L, 2)
-    return {ops::reshape(ops::slice(both, 2, 0, 1), {batch, length}), ops::reshape(ops::slice(both, 2, 1, 2), {batch, length})};
+    return {ops::add(ops::reshape(ops::slice(both, 2, 0, 1), {batch, length}), masked),
+            ops::add(ops::reshape(ops::slice(both, 2, 1, 2), {batch, length}), masked)};
+}
+
+Var regression_loss(const Var& outputs, const Tensor& targets) {
+    const int64_t batch = targets.numel();
+    HNAS_CHECK(outputs.shape() == Shape({batch, 1}), "regression loss: outputs have shape ", shape_str(outputs.shape()),
+               " but the targets ", shape_str(targets.shape()));
+    const Var error = ops::sub(ops::reshape(outputs, {batch}), Var(targets));
+    return ops::mean(ops::mul(error, error), 0);
+}
+
+Var span_loss(const SpanLogits& logits, const Tensor& start_positions, const Tensor& end_positions) {
+    return ops::scale(ops::add(ops::cross_entropy(logits.start, start_positions), ops::cross_entropy(logits.end, end_positions)),
+                      0.5f);
 }
 
 Var BertModel::mlm_loss(const Tensor& input_ids, const Tensor& segment_ids, const Tensor& valid,

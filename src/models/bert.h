@@ -37,8 +37,8 @@ public:
     Var sentence_order_logits(const Var& pooled) const;
     // pooled (B, D) -> (B, C)
     Var class_logits(const Var& pooled) const;
-    // states (B, L, D) -> start and end logits (B, L)
-    SpanLogits span_logits(const Var& states) const;
+    // states (B, L, D), valid (B, L) -> start and end logits (B, L), padding at kMaskedScore
+    SpanLogits span_logits(const Var& states, const Tensor& valid) const;
 
     // Mean cross-entropy of the masked tokens.
     Var mlm_loss(const Tensor& input_ids, const Tensor& segment_ids, const Tensor& valid,
@@ -60,5 +60,12 @@ private:
     nn::Linear* classifier_ = nullptr;
     nn::Linear* span_ = nullptr;
 };
+
+// The heads' losses (BertForSequenceClassification, BertForQuestionAnswering); the classification and
+// sentence-order losses are the cross-entropy of their logits (ops::cross_entropy).
+// Mean squared error of one regression output per row: outputs (B, 1), targets (B) f32.
+Var regression_loss(const Var& outputs, const Tensor& targets);
+// The mean of the start and the end positions' cross-entropies; positions (B) int32.
+Var span_loss(const SpanLogits& logits, const Tensor& start_positions, const Tensor& end_positions);
 
 }  // namespace hnas::models
