@@ -139,6 +139,36 @@ TEST(Trainer, Bf16LossesFollowF32WithinOnePercent) {
     }
 }
 
+// ALBERT's sentence-order prediction (paper 004's "masked-LM & sentence-ordering"): a head on the
+// pooled [CLS] with its own loss weight; validation reports both accuracies.
+TEST(Trainer, MaskedLmTrainsSentenceOrderAndReportsBothAccuracies) {
+    const auto& env = TrainEnvironment::get();
+    Json raw = mlm_config(env);
+    raw["data"]["valid_sources"] = {{{"path", env.corpus}, {"unit", "block"}}};
+    raw["train"]["steps"] = 10;
+    raw["validation"]["metric"] = "sop_accuracy";
+    RunDir dir("sentence_order");
+    run(raw, dir.path);
+    std::ifstream metrics(dir.path / "metrics.jsonl");
+    Json validation;
+    for (std::string line; std::getline(metrics, line);) {
+        const Json record = Json::parse(line);
+        if (record.contains("validation_loss")) validation = record;
+    }
+    ASSERT_TRUE(validation.is_object()) << "no validation record";
+    for (const char* key : {"validation_mlm_accuracy", "validation_sop_accuracy"}) {
+        ASSERT_TRUE(validation.contains(key)) << validation.dump();
+        EXPECT_GE(validation.at(key).get<double>(), 0.0);
+        EXPECT_LE(validation.at(key).get<double>(), 1.0);
+    }
+    EXPECT_EQ(validation.at("best_metric"), validation.at("validation_sop_accuracy"));
+    const auto checkpoint = io::Checkpoint::load((dir.path / "checkpoints" / "step-00000010.ckpt").string());
+    EXPECT_TRUE(checkpoint.has("sop_head.weight"));
+    // Without its weight there is no head, and asking for its accuracy is a config error.
+    raw["train"]["sentence_order_weight"] = 0;
+    EXPECT_THROW(config::parse_experiment_config(raw), Error);
+}
+
 TEST(Trainer, ResumedRunIsBitIdentical) {
     const auto& env = TrainEnvironment::get();
     for (Json raw : {headline_config(env), mlm_config(env)}) {
