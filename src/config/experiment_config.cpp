@@ -6,7 +6,7 @@ namespace hnas::config {
 
 namespace {
 
-constexpr Task kTasks[] = {Task::headline, Task::mlm};
+constexpr Task kTasks[] = {Task::headline, Task::mlm, Task::classify, Task::span};
 
 using models::AttentionStackConfig;
 using models::ModelConfig;
@@ -153,6 +153,26 @@ DataConfig parse_data(ConfigNode& node, Task task) {
         d.max_source = node.integer("max_source", 128, 1);
         d.max_target = node.integer("max_target", 64, 2);
         d.shuffle_buffer = node.integer("shuffle_buffer", 65536, 1);
+    } else if (task == Task::classify || task == Task::span) {
+        d.train_file = node.text("train_file", "");
+        if (d.train_file.empty()) node.fail("train_file", "is required");
+        d.valid_file = node.text("valid_file", "");
+        d.max_seq = node.integer("max_seq", task == Task::span ? 384 : 128, 8);
+        if (task == Task::classify) {
+            d.text_a_column = node.integer("text_a_column", 0, 0, 1000);
+            d.text_b_column = node.integer("text_b_column", -1, -1, 1000);
+            d.label_column = node.integer("label_column", 1, 0, 1000);
+            d.header = node.boolean("header", true);
+            d.regression = node.boolean("regression", false);
+            d.labels = text_list(node, "labels");
+            if (d.regression && !d.labels.empty()) node.fail("labels", "are for classes; a regression target has none");
+        } else {
+            d.doc_stride = node.integer("doc_stride", 128, 1);
+            d.max_query = node.integer("max_query", 64, 1);
+            d.max_answer = node.integer("max_answer", 30, 1);
+            d.null_threshold = node.number("null_threshold", 0.0);
+            if (d.max_query + 3 >= d.max_seq) node.fail("max_query", "leaves no room for the context in max_seq pieces");
+        }
     } else {
         d.train_sources = parse_sources(node, "train_sources", {"data/corpus/moby_dick.txt"});
         d.valid_sources = parse_sources(node, "valid_sources", {});
@@ -199,7 +219,7 @@ TrainConfig parse_train(ConfigNode& node, Task task) {
     return t;
 }
 
-ValidationConfig parse_validation(ConfigNode& node, Task task) {
+ValidationConfig parse_validation(ConfigNode& node, Task task, const DataConfig& data) {
     ValidationConfig v;
     v.every = node.integer("every", 500, 0);
     v.max_batches = node.integer("max_batches", 0, 0);
@@ -209,8 +229,14 @@ ValidationConfig parse_validation(ConfigNode& node, Task task) {
         // ROUGE-L needs decoded headlines: without them the loss picks the best checkpoint.
         v.metric = node.choice("metric", v.decode_examples > 0 ? "rouge_l" : "loss", {"loss", "rouge_l"});
         if (v.metric == "rouge_l" && v.decode_examples == 0) node.fail("metric", "is rouge_l, which needs decode_examples > 0");
-    } else {
+    } else if (task == Task::mlm) {
         v.metric = node.choice("metric", "loss", {"loss", "mlm_accuracy", "sop_accuracy"});
+    } else if (task == Task::classify) {
+        // GLUE's metrics: of classes, or of a regression target (STS-B)
+        v.metric = data.regression ? node.choice("metric", "pearson", {"loss", "pearson", "spearman"})
+                                   : node.choice("metric", "accuracy", {"loss", "accuracy", "f1", "mcc"});
+    } else if (task == Task::span) {
+        v.metric = node.choice("metric", "f1", {"loss", "exact_match", "f1"});
     }
     v.patience = node.integer("patience", 0, 0);
     return v;
@@ -225,10 +251,22 @@ CheckpointConfig parse_checkpoint(ConfigNode& node) {
 
 }  // namespace
 
+void set_bert_heads(ExperimentConfig& config) {
+    models::BertHeads& heads = config.model.bert_heads;
+    heads.masked_lm = config.task == Task::mlm;
+    heads.sentence_order = config.task == Task::mlm && config.train.sentence_order_weight > 0.0f;
+    heads.classes = config.task != Task::classify ? 0
+                    : config.data.regression      ? 1
+                                                  : static_cast<int64_t>(config.data.labels.size());
+    heads.span = config.task == Task::span;
+}
+
 const char* task_name(Task task) {
     switch (task) {
         case Task::headline: return "headline";
         case Task::mlm: return "mlm";
+        case Task::classify: return "classify";
+        case Task::span: return "span";
     }
     return "?";
 }
@@ -260,9 +298,9 @@ ExperimentConfig parse_experiment_config(const Json& raw) {
     ConfigNode train = root.child("train");
     config.train = parse_train(train, config.task);
     root.finish_child("train", train);
-    config.model.bert_heads.sentence_order = config.task == Task::mlm && config.train.sentence_order_weight > 0.0f;
+    set_bert_heads(config);
     ConfigNode validation = root.child("validation");
-    config.validation = parse_validation(validation, config.task);
+    config.validation = parse_validation(validation, config.task, config.data);
     if (config.validation.metric == "sop_accuracy" && !config.model.bert_heads.sentence_order) {
         validation.fail("metric", "is sop_accuracy, which needs train.sentence_order_weight > 0");
     }

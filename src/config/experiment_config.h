@@ -15,7 +15,7 @@
 namespace hnas::config {
 
 // The training objectives (src/tasks/), named in configs as "task": the one vocabulary of task names.
-enum class Task { headline, mlm };
+enum class Task { headline, mlm, classify, span };
 const char* task_name(Task task);
 std::vector<std::string> task_names();
 
@@ -36,7 +36,19 @@ struct DataConfig {
     std::vector<data::TextSource> train_sources, valid_sources;
     int64_t max_seq = 128;
     data::MaskingOptions masking;
-    // both
+    // classify (GLUE-style TSV files) and span (SQuAD JSON files)
+    std::string train_file, valid_file;
+    // classify: 0-based columns (text_b_column -1: single texts), a header line or not, the label names
+    // in id order (empty: collected from train_file in order of first appearance), or one regression target
+    int64_t text_a_column = 0, text_b_column = -1, label_column = 1;
+    bool header = true;
+    std::vector<std::string> labels;
+    bool regression = false;
+    // span: windows over long contexts every doc_stride pieces, questions cut to max_query pieces,
+    // answers of at most max_answer pieces, SQuAD 2.0's no-answer when null − best span > null_threshold
+    int64_t doc_stride = 128, max_query = 64, max_answer = 30;
+    double null_threshold = 0.0;
+    // every task
     int64_t batch_sentences = 32, batch_tokens = 0;
     // Lines with invalid UTF-8 or control bytes (a file damaged by a crash): an error, or left out
     // with their count in the log.
@@ -88,6 +100,9 @@ struct ExperimentConfig {
     CheckpointConfig checkpoint;
     Json resolved;          // the whole config with every default filled in
 };
+
+// The heads of a BERT-style model from the task and its options (also after a task fills in labels).
+void set_bert_heads(ExperimentConfig& config);
 
 // Parses and validates `raw`; `source` names the file in messages.
 ExperimentConfig parse_experiment_config(const Json& raw);
