@@ -100,17 +100,20 @@ inline bool wait_until(const std::function<bool()>& happened, double seconds = k
     return true;
 }
 
+// The whole contents of a file ("" when it cannot be read).
+inline std::string read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
 // A child process whose standard output and error go to the file `log`.
 struct Subprocess {
     pid_t pid = -1;
     std::string log;
 
-    std::string output() const {
-        std::ifstream in(log);
-        std::stringstream text;
-        text << in.rdbuf();
-        return text.str();
-    }
+    std::string output() const { return read_file(log); }
     // Whether it has ended, without collecting its status (finish() still can).
     bool ended() const {
         siginfo_t info{};

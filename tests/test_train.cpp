@@ -35,7 +35,7 @@ public:
         std::error_code ignored;
         fs::remove_all(root, ignored);
     }
-    std::string tokenizer, articles, titles, valid_articles, valid_titles, corpus;
+    std::string tokenizer, articles, titles, valid_articles, valid_titles, corpus, sources_tsv;
 
 private:
     TrainEnvironment() {
@@ -52,6 +52,22 @@ private:
         options.vocab_size = 400;
         data::train_tokenizer(options);
         tokenizer = options.model_prefix + ".model";
+        sources_tsv = write_sources_tsv();
+    }
+    // A single-text classification file: is the line a Gigaword headline or from Moby-Dick?
+    std::string write_sources_tsv() const {
+        const fs::path path = root / "sources.tsv";
+        std::ofstream out(path);
+        out << "text\tsource\n";
+        std::ifstream headlines(titles), novel(corpus);
+        std::string headline, line;
+        for (int written = 0; written < 96 && std::getline(headlines, headline);) {
+            while (std::getline(novel, line) && line.size() < 20) {
+            }
+            out << headline << "\tnews\n" << line << "\tnovel\n";
+            written += 2;
+        }
+        return path.string();
     }
     std::string copy_head(const std::string& from, const std::string& name, int lines) const {
         return testing::copy_head(from, (root / name).string(), lines);
@@ -89,6 +105,19 @@ Json mlm_config(const TrainEnvironment& env) {
             {"checkpoint", {{"every", 100}}}};
 }
 
+Json classify_config(const TrainEnvironment& env) {
+    return {{"task", "classify"},
+            {"seed", 5},
+            {"model",
+             {{"d_model", 32}, {"heads", 4}, {"ffn_dim", 64}, {"encoder_layers", 1}, {"max_positions", 64},
+              {"attention", {{"encoder", {{"kind", "hnas"}}}}}}},
+            {"tokenizer", {{"model", env.tokenizer}}},
+            {"data", {{"train_file", env.sources_tsv}, {"valid_file", env.sources_tsv}, {"max_seq", 48}, {"batch_sentences", 16}}},
+            {"train", {{"learning_rate", 3e-3}, {"warmup_steps", 5}, {"steps", 60}, {"log_every", 1}}},
+            {"validation", {{"every", 0}}},
+            {"checkpoint", {{"every", 100}}}};
+}
+
 struct RunDir {
     fs::path path;
     explicit RunDir(const std::string& name) : path(TrainEnvironment::get().root / name) { fs::remove_all(path); }
@@ -103,9 +132,9 @@ train::TrainResult run(const Json& raw, const fs::path& dir, bool resume = false
     return train::train(config::parse_experiment_config(raw), options);
 }
 
-TEST(Trainer, LossFallsOnBothTasks) {
+TEST(Trainer, LossFallsOnEveryTask) {
     const auto& env = TrainEnvironment::get();
-    for (const Json& raw : {headline_config(env), mlm_config(env)}) {
+    for (const Json& raw : {headline_config(env), mlm_config(env), classify_config(env)}) {
         RunDir dir("falls_" + raw.at("task").get<std::string>());
         run(raw, dir.path);
         const std::vector<double> losses = testing::logged_losses(dir.path);
@@ -169,9 +198,66 @@ TEST(Trainer, MaskedLmTrainsSentenceOrderAndReportsBothAccuracies) {
     EXPECT_THROW(config::parse_experiment_config(raw), Error);
 }
 
+// Classification (GLUE-style): the labels the config leaves to the data are collected from the
+// training file and kept in the resolved config; validation reports GLUE's metrics.
+TEST(Trainer, ClassificationKeepsItsLabelsAndReportsGlueMetrics) {
+    const auto& env = TrainEnvironment::get();
+    Json raw = classify_config(env);
+    raw["train"]["steps"] = 20;
+    RunDir dir("classify_metrics");
+    run(raw, dir.path);
+    const Json saved = Json::parse(testing::read_file((dir.path / "config.json").string()));
+    EXPECT_EQ(saved.at("data").at("labels"), Json({"news", "novel"}));
+    const auto checkpoint = io::Checkpoint::load((dir.path / "checkpoints" / "step-00000020.ckpt").string());
+    EXPECT_EQ(checkpoint.metadata().at("config").at("data").at("labels"), Json({"news", "novel"}));
+    EXPECT_EQ(checkpoint.tensor("classifier.weight").shape(), Shape({2, 32}));
+    EXPECT_FALSE(checkpoint.has("mlm_head.bias"));
+    std::ifstream metrics(dir.path / "metrics.jsonl");
+    Json validation;
+    for (std::string line; std::getline(metrics, line);) {
+        const Json record = Json::parse(line);
+        if (record.contains("validation_loss")) validation = record;
+    }
+    for (const char* key : {"validation_accuracy", "validation_f1", "validation_mcc"}) {
+        ASSERT_TRUE(validation.contains(key)) << key << " missing in " << validation.dump();
+    }
+    EXPECT_EQ(validation.at("best_metric"), validation.at("validation_accuracy"));
+    // A label the list does not hold names file and line.
+    raw["data"]["labels"] = {"news", "poetry"};
+    RunDir unknown("classify_unknown_label");
+    EXPECT_CONTAINS(testing::error_of([&] { run(raw, unknown.path); }), env.sources_tsv + ":3: unknown label \"novel\"");
+    EXPECT_FALSE(fs::exists(unknown.path));
+}
+
+// Fine-tuning starts from a pretrained encoder by name: with a zero learning rate the encoder ends as
+// the masked-LM run left it, and the classification head is new.
+TEST(Trainer, FineTuningStartsFromAPretrainedEncoder) {
+    const auto& env = TrainEnvironment::get();
+    Json pretrain = mlm_config(env);
+    pretrain["train"]["steps"] = 4;
+    RunDir mlm_dir("pretrained");
+    run(pretrain, mlm_dir.path);
+    Json raw = classify_config(env);
+    raw["model"] = pretrain["model"];
+    raw["init_from"] = (mlm_dir.path / "checkpoints" / "step-00000004.ckpt").string();
+    raw["train"]["learning_rate"] = 0.0;
+    raw["train"]["steps"] = 2;
+    RunDir dir("finetuned");
+    run(raw, dir.path);
+    const auto before = io::Checkpoint::load(raw["init_from"].get<std::string>());
+    const auto after = io::Checkpoint::load((dir.path / "checkpoints" / "step-00000002.ckpt").string());
+    for (const char* name : {"embeddings.tokens.weight", "encoder.layers.0.self_attn.q_proj.weight", "pooler.dense.weight"}) {
+        const Tensor x = before.tensor(name), y = after.tensor(name);
+        ASSERT_EQ(x.shape(), y.shape()) << name;
+        EXPECT_EQ(std::memcmp(x.data(), y.data(), static_cast<size_t>(x.numel()) * 4), 0) << name;
+    }
+    EXPECT_TRUE(after.has("classifier.weight"));
+    EXPECT_FALSE(before.has("classifier.weight"));
+}
+
 TEST(Trainer, ResumedRunIsBitIdentical) {
     const auto& env = TrainEnvironment::get();
-    for (Json raw : {headline_config(env), mlm_config(env)}) {
+    for (Json raw : {headline_config(env), mlm_config(env), classify_config(env)}) {
         raw["train"]["steps"] = 12;
         raw["validation"]["every"] = 5;  // validation in between must not disturb the training stream
         const std::string task = raw.at("task");

@@ -1,7 +1,10 @@
 // Sharding a batch between data-parallel ranks (see batch.h).
 #include "data/batch.h"
 
+#include <algorithm>
 #include <cstring>
+
+#include "data/tokenizer.h"
 
 #include "tensor/check.h"
 
@@ -75,6 +78,57 @@ MlmBatch slice_rows(const MlmBatch& batch, int64_t first, int64_t last) {
     out.masked_positions = Tensor::from_ints({masked}, positions);
     out.masked_labels = Tensor::from_ints({masked}, labels);
     out.tokens = count_valid(out.valid);
+    return out;
+}
+
+ClassificationBatch slice_rows(const ClassificationBatch& batch, int64_t first, int64_t last) {
+    check_rows(batch.input_ids.dim(0), first, last);
+    ClassificationBatch out;
+    out.input_ids = rows_of(batch.input_ids, first, last);
+    out.segment_ids = rows_of(batch.segment_ids, first, last);
+    out.valid = rows_of(batch.valid, first, last);
+    out.labels = rows_of(batch.labels, first, last);
+    out.targets = rows_of(batch.targets, first, last);
+    out.example_index.assign(batch.example_index.begin() + first, batch.example_index.begin() + last);
+    out.tokens = count_valid(out.valid);
+    return out;
+}
+
+SpanBatch slice_rows(const SpanBatch& batch, int64_t first, int64_t last) {
+    check_rows(batch.input_ids.dim(0), first, last);
+    SpanBatch out;
+    out.input_ids = rows_of(batch.input_ids, first, last);
+    out.segment_ids = rows_of(batch.segment_ids, first, last);
+    out.valid = rows_of(batch.valid, first, last);
+    out.start_positions = rows_of(batch.start_positions, first, last);
+    out.end_positions = rows_of(batch.end_positions, first, last);
+    out.feature_index.assign(batch.feature_index.begin() + first, batch.feature_index.begin() + last);
+    out.tokens = count_valid(out.valid);
+    return out;
+}
+
+PaddedSequences pad_sequences(const std::vector<const std::vector<int32_t>*>& ids,
+                              const std::vector<const std::vector<int32_t>*>& segments) {
+    HNAS_CHECK(!ids.empty() && ids.size() == segments.size(), "pad_sequences: ", ids.size(), " rows of ids and ",
+               segments.size(), " of segments");
+    size_t longest = 0;
+    for (const auto* row : ids) longest = std::max(longest, row->size());
+    const size_t rows = ids.size();
+    std::vector<int32_t> padded_ids(rows * longest, kPadId), padded_segments(rows * longest, 0);
+    std::vector<float> valid(rows * longest, 0.0f);
+    PaddedSequences out;
+    for (size_t r = 0; r < rows; ++r) {
+        HNAS_CHECK(ids[r]->size() == segments[r]->size(), "pad_sequences: row ", r, " has ", ids[r]->size(), " ids and ",
+                   segments[r]->size(), " segment ids");
+        std::copy(ids[r]->begin(), ids[r]->end(), padded_ids.begin() + static_cast<std::ptrdiff_t>(r * longest));
+        std::copy(segments[r]->begin(), segments[r]->end(), padded_segments.begin() + static_cast<std::ptrdiff_t>(r * longest));
+        std::fill_n(valid.begin() + static_cast<std::ptrdiff_t>(r * longest), ids[r]->size(), 1.0f);
+        out.tokens += static_cast<int64_t>(ids[r]->size());
+    }
+    const Shape shape{static_cast<int64_t>(rows), static_cast<int64_t>(longest)};
+    out.input_ids = Tensor::from_ints(shape, padded_ids);
+    out.segment_ids = Tensor::from_ints(shape, padded_segments);
+    out.valid = Tensor::from_floats(shape, valid);
     return out;
 }
 

@@ -32,6 +32,29 @@ struct MlmBatch {
     int64_t tokens = 0;       // real (unpadded) tokens
 };
 
+// One batch of fine-tuning sequences [CLS] A [SEP] (B [SEP]) with one label each (classify), padded to
+// the longest row of the batch.
+struct ClassificationBatch {
+    Tensor input_ids;    // (B, L) int32, pad 0
+    Tensor segment_ids;  // (B, L) int32: 0 for [CLS] A [SEP] and padding, 1 for B [SEP]
+    Tensor valid;        // (B, L) f32, 1 for real tokens
+    Tensor labels;       // (B) int32 class ids (0 for a regression target)
+    Tensor targets;      // (B) f32 regression targets (0 for classes)
+    std::vector<int64_t> example_index;  // 0-based example of the file each row came from
+    int64_t tokens = 0;  // real (unpadded) tokens
+};
+
+// One batch of span-extraction windows [CLS] question [SEP] context window [SEP] (span), padded.
+struct SpanBatch {
+    Tensor input_ids;        // (B, L) int32, pad 0
+    Tensor segment_ids;      // (B, L) int32: 0 for [CLS] question [SEP] and padding, 1 for the window and its [SEP]
+    Tensor valid;            // (B, L) f32
+    Tensor start_positions;  // (B) int32: the answer's first piece in the row, 0 ([CLS]) when not in the window
+    Tensor end_positions;    // (B) int32: its last piece, 0 likewise
+    std::vector<int64_t> feature_index;  // 0-based window (feature) each row came from
+    int64_t tokens = 0;
+};
+
 // Data-parallel sharding: rank `rank` of `ranks` trains on rows [first, last) of every global batch,
 // the rank-th of `ranks` near-equal contiguous slices (empty when the batch has fewer rows than ranks).
 std::pair<int64_t, int64_t> shard_rows(int64_t rows, int rank, int ranks);
@@ -41,5 +64,15 @@ std::pair<int64_t, int64_t> shard_rows(int64_t rows, int rank, int ranks);
 // slice keeps the masked positions of its rows, renumbered.
 Seq2SeqBatch slice_rows(const Seq2SeqBatch& batch, int64_t first, int64_t last);
 MlmBatch slice_rows(const MlmBatch& batch, int64_t first, int64_t last);
+ClassificationBatch slice_rows(const ClassificationBatch& batch, int64_t first, int64_t last);
+SpanBatch slice_rows(const SpanBatch& batch, int64_t first, int64_t last);
+
+// Padded (B, L) input_ids, segment_ids and valid of sequences of different lengths.
+struct PaddedSequences {
+    Tensor input_ids, segment_ids, valid;
+    int64_t tokens = 0;
+};
+PaddedSequences pad_sequences(const std::vector<const std::vector<int32_t>*>& ids,
+                              const std::vector<const std::vector<int32_t>*>& segments);
 
 }  // namespace hnas::data

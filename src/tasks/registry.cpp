@@ -1,3 +1,4 @@
+#include "tasks/classify/classify_task.h"
 #include "tasks/headline/headline_task.h"
 #include "tasks/mlm/mlm_task.h"
 
@@ -7,6 +8,7 @@ const TaskDefinition& task_definition(config::Task task) {
     static const TaskDefinition* const definitions[] = {
         &headline::definition(),
         &mlm::definition(),
+        &classify::definition(),
     };
     for (const TaskDefinition* definition : definitions) {
         if (definition->task == task) return *definition;

@@ -79,6 +79,9 @@ struct TaskDefinition {
     // and the batch size: the task's own model keys (", model.decoder_layers" or "") and data keys.
     const char* memory_model_keys;
     const char* memory_data_keys;
+    // Fills in what the config leaves to the data (the classes of a classification file), before
+    // anything else reads the config; null when the config is complete as parsed.
+    void (*complete_config)(config::ExperimentConfig& config);
     // Builds the model (parameters drawn from init_rng, dropout masks from dropout_rng) and the batchers.
     std::unique_ptr<Task> (*create)(const config::ExperimentConfig& config, const data::Tokenizer& tokenizer,
                                     Rng& init_rng, Rng& dropout_rng);

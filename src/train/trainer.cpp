@@ -251,6 +251,14 @@ void configure_threads(const config::ExperimentConfig& config, const dist::Commu
     backend::set_matmul_precision(config.train.precision);
 }
 
+// The config with what the task fills in from the data.
+config::ExperimentConfig completed(const config::ExperimentConfig& config) {
+    config::ExperimentConfig complete = config;
+    const tasks::TaskDefinition& definition = tasks::task_definition(config.task);
+    if (definition.complete_config) definition.complete_config(complete);
+    return complete;
+}
+
 // One run of `hnas train`: the constructor does everything up to the first step (checks, tokenizer,
 // task, run directory, resumed or initial state); run() is the loop.
 class Trainer {
@@ -270,7 +278,7 @@ private:
 
     using Clock = std::chrono::steady_clock;
 
-    const config::ExperimentConfig& config_;
+    const config::ExperimentConfig config_;  // completed by the task (e.g. the labels of a classification file)
     const TrainOptions& options_;
     const tasks::TaskDefinition& definition_;
     RunDirectory run_;
@@ -296,7 +304,7 @@ private:
 };
 
 Trainer::Trainer(const config::ExperimentConfig& config, const TrainOptions& options)
-    : config_(config),
+    : config_(completed(config)),
       options_(options),
       definition_(tasks::task_definition(config.task)),
       run_(options.run_dir),
@@ -304,12 +312,12 @@ Trainer::Trainer(const config::ExperimentConfig& config, const TrainOptions& opt
       world_(options.communicator ? *options.communicator : *own_communicator_),
       distributed_(world_.size() > 1),
       leader_(world_.rank() == 0),
-      run_config_(config),
-      init_rng_(config.seed, kInitStream),
-      dropout_rng_(config.seed, kDropoutStream) {
-    configure_threads(config, world_);
+      run_config_(config_),
+      init_rng_(config_.seed, kInitStream),
+      dropout_rng_(config_.seed, kDropoutStream) {
+    configure_threads(config_, world_);
     spdlog::info("hnas {} on {}; {} matmuls; run directory {}", HNAS_VERSION, backend::describe(),
-                 backend::precision_name(config.train.precision), run_.root().string());
+                 backend::precision_name(config_.train.precision), run_.root().string());
     start();
 }
 
