@@ -5,15 +5,19 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "config/experiment_config.h"
 #include "data/tokenizer.h"
+#include "decode/trained_model.h"
 #include "io/checkpoint.h"
+#include "tasks/task.h"
 #include "test_support.h"
 #include "train/trainer.h"
 
@@ -222,6 +226,30 @@ TEST(Trainer, ClassificationKeepsItsLabelsAndReportsGlueMetrics) {
         ASSERT_TRUE(validation.contains(key)) << key << " missing in " << validation.dump();
     }
     EXPECT_EQ(validation.at("best_metric"), validation.at("validation_accuracy"));
+
+    // hnas eval and hnas predict on the checkpoint: the validation metrics again, and one label per line.
+    const std::string last = (dir.path / "checkpoints" / "step-00000020.ckpt").string();
+    const decode::TrainedCheckpoint trained = decode::read_trained_checkpoint(last);
+    const tasks::TaskDefinition& classify = tasks::task_definition(config::Task::classify);
+    const Json report = classify.evaluate(trained, env.sources_tsv);
+    EXPECT_EQ(report.at("examples"), 96);
+    EXPECT_NEAR(report.at("accuracy").get<double>(), validation.at("validation_accuracy").get<double>(), 1e-12);
+    EXPECT_EQ(report.at("majority_baseline_accuracy"), 0.5);
+    const std::string predictions = classify.predict(trained, env.sources_tsv);
+    EXPECT_EQ(std::count(predictions.begin(), predictions.end(), '\n'), 96);
+    std::istringstream lines(predictions);
+    int64_t right = 0, row = 0;
+    std::ifstream gold(env.sources_tsv);
+    std::string line, expected;
+    std::getline(gold, expected);  // the header
+    while (std::getline(lines, line) && std::getline(gold, expected)) {
+        EXPECT_TRUE(line == "news" || line == "novel") << line;
+        right += expected.substr(expected.rfind('\t') + 1) == line;
+        ++row;
+    }
+    EXPECT_EQ(row, 96);
+    EXPECT_NEAR(static_cast<double>(right) / 96.0, report.at("accuracy").get<double>(), 1e-12);
+
     // A label the list does not hold names file and line.
     raw["data"]["labels"] = {"news", "poetry"};
     RunDir unknown("classify_unknown_label");

@@ -13,6 +13,7 @@ void add_inspect_command(CLI::App& app);                  // inspect_command.cpp
 void add_rouge_command(CLI::App& app);                    // eval_commands.cpp
 void add_decode_command(CLI::App& app);                   // eval_commands.cpp
 void add_eval_command(CLI::App& app);                     // eval_commands.cpp
+void add_predict_command(CLI::App& app);                  // eval_commands.cpp
 void add_analyze_command(CLI::App& app);                  // analyze_commands.cpp
 void add_toy_command(CLI::App& app);                      // toy_command.cpp
 

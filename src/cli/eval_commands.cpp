@@ -1,4 +1,4 @@
-// `hnas rouge`, `hnas decode` and `hnas eval`: scoring headlines, generating them from a checkpoint,
+// `hnas rouge`, `hnas decode`, `hnas eval` and `hnas predict`: scoring headlines, generating them from a checkpoint,
 // and both at once with a JSON report.
 #include <spdlog/spdlog.h>
 
@@ -14,6 +14,7 @@
 #include "decode/trained_model.h"
 #include "eval/rouge.h"
 #include "io/checkpoint.h"
+#include "tasks/task.h"
 #include "tensor/number_format.h"
 
 namespace hnas::cli {
@@ -90,7 +91,7 @@ struct DecodeOptions {
 };
 
 void add_decode_options(CLI::App& command, DecodeOptions& options) {
-    command.add_option("--checkpoint", options.checkpoint, "A checkpoint of a headline model (hnas train)")
+    command.add_option("--checkpoint", options.checkpoint, "A checkpoint of hnas train (decode: a headline model)")
         ->required()
         ->check(CLI::ExistingFile);
     command.add_option("--beam", options.beam.beam, "Beam size (1: greedy)")->check(positive_integer<int64_t>());
@@ -209,15 +210,18 @@ void add_eval_command(CLI::App& app) {
     struct Options {
         DecodeOptions decode;
         RougeOptions rouge;
-        std::string articles, references, hypotheses, report;
+        std::string articles, references, hypotheses, input, report;
     };
     auto options = std::make_shared<Options>();
     options->rouge.stem = true;
-    auto* command = app.add_subcommand("eval", "Decode articles and score the headlines with ROUGE (JSON report)");
+    auto* command = app.add_subcommand(
+        "eval", "Score a checkpoint (JSON report): a headline model's decoded headlines with ROUGE (--articles, "
+                "--references), a classification or span model on a labelled file (--input)");
     add_decode_options(*command, options->decode);
-    command->add_option("--articles", options->articles, "Articles, one per line")->required()->check(CLI::ExistingFile);
-    command->add_option("--references", options->references, "Reference headlines, one per line")
-        ->required()
+    command->add_option("--articles", options->articles, "headline: articles, one per line")->check(CLI::ExistingFile);
+    command->add_option("--references", options->references, "headline: reference headlines, one per line")
+        ->check(CLI::ExistingFile);
+    command->add_option("--input", options->input, "classify: a TSV in the training data's layout; span: SQuAD JSON")
         ->check(CLI::ExistingFile);
     add_rouge_options(*command, options->rouge);
     command->add_flag("!--no-stem", options->rouge.stem, "Score without stemming (stemming is the default here)");
@@ -225,8 +229,27 @@ void add_eval_command(CLI::App& app) {
     command->add_option("--report", options->report, "Where the JSON report goes (default: CHECKPOINT.eval.json)");
     command->callback([options] {
         auto& o = *options;
-        if (o.hypotheses.empty()) o.hypotheses = o.decode.checkpoint + ".headlines.txt";
         if (o.report.empty()) o.report = o.decode.checkpoint + ".eval.json";
+        const decode::TrainedCheckpoint trained = decode::read_trained_checkpoint(o.decode.checkpoint);
+        const char* task = config::task_name(trained.config.task);
+        if (trained.config.task != config::Task::headline) {
+            const tasks::TaskDefinition& definition = tasks::task_definition(trained.config.task);
+            HNAS_CHECK(definition.evaluate, "eval: ", o.decode.checkpoint, " holds a ", task, " model, which hnas eval does not score");
+            HNAS_CHECK(!o.input.empty(), "eval: ", o.decode.checkpoint, " holds a ", task, " model: give its labelled data with --input");
+            Json report = {{"checkpoint", o.decode.checkpoint},
+                           {"step", trained.step},
+                           {"task", task},
+                           {"attention", trained.config.resolved.at("model").at("attention")},
+                           {"input", o.input}};
+            report["metrics"] = definition.evaluate(trained, o.input);
+            io::write_file_atomically(o.report, report.dump(2) + "\n");
+            for (const auto& [name, value] : report["metrics"].items()) fmt::print("{:<28} {}\n", name, value.dump());
+            spdlog::info("wrote {}", o.report);
+            return;
+        }
+        HNAS_CHECK(!o.articles.empty() && !o.references.empty(), "eval: ", o.decode.checkpoint,
+                   " holds a headline model: give --articles and --references");
+        if (o.hypotheses.empty()) o.hypotheses = o.decode.checkpoint + ".headlines.txt";
         const auto references = eval::read_lines(o.references);
         const DecodeRun run = run_decode(o.decode, o.articles);
         HNAS_CHECK(references.size() == run.headlines.size(), "eval: ", o.articles, " has ", run.headlines.size(),
@@ -255,6 +278,35 @@ void add_eval_command(CLI::App& app) {
         io::write_file_atomically(o.report, out.dump(2) + "\n");
         print_rouge_table(report, o.rouge.stem);
         spdlog::info("wrote {} and {}", o.hypotheses, o.report);
+    });
+}
+
+void add_predict_command(CLI::App& app) {
+    struct Options {
+        std::string checkpoint, input, output;
+    };
+    auto options = std::make_shared<Options>();
+    auto* command = app.add_subcommand(
+        "predict", "Predictions of a classification or span checkpoint: one label (or regression value) per input line, "
+                   "or a SQuAD-style answers JSON");
+    command->add_option("--checkpoint", options->checkpoint, "A checkpoint of hnas train (task classify or span)")
+        ->required()
+        ->check(CLI::ExistingFile);
+    command->add_option("--input", options->input, "classify: a TSV in the training data's layout (labels not needed); "
+                                                   "span: SQuAD JSON")
+        ->required()
+        ->check(CLI::ExistingFile);
+    command->add_option("--output", options->output, "Where the predictions go (default: INPUT.predictions, .json for span)");
+    command->callback([options] {
+        const decode::TrainedCheckpoint trained = decode::read_trained_checkpoint(options->checkpoint);
+        const tasks::TaskDefinition& definition = tasks::task_definition(trained.config.task);
+        const char* task = config::task_name(trained.config.task);
+        HNAS_CHECK(definition.predict, "predict: ", options->checkpoint, " holds a ", task, " model; hnas predict takes ",
+                   "classify and span checkpoints", trained.config.task == config::Task::headline ? " (headlines: hnas decode)" : "");
+        std::string output = options->output;
+        if (output.empty()) output = options->input + (trained.config.task == config::Task::span ? ".predictions.json" : ".predictions");
+        io::write_file_atomically(output, definition.predict(trained, options->input));
+        spdlog::info("wrote {}", output);
     });
 }
 

@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
     hnas::cli::add_rouge_command(app);
     hnas::cli::add_decode_command(app);
     hnas::cli::add_eval_command(app);
+    hnas::cli::add_predict_command(app);
     hnas::cli::add_analyze_command(app);
     hnas::cli::add_toy_command(app);
     try {

@@ -12,21 +12,27 @@ const models::Seq2SeqModel& TrainedModel::seq2seq() const {
     return *seq2seq;
 }
 
-TrainedModel load_trained_model(const std::string& checkpoint_path) {
-    const io::Checkpoint checkpoint = io::Checkpoint::load(checkpoint_path);
+TrainedCheckpoint read_trained_checkpoint(const std::string& checkpoint_path) {
+    io::Checkpoint checkpoint = io::Checkpoint::load(checkpoint_path);
     const auto& meta = checkpoint.metadata();
     for (const char* key : {"config", "vocab_size", "step"}) {
         HNAS_CHECK(meta.contains(key), checkpoint_path, ": no \"", key, "\" in the metadata; not a checkpoint of hnas train");
     }
     HNAS_CHECK(checkpoint.has("tokenizer.model"), checkpoint_path, ": holds no tokenizer.model");
-    TrainedModel trained{checkpoint_path, meta.at("step").get<int64_t>(),
-                         config::parse_experiment_config(meta.at("config")),
-                         data::Tokenizer::from_serialized(checkpoint.bytes("tokenizer.model")),
+    const int64_t step = meta.at("step").get<int64_t>();
+    config::ExperimentConfig config = config::parse_experiment_config(meta.at("config"));
+    config.model.vocab_size = meta.at("vocab_size").get<int64_t>();
+    data::Tokenizer tokenizer = data::Tokenizer::from_serialized(checkpoint.bytes("tokenizer.model"));
+    return {std::move(checkpoint), step, std::move(config), std::move(tokenizer)};
+}
+
+TrainedModel load_trained_model(const std::string& checkpoint_path) {
+    TrainedCheckpoint source = read_trained_checkpoint(checkpoint_path);
+    TrainedModel trained{checkpoint_path, source.step, std::move(source.config), std::move(source.tokenizer),
                          std::make_unique<Rng>(0, 1), nullptr};
-    trained.config.model.vocab_size = meta.at("vocab_size").get<int64_t>();
     Rng init_rng(trained.config.seed, 0);  // every parameter is then overwritten from the checkpoint
     trained.model = models::build_model(trained.config.model, init_rng, *trained.dropout_rng);
-    models::load_parameters(checkpoint, *trained.model);
+    models::load_parameters(source.checkpoint, *trained.model);
     trained.model->set_training(false);
     return trained;
 }

@@ -7,9 +7,22 @@
 
 #include "config/experiment_config.h"
 #include "data/tokenizer.h"
+#include "io/checkpoint.h"
 #include "models/seq2seq.h"
 
 namespace hnas::decode {
+
+// What a checkpoint of hnas train holds besides the model: its entries, step, resolved config and
+// tokenizer. The tasks build their own typed models from it (src/tasks/).
+struct TrainedCheckpoint {
+    io::Checkpoint checkpoint;
+    int64_t step = 0;
+    config::ExperimentConfig config;  // with the vocabulary size filled in
+    data::Tokenizer tokenizer;
+};
+
+// Loads and verifies a checkpoint written by `hnas train`; errors name the file and what is missing.
+TrainedCheckpoint read_trained_checkpoint(const std::string& checkpoint_path);
 
 struct TrainedModel {
     std::string path;

@@ -17,6 +17,7 @@
 #include "config/experiment_config.h"
 #include "data/batching.h"
 #include "data/tokenizer.h"
+#include "decode/trained_model.h"
 #include "models/memory_estimate.h"
 #include "models/model.h"
 #include "models/model_io.h"
@@ -85,6 +86,11 @@ struct TaskDefinition {
     // Builds the model (parameters drawn from init_rng, dropout masks from dropout_rng) and the batchers.
     std::unique_ptr<Task> (*create)(const config::ExperimentConfig& config, const data::Tokenizer& tokenizer,
                                     Rng& init_rng, Rng& dropout_rng);
+    // hnas eval and hnas predict on a checkpoint of this task, for an input file in the task's format:
+    // the metrics as JSON, and the predictions as the file to write. Null for a task without them
+    // (headline generation has hnas decode and hnas eval --articles).
+    Json (*evaluate)(const decode::TrainedCheckpoint& trained, const std::string& input);
+    std::string (*predict)(const decode::TrainedCheckpoint& trained, const std::string& input);
 };
 
 // The registry (registry.cpp): the definition of every task.

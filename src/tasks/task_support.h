@@ -54,6 +54,23 @@ Validation validation_loss(Batcher& batcher, const data::DataPosition& start, in
 // Rows of a batch of rows `length` tokens long under data.batch_sentences and data.batch_tokens.
 int64_t rows_allowed(const config::DataConfig& data, int64_t length);
 
+// The checkpoint's model as the task's own type, in evaluation mode. The model's dropout layers keep a
+// reference to the generator, which lives beside it.
+template <typename ModelType>
+struct LoadedModel {
+    std::unique_ptr<Rng> dropout_rng = std::make_unique<Rng>(0, 1);
+    std::unique_ptr<ModelType> model;
+};
+template <typename ModelType>
+LoadedModel<ModelType> load_model(const decode::TrainedCheckpoint& trained) {
+    LoadedModel<ModelType> loaded;
+    Rng init_rng(trained.config.seed, 0);  // every parameter is then overwritten from the checkpoint
+    loaded.model = std::make_unique<ModelType>(trained.config.model, init_rng, *loaded.dropout_rng);
+    models::load_parameters(trained.checkpoint, *loaded.model);
+    loaded.model->set_training(false);
+    return loaded;
+}
+
 // Turns dropout off for the lifetime of the scope (validation), and back on after.
 class EvaluationMode {
 public:

@@ -4,6 +4,7 @@
 #include "eval/glue_metrics.h"
 #include "models/bert.h"
 #include "tasks/task_support.h"
+#include "tensor/number_format.h"
 
 namespace hnas::tasks::classify {
 
@@ -11,6 +12,28 @@ namespace {
 
 data::TsvLayout layout_of(const config::DataConfig& data) {
     return {data.text_a_column, data.text_b_column, data.label_column, data.header};
+}
+
+// Training reads its file shuffled and forever; validation, evaluation and prediction read theirs once,
+// in length order (every row is computed alone, so the order changes nothing).
+data::ClassificationDataOptions classification_data(const config::ExperimentConfig& config, const std::string& path,
+                                                    bool training, bool with_labels = true) {
+    data::ClassificationDataOptions o;
+    o.path = path;
+    o.layout = layout_of(config.data);
+    o.labels = {config.data.regression, config.data.labels};
+    o.max_seq = std::min(config.data.max_seq, config.model.max_source_positions);
+    o.damaged_lines = config.data.damaged_lines;
+    o.shuffle = training;
+    o.seed = config.seed;
+    o.batch = {config.data.batch_sentences, config.data.batch_tokens};
+    o.epochs = training ? 0 : 1;
+    o.with_labels = with_labels;
+    return o;
+}
+
+Var logits_of(const models::BertModel& model, const data::ClassificationBatch& b) {
+    return model.class_logits(model.pooled(model.encode(b.input_ids, b.segment_ids, b.valid)));
 }
 
 // The class of every row's largest logit. logits (B, C)
@@ -23,6 +46,36 @@ std::vector<int32_t> predicted_classes(const Tensor& logits) {
     }
     return classes;
 }
+
+// The predictions over a batcher's examples and their gold values, in batch order.
+struct Outcomes {
+    std::vector<int32_t> predicted, gold;  // classes
+    std::vector<double> outputs, targets;  // regression
+    std::vector<int64_t> example_index;
+
+    void add(const Tensor& logits, const data::ClassificationBatch& batch, bool regression) {
+        example_index.insert(example_index.end(), batch.example_index.begin(), batch.example_index.end());
+        if (regression) {
+            for (int64_t i = 0; i < logits.numel(); ++i) {
+                outputs.push_back(logits.data()[i]);
+                targets.push_back(batch.targets.data()[i]);
+            }
+            return;
+        }
+        const std::vector<int32_t> classes = predicted_classes(logits);
+        predicted.insert(predicted.end(), classes.begin(), classes.end());
+        gold.insert(gold.end(), batch.labels.ints(), batch.labels.ints() + batch.labels.numel());
+    }
+
+    // GLUE's metrics: accuracy, F1 (two classes) and MCC, or Pearson and Spearman.
+    std::vector<Metric> metrics(const config::DataConfig& data) const {
+        if (data.regression) return {{"pearson", eval::pearson(outputs, targets)}, {"spearman", eval::spearman(outputs, targets)}};
+        std::vector<Metric> out{{"accuracy", eval::accuracy(predicted, gold)}};
+        if (data.labels.size() == 2) out.push_back({"f1", eval::binary_f1(predicted, gold)});
+        out.push_back({"mcc", eval::matthews_correlation(predicted, gold)});
+        return out;
+    }
+};
 
 class ClassifyTask : public Task {
 public:
@@ -54,58 +107,28 @@ public:
     std::optional<Validation> validate() override {
         if (!valid_) return std::nullopt;
         EvaluationMode evaluation(*model_);
-        std::vector<int32_t> predicted, gold;
-        std::vector<double> outputs, targets;
+        Outcomes outcomes;
         Validation result = validation_loss(
             *valid_, valid_start_, config_.validation.max_batches,
             [&](const data::ClassificationBatch& b) {
-                const Var logits = logits_of(b);
-                if (config_.data.regression) {
-                    for (int64_t i = 0; i < logits.value().numel(); ++i) {
-                        outputs.push_back(logits.value().data()[i]);
-                        targets.push_back(b.targets.data()[i]);
-                    }
-                } else {
-                    const std::vector<int32_t> classes = predicted_classes(logits.value());
-                    predicted.insert(predicted.end(), classes.begin(), classes.end());
-                    gold.insert(gold.end(), b.labels.ints(), b.labels.ints() + b.labels.numel());
-                }
+                const Var logits = logits_of(*model_, b);
+                outcomes.add(logits.value(), b, config_.data.regression);
                 return loss_from(logits, b);
             },
             [](const data::ClassificationBatch& b) { return b.input_ids.dim(0); });
-        if (config_.data.regression) {
-            result.metrics.push_back({"pearson", eval::pearson(outputs, targets)});
-            result.metrics.push_back({"spearman", eval::spearman(outputs, targets)});
-        } else {
-            result.metrics.push_back({"accuracy", eval::accuracy(predicted, gold)});
-            if (config_.data.labels.size() == 2) result.metrics.push_back({"f1", eval::binary_f1(predicted, gold)});
-            result.metrics.push_back({"mcc", eval::matthews_correlation(predicted, gold)});
-        }
+        const std::vector<Metric> metrics = outcomes.metrics(config_.data);
+        result.metrics.insert(result.metrics.end(), metrics.begin(), metrics.end());
         return result;
     }
 
 private:
     data::ClassificationDataOptions data_options(const std::string& path, bool training) const {
-        data::ClassificationDataOptions o;
-        o.path = path;
-        o.layout = layout_of(config_.data);
-        o.labels = {config_.data.regression, config_.data.labels};
-        o.max_seq = std::min(config_.data.max_seq, config_.model.max_source_positions);
-        o.damaged_lines = config_.data.damaged_lines;
-        o.shuffle = training;
-        o.seed = config_.seed;
-        o.batch = {config_.data.batch_sentences, config_.data.batch_tokens};
-        o.epochs = training ? 0 : 1;
-        return o;
-    }
-
-    Var logits_of(const data::ClassificationBatch& b) const {
-        return model_->class_logits(model_->pooled(model_->encode(b.input_ids, b.segment_ids, b.valid)));
+        return classification_data(config_, path, training);
     }
     Var loss_from(const Var& logits, const data::ClassificationBatch& b) const {
         return config_.data.regression ? models::regression_loss(logits, b.targets) : ops::cross_entropy(logits, b.labels);
     }
-    Var loss_of(const data::ClassificationBatch& b) const { return loss_from(logits_of(b), b); }
+    Var loss_of(const data::ClassificationBatch& b) const { return loss_from(logits_of(*model_, b), b); }
 
     const config::ExperimentConfig& config_;
     std::unique_ptr<models::BertModel> model_;
@@ -147,6 +170,51 @@ void complete_config(config::ExperimentConfig& config) {
     config::set_bert_heads(config);
 }
 
+// Every example of `input` through the checkpoint's model.
+struct InputOutcomes {
+    Outcomes outcomes;
+    std::vector<data::ClassificationExample> examples;
+};
+InputOutcomes run_input(const decode::TrainedCheckpoint& trained, const std::string& input, bool with_labels) {
+    const LoadedModel<models::BertModel> loaded = load_model<models::BertModel>(trained);
+    data::ClassificationBatcher batcher(trained.tokenizer, classification_data(trained.config, input, false, with_labels));
+    NoGradScope no_grad;
+    InputOutcomes result;
+    while (auto batch = batcher.next()) result.outcomes.add(logits_of(*loaded.model, *batch).value(), *batch, trained.config.data.regression);
+    result.examples = batcher.examples();
+    return result;
+}
+
+// GLUE's metrics of the checkpoint on a labelled file, beside the majority-class baseline.
+Json evaluate(const decode::TrainedCheckpoint& trained, const std::string& input) {
+    const InputOutcomes run = run_input(trained, input, true);
+    Json report = {{"examples", run.examples.size()}};
+    for (const Metric& metric : run.outcomes.metrics(trained.config.data)) report[metric.name] = metric.value;
+    if (!trained.config.data.regression) {
+        std::vector<int64_t> counts(trained.config.data.labels.size(), 0);
+        for (int32_t label : run.outcomes.gold) ++counts[static_cast<size_t>(label)];
+        const auto majority = std::max_element(counts.begin(), counts.end());
+        report["majority_class"] = trained.config.data.labels[static_cast<size_t>(majority - counts.begin())];
+        report["majority_baseline_accuracy"] = static_cast<double>(*majority) / static_cast<double>(run.outcomes.gold.size());
+    }
+    return report;
+}
+
+// One line per example of `input`, in file order: the predicted label name, or the regression output.
+std::string predict(const decode::TrainedCheckpoint& trained, const std::string& input) {
+    const InputOutcomes run = run_input(trained, input, false);
+    std::vector<std::string> lines(run.examples.size());
+    const config::DataConfig& data = trained.config.data;
+    for (size_t row = 0; row < run.outcomes.example_index.size(); ++row) {
+        const auto example = static_cast<size_t>(run.outcomes.example_index[row]);
+        lines[example] = data.regression ? fmt::format("{}", portable(run.outcomes.outputs[row]))
+                                         : data.labels[static_cast<size_t>(run.outcomes.predicted[row])];
+    }
+    std::string text;
+    for (const std::string& line : lines) text.append(line).append("\n");
+    return text;
+}
+
 std::unique_ptr<Task> create(const config::ExperimentConfig& config, const data::Tokenizer& tokenizer, Rng& init, Rng& dropout) {
     return std::make_unique<ClassifyTask>(config, tokenizer, init, dropout);
 }
@@ -155,7 +223,7 @@ std::unique_ptr<Task> create(const config::ExperimentConfig& config, const data:
 
 const TaskDefinition& definition() {
     static const TaskDefinition classify{config::Task::classify, data_files, largest_batch, "", "data.max_seq",
-                                         complete_config, create};
+                                         complete_config, create, evaluate, predict};
     return classify;
 }
 
