@@ -122,6 +122,22 @@ Json classify_config(const TrainEnvironment& env) {
             {"checkpoint", {{"every", 100}}}};
 }
 
+const std::string kTinySquad = std::string(HNAS_SOURCE_DIR) + "/tests/fixtures/squad/tiny.json";
+
+Json span_config(const TrainEnvironment& env) {
+    return {{"task", "span"},
+            {"seed", 6},
+            {"model",
+             {{"d_model", 32}, {"heads", 4}, {"ffn_dim", 64}, {"encoder_layers", 1}, {"max_positions", 64},
+              {"attention", {{"encoder", {{"kind", "dnas"}}}}}}},
+            {"tokenizer", {{"model", env.tokenizer}}},
+            {"data", {{"train_file", kTinySquad}, {"valid_file", kTinySquad}, {"max_seq", 40}, {"doc_stride", 16},
+                      {"max_query", 12}, {"batch_sentences", 8}}},
+            {"train", {{"learning_rate", 3e-3}, {"warmup_steps", 5}, {"steps", 60}, {"log_every", 1}}},
+            {"validation", {{"every", 0}}},
+            {"checkpoint", {{"every", 100}}}};
+}
+
 struct RunDir {
     fs::path path;
     explicit RunDir(const std::string& name) : path(TrainEnvironment::get().root / name) { fs::remove_all(path); }
@@ -138,7 +154,7 @@ train::TrainResult run(const Json& raw, const fs::path& dir, bool resume = false
 
 TEST(Trainer, LossFallsOnEveryTask) {
     const auto& env = TrainEnvironment::get();
-    for (const Json& raw : {headline_config(env), mlm_config(env), classify_config(env)}) {
+    for (const Json& raw : {headline_config(env), mlm_config(env), classify_config(env), span_config(env)}) {
         RunDir dir("falls_" + raw.at("task").get<std::string>());
         run(raw, dir.path);
         const std::vector<double> losses = testing::logged_losses(dir.path);
@@ -257,6 +273,35 @@ TEST(Trainer, ClassificationKeepsItsLabelsAndReportsGlueMetrics) {
     EXPECT_FALSE(fs::exists(unknown.path));
 }
 
+// Span extraction (SQuAD): validation reports exact match and F1; hnas eval gives the official script's
+// report and hnas predict a SQuAD-style answers file.
+TEST(Trainer, SpanExtractionReportsSquadMetrics) {
+    const auto& env = TrainEnvironment::get();
+    Json raw = span_config(env);
+    raw["train"]["steps"] = 10;
+    RunDir dir("span_metrics");
+    run(raw, dir.path);
+    std::ifstream metrics(dir.path / "metrics.jsonl");
+    Json validation;
+    for (std::string line; std::getline(metrics, line);) {
+        const Json record = Json::parse(line);
+        if (record.contains("validation_loss")) validation = record;
+    }
+    ASSERT_TRUE(validation.contains("validation_exact_match")) << validation.dump();
+    EXPECT_EQ(validation.at("best_metric"), validation.at("validation_f1"));
+    const decode::TrainedCheckpoint trained =
+        decode::read_trained_checkpoint((dir.path / "checkpoints" / "step-00000010.ckpt").string());
+    const tasks::TaskDefinition& span = tasks::task_definition(config::Task::span);
+    const Json report = span.evaluate(trained, kTinySquad);
+    EXPECT_EQ(report.at("total"), 9);
+    EXPECT_EQ(report.at("HasAns_total"), 7);
+    EXPECT_EQ(report.at("NoAns_total"), 2);
+    EXPECT_NEAR(report.at("f1").get<double>(), 100.0 * validation.at("validation_f1").get<double>(), 1e-9);
+    const Json answers = Json::parse(span.predict(trained, kTinySquad));
+    ASSERT_EQ(answers.size(), 9u);
+    EXPECT_TRUE(answers.contains("q1") && answers.at("q9").is_string());
+}
+
 // Fine-tuning starts from a pretrained encoder by name: with a zero learning rate the encoder ends as
 // the masked-LM run left it, and the classification head is new.
 TEST(Trainer, FineTuningStartsFromAPretrainedEncoder) {
@@ -285,7 +330,7 @@ TEST(Trainer, FineTuningStartsFromAPretrainedEncoder) {
 
 TEST(Trainer, ResumedRunIsBitIdentical) {
     const auto& env = TrainEnvironment::get();
-    for (Json raw : {headline_config(env), mlm_config(env), classify_config(env)}) {
+    for (Json raw : {headline_config(env), mlm_config(env), classify_config(env), span_config(env)}) {
         raw["train"]["steps"] = 12;
         raw["validation"]["every"] = 5;  // validation in between must not disturb the training stream
         const std::string task = raw.at("task");

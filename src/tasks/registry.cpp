@@ -1,6 +1,7 @@
 #include "tasks/classify/classify_task.h"
 #include "tasks/headline/headline_task.h"
 #include "tasks/mlm/mlm_task.h"
+#include "tasks/span/span_task.h"
 
 namespace hnas::tasks {
 
@@ -9,6 +10,7 @@ const TaskDefinition& task_definition(config::Task task) {
         &headline::definition(),
         &mlm::definition(),
         &classify::definition(),
+        &span::definition(),
     };
     for (const TaskDefinition* definition : definitions) {
         if (definition->task == task) return *definition;
