@@ -328,6 +328,25 @@ TEST(Trainer, FineTuningStartsFromAPretrainedEncoder) {
     EXPECT_FALSE(before.has("classifier.weight"));
 }
 
+// BERT's WordPiece vocabulary (tokenizer.type "wordpiece") travels in the checkpoints like a
+// SentencePiece model, and a resumed run reads it from there.
+TEST(Trainer, WordPieceTokenizerTravelsInCheckpoints) {
+    const auto& env = TrainEnvironment::get();
+    Json raw = classify_config(env);
+    raw["tokenizer"] = {{"type", "wordpiece"}, {"model", std::string(HNAS_SOURCE_DIR) + "/data/vocab/vocab.txt"}};
+    raw["train"]["steps"] = 4;
+    RunDir dir("wordpiece");
+    run(raw, dir.path, false, 2);
+    run(raw, dir.path, true);
+    const decode::TrainedCheckpoint trained = decode::read_trained_checkpoint((dir.path / "checkpoints" / "step-00000004.ckpt").string());
+    EXPECT_EQ(trained.tokenizer.kind(), data::TokenizerKind::wordpiece);
+    EXPECT_EQ(trained.tokenizer.vocab_size(), 30524);
+    EXPECT_EQ(trained.config.model.vocab_size, 30524);
+    raw["tokenizer"].erase("model");
+    EXPECT_CONTAINS(testing::error_of([&] { config::parse_experiment_config(raw); }),
+                    "config tokenizer.model: is required for a wordpiece tokenizer");
+}
+
 TEST(Trainer, ResumedRunIsBitIdentical) {
     const auto& env = TrainEnvironment::get();
     for (Json raw : {headline_config(env), mlm_config(env), classify_config(env), span_config(env)}) {

@@ -110,7 +110,8 @@ TokenizerConfig parse_tokenizer(ConfigNode& node) {
     TokenizerConfig t;
     t.model = node.text("model", "");
     t.vocab_size = static_cast<int>(node.integer("vocab_size", 8000, 16, 1000000));
-    t.type = node.choice("type", "unigram", {"unigram", "bpe"});
+    t.type = node.choice("type", "unigram", {"unigram", "bpe", "wordpiece"});
+    if (t.type == "wordpiece" && t.model.empty()) node.fail("model", "is required for a wordpiece tokenizer: its vocab.txt (data/vocab/vocab.txt is BERT's)");
     t.inputs = text_list(node, "inputs");
     t.input_sentence_size = node.integer("input_sentence_size", 200000, 0);
     return t;

@@ -19,11 +19,12 @@ enum class Task { headline, mlm, classify, span };
 const char* task_name(Task task);
 std::vector<std::string> task_names();
 
-// The SentencePiece model: an existing file, or one trained at the start of a run from `inputs`.
+// The tokenizer: an existing SentencePiece model or WordPiece vocab.txt, or a SentencePiece model
+// trained at the start of a run from `inputs`.
 struct TokenizerConfig {
-    std::string model;                 // a .model file; empty: train one into the run directory
+    std::string model;                 // a .model file (wordpiece: a vocab.txt); empty: train one into the run directory
     int vocab_size = 8000;
-    std::string type = "unigram";
+    std::string type = "unigram";      // "unigram" or "bpe" (SentencePiece), or "wordpiece"
     std::vector<std::string> inputs;   // empty: the training data's text files
     int64_t input_sentence_size = 200000;
 };

@@ -5,10 +5,13 @@
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <unordered_map>
 
 #include "data/text_io.h"
+#include "data/wordpiece.h"
 #include "tensor/check.h"
 #include "tensor/rng.h"
 
@@ -17,6 +20,7 @@ namespace hnas::data {
 namespace {
 
 constexpr std::string_view kWordMark = "\xE2\x96\x81";  // U+2581 '▁', SentencePiece's word boundary
+constexpr std::string_view kWordPieceMagic = "hnas-wordpiece 1\n";
 constexpr uint64_t kTrainSampleStream = 0x7A11'5EED;
 
 // SentencePiece skips training sentences longer than its max_sentence_length (4192 bytes), which
@@ -93,7 +97,8 @@ private:
 }  // namespace
 
 struct Tokenizer::State {
-    std::unique_ptr<sentencepiece::SentencePieceProcessor> processor;
+    std::unique_ptr<sentencepiece::SentencePieceProcessor> processor;  // SentencePiece
+    std::unique_ptr<WordPiece> wordpiece;                              // or WordPiece
     std::string serialized;
     uint64_t hash = 0;
     std::vector<std::string> pieces;
@@ -198,7 +203,38 @@ Tokenizer Tokenizer::load(const std::string& path) {
     return from_processor(std::move(processor), path);
 }
 
+Tokenizer Tokenizer::from_vocabulary(const std::string& vocab_text, const std::string& origin) {
+    auto state = std::make_shared<State>();
+    state->wordpiece = std::make_unique<WordPiece>(vocab_text, origin);
+    state->serialized = std::string(kWordPieceMagic) + vocab_text;
+    state->hash = fnv1a_64(state->serialized);
+    state->pieces = state->wordpiece->pieces();
+    for (size_t id = 0; id < state->pieces.size(); ++id) {
+        const bool continuation = state->pieces[id].starts_with("##");
+        state->starts_word.push_back(id == kUnkId || (id >= kNumSpecialIds && !continuation) ? 1 : 0);
+    }
+    return Tokenizer(std::move(state));
+}
+
+Tokenizer Tokenizer::load_wordpiece(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    HNAS_CHECK(in.is_open(), "cannot open the WordPiece vocabulary ", path);
+    std::stringstream text;
+    text << in.rdbuf();
+    return from_vocabulary(text.str(), path);
+}
+
+TokenizerKind Tokenizer::kind() const { return state_->wordpiece ? TokenizerKind::wordpiece : TokenizerKind::sentencepiece; }
+
+const std::vector<int64_t>& Tokenizer::source_rows() const {
+    static const std::vector<int64_t> none;
+    return state_->wordpiece ? state_->wordpiece->source_rows() : none;
+}
+
 Tokenizer Tokenizer::from_serialized(const std::string& bytes) {
+    if (bytes.starts_with(kWordPieceMagic)) {
+        return from_vocabulary(bytes.substr(kWordPieceMagic.size()), "serialized WordPiece vocabulary");
+    }
     auto processor = std::make_unique<sentencepiece::SentencePieceProcessor>();
     const auto status = processor->LoadFromSerializedProto(bytes);
     HNAS_CHECK(status.ok(), "cannot load tokenizer model from ", bytes.size(), " serialized bytes: ",
@@ -220,6 +256,10 @@ bool Tokenizer::starts_word(int32_t id) const {
 
 void Tokenizer::encode_plain(std::string_view text, std::vector<int32_t>& out) const {
     if (is_blank(text)) return;
+    if (state_->wordpiece) {
+        state_->wordpiece->encode(text, out);
+        return;
+    }
     thread_local std::vector<int> ids;
     const auto status = state_->processor->Encode(text, &ids);
     HNAS_CHECK(status.ok(), "tokenizer: cannot encode text: ", status.ToString());
@@ -292,6 +332,15 @@ std::string Tokenizer::decode(std::span<const int32_t> ids) const {
             continue;
         }
         const std::string& piece = state_->pieces[static_cast<size_t>(id)];
+        if (state_->wordpiece) {
+            // "##" pieces continue the word before them
+            if (piece.starts_with("##")) {
+                text.append(piece, 2);
+            } else {
+                text.append(" ").append(piece);
+            }
+            continue;
+        }
         size_t i = 0;
         while (i < piece.size()) {
             if (piece.compare(i, kWordMark.size(), kWordMark) == 0) {
@@ -302,7 +351,8 @@ std::string Tokenizer::decode(std::span<const int32_t> ids) const {
             }
         }
     }
-    // The first word's boundary mark is SentencePiece's dummy prefix, not a space of the text.
+    // The first word's boundary mark (SentencePiece's dummy prefix; WordPiece's separating space) is
+    // not a space of the text.
     if (!text.empty() && text.front() == ' ') text.erase(0, 1);
     return text;
 }
@@ -313,6 +363,8 @@ std::string_view Tokenizer::piece(int32_t id) const {
     return state_->pieces[static_cast<size_t>(id)];
 }
 
-int32_t Tokenizer::piece_id(std::string_view piece) const { return state_->processor->PieceToId(piece); }
+int32_t Tokenizer::piece_id(std::string_view piece) const {
+    return state_->wordpiece ? state_->wordpiece->id(piece) : state_->processor->PieceToId(piece);
+}
 
 }  // namespace hnas::data

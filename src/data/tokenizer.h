@@ -1,11 +1,12 @@
-// The subword tokenizer: a SentencePiece model (unigram or BPE) with hnas's fixed special ids.
+// The subword tokenizer: a SentencePiece model (unigram or BPE) or BERT's WordPiece vocabulary
+// (src/data/wordpiece.h), with hnas's fixed special ids.
 //
 // Every hnas model uses the same ids for the special pieces, so batches, losses and checkpoints can
 // rely on them: pad 0, unk 1, bos 2, eos 3 (SentencePiece control/unknown pieces, never produced from
 // text), and the BERT pieces [CLS] 4, [SEP] 5, [MASK] 6 (user-defined symbols). Models trained by
 // train_tokenizer have them; loading a model whose ids differ is an error.
 //
-// Gigaword marks rare words as `<unk>` (train/valid) or `UNK` (test). A whitespace-delimited word that
+// Gigaword marks rare words as `<unk>` (train/valid) or `UNK` (test), under either kind of tokenizer. A whitespace-delimited word that
 // is exactly one of these markers encodes to the unk id and never to pieces such as `<`, `unk`, `>`;
 // the markers are also removed from the text a model is trained on, so they spend no vocabulary.
 // Gigaword's `#` digit placeholders are ordinary text.
@@ -66,6 +67,8 @@ void train_tokenizer(const TokenizerTrainOptions& options);
 // Tokenizer::encode, several times faster on text with a bounded vocabulary such as Gigaword.
 // A cache serves one thread; it forgets everything when it holds max_words words, which bounds
 // its memory (about 100 bytes a word).
+enum class TokenizerKind { sentencepiece, wordpiece };
+
 class EncodeCache {
 public:
     explicit EncodeCache(size_t max_words = size_t{1} << 17) : max_words_(max_words) {}
@@ -87,11 +90,18 @@ class Tokenizer {
 public:
     // From a `.model` file written by train_tokenizer (or by SentencePiece with the same ids).
     static Tokenizer load(const std::string& path);
+    // From a WordPiece vocab.txt (BERT's; the ids are renumbered, see wordpiece.h).
+    static Tokenizer load_wordpiece(const std::string& path);
     // From the bytes of a model (serialized_model()), e.g. as stored in a checkpoint.
     static Tokenizer from_serialized(const std::string& bytes);
 
-    // The model as bytes, to store in a checkpoint.
+    TokenizerKind kind() const;
+    // The model as bytes, to store in a checkpoint: a SentencePiece model proto, or for WordPiece the
+    // line "hnas-wordpiece 1" followed by the vocab.txt text (a proto's first byte is a field tag
+    // 0x0A, never the 'h').
     const std::string& serialized_model() const;
+    // WordPiece: the vocab.txt line each id came from (-1 for an added bos or eos); SentencePiece: empty.
+    const std::vector<int64_t>& source_rows() const;
     // A 64-bit hash of serialized_model(): data positions record which tokenizer made their batches.
     uint64_t model_hash() const;
 
@@ -109,8 +119,8 @@ public:
 
     std::string_view piece(int32_t id) const;    // the piece's text, e.g. "▁the"
     int32_t piece_id(std::string_view piece) const;  // kUnkId for a piece not in the vocabulary
-    // True if `id` begins a word: its piece starts with SentencePiece's word-boundary mark '▁', or it
-    // is unk (which stands for a whole `<unk>` word). Masked-LM masking groups a word-start piece
+    // True if `id` begins a word: its piece starts with SentencePiece's word-boundary mark '▁' (WordPiece:
+    // it is not a "##" continuation), or it is unk (which stands for a whole `<unk>` word). Masked-LM masking groups a word-start piece
     // with the continuation pieces after it.
     bool starts_word(int32_t id) const;
 
@@ -119,6 +129,7 @@ private:
     explicit Tokenizer(std::shared_ptr<const State> state) : state_(std::move(state)) {}
     static Tokenizer from_processor(std::unique_ptr<sentencepiece::SentencePieceProcessor> processor,
                                     const std::string& origin);
+    static Tokenizer from_vocabulary(const std::string& vocab_text, const std::string& origin);
     void encode_plain(std::string_view text, std::vector<int32_t>& out) const;
 
     std::shared_ptr<const State> state_;

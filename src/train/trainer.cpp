@@ -119,6 +119,11 @@ void check_memory(const tasks::TaskDefinition& task, const config::ExperimentCon
         gibibytes(available.bytes), available.source, task.memory_model_keys, task.memory_data_keys));
 }
 
+// The tokenizer file a config names: a SentencePiece model or a WordPiece vocab.txt.
+data::Tokenizer load_tokenizer(const config::TokenizerConfig& tokenizer) {
+    return tokenizer.type == "wordpiece" ? data::Tokenizer::load_wordpiece(tokenizer.model) : data::Tokenizer::load(tokenizer.model);
+}
+
 // The checkpoint whose tokenizer a run uses instead of training one: the one it resumes from, else the
 // one it is initialized from (a pretrained encoder keeps its vocabulary), unless tokenizer.model is set.
 const io::Checkpoint* tokenizer_checkpoint(const config::ExperimentConfig& config, const std::optional<io::Checkpoint>& resumed,
@@ -132,7 +137,7 @@ const io::Checkpoint* tokenizer_checkpoint(const config::ExperimentConfig& confi
 int64_t expected_vocab_size(const config::ExperimentConfig& config, const io::Checkpoint* tokenizer_source) {
     if (config.model.vocab_size > 0) return config.model.vocab_size;
     if (tokenizer_source) return data::Tokenizer::from_serialized(tokenizer_source->bytes("tokenizer.model")).vocab_size();
-    if (!config.tokenizer.model.empty()) return data::Tokenizer::load(config.tokenizer.model).vocab_size();
+    if (!config.tokenizer.model.empty()) return load_tokenizer(config.tokenizer).vocab_size();
     return config.tokenizer.vocab_size;
 }
 
@@ -360,7 +365,7 @@ void Trainer::start() {
         if (const io::Checkpoint* source = tokenizer_checkpoint(config_, resumed_, pretrained_)) {
             return RunTokenizer{data::Tokenizer::from_serialized(source->bytes("tokenizer.model")), {}};
         }
-        if (!config_.tokenizer.model.empty()) return RunTokenizer{data::Tokenizer::load(config_.tokenizer.model), {}};
+        if (!config_.tokenizer.model.empty()) return RunTokenizer{load_tokenizer(config_.tokenizer), {}};
         if (!distributed_) return train_run_tokenizer(files, config_);
         // Only rank 0 trains the tokenizer; the others receive its model.
         if (leader_) {
