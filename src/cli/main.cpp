@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
     hnas::cli::add_decode_command(app);
     hnas::cli::add_eval_command(app);
     hnas::cli::add_predict_command(app);
+    hnas::cli::add_bert_commands(app);
     hnas::cli::add_analyze_command(app);
     hnas::cli::add_toy_command(app);
     try {

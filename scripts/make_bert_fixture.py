@@ -1,0 +1,147 @@
+#!/usr/bin/python3
+"""A random tiny BERT in Hugging Face's layout, and what it computes, for tests/test_bert_import.cpp.
+
+    /usr/bin/python3 scripts/make_bert_fixture.py
+
+Writes tests/fixtures/hf_bert/: model.safetensors (BertForPreTraining names, F32, written by hand:
+an 8-byte little-endian header length, the JSON header, the raw bytes), vocab.txt (special pieces at
+BERT-like rows, not at hnas's ids, so the importer's renumbering is exercised), config.json
+(BertConfig) and expected.json: two padded input rows in vocab.txt ids with their segment ids and
+mask, and, in float64 from the float32 weights, the MLM logits of every real position (in vocab.txt
+order), the pooled [CLS] states and the cls.seq_relationship logits. The model is written out here
+from Hugging Face's BertForPreTraining definition (no transformers package): post-LN, GELU (erf),
+LayerNorm eps 1e-12, attention masked with (1 - mask) * -10000, tied decoder with its own bias.
+Debian's python3-torch; deterministic.
+"""
+
+import json
+import math
+import os
+import struct
+
+import torch
+import torch.nn.functional as F
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures", "hf_bert")
+LAYERS, WIDTH, HEADS, FFN, POSITIONS, TYPES, EPS = 2, 32, 4, 64, 16, 2, 1e-12
+VOCAB = ["[PAD]", "[unused0]", "[unused1]", "[UNK]", "the", "[CLS]", "[SEP]", "[MASK]", "whale", "ship", "sea", "call",
+         "me", "ishmael", ".", ",", "##s", "##ing", "captain", "ahab", "white", "a", "of", "and", "to", "in", "he",
+         "his", "was", "it", "boat", "harpoon", "##ed", "deck", "wind", "sail"]
+
+gen = torch.Generator().manual_seed(20261123)
+
+
+def draw(shape, scale):
+    return ((torch.rand(shape, generator=gen, dtype=torch.float32) * 2 - 1) * scale).contiguous()
+
+
+def parameters():
+    p = {}
+    v = len(VOCAB)
+    p["bert.embeddings.word_embeddings.weight"] = draw((v, WIDTH), 0.5)
+    p["bert.embeddings.position_embeddings.weight"] = draw((POSITIONS, WIDTH), 0.5)
+    p["bert.embeddings.token_type_embeddings.weight"] = draw((TYPES, WIDTH), 0.5)
+    p["bert.embeddings.LayerNorm.weight"] = 1 + draw((WIDTH,), 0.2)
+    p["bert.embeddings.LayerNorm.bias"] = draw((WIDTH,), 0.1)
+    for i in range(LAYERS):
+        pre = f"bert.encoder.layer.{i}."
+        for name, (rows, cols) in {"attention.self.query": (WIDTH, WIDTH), "attention.self.key": (WIDTH, WIDTH),
+                                   "attention.self.value": (WIDTH, WIDTH), "attention.output.dense": (WIDTH, WIDTH),
+                                   "intermediate.dense": (FFN, WIDTH), "output.dense": (WIDTH, FFN)}.items():
+            p[pre + name + ".weight"] = draw((rows, cols), math.sqrt(3 / cols))
+            p[pre + name + ".bias"] = draw((rows,), 0.1)
+        for norm in ("attention.output.LayerNorm", "output.LayerNorm"):
+            p[pre + norm + ".weight"] = 1 + draw((WIDTH,), 0.2)
+            p[pre + norm + ".bias"] = draw((WIDTH,), 0.1)
+    p["bert.pooler.dense.weight"] = draw((WIDTH, WIDTH), math.sqrt(3 / WIDTH))
+    p["bert.pooler.dense.bias"] = draw((WIDTH,), 0.1)
+    p["cls.predictions.transform.dense.weight"] = draw((WIDTH, WIDTH), math.sqrt(3 / WIDTH))
+    p["cls.predictions.transform.dense.bias"] = draw((WIDTH,), 0.1)
+    p["cls.predictions.transform.LayerNorm.weight"] = 1 + draw((WIDTH,), 0.2)
+    p["cls.predictions.transform.LayerNorm.bias"] = draw((WIDTH,), 0.1)
+    p["cls.predictions.bias"] = draw((v,), 0.1)
+    p["cls.seq_relationship.weight"] = draw((2, WIDTH), math.sqrt(3 / WIDTH))
+    p["cls.seq_relationship.bias"] = draw((2,), 0.1)
+    return p
+
+
+def forward(p, ids, types, mask):
+    p = {k: v.double() for k, v in p.items()}
+    b, length = ids.shape
+    x = (F.embedding(ids, p["bert.embeddings.word_embeddings.weight"]) + p["bert.embeddings.position_embeddings.weight"][:length]
+         + F.embedding(types, p["bert.embeddings.token_type_embeddings.weight"]))
+    x = F.layer_norm(x, (WIDTH,), p["bert.embeddings.LayerNorm.weight"], p["bert.embeddings.LayerNorm.bias"], EPS)
+    extended = (1.0 - mask.double())[:, None, None, :] * -10000.0
+    d = WIDTH // HEADS
+
+    def linear(t, name):
+        return F.linear(t, p[name + ".weight"], p[name + ".bias"])
+
+    def split(t):
+        return t.view(b, length, HEADS, d).transpose(1, 2)
+
+    for i in range(LAYERS):
+        pre = f"bert.encoder.layer.{i}."
+        q, k, v = (split(linear(x, pre + "attention.self." + n)) for n in ("query", "key", "value"))
+        weights = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(d) + extended, dim=-1)
+        context = (weights @ v).transpose(1, 2).reshape(b, length, WIDTH)
+        x = F.layer_norm(x + linear(context, pre + "attention.output.dense"), (WIDTH,),
+                         p[pre + "attention.output.LayerNorm.weight"], p[pre + "attention.output.LayerNorm.bias"], EPS)
+        hidden = F.gelu(linear(x, pre + "intermediate.dense"))
+        x = F.layer_norm(x + linear(hidden, pre + "output.dense"), (WIDTH,), p[pre + "output.LayerNorm.weight"],
+                         p[pre + "output.LayerNorm.bias"], EPS)
+    pooled = torch.tanh(linear(x[:, 0], "bert.pooler.dense"))
+    t = F.gelu(linear(x, "cls.predictions.transform.dense"))
+    t = F.layer_norm(t, (WIDTH,), p["cls.predictions.transform.LayerNorm.weight"], p["cls.predictions.transform.LayerNorm.bias"], EPS)
+    logits = t @ p["bert.embeddings.word_embeddings.weight"].t() + p["cls.predictions.bias"]
+    return logits, pooled, linear(pooled, "cls.seq_relationship")
+
+
+def write_safetensors(path, tensors):
+    header, offset, chunks = {}, 0, []
+    for name in sorted(tensors):
+        data = tensors[name].numpy().astype("<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(tensors[name].shape), "data_offsets": [offset, offset + len(data)]}
+        offset += len(data)
+        chunks.append(data)
+    header["__metadata__"] = {"format": "pt"}
+    text = json.dumps(header).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(chunks))
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    p = parameters()
+    write_safetensors(os.path.join(OUT, "model.safetensors"), p)
+    with open(os.path.join(OUT, "vocab.txt"), "w", encoding="utf-8") as f:
+        f.write("\n".join(VOCAB) + "\n")
+    config = {"architectures": ["BertForPreTraining"], "model_type": "bert", "hidden_size": WIDTH, "num_hidden_layers": LAYERS,
+              "num_attention_heads": HEADS, "intermediate_size": FFN, "max_position_embeddings": POSITIONS,
+              "type_vocab_size": TYPES, "vocab_size": len(VOCAB), "layer_norm_eps": EPS, "hidden_act": "gelu"}
+    with open(os.path.join(OUT, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+        f.write("\n")
+    index = {t: i for i, t in enumerate(VOCAB)}
+    rows = [["[CLS]", "call", "me", "ishmael", "[SEP]", "the", "whale", "##s", "[SEP]"],
+            ["[CLS]", "ahab", "[MASK]", "the", "deck", "[SEP]", "[PAD]", "[PAD]", "[PAD]"]]
+    ids = torch.tensor([[index[t] for t in row] for row in rows])
+    types = torch.tensor([[0, 0, 0, 0, 0, 1, 1, 1, 1], [0, 0, 0, 0, 0, 0, 0, 0, 0]])
+    mask = (ids != 0).long()
+    logits, pooled, order = forward(p, ids, types, mask)
+    positions = [b * ids.shape[1] + t for b in range(ids.shape[0]) for t in range(ids.shape[1]) if mask[b, t]]
+    flat = logits.reshape(-1, len(VOCAB))[positions]
+    expected = {"generator": "scripts/make_bert_fixture.py", "input_ids": ids.tolist(), "segment_ids": types.tolist(),
+                "mask": mask.tolist(), "positions": positions,
+                "mlm_logits": [[round(v, 12) for v in row] for row in flat.tolist()],
+                "pooled": [[round(v, 12) for v in row] for row in pooled.tolist()],
+                "seq_relationship": [[round(v, 12) for v in row] for row in order.tolist()]}
+    with open(os.path.join(OUT, "expected.json"), "w") as f:
+        json.dump(expected, f)
+        f.write("\n")
+    print(f"wrote {OUT}: {len(p)} tensors, {len(VOCAB)} pieces, {len(positions)} positions")
+
+
+if __name__ == "__main__":
+    main()

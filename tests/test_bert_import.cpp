@@ -1,0 +1,202 @@
+// Importing a Hugging Face BERT (src/convert/hf_bert.h) and exporting it back, on the random tiny
+// BERT of scripts/make_bert_fixture.py: hnas's logits equal the PyTorch BERT's, export ∘ import is the
+// identity on the file's tensors, and the safetensors reader's checks (src/io/safetensors.h).
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "convert/hf_bert.h"
+#include "decode/trained_model.h"
+#include "io/safetensors.h"
+#include "models/bert.h"
+#include "models/model_io.h"
+#include "test_support.h"
+
+namespace hnas {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::error_of;
+
+const fs::path kFixture = fs::path(HNAS_SOURCE_DIR) / "tests" / "fixtures" / "hf_bert";
+
+struct Scratch {
+    fs::path root = fs::temp_directory_path() / ("hnas_bert_import_" + std::to_string(getpid()));
+    Scratch() { fs::create_directories(root); }
+    ~Scratch() {
+        std::error_code ignored;
+        fs::remove_all(root, ignored);
+    }
+    std::string path(const std::string& name) const { return (root / name).string(); }
+};
+
+convert::ImportOptions options_to(const std::string& out) {
+    convert::ImportOptions options;
+    options.weights = (kFixture / "model.safetensors").string();
+    options.vocab = (kFixture / "vocab.txt").string();
+    options.out = out;
+    return options;
+}
+
+TEST(BertImport, LogitsEqualPyTorchsBert) {
+    Scratch scratch;
+    const convert::ImportReport report = convert::import_bert(options_to(scratch.path("bert.ckpt")));
+    EXPECT_TRUE(report.fresh.empty());
+    EXPECT_TRUE(report.unused.empty());
+    const decode::TrainedCheckpoint trained = decode::read_trained_checkpoint(scratch.path("bert.ckpt"));
+    EXPECT_EQ(trained.step, 0);
+    EXPECT_FLOAT_EQ(trained.config.model.layer_norm_eps, 1e-12f);
+    Rng init(1), dropout(2);
+    models::BertModel model(trained.config.model, init, dropout);
+    models::load_parameters(trained.checkpoint, model);
+    model.set_training(false);
+
+    const Json expected = Json::parse(testing::read_file((kFixture / "expected.json").string()));
+    const std::vector<int64_t>& rows = trained.tokenizer.source_rows();
+    std::vector<int32_t> to_hnas(rows.size(), -1);  // vocab.txt row -> hnas id
+    for (size_t id = 0; id < rows.size(); ++id) {
+        if (rows[id] >= 0) to_hnas[static_cast<size_t>(rows[id])] = static_cast<int32_t>(id);
+    }
+    const auto batch = static_cast<int64_t>(expected.at("input_ids").size());
+    const auto length = static_cast<int64_t>(expected.at("input_ids")[0].size());
+    std::vector<int32_t> ids, segments, positions;
+    std::vector<float> valid;
+    for (int64_t b = 0; b < batch; ++b) {
+        for (int64_t t = 0; t < length; ++t) {
+            ids.push_back(to_hnas[expected.at("input_ids")[b][t].get<size_t>()]);
+            segments.push_back(expected.at("segment_ids")[b][t].get<int32_t>());
+            valid.push_back(expected.at("mask")[b][t].get<float>());
+        }
+    }
+    for (const Json& position : expected.at("positions")) positions.push_back(position.get<int32_t>());
+    NoGradScope no_grad;
+    const Var states = model.encode(Tensor::from_ints({batch, length}, ids), Tensor::from_ints({batch, length}, segments),
+                                    Tensor::from_floats({batch, length}, valid));
+    const Tensor logits = model.mlm_logits(states, Tensor::from_ints({static_cast<int64_t>(positions.size())}, positions)).value();
+    const Var pooled = model.pooled(states);
+    const Tensor order = model.sentence_order_logits(pooled).value();
+
+    double largest = 0.0;
+    auto compare = [&](double ours, double theirs, const std::string& what) {
+        largest = std::max(largest, std::abs(ours - theirs));
+        ASSERT_NEAR(ours, theirs, 2e-5 + 2e-5 * std::abs(theirs)) << what;
+    };
+    const int64_t vocabulary = logits.dim(1);
+    for (size_t n = 0; n < positions.size(); ++n) {
+        for (int64_t id = 0; id < vocabulary; ++id) {
+            const int64_t row = rows[static_cast<size_t>(id)];
+            if (row < 0) continue;  // bos and eos: not in BERT's vocabulary
+            compare(logits.data()[static_cast<int64_t>(n) * vocabulary + id], expected.at("mlm_logits")[n][static_cast<size_t>(row)].get<double>(),
+                    "mlm logit " + std::to_string(n) + "," + std::to_string(row));
+        }
+    }
+    for (int64_t b = 0; b < batch; ++b) {
+        for (int64_t d = 0; d < pooled.dim(1); ++d) {
+            compare(pooled.value().data()[b * pooled.dim(1) + d], expected.at("pooled")[b][d].get<double>(), "pooled");
+        }
+        for (int64_t c = 0; c < 2; ++c) compare(order.data()[b * 2 + c], expected.at("seq_relationship")[b][c].get<double>(), "nsp");
+    }
+    std::cout << "largest |hnas − PyTorch| over the MLM logits, pooled states and NSP logits: " << largest << "\n";
+}
+
+TEST(BertImport, ExportOfImportIsTheIdentity) {
+    Scratch scratch;
+    convert::import_bert(options_to(scratch.path("bert.ckpt")));
+    convert::export_bert(scratch.path("bert.ckpt"), scratch.path("exported"));
+    const io::SafeTensors original = io::read_safetensors((kFixture / "model.safetensors").string());
+    const io::SafeTensors exported = io::read_safetensors(scratch.path("exported/model.safetensors"));
+    EXPECT_EQ(exported.tensors.size(), original.tensors.size());
+    for (const auto& [name, tensor] : original.tensors) {
+        ASSERT_TRUE(exported.tensors.count(name)) << name;
+        const Tensor& back = exported.tensors.at(name);
+        ASSERT_EQ(back.shape(), tensor.shape()) << name;
+        EXPECT_EQ(std::memcmp(back.data(), tensor.data(), static_cast<size_t>(tensor.numel()) * 4), 0) << name;
+    }
+    EXPECT_EQ(testing::read_file(scratch.path("exported/vocab.txt")), testing::read_file((kFixture / "vocab.txt").string()));
+    const Json config = Json::parse(testing::read_file(scratch.path("exported/config.json")));
+    EXPECT_EQ(config.at("num_attention_heads"), 4);
+    EXPECT_EQ(config.at("vocab_size"), 36);
+    // hnas's own parameters (here hnas attention's θ) keep their names under "hnas.".
+    convert::ImportOptions hybrid = options_to(scratch.path("hnas.ckpt"));
+    hybrid.attention = "hnas";
+    const convert::ImportReport report = convert::import_bert(hybrid);
+    EXPECT_EQ(report.fresh.size(), 2u);  // one θ per layer
+    convert::export_bert(scratch.path("hnas.ckpt"), scratch.path("exported_hnas"));
+    EXPECT_TRUE(io::read_safetensors(scratch.path("exported_hnas/model.safetensors")).tensors.count("hnas." + report.fresh[0]));
+}
+
+TEST(BertImport, ErrorsNameTheProblem) {
+    Scratch scratch;
+    // A vocabulary that does not match the embeddings.
+    std::ofstream(scratch.path("short_vocab.txt")) << "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nword\n";
+    convert::ImportOptions options = options_to(scratch.path("x.ckpt"));
+    options.vocab = scratch.path("short_vocab.txt");
+    EXPECT_CONTAINS(error_of([&] { convert::import_bert(options); }), "the word embeddings have shape (36, 32) but ");
+    EXPECT_FALSE(fs::exists(scratch.path("x.ckpt")));
+    // A file without an encoder tensor.
+    io::SafeTensors file = io::read_safetensors((kFixture / "model.safetensors").string());
+    file.tensors.erase("bert.encoder.layer.1.attention.self.key.weight");
+    io::write_safetensors(scratch.path("missing.safetensors"), file);
+    options = options_to(scratch.path("x.ckpt"));
+    options.weights = scratch.path("missing.safetensors");
+    options.config = (kFixture / "config.json").string();
+    EXPECT_CONTAINS(error_of([&] { convert::import_bert(options); }),
+                    "no tensor bert.encoder.layer.1.attention.self.key.weight for encoder.layers.1.self_attn.k_proj.weight");
+    // No config.json and no --heads.
+    options.weights = scratch.path("missing.safetensors");
+    options.config.clear();
+    EXPECT_CONTAINS(error_of([&] { convert::import_bert(options); }), "gives num_attention_heads; pass --config or --heads");
+}
+
+std::string safetensors_bytes(const std::string& header, const std::string& data) {
+    std::string bytes(8, '\0');
+    const uint64_t size = header.size();
+    std::memcpy(bytes.data(), &size, 8);
+    return bytes + header + data;
+}
+
+TEST(SafeTensors, RoundTripAndEveryCheck) {
+    Scratch scratch;
+    io::SafeTensors contents;
+    contents.tensors.emplace("a", Tensor::from_floats({2, 2}, {1, -2, 3.5f, 4}));
+    contents.tensors.emplace("b", Tensor::from_floats({3}, {0.25f, 0, -1}));
+    contents.metadata["format"] = "pt";
+    io::write_safetensors(scratch.path("round.safetensors"), contents);
+    const io::SafeTensors back = io::read_safetensors(scratch.path("round.safetensors"));
+    EXPECT_EQ(back.metadata.at("format"), "pt");
+    EXPECT_EQ(back.tensors.at("a").shape(), Shape({2, 2}));
+    EXPECT_EQ(back.tensors.at("b").data()[0], 0.25f);
+
+    auto error = [&](const std::string& name, const std::string& bytes) {
+        std::ofstream(scratch.path(name), std::ios::binary) << bytes;
+        return error_of([&] { io::read_safetensors(scratch.path(name)); });
+    };
+    const std::string two_floats(8, '\0');
+    EXPECT_CONTAINS(error("short.st", "abc"), "too short for a safetensors header length");
+    EXPECT_CONTAINS(error("beyond.st", std::string("\xFF\x00\x00\x00\x00\x00\x00\x00", 8) + "{}"), "reaches beyond the file");
+    EXPECT_CONTAINS(error("json.st", safetensors_bytes("{not json", "")), "the safetensors header is not valid JSON");
+    EXPECT_CONTAINS(error("dtype.st", safetensors_bytes(R"({"x": {"dtype": "I64", "shape": [1], "data_offsets": [0, 8]}})", two_floats)),
+                    "tensor x has dtype \"I64\"; hnas reads F32, F16 and BF16");
+    EXPECT_CONTAINS(error("size.st", safetensors_bytes(R"({"x": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}})", two_floats)),
+                    "tensor x of shape (3) and dtype F32 needs 12 bytes, its offsets give 8");
+    EXPECT_CONTAINS(error("range.st", safetensors_bytes(R"({"x": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}})", two_floats)),
+                    "tensor x has data_offsets [0, 16] outside the 8 data bytes");
+    EXPECT_CONTAINS(error("hole.st", safetensors_bytes(R"({"x": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})", two_floats)),
+                    "the tensors' bytes leave a hole at data byte 0");
+    EXPECT_CONTAINS(error("overlap.st", safetensors_bytes(R"({"x": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+                                                             "y": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})",
+                                                          two_floats)),
+                    "the tensors' bytes overlap at data byte 4");
+    // Half precision converts: F16 1.5 is 0x3E00, BF16 -2 is 0xC000.
+    const std::string halves("\x00\x3E\x00\xC0", 4);
+    std::ofstream(scratch.path("half.st"), std::ios::binary)
+        << safetensors_bytes(R"({"h": {"dtype": "F16", "shape": [1], "data_offsets": [0, 2]}, "g": {"dtype": "BF16", "shape": [1], "data_offsets": [2, 4]}})", halves);
+    const io::SafeTensors half = io::read_safetensors(scratch.path("half.st"));
+    EXPECT_EQ(half.tensors.at("h").data()[0], 1.5f);
+    EXPECT_EQ(half.tensors.at("g").data()[0], -2.0f);
+}
+
+}  // namespace
+}  // namespace hnas
