@@ -5,7 +5,7 @@
 # build-fuzz/, then runs each for SECONDS, starting from a copy of its committed seed corpus
 # (tests/fuzz/corpus/<target>/) so that the committed corpus stays as it is.
 #
-#   scripts/fuzz.sh SECONDS [TARGET ...]      # TARGET: fuzz_config, fuzz_checkpoint, fuzz_gigaword, fuzz_mlm
+#   scripts/fuzz.sh SECONDS [TARGET ...]      # TARGET: fuzz_config, fuzz_checkpoint, fuzz_gigaword, fuzz_mlm, fuzz_finetune_data
 #
 # Prints per target the executions and whether it found anything; exits 1 if any target crashed,
 # leaked, timed out or ran out of memory, printing the report and the path of the input that did it
@@ -20,7 +20,7 @@ fi
 seconds=$1
 shift
 targets=("$@")
-if ((${#targets[@]} == 0)); then targets=(fuzz_config fuzz_checkpoint fuzz_gigaword fuzz_mlm); fi
+if ((${#targets[@]} == 0)); then targets=(fuzz_config fuzz_checkpoint fuzz_gigaword fuzz_mlm fuzz_finetune_data); fi
 
 # Debian 12's clang 14, its libFuzzer and sanitizer runtimes (libclang-rt-14-dev) and its OpenMP
 # runtime (libomp-14-dev); scripts/setup.sh installs the rest.
@@ -55,6 +55,7 @@ trap 'rm -rf "$scratch"' EXIT
 max_len_of() {
   case $1 in
     fuzz_checkpoint) echo 40000 ;;
+    fuzz_finetune_data) echo 8192 ;;
     fuzz_config) echo 8192 ;;
     *) echo 4096 ;;
   esac
