@@ -23,35 +23,10 @@ using data::LabelSpace;
 using data::TsvLayout;
 using testing::error_of;
 
-class Scratch {
-public:
-    static const Scratch& get() {
-        static const Scratch scratch;
-        return scratch;
-    }
-    ~Scratch() {
-        std::error_code ignored;
-        fs::remove_all(root, ignored);
-    }
-    std::string write(const std::string& name, const std::string& content) const {
-        std::ofstream(root / name, std::ios::binary) << content;
-        return (root / name).string();
-    }
-    fs::path root = fs::temp_directory_path() / ("hnas_glue_test_" + std::to_string(getpid()));
-    data::Tokenizer tokenizer = train();
-
-private:
-    data::Tokenizer train() const {
-        fs::create_directories(root);
-        data::TokenizerTrainOptions options;
-        options.inputs = {testing::copy_head(std::string(HNAS_SOURCE_DIR) + "/data/corpus/moby_dick.txt",
-                                             (root / "moby.txt").string(), 2000)};
-        options.model_prefix = (root / "moby").string();
-        options.vocab_size = 500;
-        data::train_tokenizer(options);
-        return data::Tokenizer::load(options.model_prefix + ".model");
-    }
-};
+const testing::ScratchWithTokenizer& scratch() {
+    static const testing::ScratchWithTokenizer files("hnas_glue_test_");
+    return files;
+}
 
 const std::string kPairs =
     "id\tfirst\tsecond\tlabel\n"
@@ -60,7 +35,7 @@ const std::string kPairs =
     "3\tNever mind how long.\tPrecisely.\tyes\n";
 
 TEST(GlueData, ReadsPairsWithAHeaderAndGivenLabels) {
-    const std::string path = Scratch::get().write("pairs.tsv", kPairs);
+    const std::string path = scratch().write("pairs.tsv", kPairs);
     const auto examples = data::read_classification_file(path, {1, 2, 3, true}, {false, {"no", "yes"}}, true, DamagedLines::reject);
     ASSERT_EQ(examples.size(), 3u);
     EXPECT_EQ(examples[0].text_a, "Call me Ishmael.");
@@ -72,7 +47,7 @@ TEST(GlueData, ReadsPairsWithAHeaderAndGivenLabels) {
 }
 
 TEST(GlueData, ReadsSingleTextsWithoutAHeaderAndRegressionTargets) {
-    const std::string path = Scratch::get().write("scores.tsv", "3.5\tA fine day.\n-1e-2\tRain.\n");
+    const std::string path = scratch().write("scores.tsv", "3.5\tA fine day.\n-1e-2\tRain.\n");
     const auto examples = data::read_classification_file(path, {1, -1, 0, false}, {true, {}}, true, DamagedLines::reject);
     ASSERT_EQ(examples.size(), 2u);
     EXPECT_EQ(examples[0].text_a, "A fine day.");
@@ -81,11 +56,11 @@ TEST(GlueData, ReadsSingleTextsWithoutAHeaderAndRegressionTargets) {
 }
 
 TEST(GlueData, ErrorsNameFileAndLine) {
-    const Scratch& scratch = Scratch::get();
+    const testing::ScratchWithTokenizer& files = scratch();
     const TsvLayout layout{1, 2, 3, true};
     const LabelSpace classes{false, {"no", "yes"}};
     auto error = [&](const std::string& name, const std::string& text, const LabelSpace& labels) {
-        const std::string path = scratch.write(name, text);
+        const std::string path = files.write(name, text);
         return error_of([&] { data::read_classification_file(path, layout, labels, true, DamagedLines::reject); });
     };
     EXPECT_CONTAINS(error("columns.tsv", kPairs + "4\tonly three\tcolumns\n", classes),
@@ -132,9 +107,9 @@ std::string many_pairs() {
 }
 
 TEST(GlueData, EveryExampleOncePerEpochAndResumable) {
-    const std::string path = Scratch::get().write("many.tsv", many_pairs());
+    const std::string path = scratch().write("many.tsv", many_pairs());
     ClassificationDataOptions options = pair_options(path);
-    ClassificationBatcher batcher(Scratch::get().tokenizer, options);
+    ClassificationBatcher batcher(scratch().tokenizer, options);
     std::multiset<int64_t> seen;
     for (int b = 0; b < 6; ++b) {  // 11 examples in batches of 2: 6 batches
         const auto batch = batcher.next();
@@ -153,7 +128,7 @@ TEST(GlueData, EveryExampleOncePerEpochAndResumable) {
     const data::DataPosition saved = batcher.position();
     std::vector<data::ClassificationBatch> expected;
     for (int b = 0; b < 4; ++b) expected.push_back(*batcher.next());
-    ClassificationBatcher resumed(Scratch::get().tokenizer, options);
+    ClassificationBatcher resumed(scratch().tokenizer, options);
     resumed.restore(saved);
     for (const auto& batch : expected) {
         const auto again = resumed.next();
@@ -161,7 +136,7 @@ TEST(GlueData, EveryExampleOncePerEpochAndResumable) {
         EXPECT_EQ(batch.example_index, again->example_index);
     }
     options.max_seq = 16;
-    ClassificationBatcher other(Scratch::get().tokenizer, options);
+    ClassificationBatcher other(scratch().tokenizer, options);
     EXPECT_CONTAINS(error_of([&] { other.restore(saved); }), "data position: saved for different classification data");
 
     const auto two_rows = std::find_if(expected.begin(), expected.end(), [](const auto& b) { return b.input_ids.dim(0) == 2; });

@@ -14,6 +14,30 @@ namespace {
 using testing::Json;
 using testing::json_tensor;
 
+// Every parameter set by name from the fixture case (which must hold exactly the model's).
+void set_parameters(const std::vector<nn::NamedParameter>& parameters, const Json& c) {
+    ASSERT_EQ(parameters.size(), c.at("parameters").size());
+    for (const auto& named : parameters) {
+        ASSERT_TRUE(c.at("parameters").contains(named.name)) << "fixture lacks " << named.name;
+        const Tensor value = json_tensor(c.at("parameters").at(named.name));
+        ASSERT_EQ(value.shape(), named.parameter.shape()) << named.name;
+        std::copy_n(value.data(), value.numel(), const_cast<Var&>(named.parameter).value().data());
+    }
+}
+
+// Every parameter's gradient against the fixture's. Only parameters the loss does not reach (the
+// pooler) may lack a gradient; theirs is zero.
+void expect_fixture_gradients(const std::vector<nn::NamedParameter>& parameters, const Json& c, const std::string& name) {
+    for (const auto& named : parameters) {
+        const Json& expected = c.at("grads").at(named.name);
+        if (!named.parameter.grad().defined()) {
+            for (const auto& value : expected.at("data")) ASSERT_EQ(value.get<double>(), 0.0) << named.name;
+            continue;
+        }
+        testing::expect_close(named.parameter.grad(), expected, 1e-6, 1e-4, name + " grad " + named.name);
+    }
+}
+
 class ModelParity : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ModelParity, LogitsLossAndEveryGradientMatch) {
@@ -24,13 +48,7 @@ TEST_P(ModelParity, LogitsLossAndEveryGradientMatch) {
     model->set_training(false);
 
     const auto parameters = model->named_parameters();
-    ASSERT_EQ(parameters.size(), c.at("parameters").size());
-    for (const auto& named : parameters) {
-        ASSERT_TRUE(c.at("parameters").contains(named.name)) << "fixture lacks " << named.name;
-        const Tensor value = json_tensor(c.at("parameters").at(named.name));
-        ASSERT_EQ(value.shape(), named.parameter.shape()) << named.name;
-        std::copy_n(value.data(), value.numel(), const_cast<Var&>(named.parameter).value().data());
-    }
+    set_parameters(parameters, c);
 
     const Json& in = c.at("inputs");
     Var logits, loss;
@@ -51,15 +69,7 @@ TEST_P(ModelParity, LogitsLossAndEveryGradientMatch) {
     testing::expect_close(logits.value(), c.at("logits"), 1e-6, 1e-5, GetParam() + " logits");
     testing::expect_close(loss.value(), c.at("loss"), 1e-5, 1e-5, GetParam() + " loss");
     loss.backward();
-    for (const auto& named : parameters) {
-        const Json& expected = c.at("grads").at(named.name);
-        if (!named.parameter.grad().defined()) {
-            // Only parameters the loss does not reach (the pooler) may lack a gradient; theirs is zero.
-            for (const auto& value : expected.at("data")) ASSERT_EQ(value.get<double>(), 0.0) << named.name;
-            continue;
-        }
-        testing::expect_close(named.parameter.grad(), expected, 1e-6, 1e-4, GetParam() + " grad " + named.name);
-    }
+    expect_fixture_gradients(parameters, c, GetParam());
 }
 
 // The heads of every task on the BERT-style encoder, with their losses (tests/fixtures/heads.json).
@@ -75,13 +85,7 @@ TEST_P(HeadParity, LogitsLossAndEveryGradientMatch) {
     models::BertModel bert(parsed.model, init, dropout);
     bert.set_training(false);
     const auto parameters = bert.named_parameters();
-    ASSERT_EQ(parameters.size(), c.at("parameters").size());
-    for (const auto& named : parameters) {
-        ASSERT_TRUE(c.at("parameters").contains(named.name)) << "fixture lacks " << named.name;
-        const Tensor value = json_tensor(c.at("parameters").at(named.name));
-        ASSERT_EQ(value.shape(), named.parameter.shape()) << named.name;
-        std::copy_n(value.data(), value.numel(), const_cast<Var&>(named.parameter).value().data());
-    }
+    set_parameters(parameters, c);
 
     const Json& in = c.at("inputs");
     const Tensor valid = json_tensor(in.at("valid"));
@@ -108,14 +112,7 @@ TEST_P(HeadParity, LogitsLossAndEveryGradientMatch) {
     testing::expect_close(logits.value(), c.at("logits"), 1e-6, 1e-5, GetParam() + " logits");
     testing::expect_close(loss.value(), c.at("loss"), 1e-5, 1e-5, GetParam() + " loss");
     loss.backward();
-    for (const auto& named : parameters) {
-        const Json& expected = c.at("grads").at(named.name);
-        if (!named.parameter.grad().defined()) {
-            for (const auto& value : expected.at("data")) ASSERT_EQ(value.get<double>(), 0.0) << named.name;
-            continue;
-        }
-        testing::expect_close(named.parameter.grad(), expected, 1e-6, 1e-4, GetParam() + " grad " + named.name);
-    }
+    expect_fixture_gradients(parameters, c, GetParam());
 }
 
 INSTANTIATE_TEST_SUITE_P(Head, HeadParity, ::testing::ValuesIn(testing::fixture_case_names("heads.json")),

@@ -19,35 +19,10 @@ using testing::error_of;
 
 const std::string kTiny = std::string(HNAS_SOURCE_DIR) + "/tests/fixtures/squad/tiny.json";
 
-class Scratch {
-public:
-    static const Scratch& get() {
-        static const Scratch scratch;
-        return scratch;
-    }
-    ~Scratch() {
-        std::error_code ignored;
-        fs::remove_all(root, ignored);
-    }
-    std::string write(const std::string& name, const std::string& content) const {
-        std::ofstream(root / name, std::ios::binary) << content;
-        return (root / name).string();
-    }
-    fs::path root = fs::temp_directory_path() / ("hnas_squad_test_" + std::to_string(getpid()));
-    data::Tokenizer tokenizer = train();
-
-private:
-    data::Tokenizer train() const {
-        fs::create_directories(root);
-        data::TokenizerTrainOptions options;
-        options.inputs = {testing::copy_head(std::string(HNAS_SOURCE_DIR) + "/data/corpus/moby_dick.txt",
-                                             (root / "moby.txt").string(), 2000)};
-        options.model_prefix = (root / "moby").string();
-        options.vocab_size = 500;
-        data::train_tokenizer(options);
-        return data::Tokenizer::load(options.model_prefix + ".model");
-    }
-};
+const testing::ScratchWithTokenizer& scratch() {
+    static const testing::ScratchWithTokenizer files("hnas_squad_test_");
+    return files;
+}
 
 TEST(SquadMetrics, NormalizationAsTheOfficialScript) {
     EXPECT_EQ(eval::normalize_answer("The Eiffel Tower"), "eiffel tower");
@@ -93,9 +68,9 @@ TEST(SquadData, ReadsAndChecksTheFile) {
     EXPECT_TRUE(file.examples[2].answers.empty());
     EXPECT_EQ(file.examples[0].words.size(), 27u);
 
-    const Scratch& scratch = Scratch::get();
+    const testing::ScratchWithTokenizer& files = scratch();
     auto error = [&](const std::string& name, const std::string& text) {
-        const std::string path = scratch.write(name, text);
+        const std::string path = files.write(name, text);
         return error_of([&] { data::read_squad(path); });
     };
     const std::string head = R"({"data": [{"paragraphs": [{"context": "Call me Ishmael.", "qas": [)";
@@ -111,14 +86,14 @@ TEST(SquadData, ReadsAndChecksTheFile) {
                     "none.json: data[0].paragraphs[0].qas[0] has no answers and is not marked is_impossible");
     EXPECT_CONTAINS(error("keys.json", R"({"data": [{"title": "x"}]})"), "keys.json: data[0] has no \"paragraphs\"");
     // answer_start counts characters, not bytes: "é" is two bytes.
-    const std::string path = scratch.write(
+    const std::string path = files.write(
         "utf8.json", R"({"data": [{"paragraphs": [{"context": "Café Ahab", "qas": [{"id": "a", "question": "Who?", "answers": [{"text": "Ahab", "answer_start": 5}]}]}]}]})");
     EXPECT_EQ(data::read_squad(path).examples[0].answers[0].start, 6);
 }
 
 TEST(SquadData, WindowsCoverTheContextAndPlaceTheAnswer) {
     const data::SquadFile file = data::read_squad(kTiny);
-    const data::Tokenizer& tokenizer = Scratch::get().tokenizer;
+    const data::Tokenizer& tokenizer = scratch().tokenizer;
     data::SpanFeatureOptions options;
     options.max_seq = 24;
     options.doc_stride = 5;

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <functional>
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "autograd/variable.h"
+#include "data/tokenizer.h"
 #include "backend/matmul.h"
 #include "nn/module.h"
 #include "ops/ops.h"
@@ -107,6 +109,39 @@ inline std::string read_file(const std::string& path) {
     text << in.rdbuf();
     return text.str();
 }
+
+// A temporary folder for one test program (removed at its end) and a small SentencePiece model
+// trained there on the first 2,000 lines of Moby-Dick: the fixtures of the fine-tuning data tests.
+class ScratchWithTokenizer {
+public:
+    explicit ScratchWithTokenizer(const std::string& name)
+        : root(std::filesystem::temp_directory_path() / (name + std::to_string(getpid()))), tokenizer(train(root)) {}
+    ~ScratchWithTokenizer() {
+        std::error_code ignored;
+        std::filesystem::remove_all(root, ignored);
+    }
+    ScratchWithTokenizer(const ScratchWithTokenizer&) = delete;
+    ScratchWithTokenizer& operator=(const ScratchWithTokenizer&) = delete;
+
+    std::string write(const std::string& name, const std::string& content) const {
+        std::ofstream(root / name, std::ios::binary) << content;
+        return (root / name).string();
+    }
+
+    std::filesystem::path root;
+    data::Tokenizer tokenizer;
+
+private:
+    static data::Tokenizer train(const std::filesystem::path& root) {
+        std::filesystem::create_directories(root);
+        data::TokenizerTrainOptions options;
+        options.inputs = {copy_head(std::string(HNAS_SOURCE_DIR) + "/data/corpus/moby_dick.txt", (root / "moby.txt").string(), 2000)};
+        options.model_prefix = (root / "moby").string();
+        options.vocab_size = 500;
+        data::train_tokenizer(options);
+        return data::Tokenizer::load(options.model_prefix + ".model");
+    }
+};
 
 // A child process whose standard output and error go to the file `log`.
 struct Subprocess {

@@ -144,6 +144,17 @@ struct RunDir {
     ~RunDir() { fs::remove_all(path); }
 };
 
+// The last validation record of a run's metrics.jsonl (null when there is none).
+Json last_validation(const fs::path& dir) {
+    std::ifstream metrics(dir / "metrics.jsonl");
+    Json validation;
+    for (std::string line; std::getline(metrics, line);) {
+        const Json record = Json::parse(line);
+        if (record.contains("validation_loss")) validation = record;
+    }
+    return validation;
+}
+
 train::TrainResult run(const Json& raw, const fs::path& dir, bool resume = false, int64_t stop_after = 0) {
     train::TrainOptions options;
     options.run_dir = dir.string();
@@ -198,12 +209,7 @@ TEST(Trainer, MaskedLmTrainsSentenceOrderAndReportsBothAccuracies) {
     raw["validation"]["metric"] = "sop_accuracy";
     RunDir dir("sentence_order");
     run(raw, dir.path);
-    std::ifstream metrics(dir.path / "metrics.jsonl");
-    Json validation;
-    for (std::string line; std::getline(metrics, line);) {
-        const Json record = Json::parse(line);
-        if (record.contains("validation_loss")) validation = record;
-    }
+    const Json validation = last_validation(dir.path);
     ASSERT_TRUE(validation.is_object()) << "no validation record";
     for (const char* key : {"validation_mlm_accuracy", "validation_sop_accuracy"}) {
         ASSERT_TRUE(validation.contains(key)) << validation.dump();
@@ -232,12 +238,7 @@ TEST(Trainer, ClassificationKeepsItsLabelsAndReportsGlueMetrics) {
     EXPECT_EQ(checkpoint.metadata().at("config").at("data").at("labels"), Json({"news", "novel"}));
     EXPECT_EQ(checkpoint.tensor("classifier.weight").shape(), Shape({2, 32}));
     EXPECT_FALSE(checkpoint.has("mlm_head.bias"));
-    std::ifstream metrics(dir.path / "metrics.jsonl");
-    Json validation;
-    for (std::string line; std::getline(metrics, line);) {
-        const Json record = Json::parse(line);
-        if (record.contains("validation_loss")) validation = record;
-    }
+    const Json validation = last_validation(dir.path);
     for (const char* key : {"validation_accuracy", "validation_f1", "validation_mcc"}) {
         ASSERT_TRUE(validation.contains(key)) << key << " missing in " << validation.dump();
     }
@@ -281,12 +282,7 @@ TEST(Trainer, SpanExtractionReportsSquadMetrics) {
     raw["train"]["steps"] = 10;
     RunDir dir("span_metrics");
     run(raw, dir.path);
-    std::ifstream metrics(dir.path / "metrics.jsonl");
-    Json validation;
-    for (std::string line; std::getline(metrics, line);) {
-        const Json record = Json::parse(line);
-        if (record.contains("validation_loss")) validation = record;
-    }
+    const Json validation = last_validation(dir.path);
     ASSERT_TRUE(validation.contains("validation_exact_match")) << validation.dump();
     EXPECT_EQ(validation.at("best_metric"), validation.at("validation_f1"));
     const decode::TrainedCheckpoint trained =

@@ -27,6 +27,14 @@ BatchTokens take_shard(Batch& batch, int rank, int ranks, CountOf count_of) {
     return tokens;
 }
 
+// The count of take_shard for a loss that is a mean over the rows (examples, windows).
+struct RowCount {
+    template <typename Batch>
+    int64_t operator()(const Batch& batch) const { return batch.input_ids.dim(0); }
+    template <typename Batch>
+    int64_t rows(const Batch& batch) const { return batch.input_ids.dim(0); }
+};
+
 // A shard's mean loss as its part of the global batch's mean: scaled by shard / global (one process:
 // the loss itself).
 Var shard_part(const Var& shard_mean, int64_t shard, int64_t global);

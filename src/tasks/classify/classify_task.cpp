@@ -93,11 +93,7 @@ public:
 
     BatchTokens next_batch(int rank, int ranks) override {
         batch_ = *train_->next();
-        struct {  // the loss is a mean over the examples
-            int64_t operator()(const data::ClassificationBatch& b) const { return b.input_ids.dim(0); }
-            int64_t rows(const data::ClassificationBatch& b) const { return b.input_ids.dim(0); }
-        } count_of;
-        tokens_ = take_shard(batch_, rank, ranks, count_of);
+        tokens_ = take_shard(batch_, rank, ranks, RowCount{});  // the loss is a mean over the rows
         return tokens_;
     }
     Var batch_loss() override { return shard_part(loss_of(batch_), tokens_.shard, tokens_.global); }
@@ -115,7 +111,7 @@ public:
                 outcomes.add(logits.value(), b, config_.data.regression);
                 return loss_from(logits, b);
             },
-            [](const data::ClassificationBatch& b) { return b.input_ids.dim(0); });
+            RowCount{});
         const std::vector<Metric> metrics = outcomes.metrics(config_.data);
         result.metrics.insert(result.metrics.end(), metrics.begin(), metrics.end());
         return result;

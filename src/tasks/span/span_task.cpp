@@ -83,11 +83,7 @@ public:
 
     BatchTokens next_batch(int rank, int ranks) override {
         batch_ = *train_->next();
-        struct {  // the loss is a mean over the windows
-            int64_t operator()(const data::SpanBatch& b) const { return b.input_ids.dim(0); }
-            int64_t rows(const data::SpanBatch& b) const { return b.input_ids.dim(0); }
-        } count_of;
-        tokens_ = take_shard(batch_, rank, ranks, count_of);
+        tokens_ = take_shard(batch_, rank, ranks, RowCount{});  // the loss is a mean over the rows
         return tokens_;
     }
     Var batch_loss() override {
@@ -109,7 +105,7 @@ public:
                 keep_logits(logits, b, by_feature, valid_->features());
                 return models::span_loss(logits, b.start_positions, b.end_positions);
             },
-            [](const data::SpanBatch& b) { return b.input_ids.dim(0); });
+            RowCount{});
         const auto answers = best_answers(valid_->file(), valid_->features(), by_feature, config_.data.max_answer,
                                           config_.data.null_threshold);
         for (const Metric& metric : squad_metrics(valid_->file(), answers)) result.metrics.push_back(metric);
