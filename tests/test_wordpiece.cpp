@@ -109,7 +109,7 @@ TEST(WordPiece, VocabularyErrorsNameTheFile) {
     const std::string twice = write_vocab("twice.txt", {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "word", "other", "word"});
     EXPECT_CONTAINS(error_of([&] { Tokenizer::load_wordpiece(twice); }), twice + ": line 8 repeats the piece \"word\" of line 6");
     EXPECT_CONTAINS(error_of([] { Tokenizer::load_wordpiece("/nonexistent/vocab.txt"); }),
-                    "cannot open the WordPiece vocabulary /nonexistent/vocab.txt");
+                    "the WordPiece vocabulary /nonexistent/vocab.txt: cannot open the file (No such file or directory)");
     fs::remove(missing);
     fs::remove(twice);
 }

@@ -1,5 +1,7 @@
 #include "config/config_node.h"
 
+#include "tensor/read_file.h"
+
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -192,12 +194,7 @@ void apply_override(Json& config, const std::string& assignment) {
 }
 
 Json read_json_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    HNAS_CHECK(in, "config ", path, ": cannot open the file");
-    std::ostringstream text;
-    text << in.rdbuf();
-    HNAS_CHECK(!in.bad(), "config ", path, ": cannot read the file");
-    return parse_json(text.str(), "config " + path + ": not valid JSON:");
+    return parse_json(read_file(path, "config"), "config " + path + ": not valid JSON:");
 }
 
 }  // namespace hnas::config

@@ -5,10 +5,8 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include "config/experiment_config.h"
 #include "decode/trained_model.h"
@@ -31,7 +29,7 @@ bool has_vocabulary_rows(const std::string& hnas_name) { return hnas_name == "em
 
 // The file's tensor for a Hugging Face name: with or without the "bert." prefix (BertModel files lack
 // it), and LayerNorm's older gamma/beta names.
-const Tensor* find_tensor(const io::SafeTensors& file, const std::string& name) {
+const std::pair<const std::string, Tensor>* find_tensor(const io::SafeTensors& file, const std::string& name) {
     std::vector<std::string> candidates{name};
     if (name.rfind("bert.", 0) == 0) candidates.push_back(name.substr(5));
     for (size_t i = 0, n = candidates.size(); i < n; ++i) {
@@ -41,17 +39,9 @@ const Tensor* find_tensor(const io::SafeTensors& file, const std::string& name) 
     }
     for (const std::string& candidate : candidates) {
         const auto found = file.tensors.find(candidate);
-        if (found != file.tensors.end()) return &found->second;
+        if (found != file.tensors.end()) return &*found;
     }
     return nullptr;
-}
-
-Json read_json(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    HNAS_CHECK(in.is_open(), "cannot open ", path);
-    std::stringstream text;
-    text << in.rdbuf();
-    return parse_json(text.str(), path + ": not valid JSON:");
 }
 
 int64_t count_layers(const io::SafeTensors& file) {
@@ -65,9 +55,9 @@ int64_t count_layers(const io::SafeTensors& file) {
 }
 
 const Tensor& required(const io::SafeTensors& file, const std::string& name, const std::string& path) {
-    const Tensor* tensor = find_tensor(file, name);
-    HNAS_CHECK(tensor != nullptr, path, ": no tensor ", name, " (a BERT checkpoint in Hugging Face's layout has one)");
-    return *tensor;
+    const auto* entry = find_tensor(file, name);
+    HNAS_CHECK(entry != nullptr, path, ": no tensor ", name, " (a BERT checkpoint in Hugging Face's layout has one)");
+    return entry->second;
 }
 
 }  // namespace
@@ -121,7 +111,7 @@ ImportReport import_bert(const ImportOptions& options) {
     if (config_path.empty() && fs::exists(fs::path(options.weights).parent_path() / "config.json")) {
         config_path = (fs::path(options.weights).parent_path() / "config.json").string();
     }
-    const Json hf = config_path.empty() ? Json::object() : read_json(config_path);
+    const Json hf = config_path.empty() ? Json::object() : config::read_json_file(config_path);
     const int64_t heads = hf.contains("num_attention_heads") ? hf.at("num_attention_heads").get<int64_t>() : options.heads;
     HNAS_CHECK(heads > 0, "import-bert: no config.json beside ", options.weights, " gives num_attention_heads; pass --config or --heads");
     const double eps = hf.value("layer_norm_eps", 1e-12);
@@ -150,16 +140,15 @@ ImportReport import_bert(const ImportOptions& options) {
     std::set<std::string> used;
     for (auto& named : model.named_parameters()) {
         const std::string name = hugging_face_name(named.name);
-        const Tensor* stored = name.empty() ? nullptr : find_tensor(file, name);
-        if (stored == nullptr) {
+        const auto* entry = name.empty() ? nullptr : find_tensor(file, name);
+        if (entry == nullptr) {
             const bool head = named.name.rfind("encoder.", 0) != 0 && named.name.rfind("embeddings.", 0) != 0;
             HNAS_CHECK(head || name.empty(), options.weights, ": no tensor ", name, " for ", named.name);
             report.fresh.push_back(named.name);
             continue;
         }
-        for (const auto& [file_name, tensor] : file.tensors) {
-            if (&tensor == stored) used.insert(file_name);
-        }
+        used.insert(entry->first);
+        const Tensor* stored = &entry->second;
         Tensor& target = named.parameter.value();
         if (!has_vocabulary_rows(named.name)) {
             HNAS_CHECK(stored->shape() == target.shape(), options.weights, ": ", name, " has shape ", shape_str(stored->shape()),

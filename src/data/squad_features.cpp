@@ -8,6 +8,7 @@
 
 #include "tensor/check.h"
 #include "tensor/json.h"
+#include "tensor/read_file.h"
 
 namespace hnas::data {
 
@@ -88,11 +89,7 @@ bool is_max_context(const std::vector<Window>& windows, size_t current, size_t p
 }  // namespace
 
 SquadFile read_squad(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    HNAS_CHECK(in.is_open(), "cannot open ", path);
-    std::stringstream text;
-    text << in.rdbuf();
-    const Json root = parse_json(text.str(), path + ": not valid JSON:");
+    const Json root = parse_json(read_file(path, "SQuAD file"), path + ": not valid JSON:");
     SquadFile file;
     HNAS_CHECK(root.is_object(), path, ": expected an object {\"version\", \"data\"} at the top level");
     if (root.contains("version") && root.at("version").is_string()) file.version_2 = root.at("version").get<std::string>().rfind("v2", 0) == 0;

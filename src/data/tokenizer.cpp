@@ -13,6 +13,7 @@
 #include "data/text_io.h"
 #include "data/wordpiece.h"
 #include "tensor/check.h"
+#include "tensor/read_file.h"
 #include "tensor/rng.h"
 
 namespace hnas::data {
@@ -217,11 +218,7 @@ Tokenizer Tokenizer::from_vocabulary(const std::string& vocab_text, const std::s
 }
 
 Tokenizer Tokenizer::load_wordpiece(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    HNAS_CHECK(in.is_open(), "cannot open the WordPiece vocabulary ", path);
-    std::stringstream text;
-    text << in.rdbuf();
-    return from_vocabulary(text.str(), path);
+    return from_vocabulary(read_file(path, "the WordPiece vocabulary"), path);
 }
 
 TokenizerKind Tokenizer::kind() const { return state_->wordpiece ? TokenizerKind::wordpiece : TokenizerKind::sentencepiece; }

@@ -9,6 +9,7 @@
 #include "io/checkpoint.h"
 #include "tensor/check.h"
 #include "tensor/json.h"
+#include "tensor/read_file.h"
 
 namespace hnas::io {
 
@@ -42,11 +43,7 @@ size_t dtype_size(const std::string& dtype) {
 }  // namespace
 
 SafeTensors read_safetensors(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    HNAS_CHECK(in.is_open(), "cannot open ", path);
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    const std::string bytes = buffer.str();
+    const std::string bytes = read_file(path, "safetensors file");
     HNAS_CHECK(bytes.size() >= 8, path, ": ", bytes.size(), " bytes, too short for a safetensors header length");
     uint64_t header_size = 0;
     std::memcpy(&header_size, bytes.data(), 8);

@@ -17,6 +17,17 @@ Var shard_part(const Var& shard_mean, int64_t shard, int64_t global) {
     return ops::scale(shard_mean, static_cast<float>(static_cast<double>(shard) / static_cast<double>(global)));
 }
 
+std::vector<int32_t> argmax_rows(const Tensor& logits) {
+    const int64_t columns = logits.dim(1);
+    std::vector<int32_t> classes;
+    classes.reserve(static_cast<size_t>(logits.dim(0)));
+    for (int64_t r = 0; r < logits.dim(0); ++r) {
+        const float* row = logits.data() + r * columns;
+        classes.push_back(static_cast<int32_t>(std::max_element(row, row + columns) - row));
+    }
+    return classes;
+}
+
 int64_t rows_allowed(const config::DataConfig& data, int64_t length) {
     const int64_t by_tokens = data.batch_tokens > 0 ? data.batch_tokens / length : 0;
     const int64_t rows = data.batch_sentences == 0 ? by_tokens

@@ -59,6 +59,9 @@ Validation validation_loss(Batcher& batcher, const data::DataPosition& start, in
     return result;
 }
 
+// The class of every row's largest logit (the first on a tie). logits (N, C)
+std::vector<int32_t> argmax_rows(const Tensor& logits);
+
 // Rows of a batch of rows `length` tokens long under data.batch_sentences and data.batch_tokens.
 int64_t rows_allowed(const config::DataConfig& data, int64_t length);
 

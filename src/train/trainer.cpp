@@ -26,6 +26,7 @@
 #include "optim/schedule.h"
 #include "tasks/task.h"
 #include "tensor/number_format.h"
+#include "tensor/read_file.h"
 #include "tensor/system_memory.h"
 #include "train/metrics_log.h"
 #include "train/run_directory.h"
@@ -178,10 +179,8 @@ RunTokenizer train_run_tokenizer(const std::vector<tasks::DataFile>& files, cons
     spdlog::info("training a {} tokenizer of {} pieces on {} file(s)", options.type, options.vocab_size, options.inputs.size());
     data::train_tokenizer(options);
     RunTokenizer result{data::Tokenizer::load(options.model_prefix + ".model"), {}};
-    std::ifstream vocab(options.model_prefix + ".vocab", std::ios::binary);
-    std::ostringstream vocab_text;
-    vocab_text << vocab.rdbuf();
-    result.files = {{"tokenizer.model", result.tokenizer.serialized_model()}, {"tokenizer.vocab", vocab_text.str()}};
+    result.files = {{"tokenizer.model", result.tokenizer.serialized_model()},
+                    {"tokenizer.vocab", read_file(options.model_prefix + ".vocab", "the trained tokenizer's vocabulary")}};
     return result;
 }
 // Every leaf of a JSON object as path -> value, for logging config differences on resume.

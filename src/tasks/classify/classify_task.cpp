@@ -36,17 +36,6 @@ Var logits_of(const models::BertModel& model, const data::ClassificationBatch& b
     return model.class_logits(model.pooled(model.encode(b.input_ids, b.segment_ids, b.valid)));
 }
 
-// The class of every row's largest logit. logits (B, C)
-std::vector<int32_t> predicted_classes(const Tensor& logits) {
-    std::vector<int32_t> classes;
-    const int64_t columns = logits.dim(1);
-    for (int64_t r = 0; r < logits.dim(0); ++r) {
-        const float* row = logits.data() + r * columns;
-        classes.push_back(static_cast<int32_t>(std::max_element(row, row + columns) - row));
-    }
-    return classes;
-}
-
 // The predictions over a batcher's examples and their gold values, in batch order.
 struct Outcomes {
     std::vector<int32_t> predicted, gold;  // classes
@@ -62,7 +51,7 @@ struct Outcomes {
             }
             return;
         }
-        const std::vector<int32_t> classes = predicted_classes(logits);
+        const std::vector<int32_t> classes = argmax_rows(logits);
         predicted.insert(predicted.end(), classes.begin(), classes.end());
         gold.insert(gold.end(), batch.labels.ints(), batch.labels.ints() + batch.labels.numel());
     }

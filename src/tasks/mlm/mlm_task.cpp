@@ -14,18 +14,7 @@ int64_t max_seq(const config::ExperimentConfig& config) {
     return std::min(config.data.max_seq, config.model.max_source_positions);
 }
 
-// The index of each row's largest logit. logits (N, C)
-std::vector<int64_t> argmax_rows(const Tensor& logits) {
-    const int64_t rows = logits.dim(0), columns = logits.dim(1);
-    std::vector<int64_t> best(static_cast<size_t>(rows));
-    for (int64_t r = 0; r < rows; ++r) {
-        const float* row = logits.data() + r * columns;
-        best[static_cast<size_t>(r)] = std::max_element(row, row + columns) - row;
-    }
-    return best;
-}
-
-int64_t count_equal(const std::vector<int64_t>& predicted, const Tensor& labels) {
+int64_t count_equal(const std::vector<int32_t>& predicted, const Tensor& labels) {
     int64_t equal = 0;
     for (size_t i = 0; i < predicted.size(); ++i) equal += predicted[i] == labels.ints()[i];
     return equal;
