@@ -85,6 +85,9 @@ private:
     const std::vector<std::shared_ptr<Node>>& inputs_;
 };
 
+// One entry of a Target's gradient: `value` added to it, or written over the garbage it held.
+inline void write_gradient(float& entry, float value, bool accumulate) { entry = accumulate ? entry + value : value; }
+
 // Records an op's result: a node that remembers its inputs and backward closure only when gradient
 // recording is on and some input requires a gradient.
 Var make_result(const char* op, Tensor value, const std::vector<Var>& inputs, BackwardFn backward_fn);

@@ -31,6 +31,9 @@ class AttentionNorm : public Module {
 public:
     // scores (B, H, Lq, Lk) -> weights (B, H, Lq, Lk), exactly 0 where the mask disallows.
     virtual Var normalize(const Var& scores, const ops::AttentionMask& mask) const = 0;
+    // The kind's definition composed from generic ops: what normalize() computes, slowly and plainly.
+    // Tests hold the two equal, forward and backward, for every kind in every role it may run in.
+    virtual Var reference(const Var& scores, const ops::AttentionMask& mask) const = 0;
     // Step-by-step decoding: the weights (B, H, 1, Lk) of the newest query from its scores, given
     // `state`, which the kind keeps across steps (undefined at the first step). Only decoder attentions
     // decode step by step, and only kinds that never use later queries may run there

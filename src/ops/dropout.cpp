@@ -21,12 +21,14 @@ Var dropout(const Var& x, float p, Rng& rng) {
         out[i] = in[i] * m[i];
     }
     return make_result("dropout", y, {x}, [mask](const Tensor& dy, GradSink& sink) {
-        auto [dx, accumulate] = sink.target(0);
+        const GradSink::Target target = sink.target(0);
+        Tensor& dx = target.grad;
+        const bool accumulate = target.accumulate;
         const float *g = dy.data(), *m = mask.data();
         float* d = dx.data();
         const int64_t n = dx.numel();
 #pragma omp parallel for simd schedule(static) if (n >= kernels::kParallelGrain)
-        for (int64_t i = 0; i < n; ++i) d[i] = (accumulate ? d[i] : 0.0f) + g[i] * m[i];
+        for (int64_t i = 0; i < n; ++i) write_gradient(d[i], g[i] * m[i], accumulate);
     });
 }
 

@@ -17,14 +17,16 @@ Var unary_op(const char* name, const Var& x, Forward forward, Derivative dfdx) {
     kernels::map_unary(x.value().data(), y.data(), y.numel(), forward);
     Tensor xv = x.value();
     return make_result(name, y, {x}, [xv, y, dfdx](const Tensor& dy, GradSink& sink) {
-        auto [dx, accumulate] = sink.target(0);
+        const GradSink::Target target = sink.target(0);
+        Tensor& dx = target.grad;
+        const bool accumulate = target.accumulate;
         const float *in = xv.data(), *out = y.data(), *g = dy.data();
         float* d = dx.data();
         const int64_t n = dx.numel();
 #pragma omp parallel for simd schedule(static) if (n >= kernels::kParallelGrain)
         for (int64_t i = 0; i < n; ++i) {
             const float value = g[i] * dfdx(in[i], out[i]);
-            d[i] = accumulate ? d[i] + value : value;
+            write_gradient(d[i], value, accumulate);
         }
     });
 }

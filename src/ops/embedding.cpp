@@ -26,7 +26,9 @@ Var embedding(const Var& weight, const Tensor& ids) {
         std::memcpy(o + t * width, table + static_cast<int64_t>(id[t]) * width, static_cast<size_t>(width) * sizeof(float));
     }
     return make_result("embedding", out, {weight}, [ids, count, width](const Tensor& dy, GradSink& sink) {
-        auto [dw, accumulate] = sink.target(0);
+        const GradSink::Target target = sink.target(0);
+        Tensor& dw = target.grad;
+        const bool accumulate = target.accumulate;
         if (!accumulate) dw.fill(0.0f);
         const int32_t* id = ids.ints();
         const float* g = dy.data();

@@ -42,7 +42,9 @@ Var layer_norm(const Var& x, const Var& weight, const Var& bias, float eps) {
         const float *in = xv.data(), *w = wv.data(), *g = dy.data(), *mean = row_mean.data(), *rstd = row_rstd.data();
         if (sink.wants(0)) {
             // With x̂ = (x − μ)·rstd and dx̂ = dy ⊙ w: dx = rstd · (dx̂ − mean(dx̂) − x̂ · mean(dx̂ ⊙ x̂)).
-            auto [dx, accumulate] = sink.target(0);
+            const GradSink::Target target = sink.target(0);
+            Tensor& dx = target.grad;
+            const bool accumulate = target.accumulate;
             float* d = dx.data();
 #pragma omp parallel for schedule(static) if (dx.numel() >= kernels::kParallelGrain)
             for (int64_t r = 0; r < rows; ++r) {
@@ -63,7 +65,7 @@ Var layer_norm(const Var& x, const Var& weight, const Var& bias, float eps) {
                 for (int64_t j = 0; j < width; ++j) {
                     const float xhat = (row[j] - mean[r]) * rstd[r];
                     const float value = rstd[r] * (grow[j] * w[j] - mean_dxhat - xhat * mean_dxhat_xhat);
-                    drow[j] = accumulate ? drow[j] + value : value;
+                    write_gradient(drow[j], value, accumulate);
                 }
             }
         }
@@ -87,12 +89,14 @@ Var layer_norm(const Var& x, const Var& weight, const Var& bias, float eps) {
             }
             auto reduce_into = [&](size_t input, const std::vector<double>& partial) {
                 if (!sink.wants(input)) return;
-                auto [grad, accumulate] = sink.target(input);
+                const GradSink::Target target = sink.target(input);
+                Tensor& grad = target.grad;
+                const bool accumulate = target.accumulate;
                 float* dst = grad.data();
                 for (int64_t j = 0; j < width; ++j) {
                     double total = 0.0;
                     for (int t = 0; t < threads; ++t) total += partial[static_cast<size_t>(t * width + j)];
-                    dst[j] = (accumulate ? dst[j] : 0.0f) + static_cast<float>(total);
+                    write_gradient(dst[j], static_cast<float>(total), accumulate);
                 }
             };
             reduce_into(1, partial_w);

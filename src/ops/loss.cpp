@@ -54,7 +54,9 @@ Var cross_entropy(const Var& logits, const Tensor& targets, int ignore_index, fl
     return make_result("cross_entropy", Tensor::scalar(loss), {logits},
                        [=, targets = targets_kept](const Tensor& dy, GradSink& sink) {
                            // d loss / d logit_j = (softmax_j − (1−ε)·[j = t] − ε/V) · dy / count
-                           auto [dx, accumulate] = sink.target(0);
+                           const GradSink::Target logits_target = sink.target(0);
+                           Tensor& dx = logits_target.grad;
+                           const bool accumulate = logits_target.accumulate;
                            const float upstream = counted > 0 ? dy.item() / static_cast<float>(counted) : 0.0f;
                            const float uniform = label_smoothing / static_cast<float>(classes);
                            const float *in = lv.data(), *lse = row_lse.data();
@@ -72,7 +74,7 @@ Var cross_entropy(const Var& logits, const Tensor& targets, int ignore_index, fl
 #pragma omp simd
                                for (int64_t j = 0; j < classes; ++j) {
                                    const float value = (kernels::fast_exp(row[j] - row_lse) - uniform) * upstream;
-                                   drow[j] = accumulate ? drow[j] + value : value;
+                                   write_gradient(drow[j], value, accumulate);
                                }
                                drow[target[r]] -= (1.0f - label_smoothing) * upstream;
                            }

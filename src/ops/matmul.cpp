@@ -68,7 +68,9 @@ Var matmul(const Var& a, const Var& b, bool trans_a, bool trans_b, float alpha) 
     return make_result("matmul", out, {a, b}, [=](const Tensor& dc, GradSink& sink) {
         const Operand dc_op{dc.data(), false};
         if (sink.wants(0)) {
-            auto [da, accumulate] = sink.target(0);
+            const GradSink::Target target = sink.target(0);
+            Tensor& da = target.grad;
+            const bool accumulate = target.accumulate;
             // dA = dC · op(B)ᵀ, written in the stored orientation of A.
             if (!trans_a) {
                 gemm(dc_op, {bv.data(), b_shared}, da.data(), false, batch, rows, k, n, false, !trans_b, alpha, accumulate);
@@ -77,7 +79,9 @@ Var matmul(const Var& a, const Var& b, bool trans_a, bool trans_b, float alpha) 
             }
         }
         if (sink.wants(1)) {
-            auto [db, accumulate] = sink.target(1);
+            const GradSink::Target target = sink.target(1);
+            Tensor& db = target.grad;
+            const bool accumulate = target.accumulate;
             // dB = op(A)ᵀ · dC, written in the stored orientation of B; summed over the batch when shared.
             if (!trans_b) {
                 gemm({av.data(), false}, dc_op, db.data(), b_shared, batch, k, n, rows, !trans_a, false, alpha, accumulate);
@@ -109,12 +113,16 @@ Var linear(const Var& x, const Var& weight, const Var& bias) {
     if (bias.defined()) inputs.push_back(bias);
     return make_result("linear", out, inputs, [=](const Tensor& dy, GradSink& sink) {
         if (sink.wants(0)) {
-            auto [dx, accumulate] = sink.target(0);  // dX = dY · W
+            const GradSink::Target target = sink.target(0);  // dX = dY · W
+            Tensor& dx = target.grad;
+            const bool accumulate = target.accumulate;
             backend::matmul(dy.data(), wv.data(), dx.data(), {1, rows, in, out_features, false, false, false},
                             {1.0f, nullptr, accumulate});
         }
         if (sink.wants(1)) {
-            auto [dw, accumulate] = sink.target(1);  // dW = dYᵀ · X
+            const GradSink::Target target = sink.target(1);  // dW = dYᵀ · X
+            Tensor& dw = target.grad;
+            const bool accumulate = target.accumulate;
             backend::matmul(dy.data(), xv.data(), dw.data(), {1, out_features, in, rows, true, false, false},
                             {1.0f, nullptr, accumulate});
         }

@@ -76,10 +76,10 @@ Var slice(const Var& x, int axis, int64_t start, int64_t end);  // [start, end) 
 // (1-ε)·onehot + ε/V (PyTorch's convention); the mean runs over non-ignored targets.
 Var cross_entropy(const Var& logits, const Tensor& targets, int ignore_index = -100, float label_smoothing = 0.0f);
 
-// ---- attention.cpp -------------------------------------------------------------------------------
-// Score normalizations of attention, fused: scores are (B, H, Lq, Lk); entry (b, h, i, j) is
-// *allowed* when query i and key j are real and, if causal, j <= i + query_offset. Outputs are exactly
-// 0 where not allowed, and a row or column with nothing allowed is all 0, never NaN.
+// ---- attention ------------------------------------------------------------------------------------
+// Score normalizations of attention: scores are (B, H, Lq, Lk); entry (b, h, i, j) is *allowed* when
+// query i and key j are real and, if causal, j <= i + query_offset. Outputs are exactly 0 where not
+// allowed, and a row or column with nothing allowed is all 0, never NaN.
 struct AttentionMask {
     Tensor key_valid;          // (B, Lk) of 1 (real) / 0 (padding); undefined: every key is real
     Tensor query_valid;        // (B, Lq) likewise for queries
@@ -92,19 +92,27 @@ struct AttentionMask {
 // queries i' <= i of key j (queries_prefix: the causal doubly-normalized attention's first step).
 enum class NormalizeAxis { keys, queries, queries_prefix };
 
-// exp of the scores after the given log-normalization steps: {keys} is softmax attention (LNAS),
-// {queries, keys} is doubly-normalized attention (DNAS, paper 000 Eq. 6-8), k repetitions of that are
-// Sinkhorn-k. Keeps the weights and the normalizers for the backward pass, and the final log values
-// only when there are more than two steps.
+// Fused kernels, one file each; forward and backward per (b, h) slice, with the log-normalizers and
+// their adjoints in log_normalizers.cpp.
+// normalize_attention.cpp: exp of the scores after the given log-normalization steps ({keys} is LNAS,
+// {queries, keys} DNAS, k repetitions of that Sinkhorn-k, {queries_prefix, keys} causal DNAS).
 Var normalize_attention(const Var& scores, const AttentionMask& mask, const std::vector<NormalizeAxis>& steps);
-
-// Normalized attention pooling (paper 002, Eq. 1): per query, the allowed scores standardized with their
-// mean and biased variance (+ eps), then gain[h] · z + bias[h]; gain and bias are (H).
+// standardize_attention.cpp: normalized attention pooling (paper 002, Eq. 1): per query, the allowed
+// scores standardized with their mean and biased variance (+ eps), then gain[h]·z + bias[h]; gain, bias (H).
 Var standardize_attention(const Var& scores, const Var& gain, const Var& bias, const AttentionMask& mask, float eps);
-
-// HNAS in one kernel (paper 004, Alg. 1): u[h]·DNAS(S) + (1 − u[h])·LNAS(S) with u = sigmoid(theta),
-// theta (H): one pass over the masked scores, and only the two weight matrices and DNAS's row
-// normalizers kept for the backward pass.
+// hybrid_attention.cpp: HNAS (paper 004, Alg. 1): u[h]·DNAS(S) + (1 − u[h])·LNAS(S), u = sigmoid(theta), theta (H).
 Var hybrid_attention(const Var& scores, const Var& theta, const AttentionMask& mask);
+
+// attention_reference.cpp: the same normalizations composed from the generic ops above: slow and plain,
+// the definitions each attention kind states beside its fused kernel (its reference()).
+// 1 where allowed, 0 elsewhere, (B, 1, Lq, Lk) for scores of shape `scores`.
+Tensor allowed_entries(const AttentionMask& mask, const Shape& scores);
+// One log-normalization step: the masked log-softmax over keys or over queries, or per entry the score
+// minus the logsumexp of its key's column over queries up to it.
+Var log_normalize(const Var& L, const AttentionMask& mask, NormalizeAxis axis);
+// exp(L), exactly 0 where not allowed.
+Var masked_exp(const Var& L, const AttentionMask& mask);
+// Per query, (S − mean) / √(variance + eps) over the allowed keys (biased variance), 0 elsewhere.
+Var masked_standardize(const Var& S, const AttentionMask& mask, float eps);
 
 }  // namespace hnas::ops

@@ -28,7 +28,9 @@ Reduction plan_reduction(const Shape& shape, int axis, bool keepdim, const char*
 
 // dx[o, k, i] (+)= dy[o, i] · factor: the gradient of a sum, spread back along the reduced axis.
 void spread_gradient(const Tensor& dy, GradSink& sink, const AxisSplit& split, float factor) {
-    auto [dx, accumulate] = sink.target(0);
+    const GradSink::Target target = sink.target(0);
+    Tensor& dx = target.grad;
+    const bool accumulate = target.accumulate;
     const float* g = dy.data();
     float* d = dx.data();
 #pragma omp parallel for schedule(static) if (dx.numel() >= kernels::kParallelGrain)
@@ -36,7 +38,7 @@ void spread_gradient(const Tensor& dy, GradSink& sink, const AxisSplit& split, f
         for (int64_t k = 0; k < split.length; ++k) {
             float* row = d + (o * split.length + k) * split.inner;
             const float* grow = g + o * split.inner;
-            for (int64_t i = 0; i < split.inner; ++i) row[i] = (accumulate ? row[i] : 0.0f) + factor * grow[i];
+            for (int64_t i = 0; i < split.inner; ++i) write_gradient(row[i], factor * grow[i], accumulate);
         }
     }
 }
@@ -100,7 +102,9 @@ Var max(const Var& x, int axis, bool keepdim) {
         }
     }
     return make_result("max", out, {x}, [split, argmax](const Tensor& dy, GradSink& sink) {
-        auto [dx, accumulate] = sink.target(0);
+        const GradSink::Target target = sink.target(0);
+        Tensor& dx = target.grad;
+        const bool accumulate = target.accumulate;
         if (!accumulate) dx.fill(0.0f);
         const float* g = dy.data();
         const int32_t* best = argmax.ints();
@@ -135,7 +139,9 @@ Var logsumexp(const Var& x, int axis, bool keepdim) {
     Tensor xv = x.value();
     return make_result("logsumexp", out, {x}, [split, xv, out](const Tensor& dy, GradSink& sink) {
         // d logsumexp / dx_k = softmax(x)_k = exp(x_k - logsumexp(x))
-        auto [dx, accumulate] = sink.target(0);
+        const GradSink::Target target = sink.target(0);
+        Tensor& dx = target.grad;
+        const bool accumulate = target.accumulate;
         const float *in = xv.data(), *lse = out.data(), *g = dy.data();
         float* d = dx.data();
 #pragma omp parallel for schedule(static) if (dx.numel() >= kernels::kParallelGrain)
@@ -144,7 +150,7 @@ Var logsumexp(const Var& x, int axis, bool keepdim) {
                 const int64_t row = (o * split.length + k) * split.inner;
                 for (int64_t i = 0; i < split.inner; ++i) {
                     const float value = g[o * split.inner + i] * std::exp(in[row + i] - lse[o * split.inner + i]);
-                    d[row + i] = accumulate ? d[row + i] + value : value;
+                    write_gradient(d[row + i], value, accumulate);
                 }
             }
         }

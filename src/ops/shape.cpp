@@ -75,7 +75,9 @@ Var concat(const std::vector<Var>& xs, int axis) {
     return make_result("concat", out, xs, [split, starts, shapes, normalized](const Tensor& dy, GradSink& sink) {
         for (size_t i = 0; i < shapes.size(); ++i) {
             if (!sink.wants(i)) continue;
-            auto [dx, accumulate] = sink.target(i);
+            const GradSink::Target target = sink.target(i);
+            Tensor& dx = target.grad;
+            const bool accumulate = target.accumulate;
             const int64_t length = shapes[i][static_cast<size_t>(normalized)];
             kernels::copy_axis_range(dy.data(), split.length, starts[i], dx.data(), length, 0, length, split.outer,
                                      split.inner, accumulate);
@@ -95,7 +97,9 @@ Var slice(const Var& x, int axis, int64_t start, int64_t end) {
     kernels::copy_axis_range(x.value().data(), length, start, out.data(), end - start, 0, end - start, split.outer,
                              split.inner, false);
     return make_result("slice", out, {x}, [split, start, end](const Tensor& dy, GradSink& sink) {
-        auto [dx, accumulate] = sink.target(0);
+        const GradSink::Target target = sink.target(0);
+        Tensor& dx = target.grad;
+        const bool accumulate = target.accumulate;
         if (!accumulate) dx.fill(0.0f);
         kernels::copy_axis_range(dy.data(), end - start, 0, dx.data(), split.length, start, end - start, split.outer,
                                  split.inner, true);

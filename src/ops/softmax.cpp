@@ -83,7 +83,9 @@ Var normalize(const char* name, const Var& x, int axis, const Tensor& mask, bool
     return make_result(name, y, {x}, [split, y, log_space](const Tensor& dy, GradSink& sink) {
         // softmax:     dx = y ⊙ (dy − Σ_k dy·y)
         // log-softmax: dx = dy − exp(y) · Σ_k dy
-        auto [dx, accumulate] = sink.target(0);
+        const GradSink::Target target = sink.target(0);
+        Tensor& dx = target.grad;
+        const bool accumulate = target.accumulate;
         const float *g = dy.data(), *out = y.data();
         float* d = dx.data();
 #pragma omp parallel for collapse(2) schedule(static) if (dx.numel() >= kernels::kParallelGrain)
@@ -98,7 +100,7 @@ Var normalize(const char* name, const Var& x, int axis, const Tensor& mask, bool
                 for (int64_t k = 0; k < split.length; ++k) {
                     const int64_t at = base + k * split.inner;
                     const float value = log_space ? g[at] - std::exp(out[at]) * dot : out[at] * (g[at] - dot);
-                    d[at] = accumulate ? d[at] + value : value;
+                    write_gradient(d[at], value, accumulate);
                 }
             }
         }

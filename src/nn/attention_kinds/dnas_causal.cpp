@@ -28,6 +28,10 @@ public:
     Var normalize(const Var& scores, const ops::AttentionMask& mask) const override {
         return ops::normalize_attention(scores, mask, {ops::NormalizeAxis::queries_prefix, ops::NormalizeAxis::keys});
     }
+    Var reference(const Var& scores, const ops::AttentionMask& mask) const override {
+        const Var over_earlier_queries = ops::log_normalize(scores, mask, ops::NormalizeAxis::queries_prefix);
+        return ops::masked_exp(ops::log_normalize(over_earlier_queries, mask, ops::NormalizeAxis::keys), mask);
+    }
 
     // `state` (B, H, Lk') holds, for every key seen so far, the logsumexp of its scores over the earlier
     // queries (-inf for none); keys beyond Lk' are new (causal self-attention grows by one per step).

@@ -17,6 +17,14 @@ public:
     Var normalize(const Var& scores, const ops::AttentionMask& mask) const override {
         return ops::hybrid_attention(scores, theta_, mask);
     }
+    Var reference(const Var& scores, const ops::AttentionMask& mask) const override {
+        using ops::NormalizeAxis;
+        const Var u = ops::reshape(ops::sigmoid(theta_), {1, theta_.numel(), 1, 1});
+        const Var lnas = ops::masked_exp(ops::log_normalize(scores, mask, NormalizeAxis::keys), mask);
+        const Var dnas = ops::masked_exp(
+            ops::log_normalize(ops::log_normalize(scores, mask, NormalizeAxis::queries), mask, NormalizeAxis::keys), mask);
+        return ops::add(lnas, ops::mul(u, ops::sub(dnas, lnas)));  // u·DNAS + (1 − u)·LNAS
+    }
     std::vector<HeadValues> head_values() const override {
         HeadValues u{"u", {}};
         for (int64_t h = 0; h < theta_.numel(); ++h) u.values.push_back(1.0f / (1.0f + std::exp(-theta_.value().data()[h])));

@@ -9,6 +9,9 @@ public:
     Var normalize(const Var& scores, const ops::AttentionMask& mask) const override {
         return ops::normalize_attention(scores, mask, {ops::NormalizeAxis::keys});
     }
+    Var reference(const Var& scores, const ops::AttentionMask& mask) const override {
+        return ops::masked_exp(ops::log_normalize(scores, mask, ops::NormalizeAxis::keys), mask);
+    }
 };
 }  // namespace
 

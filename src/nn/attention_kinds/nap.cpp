@@ -15,6 +15,12 @@ public:
     Var normalize(const Var& scores, const ops::AttentionMask& mask) const override {
         return ops::standardize_attention(scores, gain_, bias_, mask, eps_);
     }
+    Var reference(const Var& scores, const ops::AttentionMask& mask) const override {
+        const Shape per_head{1, gain_.numel(), 1, 1};
+        const Var affine = ops::add(ops::mul(ops::masked_standardize(scores, mask, eps_), ops::reshape(gain_, per_head)),
+                                    ops::reshape(bias_, per_head));
+        return ops::mul(affine, Var(ops::allowed_entries(mask, scores.shape())));  // Eq. 1, 0 where not allowed
+    }
     std::vector<HeadValues> head_values() const override {
         return {{"gain", gain_.value().to_floats()}, {"bias", bias_.value().to_floats()}};
     }

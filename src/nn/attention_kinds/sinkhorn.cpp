@@ -18,6 +18,11 @@ public:
     Var normalize(const Var& scores, const ops::AttentionMask& mask) const override {
         return ops::normalize_attention(scores, mask, steps_);
     }
+    Var reference(const Var& scores, const ops::AttentionMask& mask) const override {
+        Var L = scores;
+        for (ops::NormalizeAxis axis : steps_) L = ops::log_normalize(L, mask, axis);
+        return ops::masked_exp(L, mask);
+    }
 
 private:
     std::vector<ops::NormalizeAxis> steps_;

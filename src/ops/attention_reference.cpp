@@ -1,0 +1,57 @@
+// The attention normalizations composed from generic ops: what the fused kernels compute, written the
+// plain way. Masked entries enter the softmaxes as kMaskedScore; a row or column with nothing allowed
+// therefore comes out finite (uniform over masked entries) and masked_exp zeroes it.
+#include "ops/attention_slices.h"
+
+namespace hnas::ops {
+
+Tensor allowed_entries(const AttentionMask& mask, const Shape& scores) {
+    HNAS_CHECK(scores.size() == 4, "allowed_entries: scores must be (B, H, Lq, Lk), got ", shape_str(scores));
+    const AttentionDims d{scores[0], scores[1], scores[2], scores[3]};
+    Tensor out = Tensor::empty({d.batch, 1, d.queries, d.keys});
+    for (int64_t b = 0; b < d.batch; ++b) {
+        const SliceMask slice(mask, d, b);
+        for (int64_t i = 0; i < d.queries; ++i)
+            for (int64_t j = 0; j < d.keys; ++j) out.data()[(b * d.queries + i) * d.keys + j] = slice.allowed(i, j) ? 1.0f : 0.0f;
+    }
+    return out;
+}
+
+namespace {
+// 0 where allowed, kMaskedScore elsewhere.
+Tensor additive_mask(const AttentionMask& mask, const Shape& scores) {
+    Tensor out = allowed_entries(mask, scores);
+    for (int64_t e = 0; e < out.numel(); ++e) out.data()[e] = out.data()[e] > 0.5f ? 0.0f : kMaskedScore;
+    return out;
+}
+}  // namespace
+
+Var log_normalize(const Var& L, const AttentionMask& mask, NormalizeAxis axis) {
+    const Tensor additive = additive_mask(mask, L.shape());
+    switch (axis) {
+        case NormalizeAxis::keys: return log_softmax(L, -1, additive);
+        case NormalizeAxis::queries: return log_softmax(L, -2, additive);
+        case NormalizeAxis::queries_prefix: {
+            const Var masked = add(L, Var(additive));
+            std::vector<Var> rows;
+            for (int64_t i = 0; i < L.dim(2); ++i) {
+                const Var prefix = logsumexp(slice(masked, 2, 0, i + 1), 2, true);  // (B, H, 1, Lk)
+                rows.push_back(sub(slice(masked, 2, i, i + 1), prefix));
+            }
+            return concat(rows, 2);
+        }
+    }
+    return L;
+}
+
+Var masked_exp(const Var& L, const AttentionMask& mask) { return mul(exp(L), Var(allowed_entries(mask, L.shape()))); }
+
+Var masked_standardize(const Var& S, const AttentionMask& mask, float eps) {
+    const Var allowed(allowed_entries(mask, S.shape()));
+    const Var count = add_scalar(sum(allowed, -1, true), 1e-20f);  // no division by 0 for empty rows
+    const Var centered = mul(sub(S, div(sum(mul(S, allowed), -1, true), count)), allowed);
+    const Var variance = div(sum(mul(centered, centered), -1, true), count);
+    return mul(centered, rsqrt(add_scalar(variance, eps)));
+}
+
+}  // namespace hnas::ops

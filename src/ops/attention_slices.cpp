@@ -1,0 +1,47 @@
+#include "ops/attention_slices.h"
+
+namespace hnas::ops {
+
+AttentionDims check_attention_shapes(const Var& scores, const AttentionMask& mask, const char* op) {
+    HNAS_CHECK(scores.rank() == 4, op, ": scores must be (B, H, Lq, Lk), got ", shape_str(scores.shape()));
+    const AttentionDims d{scores.dim(0), scores.dim(1), scores.dim(2), scores.dim(3)};
+    HNAS_CHECK(!mask.key_valid.defined() || (mask.key_valid.shape() == Shape{d.batch, d.keys}), op, ": key_valid ",
+               shape_str(mask.key_valid.shape()), " does not match scores ", shape_str(scores.shape()));
+    HNAS_CHECK(!mask.query_valid.defined() || (mask.query_valid.shape() == Shape{d.batch, d.queries}), op,
+               ": query_valid ", shape_str(mask.query_valid.shape()), " does not match scores ",
+               shape_str(scores.shape()));
+    return d;
+}
+
+// Row by row, so the copy vectorizes.
+void load_masked(const float* scores, const SliceMask& mask, int64_t queries, int64_t keys, float* out) {
+    for (int64_t i = 0; i < queries; ++i) {
+        const float* in = scores + i * keys;
+        float* row = out + i * keys;
+        const int64_t end = mask.query_real(i) ? mask.visible_end(i, keys) : 0;
+        if (mask.key_valid) {
+            for (int64_t j = 0; j < end; ++j) row[j] = mask.key_valid[j] > 0.5f ? in[j] : kMinusInfinity;
+        } else {
+            for (int64_t j = 0; j < end; ++j) row[j] = in[j];
+        }
+        for (int64_t j = end; j < keys; ++j) row[j] = kMinusInfinity;
+    }
+}
+
+WantedGradient wanted_gradient(GradSink& sink, size_t input) {
+    if (!sink.wants(input)) return {};
+    const GradSink::Target target = sink.target(input);  // once: it marks the gradient initialized
+    return {target.grad, target.accumulate};
+}
+
+void add_head_gradient(GradSink& sink, size_t input, const std::vector<double>& per_slice, const AttentionDims& d) {
+    if (!sink.wants(input)) return;
+    const GradSink::Target target = sink.target(input);
+    for (int64_t h = 0; h < d.heads; ++h) {
+        double total = 0.0;
+        for (int64_t b = 0; b < d.batch; ++b) total += per_slice[static_cast<size_t>(b * d.heads + h)];
+        write_gradient(target.grad.data()[h], static_cast<float>(total), target.accumulate);
+    }
+}
+
+}  // namespace hnas::ops

@@ -1,0 +1,89 @@
+// The fused attention kernels work one (b, h) slice of (Lq, Lk) scores at a time (internal to ops):
+// which entries of a slice are allowed, a copy of a slice with -inf where they are not, per-thread
+// scratch, the loop over slices, and the sum of per-slice parameter gradients per head.
+// Every log-normalizer checks for an empty set first (a row or column with nothing allowed keeps
+// normalizer 0 and stays -inf), so -inf − -inf never happens and exp(-inf) = 0 zeroes masked weights.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "backend/kernels.h"
+#include "ops/ops.h"
+
+namespace hnas::ops {
+
+inline constexpr float kMinusInfinity = -std::numeric_limits<float>::infinity();
+
+// Scores (B, H, Lq, Lk), cut into B·H slices of Lq·Lk.
+struct AttentionDims {
+    int64_t batch, heads, queries, keys;
+    int64_t slices() const { return batch * heads; }
+    int64_t slice() const { return queries * keys; }
+};
+
+// Checks scores against the mask at the op's boundary; errors name `op` and both shapes.
+AttentionDims check_attention_shapes(const Var& scores, const AttentionMask& mask, const char* op);
+
+// Which entries of batch element b's (Lq, Lk) slices are allowed.
+struct SliceMask {
+    const float* key_valid;    // null: all real
+    const float* query_valid;  // null: all real
+    bool causal;
+    int64_t query_offset;
+
+    SliceMask(const AttentionMask& mask, const AttentionDims& d, int64_t b)
+        : key_valid(mask.key_valid.defined() ? mask.key_valid.data() + b * d.keys : nullptr),
+          query_valid(mask.query_valid.defined() ? mask.query_valid.data() + b * d.queries : nullptr),
+          causal(mask.causal),
+          query_offset(mask.query_offset) {}
+
+    bool query_real(int64_t i) const { return !query_valid || query_valid[i] > 0.5f; }
+    // Keys at or beyond this index are hidden from query i by causality.
+    int64_t visible_end(int64_t i, int64_t keys) const {
+        return causal ? std::clamp<int64_t>(i + query_offset + 1, 0, keys) : keys;
+    }
+    bool allowed(int64_t i, int64_t j) const {
+        return query_real(i) && (!key_valid || key_valid[j] > 0.5f) && (!causal || j <= i + query_offset);
+    }
+};
+
+// Copies a slice's scores into `out`, putting -inf where not allowed.
+void load_masked(const float* scores, const SliceMask& mask, int64_t queries, int64_t keys, float* out);
+
+// Buffers a kernel needs per slice, held per thread and reused across its slices.
+struct SliceScratch {
+    std::vector<float> log_values, exp_values, rebuilt, gradient, per_key, carry, prefix;
+    // `buffer` with room for n values (allocated at the thread's first slice only).
+    static float* sized(std::vector<float>& buffer, int64_t n) {
+        if (buffer.size() < static_cast<size_t>(n)) buffer.resize(static_cast<size_t>(n));
+        return buffer.data();
+    }
+};
+
+// body(s, scratch) for every slice s = b·H + h, in parallel when the scores are large enough.
+template <class Body>
+void for_each_slice(const AttentionDims& d, Body&& body) {
+#pragma omp parallel if (d.slices() * d.slice() >= kernels::kParallelGrain)
+    {
+        SliceScratch scratch;
+#pragma omp for schedule(static)
+        for (int64_t s = 0; s < d.slices(); ++s) body(s, scratch);
+    }
+}
+
+// Input `input`'s gradient when it is wanted (undefined otherwise), and whether to add into it.
+struct WantedGradient {
+    Tensor grad;
+    bool accumulate = false;
+    float* slice(int64_t s, int64_t n) { return grad.defined() ? grad.data() + s * n : nullptr; }
+};
+WantedGradient wanted_gradient(GradSink& sink, size_t input);
+
+// A per-head parameter's gradient from per-slice partial sums, reduced over the batch in a fixed order
+// (deterministic across thread counts).
+void add_head_gradient(GradSink& sink, size_t input, const std::vector<double>& per_slice, const AttentionDims& d);
+
+}  // namespace hnas::ops
