@@ -10,6 +10,7 @@
 
 #include "analysis/explain_away.h"
 #include "analysis/hybrid_weights.h"
+#include "base/read_file.h"
 #include "config/experiment_config.h"
 #include "decode/headlines.h"
 #include "eval/rouge.h"
@@ -116,7 +117,7 @@ TEST(ExplainAway, DnasKeepsEveryKeyAboveTheLemmaBound) {
     for (const std::string task : {"headline", "mlm"}) {
         const auto trained = decode::load_trained_model(write_checkpoint(task + "_dnas.ckpt", model_json(task, "dnas"), 4.0f));
         EXPECT_EQ(trained.step, 17);
-        const auto report = analysis::explain_away(trained, eval::read_lines(env.articles), {});
+        const auto report = analysis::explain_away(trained, read_lines(env.articles, "articles"), {});
         EXPECT_EQ(report.sequences, 40);
         ASSERT_EQ(report.attentions.size(), 2u);  // encoder self-attention of each layer
         for (const auto& attention : report.attentions) {
@@ -137,7 +138,7 @@ TEST(ExplainAway, DnasKeepsEveryKeyAboveTheLemmaBound) {
 TEST(ExplainAway, PeakedSoftmaxExplainsKeysAway) {
     const auto& env = AnalysisEnvironment::get();
     const auto trained = decode::load_trained_model(write_checkpoint("lnas_peaked.ckpt", model_json("headline", "lnas"), 4.0f));
-    const auto report = analysis::explain_away(trained, eval::read_lines(env.articles), {});
+    const auto report = analysis::explain_away(trained, read_lines(env.articles, "articles"), {});
     int64_t below = 0;
     double smallest_ratio = 1e9;
     for (const auto& attention : report.attentions)

@@ -165,7 +165,7 @@ RandomCase random_case(uint64_t seed, float scale, bool causal) {
         c.real_queries.push_back(causal ? c.real_keys.back() : 1 + static_cast<int64_t>(rng.below(static_cast<uint64_t>(queries))));
     }
     c.mask = {valid_prefix(keys, c.real_keys), valid_prefix(queries, c.real_queries), causal};
-    c.scores = rng.uniform_tensor({kBatch, kHeads, queries, keys}, -scale, scale);
+    c.scores = uniform_tensor(rng, {kBatch, kHeads, queries, keys}, -scale, scale);
     return c;
 }
 

@@ -15,8 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "tensor/rng.h"
+#include "base/rng.h"
 #include "io/checkpoint.h"
+#include "tensor/random.h"
 
 namespace hnas::io {
 namespace {
@@ -108,7 +109,7 @@ Sample make_sample() {
     Sample sample;
     sample.tensors = {
         {"encoder.layers.0.self_attn.q_proj.weight", special_floats({4, 8}, 1)},
-        {"encoder.layers.0.self_attn.q_proj.bias", rng.normal_tensor({5})},
+        {"encoder.layers.0.self_attn.q_proj.bias", normal_tensor(rng, {5})},
         {"optimizer.adam.m.encoder.layers.0.self_attn.q_proj.weight", special_floats({4, 8}, 2)},
         {"data.order", Tensor::from_ints({7}, {0, -1, 1, std::numeric_limits<int32_t>::min(),
                                                std::numeric_limits<int32_t>::max(), 42, -42})},

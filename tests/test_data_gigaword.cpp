@@ -20,14 +20,14 @@
 #include <string>
 #include <vector>
 
+#include "base/check.h"
+#include "base/rng.h"
+#include "base/text_io.h"
 #include "data/batching.h"
 #include "data/gigaword.h"
 #include "data/prefetch.h"
-#include "data/text_io.h"
 #include "data/tokenizer.h"
-#include "tensor/check.h"
 #include "test_support.h"
-#include "tensor/rng.h"
 
 #ifdef HNAS_SANITIZE
 // AddressSanitizer holds freed memory in a quarantine (256 MB by default) before reusing it; in the
@@ -146,7 +146,7 @@ std::vector<int64_t> example_order(const std::vector<Seq2SeqBatch>& batches) {
 
 TEST(LineReader, ReadsLinesAndSeeksToRememberedOffsets) {
     const std::string path = write_file("lines.txt", "first\n\nthird line\nlast without newline");
-    hnas::data::LineReader reader(path);
+    hnas::LineReader reader(path);
     std::string_view line;
     std::vector<std::string> lines;
     std::vector<uint64_t> offsets;
@@ -166,21 +166,21 @@ TEST(LineReader, ReadsLinesAndSeeksToRememberedOffsets) {
 
 TEST(LineReader, RejectsOverlongLinesNamingFileAndLine) {
     const std::string path = write_file("long.txt", "short\n" + std::string(150, 'x') + "\nshort\n");
-    hnas::data::LineReader reader(path, 100);
+    hnas::LineReader reader(path, 100);
     std::string_view line;
     ASSERT_TRUE(reader.next(line));
     EXPECT_CONTAINS(error_of([&] { reader.next(line); }), path + ":2: line longer than 100 bytes");
 
     // The default limit is 1 MiB, also for a file that never ends its line.
     const std::string huge = write_file("huge.txt", "ok\nok\n" + std::string((1 << 20) + 10, 'y'));
-    hnas::data::LineReader default_reader(huge);
+    hnas::LineReader default_reader(huge);
     ASSERT_TRUE(default_reader.next(line));
     ASSERT_TRUE(default_reader.next(line));
     EXPECT_CONTAINS(error_of([&] { default_reader.next(line); }), huge + ":3: line longer than 1048576 bytes");
 }
 
 TEST(Utf8, FindsTheFirstInvalidSequence) {
-    using hnas::data::find_invalid_utf8;
+    using hnas::find_invalid_utf8;
     constexpr size_t npos = std::string_view::npos;
     EXPECT_EQ(find_invalid_utf8("plain ascii text that is longer than eight bytes"), npos);
     EXPECT_EQ(find_invalid_utf8("caf\xC3\xA9 \xE2\x80\x9Cquoted\xE2\x80\x9D \xF0\x9F\x90\x8B"), npos);
@@ -259,7 +259,7 @@ TEST(GigawordReader, BlankPairsAreSkippedButNotAllOfThem) {
 // ends a CRLF line.
 TEST(DamagedLines, ControlBytesAreFoundAndNamed) {
     using namespace std::string_view_literals;
-    using hnas::data::find_control_byte;
+    using hnas::find_control_byte;
     constexpr size_t npos = std::string_view::npos;
     EXPECT_EQ(find_control_byte("tabs\tare text, and so is caf\xC3\xA9"), npos);
     EXPECT_EQ(find_control_byte("a CRLF ending\r"), npos);
@@ -269,28 +269,28 @@ TEST(DamagedLines, ControlBytesAreFoundAndNamed) {
     EXPECT_EQ(find_control_byte("escape \x1b[0m"), 7u);
     EXPECT_EQ(find_control_byte("delete \x7f is not C0"), npos);
 
-    using hnas::data::DamagedLines;
-    EXPECT_TRUE(hnas::data::accept_line("fine", "f.txt", 1, DamagedLines::reject));
-    EXPECT_FALSE(hnas::data::accept_line("n\0l"sv, "f.txt", 1, DamagedLines::skip));
-    EXPECT_FALSE(hnas::data::accept_line("bad \xff", "f.txt", 1, DamagedLines::skip));
-    EXPECT_CONTAINS(error_of([] { hnas::data::accept_line("ab\0"sv, "f.txt", 7, DamagedLines::reject); }),
+    using hnas::DamagedLines;
+    EXPECT_TRUE(hnas::accept_line("fine", "f.txt", 1, DamagedLines::reject));
+    EXPECT_FALSE(hnas::accept_line("n\0l"sv, "f.txt", 1, DamagedLines::skip));
+    EXPECT_FALSE(hnas::accept_line("bad \xff", "f.txt", 1, DamagedLines::skip));
+    EXPECT_CONTAINS(error_of([] { hnas::accept_line("ab\0"sv, "f.txt", 7, DamagedLines::reject); }),
                     "f.txt:7: control byte 0x00 at byte 3 of the line");
     // The first problem in the line is the one named.
-    EXPECT_CONTAINS(error_of([] { hnas::data::accept_line("\xff\x01", "f.txt", 2, DamagedLines::reject); }),
+    EXPECT_CONTAINS(error_of([] { hnas::accept_line("\xff\x01", "f.txt", 2, DamagedLines::reject); }),
                     "f.txt:2: invalid UTF-8 at byte 1");
-    EXPECT_EQ(hnas::data::parse_damaged_lines("skip"), DamagedLines::skip);
-    EXPECT_CONTAINS(error_of([] { hnas::data::parse_damaged_lines("ignore"); }), "'ignore' is not 'reject' or 'skip'");
+    EXPECT_EQ(hnas::parse_damaged_lines("skip"), DamagedLines::skip);
+    EXPECT_CONTAINS(error_of([] { hnas::parse_damaged_lines("ignore"); }), "'ignore' is not 'reject' or 'skip'");
 }
 
 TEST(DamagedLines, ScanCountsTextAndDamagedLines) {
     using namespace std::string_literals;
     const std::string path = write_file("scan.txt", "one\n\n  \nt\0o\nthree\xff\nfour\r\n"s);
-    const hnas::data::TextFileScan scan = hnas::data::scan_text_file(path, hnas::data::DamagedLines::skip);
+    const hnas::TextFileScan scan = hnas::scan_text_file(path, hnas::DamagedLines::skip);
     EXPECT_EQ(scan.lines, 6);
     EXPECT_EQ(scan.text_lines, 2);
     EXPECT_EQ(scan.damaged_lines, 2);
     EXPECT_EQ(scan.first_damaged_line, 4);
-    EXPECT_CONTAINS(error_of([&] { hnas::data::scan_text_file(path, hnas::data::DamagedLines::reject); }),
+    EXPECT_CONTAINS(error_of([&] { hnas::scan_text_file(path, hnas::DamagedLines::reject); }),
                     path + ":4: control byte 0x00 at byte 2");
 }
 
@@ -305,7 +305,7 @@ TEST(DamagedLines, GigawordPairsWithADamagedLineAreLeftOutUnderSkip) {
     options.shuffle = false;
     EXPECT_CONTAINS(error_of([&] { Seq2SeqBatcher rejecting(tokenizer(), options); }),
                     options.article_path + ":2: control byte 0x00");
-    options.damaged_lines = hnas::data::DamagedLines::skip;
+    options.damaged_lines = hnas::DamagedLines::skip;
     Seq2SeqBatcher batcher(tokenizer(), options);
     std::vector<int64_t> examples;
     while (const auto batch = batcher.next()) examples.insert(examples.end(), batch->example_index.begin(), batch->example_index.end());

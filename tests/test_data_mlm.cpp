@@ -15,12 +15,12 @@
 #include <string>
 #include <vector>
 
+#include "base/check.h"
+#include "base/rng.h"
 #include "data/batching.h"
 #include "data/mlm.h"
 #include "data/tokenizer.h"
-#include "tensor/check.h"
 #include "test_support.h"
-#include "tensor/rng.h"
 
 namespace {
 
@@ -402,7 +402,7 @@ TEST(MlmBatcher, ReadsTheStateOfTheUnionOneAddressPerLine) {
     // by default, left out under DamagedLines::skip.
     EXPECT_CONTAINS(error_of([&] { MlmBatcher rejecting(tokenizer(), options); }),
                     kSotu + ":101: control byte 0x02 at byte 21588 of the line");
-    options.damaged_lines = hnas::data::DamagedLines::skip;
+    options.damaged_lines = hnas::DamagedLines::skip;
     const auto start = std::chrono::steady_clock::now();
     MlmBatcher batcher(tokenizer(), options);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -493,7 +493,7 @@ TEST(MlmBatcher, ErrorsNameFilesLinesAndOptions) {
     options.sources = {{write_file("long.txt", "ok\n" + std::string(200, 'w') + "\n"), DocumentUnit::line}};
     options.max_line_bytes = 100;
     EXPECT_CONTAINS(error_of([&] { MlmBatcher(tokenizer(), options); }), scratch("long.txt") + ":2: line longer than 100 bytes");
-    options.max_line_bytes = hnas::data::kDefaultMaxLineBytes;
+    options.max_line_bytes = hnas::kDefaultMaxLineBytes;
     options.sources = {{write_file("empty.txt", ""), DocumentUnit::file}};
     EXPECT_CONTAINS(error_of([&] { MlmBatcher(tokenizer(), options); }), scratch("empty.txt") + " is empty");
     options.sources = {{write_file("blank.txt", "\n \n"), DocumentUnit::file}};

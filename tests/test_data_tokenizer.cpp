@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "data/text_io.h"
+#include "base/check.h"
+#include "base/text_io.h"
 #include "data/tokenizer.h"
-#include "tensor/check.h"
 #include "test_support.h"
 
 namespace {

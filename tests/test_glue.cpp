@@ -18,7 +18,6 @@ namespace {
 namespace fs = std::filesystem;
 using data::ClassificationBatcher;
 using data::ClassificationDataOptions;
-using data::DamagedLines;
 using data::LabelSpace;
 using data::TsvLayout;
 using testing::error_of;

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "analysis/mode_collapse.h"
-#include "tensor/check.h"
+#include "base/check.h"
 
 namespace {
 

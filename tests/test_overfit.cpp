@@ -2,8 +2,8 @@
 // loss falling by more than 90 % within 200 Adam steps.
 #include "nn/layers.h"
 #include "optim/optimizer.h"
-#include "test_support.h"
 #include "train/block_demo.h"
+#include "test_support.h"
 
 namespace hnas {
 namespace {
@@ -11,7 +11,7 @@ namespace {
 TEST(Overfit, MlpFitsAFixedBatch) {
     Rng rng(5);
     nn::Linear hidden(6, 32, rng), output(32, 3, rng);
-    const Tensor inputs = rng.normal_tensor({16, 6});
+    const Tensor inputs = normal_tensor(rng, {16, 6});
     std::vector<int32_t> labels;
     for (int i = 0; i < 16; ++i) labels.push_back(static_cast<int32_t>(rng.below(3)));
     const Tensor targets = Tensor::from_ints({16}, labels);

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/read_file.h"
 #include "eval/porter_stemmer.h"
 #include "eval/rouge.h"
 
@@ -19,7 +20,7 @@ namespace {
 using hnas::eval::MorphStemmer;
 using hnas::eval::PairScores;
 using hnas::eval::porter_stem;
-using hnas::eval::read_lines;
+using hnas::read_lines;
 using hnas::eval::RougeReport;
 using hnas::eval::RougeScore;
 using hnas::eval::RougeScorer;
@@ -284,8 +285,8 @@ TEST(WordNetExceptions, LookupFollowsRougeTable) {
 class RougeBootstrap : public ::testing::Test {
 protected:
     static void SetUpTestSuite() {
-        refs_ = read_lines(kGigawordDir + "/task1_ref0.txt");
-        hyps_ = lead_8(read_lines(kGigawordDir + "/input.txt"));
+        refs_ = read_lines(kGigawordDir + "/task1_ref0.txt", "references");
+        hyps_ = lead_8(read_lines(kGigawordDir + "/input.txt", "articles"));
     }
     static std::vector<std::string> hyps_;
     static std::vector<std::string> refs_;

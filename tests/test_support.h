@@ -24,12 +24,13 @@
 #include <vector>
 
 #include "autograd/variable.h"
-#include "data/tokenizer.h"
 #include "backend/matmul.h"
+#include "base/rng.h"
+#include "data/tokenizer.h"
 #include "nn/module.h"
 #include "ops/ops.h"
+#include "tensor/random.h"
 #include "same_tensor.h"
-#include "tensor/rng.h"
 
 // Expects `part` inside `text`, printing both when it is missing (a macro, so failures name the line).
 #define EXPECT_CONTAINS(text, part) \
@@ -205,7 +206,7 @@ inline std::string describe_status(int status) {
 
 inline Tensor random_tensor(const Shape& shape, uint64_t seed, float low = -1.0f, float high = 1.0f) {
     Rng rng(seed, 7);
-    return rng.uniform_tensor(shape, low, high);
+    return uniform_tensor(rng, shape, low, high);
 }
 
 // A function of several differentiable inputs, returning one Var.

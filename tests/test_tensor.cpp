@@ -3,7 +3,7 @@
 #include <limits>
 #include <sstream>
 
-#include "tensor/number_format.h"
+#include "base/number_format.h"
 #include "test_support.h"
 
 namespace hnas {

@@ -18,8 +18,8 @@
 #include "decode/trained_model.h"
 #include "io/checkpoint.h"
 #include "tasks/task.h"
-#include "test_support.h"
 #include "train/trainer.h"
+#include "test_support.h"
 
 namespace hnas {
 namespace {

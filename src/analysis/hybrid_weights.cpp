@@ -4,8 +4,8 @@
 #include <fstream>
 #include <map>
 
+#include "base/json.h"
 #include "models/model_factory.h"
-#include "tensor/json.h"
 
 namespace hnas::analysis {
 

@@ -5,8 +5,8 @@
 #include <numeric>
 #include <string>
 
-#include "tensor/check.h"
-#include "tensor/rng.h"
+#include "base/check.h"
+#include "base/rng.h"
 
 namespace hnas::analysis {
 

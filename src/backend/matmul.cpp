@@ -12,7 +12,7 @@
 #include <unordered_map>
 
 #include "backend/kernels.h"
-#include "tensor/check.h"
+#include "base/check.h"
 
 namespace hnas::backend {
 

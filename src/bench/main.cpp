@@ -32,6 +32,7 @@
 #include "nn/attention.h"
 #include "ops/ops.h"
 #include "optim/optimizer.h"
+#include "tensor/random.h"
 
 namespace {
 
@@ -64,10 +65,10 @@ void bench_linear(int warmup, int repeats, const std::string& precision) {
     const int64_t rows = 4096, in = 768;
     for (int64_t out : {int64_t{768}, int64_t{3072}}) {
         Rng rng(1);
-        Var x(rng.uniform_tensor({rows, in}, -1, 1), true);
-        Var weight(rng.uniform_tensor({out, in}, -0.05f, 0.05f), true);
+        Var x(uniform_tensor(rng, {rows, in}, -1, 1), true);
+        Var weight(uniform_tensor(rng, {out, in}, -0.05f, 0.05f), true);
         Var bias(Tensor::zeros({out}), true);
-        const Tensor grad_out = rng.uniform_tensor({rows, out}, -1, 1);
+        const Tensor grad_out = uniform_tensor(rng, {rows, out}, -1, 1);
         // The op: y = x·Wᵀ + b, then dx, dW and db from a given output gradient.
         auto hnas_step = [&] {
             x.zero_grad();
@@ -105,8 +106,8 @@ void bench_attention(int warmup, int repeats, const std::vector<std::string>& on
                 static_cast<long long>(heads), static_cast<long long>(length), static_cast<long long>(width),
                 backend::describe().c_str());
     Rng rng(1);
-    const Tensor x = rng.uniform_tensor({batch, length, width}, -1, 1);
-    const Tensor grad_out = rng.uniform_tensor({batch, length, width}, -1, 1);
+    const Tensor x = uniform_tensor(rng, {batch, length, width}, -1, 1);
+    const Tensor grad_out = uniform_tensor(rng, {batch, length, width}, -1, 1);
     std::vector<float> valid_values;  // ragged padding, as in real batches
     for (int64_t b = 0; b < batch; ++b)
         for (int64_t t = 0; t < length; ++t) valid_values.push_back(t < length - (b % 8) * 8 ? 1.0f : 0.0f);

@@ -7,11 +7,13 @@
 
 #include "analysis/explain_away.h"
 #include "analysis/hybrid_weights.h"
+#include "base/atomic_file.h"
+#include "base/number_format.h"
+#include "base/read_file.h"
 #include "cli/commands.h"
 #include "cli/validators.h"
 #include "eval/rouge.h"
 #include "io/checkpoint.h"
-#include "tensor/number_format.h"
 
 namespace hnas::cli {
 
@@ -37,9 +39,9 @@ void add_explain_away_command(CLI::App& analyze) {
     command->add_option("--output", options->output, "JSON report (default: CHECKPOINT.explain_away.json)");
     command->callback([options] {
         const auto trained = decode::load_trained_model(options->checkpoint);
-        const auto report = analysis::explain_away(trained, eval::read_lines(options->input), options->analysis);
+        const auto report = analysis::explain_away(trained, read_lines(options->input, "input"), options->analysis);
         if (options->output.empty()) options->output = options->checkpoint + ".explain_away.json";
-        io::write_file_atomically(options->output, analysis::to_json(report, trained).dump(2) + "\n");
+        write_file_atomically(options->output, analysis::to_json(report, trained).dump(2) + "\n");
         fmt::print("per-key weight sums Σ_i A_ij over {} sequences (step {}); explained away: below {:g}\n",
                    report.sequences, trained.step, portable(options->analysis.epsilon));
         fmt::print("{:<28} {:<12} {:>4} {:>9} {:>12} {:>12} {:>12} {:>12}\n", "attention", "kind", "head", "keys",
@@ -84,7 +86,7 @@ void add_hybrid_command(CLI::App& analyze) {
             source = options->checkpoint;
             if (options->output.empty()) options->output = options->checkpoint + ".hybrid.json";
         }
-        io::write_file_atomically(options->output, analysis::to_json(source, points).dump(2) + "\n");
+        write_file_atomically(options->output, analysis::to_json(source, points).dump(2) + "\n");
         const auto& first = points.front();
         const auto& last = points.back();
         fmt::print("hybrid weights u (u = 1: DNAS, u = 0: LNAS) at step {}{}\n", last.step,

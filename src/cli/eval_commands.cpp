@@ -8,6 +8,9 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "base/atomic_file.h"
+#include "base/number_format.h"
+#include "base/read_file.h"
 #include "cli/commands.h"
 #include "cli/validators.h"
 #include "decode/headlines.h"
@@ -15,7 +18,6 @@
 #include "eval/rouge.h"
 #include "io/checkpoint.h"
 #include "tasks/task.h"
-#include "tensor/number_format.h"
 
 namespace hnas::cli {
 
@@ -123,7 +125,7 @@ DecodeRun run_decode(const DecodeOptions& options, const std::string& articles_p
     const int64_t max_source = options.max_source > 0
                                    ? options.max_source
                                    : std::min(config.data.max_source, config.model.max_source_positions);
-    const auto articles = eval::read_lines(articles_path);
+    const auto articles = read_lines(articles_path, "articles");
     spdlog::info("decoding {} articles of {} with a model of step {} (beam {}, length penalty {}, batch {})",
                  articles.size(), articles_path, run.trained.step, options.beam.beam, portable(options.beam.length_penalty),
                  options.batch);
@@ -179,7 +181,7 @@ void add_rouge_command(CLI::App& app) {
     add_rouge_options(*command, options->rouge);
     command->add_flag("--json", options->json, "Print JSON (values in 0-1) instead of the table");
     command->callback([options] {
-        const auto report = score_rouge(eval::read_lines(options->hypotheses), eval::read_lines(options->references),
+        const auto report = score_rouge(read_lines(options->hypotheses, "hypotheses"), read_lines(options->references, "references"),
                                         options->rouge);
         if (options->json) {
             std::cout << rouge_json(report).dump(2) << "\n";
@@ -201,7 +203,7 @@ void add_decode_command(CLI::App& app) {
     command->add_option("--output", options->output, "Headlines, one per line (n-best: id ||| text ||| score)")->required();
     command->callback([options] {
         const DecodeRun run = run_decode(options->decode, options->input);
-        io::write_file_atomically(options->output, format_headlines(run, options->decode.beam.nbest));
+        write_file_atomically(options->output, format_headlines(run, options->decode.beam.nbest));
         spdlog::info("wrote {} ({:.1f} s)", options->output, portable(run.seconds));
     });
 }
@@ -242,7 +244,7 @@ void add_eval_command(CLI::App& app) {
                            {"attention", trained.config.resolved.at("model").at("attention")},
                            {"input", o.input}};
             report["metrics"] = definition.evaluate(trained, o.input);
-            io::write_file_atomically(o.report, report.dump(2) + "\n");
+            write_file_atomically(o.report, report.dump(2) + "\n");
             for (const auto& [name, value] : report["metrics"].items()) fmt::print("{:<28} {}\n", name, value.dump());
             spdlog::info("wrote {}", o.report);
             return;
@@ -250,11 +252,11 @@ void add_eval_command(CLI::App& app) {
         HNAS_CHECK(!o.articles.empty() && !o.references.empty(), "eval: ", o.decode.checkpoint,
                    " holds a headline model: give --articles and --references");
         if (o.hypotheses.empty()) o.hypotheses = o.decode.checkpoint + ".headlines.txt";
-        const auto references = eval::read_lines(o.references);
+        const auto references = read_lines(o.references, "references");
         const DecodeRun run = run_decode(o.decode, o.articles);
         HNAS_CHECK(references.size() == run.headlines.size(), "eval: ", o.articles, " has ", run.headlines.size(),
                    " articles but ", o.references, " has ", references.size(), " references");
-        io::write_file_atomically(o.hypotheses, format_headlines(run, o.decode.beam.nbest));
+        write_file_atomically(o.hypotheses, format_headlines(run, o.decode.beam.nbest));
         const auto report = score_rouge(best_headlines(run), references, o.rouge);
         const auto& beam = o.decode.beam;
         Json out = {{"checkpoint", o.decode.checkpoint},
@@ -275,7 +277,7 @@ void add_eval_command(CLI::App& app) {
                      {{"stem", o.rouge.stem}, {"bootstrap", o.rouge.bootstrap}, {"seed", o.rouge.seed},
                       {"as", "ROUGE-1.5.5 -n 2 -a -f A -p 0.5" + std::string(o.rouge.stem ? " -m" : "")}}},
                     {"rouge", rouge_json(report)}};
-        io::write_file_atomically(o.report, out.dump(2) + "\n");
+        write_file_atomically(o.report, out.dump(2) + "\n");
         print_rouge_table(report, o.rouge.stem);
         spdlog::info("wrote {} and {}", o.hypotheses, o.report);
     });
@@ -305,7 +307,7 @@ void add_predict_command(CLI::App& app) {
                    "classify and span checkpoints", trained.config.task == config::Task::headline ? " (headlines: hnas decode)" : "");
         std::string output = options->output;
         if (output.empty()) output = options->input + (trained.config.task == config::Task::span ? ".predictions.json" : ".predictions");
-        io::write_file_atomically(output, definition.predict(trained, options->input));
+        write_file_atomically(output, definition.predict(trained, options->input));
         spdlog::info("wrote {}", output);
     });
 }

@@ -3,12 +3,12 @@
 #include <iostream>
 #include <memory>
 
+#include "base/number_format.h"
 #include "cli/commands.h"
 #include "cli/validators.h"
 #include "config/experiment_config.h"
 #include "io/checkpoint.h"
 #include "models/model_factory.h"
-#include "tensor/number_format.h"
 
 namespace hnas::cli {
 

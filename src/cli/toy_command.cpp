@@ -9,18 +9,19 @@
 #include <vector>
 
 #include "analysis/mode_collapse.h"
+#include "base/atomic_file.h"
+#include "base/check.h"
+#include "base/number_format.h"
 #include "cli/commands.h"
 #include "cli/validators.h"
 #include "io/checkpoint.h"
-#include "tensor/check.h"
-#include "tensor/number_format.h"
 
 namespace hnas::cli {
 
 namespace {
 
 void write_json(const nlohmann::json& json, const std::string& path) {
-    io::write_file_atomically(path, json.dump(1) + "\n");
+    write_file_atomically(path, json.dump(1) + "\n");
     spdlog::info("wrote {}", path);
 }
 

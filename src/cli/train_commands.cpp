@@ -6,12 +6,12 @@
 #include <memory>
 
 #include "backend/matmul.h"
+#include "base/number_format.h"
 #include "cli/commands.h"
 #include "cli/validators.h"
 #include "config/experiment_config.h"
 #include "data/tokenizer.h"
-#include "dist/communicator.h"
-#include "tensor/number_format.h"
+#include "distributed/communicator.h"
 #include "train/block_demo.h"
 #include "train/trainer.h"
 
@@ -66,7 +66,7 @@ void add_train_command(CLI::App& app, int& exit_code) {
             options->train.run_dir = "runs/" + std::filesystem::path(options->config).stem().string();
         }
         // Under mpirun: the MPI world (initialized here, after main's re-execution); else this process.
-        const auto world = dist::connect(config.train.collective_timeout);
+        const auto world = distributed::connect(config.train.collective_timeout);
         if (world->size() > 1) {
             spdlog::set_pattern(fmt::format("[%Y-%m-%d %H:%M:%S.%e] [%^%l%$] [rank {}] %v", world->rank()));
             if (world->rank() != 0) spdlog::set_level(spdlog::level::warn);  // rank 0 reports for all

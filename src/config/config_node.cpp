@@ -1,6 +1,6 @@
 #include "config/config_node.h"
 
-#include "tensor/read_file.h"
+#include "base/read_file.h"
 
 #include <cerrno>
 #include <cmath>
@@ -8,9 +8,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "data/text_io.h"
-#include "tensor/check.h"
-#include "tensor/number_format.h"
+#include "base/check.h"
+#include "base/number_format.h"
+#include "base/text_io.h"
 
 namespace hnas::config {
 
@@ -170,7 +170,7 @@ void apply_override(Json& config, const std::string& assignment) {
     HNAS_CHECK(equals != std::string::npos && equals > 0, "--set ", assignment, ": expected key.path=value");
     const std::string path = assignment.substr(0, equals), text = assignment.substr(equals + 1);
     // Config strings must be UTF-8 like the files: JSON cannot hold anything else.
-    const size_t bad_byte = data::find_invalid_utf8(assignment);
+    const size_t bad_byte = find_invalid_utf8(assignment);
     HNAS_CHECK(bad_byte == std::string_view::npos, "--set ", bad_byte < equals ? "" : path, ": invalid UTF-8 at byte ",
                bad_byte + 1, " of the argument");
     HNAS_CHECK(!overflows_double(text), "--set ", path, ": the number ", text, " is beyond the range of a double");

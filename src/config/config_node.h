@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "tensor/json.h"
+#include "base/json.h"
 
 namespace hnas::config {
 

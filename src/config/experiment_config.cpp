@@ -1,6 +1,6 @@
 #include "config/experiment_config.h"
 
-#include "tensor/check.h"
+#include "base/check.h"
 
 namespace hnas::config {
 
@@ -184,7 +184,7 @@ DataConfig parse_data(ConfigNode& node, Task task) {
     d.batch_sentences = node.integer("batch_sentences", 32, 0);
     d.batch_tokens = node.integer("batch_tokens", 0, 0);
     if (d.batch_sentences == 0 && d.batch_tokens == 0) node.fail("batch_sentences", "and batch_tokens cannot both be 0");
-    d.damaged_lines = data::parse_damaged_lines(node.choice("damaged_lines", "reject", {"reject", "skip"}));
+    d.damaged_lines = parse_damaged_lines(node.choice("damaged_lines", "reject", {"reject", "skip"}));
     return d;
 }
 

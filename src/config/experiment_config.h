@@ -53,7 +53,7 @@ struct DataConfig {
     int64_t batch_sentences = 32, batch_tokens = 0;
     // Lines with invalid UTF-8 or control bytes (a file damaged by a crash): an error, or left out
     // with their count in the log.
-    data::DamagedLines damaged_lines = data::DamagedLines::reject;
+    DamagedLines damaged_lines = DamagedLines::reject;
 };
 
 struct TrainConfig {

@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 
+#include "base/atomic_file.h"
 #include "config/experiment_config.h"
 #include "decode/trained_model.h"
 #include "io/checkpoint.h"
@@ -230,13 +231,13 @@ void export_bert(const std::string& checkpoint_path, const std::string& out_dir)
                      {"pad_token_id", rows.empty() ? 0 : rows[data::kPadId]},
                      {"hnas_attention", kinds}};
     io::write_safetensors((fs::path(out_dir) / "model.safetensors").string(), out);
-    io::write_file_atomically((fs::path(out_dir) / "config.json").string(), hf.dump(2) + "\n");
+    write_file_atomically((fs::path(out_dir) / "config.json").string(), hf.dump(2) + "\n");
     if (trained.tokenizer.kind() == data::TokenizerKind::wordpiece) {
         // The serialized WordPiece model is its magic line and then the vocab.txt text.
         const std::string& serialized = trained.tokenizer.serialized_model();
-        io::write_file_atomically((fs::path(out_dir) / "vocab.txt").string(), serialized.substr(serialized.find('\n') + 1));
+        write_file_atomically((fs::path(out_dir) / "vocab.txt").string(), serialized.substr(serialized.find('\n') + 1));
     } else {
-        io::write_file_atomically((fs::path(out_dir) / "tokenizer.model").string(), trained.tokenizer.serialized_model());
+        write_file_atomically((fs::path(out_dir) / "tokenizer.model").string(), trained.tokenizer.serialized_model());
     }
 }
 

@@ -6,7 +6,7 @@
 
 #include "data/tokenizer.h"
 
-#include "tensor/check.h"
+#include "base/check.h"
 
 namespace hnas::data {
 

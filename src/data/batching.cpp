@@ -8,7 +8,7 @@
 #include <numeric>
 #include <string>
 
-#include "tensor/check.h"
+#include "base/check.h"
 
 namespace hnas::data {
 

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "tensor/rng.h"
+#include "base/rng.h"
 
 namespace hnas::data {
 
@@ -66,7 +66,5 @@ void shuffle_in_place(std::vector<T>& items, Rng& rng) {
     }
 }
 
-// Folds `value` into a running 64-bit hash (for fingerprints).
-inline uint64_t hash_combine(uint64_t hash, uint64_t value) { return mix64(hash ^ mix64(value)); }
 
 }  // namespace hnas::data

@@ -2,7 +2,8 @@
 
 #include <algorithm>
 
-#include "tensor/check.h"
+#include "base/check.h"
+#include "base/hash.h"
 
 namespace hnas::data {
 

@@ -6,8 +6,8 @@
 #include <numeric>
 #include <system_error>
 
+#include "base/check.h"
 #include "data/prefetch.h"
-#include "tensor/check.h"
 
 namespace hnas::data {
 

@@ -23,9 +23,9 @@
 #include <string_view>
 #include <vector>
 
+#include "base/text_io.h"
 #include "data/batch.h"
 #include "data/batching.h"
-#include "data/text_io.h"
 #include "data/tokenizer.h"
 
 namespace hnas::data {

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "tensor/check.h"
+#include "base/check.h"
 
 namespace hnas::data {
 

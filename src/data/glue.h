@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "base/text_io.h"
 #include "data/batch.h"
 #include "data/epoch_batches.h"
-#include "data/text_io.h"
 #include "data/tokenizer.h"
 
 namespace hnas::data {

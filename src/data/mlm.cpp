@@ -10,8 +10,9 @@
 #include <filesystem>
 #include <system_error>
 
+#include "base/check.h"
+#include "base/hash.h"
 #include "data/prefetch.h"
-#include "tensor/check.h"
 
 namespace hnas::data {
 

@@ -26,11 +26,11 @@
 #include <string_view>
 #include <vector>
 
+#include "base/rng.h"
+#include "base/text_io.h"
 #include "data/batch.h"
 #include "data/batching.h"
-#include "data/text_io.h"
 #include "data/tokenizer.h"
-#include "tensor/rng.h"
 
 namespace hnas::data {
 

@@ -15,8 +15,8 @@
 #include <thread>
 #include <utility>
 
+#include "base/check.h"
 #include "data/batching.h"
-#include "tensor/check.h"
 
 namespace hnas::data {
 

@@ -6,9 +6,10 @@
 #include <set>
 #include <sstream>
 
-#include "tensor/check.h"
-#include "tensor/json.h"
-#include "tensor/read_file.h"
+#include "base/check.h"
+#include "base/hash.h"
+#include "base/json.h"
+#include "base/read_file.h"
 
 namespace hnas::data {
 

@@ -10,11 +10,11 @@
 #include <string>
 #include <unordered_map>
 
-#include "data/text_io.h"
+#include "base/check.h"
+#include "base/read_file.h"
+#include "base/rng.h"
+#include "base/text_io.h"
 #include "data/wordpiece.h"
-#include "tensor/check.h"
-#include "tensor/read_file.h"
-#include "tensor/rng.h"
 
 namespace hnas::data {
 

@@ -21,7 +21,7 @@
 #include <utility>
 #include <vector>
 
-#include "data/text_io.h"
+#include "base/text_io.h"
 
 namespace sentencepiece {
 class SentencePieceProcessor;

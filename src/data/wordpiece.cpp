@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
+#include "base/check.h"
 #include "data/tokenizer.h"
 #include "data/unicode_tables.h"
-#include "tensor/check.h"
 
 namespace hnas::data {
 

@@ -6,7 +6,7 @@
 #include <map>
 #include <numeric>
 
-#include "tensor/check.h"
+#include "base/check.h"
 
 namespace hnas::eval {
 

@@ -363,14 +363,4 @@ RougeReport RougeScorer::score_rouge155(const std::vector<std::string>& hypothes
     return report;
 }
 
-std::vector<std::string> read_lines(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw std::runtime_error("cannot open " + path);
-    std::vector<std::string> lines;
-    std::string line;
-    while (std::getline(in, line)) lines.push_back(line);
-    if (in.bad()) throw std::runtime_error("error reading " + path);
-    return lines;
-}
-
 }  // namespace hnas::eval

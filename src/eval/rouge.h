@@ -101,8 +101,4 @@ private:
     double alpha_;
 };
 
-// The lines of a text file (without their '\n'), for line-aligned hypothesis/reference files.
-// Throws std::runtime_error naming the path when it cannot be read.
-std::vector<std::string> read_lines(const std::string& path);
-
 }  // namespace hnas::eval

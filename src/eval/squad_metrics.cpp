@@ -4,7 +4,7 @@
 #include <cctype>
 #include <map>
 
-#include "tensor/check.h"
+#include "base/check.h"
 
 namespace hnas::eval {
 

@@ -19,7 +19,9 @@
 #include <unordered_set>
 #include <utility>
 
-#include "tensor/json.h"
+#include "base/atomic_file.h"
+#include "base/hash.h"
+#include "base/json.h"
 
 namespace hnas::io {
 
@@ -29,29 +31,6 @@ static_assert(std::endian::native == std::endian::little,
 namespace {
 
 using Json = nlohmann::ordered_json;
-
-// ---- CRC-32C, slicing-by-8 ---------------------------------------------------------------------------
-
-using CrcTables = std::array<std::array<uint32_t, 256>, 8>;
-
-constexpr CrcTables make_crc_tables() {
-    CrcTables tables{};
-    for (uint32_t byte = 0; byte < 256; ++byte) {
-        uint32_t crc = byte;
-        for (int bit = 0; bit < 8; ++bit) crc = (crc >> 1) ^ (0x82F63B78u & (0u - (crc & 1u)));
-        tables[0][byte] = crc;
-    }
-    // tables[k][b]: the CRC of byte b followed by k zero bytes, so eight bytes fold in one step.
-    for (size_t k = 1; k < 8; ++k) {
-        for (size_t byte = 0; byte < 256; ++byte) {
-            const uint32_t previous = tables[k - 1][byte];
-            tables[k][byte] = (previous >> 8) ^ tables[0][previous & 0xFFu];
-        }
-    }
-    return tables;
-}
-
-constexpr CrcTables kCrcTables = make_crc_tables();
 
 // ---- little-endian fields and layout arithmetic ---------------------------------------------------------
 
@@ -291,83 +270,12 @@ Layout read_layout(const InputFile& file) {
 
 // ---- writing -----------------------------------------------------------------------------------------
 
-// The temporary file of one write: removed unless commit() renamed it over the destination.
-class TemporaryFile {
-public:
-    explicit TemporaryFile(const std::string& destination)
-        : destination_(destination), path_(destination + ".tmp." + std::to_string(::getpid())) {
-        fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-        if (fd_ < 0) failure("cannot create");
-    }
-    ~TemporaryFile() {
-        if (fd_ >= 0) ::close(fd_);
-        if (!committed_) ::unlink(path_.c_str());
-    }
-    TemporaryFile(const TemporaryFile&) = delete;
-    TemporaryFile& operator=(const TemporaryFile&) = delete;
-
-    void write(const void* data, uint64_t length) {
-        const auto* in = static_cast<const char*>(data);
-        while (length > 0) {
-            const size_t chunk = static_cast<size_t>(std::min<uint64_t>(length, uint64_t{1} << 30));
-            const ssize_t put = ::write(fd_, in, chunk);
-            if (put < 0 && errno == EINTR) continue;
-            if (put < 0) failure("cannot write");
-            in += put;
-            length -= static_cast<uint64_t>(put);
-        }
-    }
-
-    // fsync, close, rename over the destination, fsync the directory.
-    void commit() {
-        if (::fsync(fd_) != 0) failure("cannot fsync");
-        const int fd = std::exchange(fd_, -1);
-        if (::close(fd) != 0) failure("cannot close");
-        if (::rename(path_.c_str(), destination_.c_str()) != 0) failure("cannot rename over the destination");
-        committed_ = true;
-        std::string directory = std::filesystem::path(destination_).parent_path().string();
-        if (directory.empty()) directory = ".";
-        const int dir_fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dir_fd < 0) fail(destination_, "written, but cannot open directory ", directory, ": ", errno_text());
-        const int synced = ::fsync(dir_fd);
-        const std::string reason = errno_text();
-        ::close(dir_fd);
-        if (synced != 0) fail(destination_, "written, but cannot fsync directory ", directory, ": ", reason);
-    }
-
-private:
-    [[noreturn]] void failure(const char* what) const {
-        fail(destination_, what, " temporary file ", path_, ": ", errno_text());
-    }
-
-    std::string destination_;
-    std::string path_;
-    int fd_ = -1;
-    bool committed_ = false;
-};
-
 const void* entry_bytes(const Tensor& tensor) {
     return tensor.dtype() == DType::f32 ? static_cast<const void*>(tensor.data())
                                         : static_cast<const void*>(tensor.ints());
 }
 
 }  // namespace
-
-uint32_t crc32c(const void* data, size_t size, uint32_t crc) {
-    const auto* bytes = static_cast<const unsigned char*>(data);
-    const CrcTables& t = kCrcTables;
-    crc = ~crc;
-    for (; size >= 8; size -= 8, bytes += 8) {
-        uint64_t word;
-        std::memcpy(&word, bytes, 8);  // little-endian: the first byte is the lowest
-        word ^= crc;
-        crc = t[7][word & 0xFF] ^ t[6][(word >> 8) & 0xFF] ^ t[5][(word >> 16) & 0xFF] ^
-              t[4][(word >> 24) & 0xFF] ^ t[3][(word >> 32) & 0xFF] ^ t[2][(word >> 40) & 0xFF] ^
-              t[1][(word >> 48) & 0xFF] ^ t[0][word >> 56];
-    }
-    for (; size > 0; --size, ++bytes) crc = (crc >> 8) ^ t[0][(crc ^ *bytes) & 0xFFu];
-    return ~crc;
-}
 
 const char* entry_type_name(EntryType type) {
     return type == EntryType::f32 ? "f32" : type == EntryType::i32 ? "i32" : "bytes";
@@ -442,7 +350,7 @@ void CheckpointWriter::write(const std::string& path) const {
     std::memcpy(prefix.data() + kCheckpointPreambleBytes, text.data(), text.size());
 
     static constexpr char kZeros[kCheckpointAlignment] = {};
-    TemporaryFile file(path);
+    AtomicFile file(path, "checkpoint");
     file.write(prefix.data(), prefix.size());
     uint64_t written = 0;
     for (const Span& span : spans) {
@@ -537,12 +445,6 @@ const std::string& Checkpoint::bytes(const std::string& name) const { return blo
 nlohmann::ordered_json read_checkpoint_header(const std::string& path) {
     const InputFile file(path);
     return read_layout(file).header;
-}
-
-void write_file_atomically(const std::string& path, std::string_view contents) {
-    TemporaryFile file(path);
-    file.write(contents.data(), contents.size());
-    file.commit();
 }
 
 }  // namespace hnas::io

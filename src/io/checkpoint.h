@@ -59,11 +59,6 @@ inline constexpr uint32_t kCheckpointFormatVersion = 1;
 inline constexpr size_t kCheckpointPreambleBytes = 32;
 inline constexpr size_t kCheckpointAlignment = 64;
 
-// CRC-32C (Castagnoli polynomial 0x1EDC6F41, reflected), software slicing-by-8: about 1.3 GB/s on one
-// core of the development machine. Pass a previous result as `crc` to continue it:
-// crc32c(b, crc32c(a)) is the CRC of a followed by b.
-uint32_t crc32c(const void* data, size_t size, uint32_t crc = 0);
-
 enum class EntryType { f32, i32, bytes };
 const char* entry_type_name(EntryType type);  // "f32", "i32", "bytes"
 
@@ -142,9 +137,5 @@ void verify_checkpoint(const std::string& path);
 // The verified header alone (preamble, header checksum, entry layout, file size), without reading or
 // checksumming the data: what `hnas inspect` prints.
 nlohmann::ordered_json read_checkpoint_header(const std::string& path);
-
-// Writes `contents` to `path` as checkpoints are written (temporary file, fsync, rename), so readers
-// never see a half-written file: decoded headlines, reports.
-void write_file_atomically(const std::string& path, std::string_view contents);
 
 }  // namespace hnas::io

@@ -6,10 +6,11 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/atomic_file.h"
+#include "base/check.h"
+#include "base/json.h"
+#include "base/read_file.h"
 #include "io/checkpoint.h"
-#include "tensor/check.h"
-#include "tensor/json.h"
-#include "tensor/read_file.h"
 
 namespace hnas::io {
 

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "tensor/random.h"
+
 namespace hnas::nn {
 
 Var Module::register_parameter(const std::string& name, Tensor value) {
@@ -49,9 +51,9 @@ void Module::set_training(bool training) {
 Tensor init_xavier_uniform(const Shape& shape, Rng& rng) {
     HNAS_CHECK(shape.size() == 2, "init_xavier_uniform: needs a matrix, got ", shape_str(shape));
     const float bound = std::sqrt(6.0f / static_cast<float>(shape[0] + shape[1]));
-    return rng.uniform_tensor(shape, -bound, bound);
+    return uniform_tensor(rng, shape, -bound, bound);
 }
 
-Tensor init_normal(const Shape& shape, float stddev, Rng& rng) { return rng.normal_tensor(shape, 0.0f, stddev); }
+Tensor init_normal(const Shape& shape, float stddev, Rng& rng) { return normal_tensor(rng, shape, 0.0f, stddev); }
 
 }  // namespace hnas::nn

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "autograd/variable.h"
-#include "tensor/rng.h"
+#include "base/rng.h"
 
 namespace hnas::nn {
 

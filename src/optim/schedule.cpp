@@ -4,7 +4,7 @@
 #include <cmath>
 #include <numbers>
 
-#include "tensor/check.h"
+#include "base/check.h"
 
 namespace hnas::optim {
 

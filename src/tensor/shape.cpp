@@ -2,7 +2,7 @@
 
 #include <sstream>
 
-#include "tensor/check.h"
+#include "base/check.h"
 
 namespace hnas {
 

@@ -8,7 +8,7 @@
 #include <memory>
 #include <vector>
 
-#include "tensor/check.h"
+#include "base/check.h"
 #include "tensor/shape.h"
 
 namespace hnas {

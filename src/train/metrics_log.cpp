@@ -3,7 +3,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "tensor/check.h"
+#include "base/check.h"
 
 namespace hnas::train {
 

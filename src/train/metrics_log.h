@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "tensor/json.h"
+#include "base/json.h"
 
 namespace hnas::train {
 

@@ -6,7 +6,8 @@
 #include <cctype>
 #include <cstdio>
 
-#include "tensor/check.h"
+#include "base/atomic_file.h"
+#include "base/check.h"
 
 namespace hnas::train {
 
@@ -77,7 +78,7 @@ void RunDirectory::set_aside(const fs::path& damaged, const std::string& reason)
 }
 
 void RunDirectory::write_file(const std::string& name, std::string_view contents) const {
-    io::write_file_atomically((root_ / name).string(), contents);
+    write_file_atomically((root_ / name).string(), contents);
 }
 
 fs::path RunDirectory::write_step_checkpoint(int64_t step, const io::CheckpointWriter& writer, int64_t keep) {

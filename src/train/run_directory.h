@@ -1,5 +1,5 @@
 // The files of one training run on disk (the layout is in trainer.h). Every file is written
-// atomically (io::write_file_atomically), and the step checkpoints rotate so that a damaged file can
+// atomically (write_file_atomically), and the step checkpoints rotate so that a damaged file can
 // never cost a good one:
 //   - resuming loads the newest step checkpoint that loads and sets every newer one aside as
 //     "<name>.damaged", so it is neither tried again nor counted;

@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tensor/check.h"
+#include "base/check.h"
 
 namespace hnas::train {
 

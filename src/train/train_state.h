@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <optional>
 
+#include "base/json.h"
+#include "base/rng.h"
 #include "data/batching.h"
-#include "tensor/json.h"
-#include "tensor/rng.h"
 
 namespace hnas::train {
 

@@ -19,15 +19,16 @@
 #include <thread>
 
 #include "backend/matmul.h"
-#include "dist/gradient_reducer.h"
+#include "base/hash.h"
+#include "base/number_format.h"
+#include "base/read_file.h"
+#include "base/system_memory.h"
+#include "distributed/gradient_reducer.h"
 #include "models/memory_estimate.h"
 #include "models/model_io.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "tasks/task.h"
-#include "tensor/number_format.h"
-#include "tensor/read_file.h"
-#include "tensor/system_memory.h"
 #include "train/metrics_log.h"
 #include "train/run_directory.h"
 #include "train/train_schedule.h"
@@ -71,9 +72,9 @@ enum Stream : uint64_t { kInitStream = 1, kDropoutStream = 2 };
 // and training files without text are found before the run writes anything.
 void check_data_files(const std::vector<tasks::DataFile>& files, const config::ExperimentConfig& config) {
     for (const tasks::DataFile& file : files) {
-        data::TextFileScan scan;
+        TextFileScan scan;
         try {
-            scan = data::scan_text_file(file.path, config.data.damaged_lines);
+            scan = scan_text_file(file.path, config.data.damaged_lines);
         } catch (const Error& e) {
             throw Error(file.key + ": " + e.what());
         }
@@ -226,7 +227,7 @@ std::string parameter_fingerprint(const std::vector<nn::NamedParameter>& paramet
     uint64_t hash = 0;
     for (const auto& named : parameters) {
         const Tensor& value = named.parameter.value();
-        for (int64_t i = 0; i < value.numel(); ++i) hash = data::hash_combine(hash, std::bit_cast<uint32_t>(value.data()[i]));
+        for (int64_t i = 0; i < value.numel(); ++i) hash = hash_combine(hash, std::bit_cast<uint32_t>(value.data()[i]));
     }
     return std::to_string(hash);
 }
@@ -240,13 +241,13 @@ std::string format_duration(double seconds) {
 }
 
 // Under data parallelism each rank gets its share of the cores; otherwise train.threads, if set.
-void configure_threads(const config::ExperimentConfig& config, const dist::Communicator& world) {
+void configure_threads(const config::ExperimentConfig& config, const distributed::Communicator& world) {
     if (world.size() > 1) {
         // An explicit OMP_NUM_THREADS counts as a request, like train.threads.
         const int requested = config.train.threads > 0                 ? config.train.threads
                               : std::getenv("OMP_NUM_THREADS") != nullptr ? backend::num_threads()
                                                                           : 0;
-        backend::set_num_threads(dist::threads_per_rank(requested, world.local_size()));
+        backend::set_num_threads(distributed::threads_per_rank(requested, world.local_size()));
         spdlog::info("data-parallel over {} ranks ({} on this host of {} cores): {} OpenMP thread(s) per rank{}",
                      world.size(), world.local_size(), std::thread::hardware_concurrency(), backend::num_threads(),
                      requested > backend::num_threads() ? fmt::format(" (not the {} requested: the cores would be oversubscribed)", requested)
@@ -288,8 +289,8 @@ private:
     const TrainOptions& options_;
     const tasks::TaskDefinition& definition_;
     RunDirectory run_;
-    std::unique_ptr<dist::Communicator> own_communicator_;
-    dist::Communicator& world_;
+    std::unique_ptr<distributed::Communicator> own_communicator_;
+    distributed::Communicator& world_;
     const bool distributed_, leader_;
     std::optional<io::Checkpoint> resumed_, pretrained_;
     std::optional<RunTokenizer> tokenizer_;  // set by start()
@@ -298,7 +299,7 @@ private:
     std::unique_ptr<tasks::Task> task_;
     std::vector<nn::NamedParameter> parameters_;
     std::unique_ptr<optim::Optimizer> optimizer_;
-    std::optional<dist::GradientReducer> reducer_;
+    std::optional<distributed::GradientReducer> reducer_;
     TrainState state_;
     MetricsLog metrics_;
     optim::ScheduleOptions learning_rate_;
@@ -314,7 +315,7 @@ Trainer::Trainer(const config::ExperimentConfig& config, const TrainOptions& opt
       options_(options),
       definition_(tasks::task_definition(config.task)),
       run_(options.run_dir),
-      own_communicator_(options.communicator ? nullptr : dist::single_process()),
+      own_communicator_(options.communicator ? nullptr : distributed::single_process()),
       world_(options.communicator ? *options.communicator : *own_communicator_),
       distributed_(world_.size() > 1),
       leader_(world_.rank() == 0),
@@ -479,7 +480,7 @@ double Trainer::train_step(double& grad_norm, double& learning_rate) {
     // rather than carried, so a checkpoint needs no per-rank state and resumes on any number of ranks.
     // (Masks drawn for a slice of the batch cannot equal the single process's masks of those rows;
     // docs/distributed.md.)
-    if (distributed_) dropout_rng_ = Rng(config_.seed, data::hash_combine(data::hash_combine(kDropoutStream, step), world_.rank()));
+    if (distributed_) dropout_rng_ = Rng(config_.seed, hash_combine(hash_combine(kDropoutStream, step), world_.rank()));
     optimizer_->zero_grad();
     double step_loss = 0.0;
     const int64_t micro_batches = config_.train.gradient_accumulation;

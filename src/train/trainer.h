@@ -25,7 +25,7 @@
 #include <string>
 
 #include "config/experiment_config.h"
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 #include "train/train_schedule.h"
 
 namespace hnas::train {
@@ -36,7 +36,7 @@ struct TrainOptions {
     bool reset_optimizer = false;  // with resume: fresh optimizer moments
     bool reset_schedule = false;   // with resume: the schedule starts over at the resumed step
     int64_t stop_after_steps = 0;  // > 0: checkpoint and stop after this many steps of this call
-    dist::Communicator* communicator = nullptr;  // the ranks to train with; null: this process alone
+    distributed::Communicator* communicator = nullptr;  // the ranks to train with; null: this process alone
 };
 
 struct TrainResult {

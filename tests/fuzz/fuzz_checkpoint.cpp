@@ -11,8 +11,8 @@
 #include <optional>
 #include <string>
 
-#include "fuzz_support.h"
 #include "io/checkpoint.h"
+#include "fuzz_support.h"
 
 namespace {
 
@@ -33,8 +33,8 @@ uint32_t load_u32(const std::string& bytes, size_t at) {
 std::string with_checksums_repaired(std::string bytes) {
     if (bytes.size() < io::kCheckpointPreambleBytes) return bytes;
     const size_t header_length = std::min<size_t>(load_u32(bytes, 12), bytes.size() - io::kCheckpointPreambleBytes);
-    store_u32(bytes, 24, io::crc32c(bytes.data() + io::kCheckpointPreambleBytes, header_length));
-    store_u32(bytes, 28, io::crc32c(bytes.data(), 28));
+    store_u32(bytes, 24, hnas::crc32c(bytes.data() + io::kCheckpointPreambleBytes, header_length));
+    store_u32(bytes, 28, hnas::crc32c(bytes.data(), 28));
     return bytes;
 }
 

@@ -17,8 +17,8 @@
 #include "data/glue.h"
 #include "data/squad_features.h"
 #include "data/wordpiece.h"
-#include "fuzz_support.h"
 #include "io/safetensors.h"
+#include "fuzz_support.h"
 
 namespace {
 
@@ -70,11 +70,11 @@ void tsv(const std::string& bytes) {
         data::ClassificationDataOptions options;
         options.path = path;
         options.layout = {0, 1, 2, true};
-        options.labels.names = data::collect_label_names(path, options.layout, data::DamagedLines::skip);
+        options.labels.names = data::collect_label_names(path, options.layout, hnas::DamagedLines::skip);
         options.max_seq = 12;
         options.batch = {4, 0};
         options.epochs = 1;
-        options.damaged_lines = data::DamagedLines::skip;
+        options.damaged_lines = hnas::DamagedLines::skip;
         data::ClassificationBatcher batcher(fuzz::small_tokenizer(), options);
         while (auto batch = batcher.next()) {
             if (batch->input_ids.dim(1) > options.max_seq) std::abort();

@@ -47,7 +47,7 @@ Input read_input(const uint8_t* bytes, size_t size) {
     options.epochs = provider.ConsumeIntegralInRange<int64_t>(1, 2);
     options.prefetch = 0;  // on this thread: a background thread's crash would be reported less clearly
     input.resume_at = provider.ConsumeIntegral<uint8_t>();
-    options.damaged_lines = provider.ConsumeBool() ? data::DamagedLines::skip : data::DamagedLines::reject;
+    options.damaged_lines = provider.ConsumeBool() ? hnas::DamagedLines::skip : hnas::DamagedLines::reject;
     options.article_path = hnas::fuzz::write_scratch_file("articles.txt", provider.ConsumeRandomLengthString());
     options.title_path = hnas::fuzz::write_scratch_file("titles.txt", provider.ConsumeRemainingBytesAsString());
     return input;

@@ -56,7 +56,7 @@ Input read_input(const uint8_t* bytes, size_t size) {
     const data::DocumentUnit first_unit = pick_unit(provider);
     const bool two_sources = provider.ConsumeBool();
     const data::DocumentUnit second_unit = pick_unit(provider);
-    options.damaged_lines = provider.ConsumeBool() ? data::DamagedLines::skip : data::DamagedLines::reject;
+    options.damaged_lines = provider.ConsumeBool() ? hnas::DamagedLines::skip : hnas::DamagedLines::reject;
     const std::string first_text =
         two_sources ? provider.ConsumeRandomLengthString() : provider.ConsumeRemainingBytesAsString();
     options.sources.push_back({hnas::fuzz::write_scratch_file("first.txt", first_text), first_unit});

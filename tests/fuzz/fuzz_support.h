@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "../same_tensor.h"
+#include "base/check.h"
+#include "base/text_io.h"
 #include "data/batching.h"
-#include "data/text_io.h"
 #include "data/tokenizer.h"
-#include "tensor/check.h"
 #include "tensor/tensor.h"
 
 namespace hnas::fuzz {
@@ -80,8 +80,8 @@ using testing::same_tensor;
 
 // The pass over a data file that `hnas train` makes before it writes anything (damaged and blank
 // lines), which the text targets run before their reader as training does.
-inline void scan_as_training_does(const std::string& path, data::DamagedLines policy) {
-    reject_only_with_hnas_errors([&] { (void)data::scan_text_file(path, policy); });
+inline void scan_as_training_does(const std::string& path, DamagedLines policy) {
+    reject_only_with_hnas_errors([&] { (void)scan_text_file(path, policy); });
 }
 
 // A small BPE model trained once per process on 2,000 lines sampled from the bundled Gigaword training

@@ -1,10 +1,10 @@
 #include "tasks/classify/classify_task.h"
 
+#include "base/number_format.h"
 #include "data/glue.h"
 #include "eval/glue_metrics.h"
 #include "models/bert.h"
 #include "tasks/task_support.h"
-#include "tensor/number_format.h"
 
 namespace hnas::tasks::classify {
 

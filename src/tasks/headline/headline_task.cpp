@@ -1,3 +1,4 @@
+#include "base/read_file.h"
 #include "tasks/headline/headline_task.h"
 
 #include "data/gigaword.h"
@@ -24,8 +25,8 @@ public:
         valid_ = std::make_unique<data::Seq2SeqBatcher>(tokenizer, data_options(config.data.valid_articles,
                                                                                 config.data.valid_titles, false));
         valid_start_ = valid_->position();
-        const auto articles = eval::read_lines(config.data.valid_articles);
-        const auto titles = eval::read_lines(config.data.valid_titles);
+        const auto articles = read_lines(config.data.valid_articles, "validation articles");
+        const auto titles = read_lines(config.data.valid_titles, "validation titles");
         const size_t count = std::min<size_t>(articles.size(), static_cast<size_t>(config.validation.decode_examples));
         decode_articles_.assign(articles.begin(), articles.begin() + static_cast<std::ptrdiff_t>(count));
         decode_references_.assign(titles.begin(), titles.begin() + static_cast<std::ptrdiff_t>(count));

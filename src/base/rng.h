@@ -7,18 +7,9 @@
 #include <array>
 #include <cstdint>
 
-#include "tensor/tensor.h"
+#include "base/hash.h"
 
 namespace hnas {
-
-// A stateless 64-bit mix: parallel kernels draw element i's random bits as mix64(key + i), so their
-// results do not depend on how the loop is split between threads.
-inline uint64_t mix64(uint64_t x) {
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
 
 // The top 24 bits of a random word as a float in [0, 1).
 inline float unit_float(uint64_t bits) { return static_cast<float>(bits >> 40) * 0x1.0p-24f; }
@@ -37,9 +28,6 @@ public:
 
     State state() const { return state_; }
     void set_state(const State& state) { state_ = state; }
-
-    Tensor uniform_tensor(const Shape& shape, float low, float high);
-    Tensor normal_tensor(const Shape& shape, float mean = 0.0f, float stddev = 1.0f);
 
 private:
     State state_;

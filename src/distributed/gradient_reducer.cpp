@@ -1,12 +1,12 @@
 // Bucketed gradient sums over all ranks (see gradient_reducer.h).
-#include "dist/gradient_reducer.h"
+#include "distributed/gradient_reducer.h"
 
 #include <algorithm>
 #include <span>
 
 #include "autograd/variable.h"
 
-namespace hnas::dist {
+namespace hnas::distributed {
 
 GradientReducer::GradientReducer(std::vector<nn::NamedParameter> parameters, int64_t bucket_floats)
     : parameters_(std::move(parameters)), has_gradient_(parameters_.size()) {
@@ -64,4 +64,4 @@ void GradientReducer::sum(Communicator& communicator, const std::string& what) {
     }
 }
 
-}  // namespace hnas::dist
+}  // namespace hnas::distributed

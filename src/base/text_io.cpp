@@ -1,13 +1,13 @@
 // LineReader and the UTF-8 validator (see text_io.h).
-#include "data/text_io.h"
+#include "base/text_io.h"
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 
-#include "tensor/check.h"
+#include "base/check.h"
 
-namespace hnas::data {
+namespace hnas {
 
 namespace {
 
@@ -181,4 +181,4 @@ void LineReader::seek(uint64_t offset, int64_t line_number) {
     eof_ = false;
 }
 
-}  // namespace hnas::data
+}  // namespace hnas

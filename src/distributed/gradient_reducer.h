@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 #include "nn/module.h"
 
-namespace hnas::dist {
+namespace hnas::distributed {
 
 class GradientReducer {
 public:
@@ -37,4 +37,4 @@ private:
     std::vector<float> has_gradient_;           // per parameter: 1 when this rank has a gradient
 };
 
-}  // namespace hnas::dist
+}  // namespace hnas::distributed

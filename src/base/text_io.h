@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-namespace hnas::data {
+namespace hnas {
 
 // Longest line accepted by default. Gigaword articles are under 2 KB and a State of the Union
 // address is under 200 KB; anything near a megabyte is a broken file (e.g. no newlines at all).
@@ -82,4 +82,4 @@ private:
     bool eof_ = false;
 };
 
-}  // namespace hnas::data
+}  // namespace hnas

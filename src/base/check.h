@@ -7,7 +7,7 @@
 #include <string>
 #include <type_traits>
 
-#include "tensor/number_format.h"
+#include "base/number_format.h"
 
 namespace hnas {
 

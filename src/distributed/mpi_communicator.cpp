@@ -1,5 +1,5 @@
 // MPI behind the Communicator interface: every operation non-blocking, polled against a deadline.
-#include "dist/mpi_communicator.h"
+#include "distributed/mpi_communicator.h"
 
 #include <mpi.h>
 #include <spdlog/spdlog.h>
@@ -12,10 +12,10 @@
 #include <thread>
 #include <vector>
 
-#include "tensor/check.h"
-#include "tensor/number_format.h"
+#include "base/check.h"
+#include "base/number_format.h"
 
-namespace hnas::dist {
+namespace hnas::distributed {
 
 namespace {
 
@@ -245,4 +245,4 @@ std::unique_ptr<Communicator> connect_mpi(double timeout_seconds) {
     return std::make_unique<MpiCommunicator>(timeout_seconds);
 }
 
-}  // namespace hnas::dist
+}  // namespace hnas::distributed

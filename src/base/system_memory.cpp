@@ -1,4 +1,4 @@
-#include "tensor/system_memory.h"
+#include "base/system_memory.h"
 
 #include <fstream>
 #include <limits>

@@ -1,7 +1,9 @@
-#include "tensor/rng.h"
+#include "base/rng.h"
 
 #include <cmath>
 #include <numbers>
+
+#include "base/check.h"
 
 namespace hnas {
 
@@ -48,20 +50,6 @@ uint64_t Rng::below(uint64_t bound) {
     do x = next_u64();
     while (x >= limit);
     return x % bound;
-}
-
-Tensor Rng::uniform_tensor(const Shape& shape, float low, float high) {
-    Tensor t = Tensor::empty(shape);
-    float* values = t.data();
-    for (int64_t i = 0; i < t.numel(); ++i) values[i] = uniform(low, high);
-    return t;
-}
-
-Tensor Rng::normal_tensor(const Shape& shape, float mean, float stddev) {
-    Tensor t = Tensor::empty(shape);
-    float* values = t.data();
-    for (int64_t i = 0; i < t.numel(); ++i) values[i] = mean + stddev * normal();
-    return t;
 }
 
 }  // namespace hnas

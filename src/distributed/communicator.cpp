@@ -1,5 +1,5 @@
 // The single-process communicator, the choice between it and MPI, and the per-rank thread budget.
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 
 #include <sched.h>
 #include <spdlog/spdlog.h>
@@ -8,13 +8,13 @@
 #include <cstdlib>
 #include <thread>
 
-#include "tensor/check.h"
+#include "base/check.h"
 
 #ifdef HNAS_MPI
-#include "dist/mpi_communicator.h"
+#include "distributed/mpi_communicator.h"
 #endif
 
-namespace hnas::dist {
+namespace hnas::distributed {
 
 namespace {
 
@@ -71,4 +71,4 @@ int threads_per_rank(int requested, int local_ranks) {
     return requested > 0 ? std::min(requested, limit) : limit;
 }
 
-}  // namespace hnas::dist
+}  // namespace hnas::distributed

@@ -1,8 +1,8 @@
-#include "tensor/json.h"
+#include "base/json.h"
 
 #include <vector>
 
-#include "tensor/check.h"
+#include "base/check.h"
 
 namespace hnas {
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-namespace hnas::dist {
+namespace hnas::distributed {
 
 class Communicator {
 public:
@@ -51,4 +51,4 @@ std::unique_ptr<Communicator> single_process();
 // mpirun narrows when it binds ranks) and at the host's cores divided by `local_ranks`; at least 1.
 int threads_per_rank(int requested, int local_ranks);
 
-}  // namespace hnas::dist
+}  // namespace hnas::distributed
