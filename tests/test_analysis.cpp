@@ -32,28 +32,20 @@ public:
         static const AnalysisEnvironment environment;
         return environment;
     }
-    fs::path root = fs::temp_directory_path() / ("hnas_analysis_test_" + std::to_string(getpid()));
-    ~AnalysisEnvironment() {
-        std::error_code ignored;
-        fs::remove_all(root, ignored);
-    }
+    const testing::ScratchDir scratch{"hnas_analysis_test_"};
     std::string tokenizer_path, articles, titles;
+
+    std::string path(const std::string& name) const { return scratch.path(name); }
 
 private:
     AnalysisEnvironment() {
-        fs::create_directories(root);
         const std::string gigaword = std::string(HNAS_SOURCE_DIR) + "/data/gigaword/valid_1k/";
-        articles = copy_head(gigaword + "valid.article.filter.txt", "articles.txt", 40);
-        titles = copy_head(gigaword + "valid.title.filter.txt", "titles.txt", 40);
+        articles = scratch.head_of(gigaword + "valid.article.filter.txt", 40, "articles.txt");
+        titles = scratch.head_of(gigaword + "valid.title.filter.txt", 40, "titles.txt");
         data::TokenizerTrainOptions options;
         options.inputs = {articles, titles};
-        options.model_prefix = (root / "tokenizer").string();
         options.vocab_size = 200;
-        data::train_tokenizer(options);
-        tokenizer_path = options.model_prefix + ".model";
-    }
-    std::string copy_head(const std::string& from, const std::string& name, int lines) const {
-        return testing::copy_head(from, (root / name).string(), lines);
+        tokenizer_path = scratch.train_tokenizer("tokenizer", options);
     }
 };
 
@@ -90,27 +82,15 @@ std::string write_checkpoint(const std::string& name, const Json& raw, float que
     models::add_parameters(writer, *model);
     std::ifstream tokenizer(env.tokenizer_path, std::ios::binary);
     writer.add_bytes("tokenizer.model", std::string(std::istreambuf_iterator<char>(tokenizer), {}));
-    const std::string path = (env.root / name).string();
+    const std::string path = env.path(name);
     writer.write(path);
     return path;
 }
 
-std::vector<std::string> lines_of(const std::string& path) {
-    std::ifstream in(path);
-    std::vector<std::string> lines;
-    for (std::string line; std::getline(in, line);) lines.push_back(line);
-    return lines;
-}
+std::vector<std::string> lines_of(const std::string& path) { return read_lines(path, "output"); }
 
-// Runs the hnas executable; returns its exit status and fills `output` with stdout and stderr.
-int run_hnas(const std::string& arguments, std::string& output) {
-    const fs::path log = AnalysisEnvironment::get().root / "command.log";
-    const int status = std::system((std::string(HNAS_EXECUTABLE) + " " + arguments + " > " + log.string() + " 2>&1").c_str());
-    std::ifstream in(log);
-    output.assign(std::istreambuf_iterator<char>(in), {});
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
+// Runs the hnas executable to its end.
+testing::Outcome run_hnas(const std::vector<std::string>& args) { return testing::run_hnas(args, AnalysisEnvironment::get().scratch); }
 
 TEST(ExplainAway, DnasKeepsEveryKeyAboveTheLemmaBound) {
     const auto& env = AnalysisEnvironment::get();
@@ -163,7 +143,7 @@ TEST(HybridWeights, FromCheckpointsAndRunLogs) {
                      write_checkpoint("plain.ckpt", model_json("headline", "lnas")))),
                  Error);
 
-    const fs::path run = AnalysisEnvironment::get().root / "run";
+    const fs::path run = AnalysisEnvironment::get().scratch.root / "run";
     fs::create_directories(run);
     std::ofstream(run / "metrics.jsonl") << R"({"step": 10, "loss": 3, "hybrid_u": {"encoder.layers.0.self_attn": [0.1, 0.2]}})" "\n"
                                          << R"({"step": 20, "validation_loss": 2.5})" "\n"
@@ -180,19 +160,14 @@ TEST(HybridWeights, FromCheckpointsAndRunLogs) {
 TEST(Commands, DecodeEvalAndAnalyzeWriteTheirFiles) {
     const auto& env = AnalysisEnvironment::get();
     const std::string checkpoint = write_checkpoint("cli_hnas.ckpt", model_json("headline", "hnas"));
-    const std::string headlines = (env.root / "headlines.txt").string(), nbest = (env.root / "nbest.txt").string();
-    std::string output;
-    ASSERT_EQ(run_hnas("decode --checkpoint " + checkpoint + " --input " + env.articles + " --output " + headlines +
-                           " --beam 3 --max-len 6 --batch 7",
-                       output),
-              0)
-        << output;
+    const std::string headlines = env.path("headlines.txt"), nbest = env.path("nbest.txt");
+    testing::Outcome run = run_hnas({"decode", "--checkpoint", checkpoint, "--input", env.articles, "--output", headlines,
+                                     "--beam", "3", "--max-len", "6", "--batch", "7"});
+    ASSERT_EQ(run.exit_code(), 0) << run.output;
     EXPECT_EQ(lines_of(headlines).size(), 40u);
-    ASSERT_EQ(run_hnas("decode --checkpoint " + checkpoint + " --input " + env.articles + " --output " + nbest +
-                           " --beam 3 --nbest 2 --max-len 6",
-                       output),
-              0)
-        << output;
+    run = run_hnas({"decode", "--checkpoint", checkpoint, "--input", env.articles, "--output", nbest, "--beam", "3",
+                    "--nbest", "2", "--max-len", "6"});
+    ASSERT_EQ(run.exit_code(), 0) << run.output;
     const auto nbest_lines = lines_of(nbest);
     ASSERT_EQ(nbest_lines.size(), 80u);
     EXPECT_EQ(nbest_lines[0].rfind("0 ||| ", 0), 0u) << nbest_lines[0];
@@ -201,13 +176,11 @@ TEST(Commands, DecodeEvalAndAnalyzeWriteTheirFiles) {
     const size_t text_start = nbest_lines[2].find(" ||| ") + 5;
     EXPECT_EQ(nbest_lines[2].substr(text_start, nbest_lines[2].rfind(" ||| ") - text_start), lines_of(headlines)[1]);
 
-    const std::string report = (env.root / "report.json").string();
-    ASSERT_EQ(run_hnas("eval --checkpoint " + checkpoint + " --articles " + env.articles + " --references " + env.titles +
-                           " --beam 2 --max-len 6 --bootstrap 50 --report " + report + " --hypotheses " + headlines,
-                       output),
-              0)
-        << output;
-    EXPECT_CONTAINS(output, "rouge-l");
+    const std::string report = env.path("report.json");
+    run = run_hnas({"eval", "--checkpoint", checkpoint, "--articles", env.articles, "--references", env.titles, "--beam",
+                    "2", "--max-len", "6", "--bootstrap", "50", "--report", report, "--hypotheses", headlines});
+    ASSERT_EQ(run.exit_code(), 0) << run.output;
+    EXPECT_CONTAINS(run.output, "rouge-l");
     const Json parsed = Json::parse(std::ifstream(report));
     EXPECT_EQ(parsed.at("step"), 17);
     EXPECT_EQ(parsed.at("rouge").at("pairs"), 40);
@@ -215,40 +188,40 @@ TEST(Commands, DecodeEvalAndAnalyzeWriteTheirFiles) {
     EXPECT_TRUE(parsed.at("rouge_settings").at("stem").get<bool>());
     EXPECT_EQ(parsed.at("rouge").at("rouge-1").at("f1_ci95").size(), 2u);
 
-    const std::string explain = (env.root / "explain.json").string();
-    ASSERT_EQ(run_hnas("analyze explain-away --checkpoint " + checkpoint + " --input " + env.articles + " --output " + explain,
-                       output),
-              0)
-        << output;
+    const std::string explain = env.path("explain.json");
+    run = run_hnas({"analyze", "explain-away", "--checkpoint", checkpoint, "--input", env.articles, "--output", explain});
+    ASSERT_EQ(run.exit_code(), 0) << run.output;
     EXPECT_EQ(Json::parse(std::ifstream(explain)).at("attentions").size(), 2u);
-    EXPECT_EQ(run_hnas("analyze hybrid", output), 1);
-    EXPECT_CONTAINS(output, "give --run DIR or --checkpoint FILE");
-    const std::string hybrid = (env.root / "hybrid.json").string();
-    ASSERT_EQ(run_hnas("analyze hybrid --checkpoint " + checkpoint + " --output " + hybrid, output), 0) << output;
+    run = run_hnas({"analyze", "hybrid"});
+    EXPECT_EQ(run.exit_code(), 1);
+    EXPECT_CONTAINS(run.output, "give --run DIR or --checkpoint FILE");
+    const std::string hybrid = env.path("hybrid.json");
+    run = run_hnas({"analyze", "hybrid", "--checkpoint", checkpoint, "--output", hybrid});
+    ASSERT_EQ(run.exit_code(), 0) << run.output;
     EXPECT_EQ(Json::parse(std::ifstream(hybrid)).at("points").at(0).at("attentions").size(), 2u);
 }
 
 TEST(Commands, ErrorsNameTheProblem) {
     const auto& env = AnalysisEnvironment::get();
-    std::string output;
+    const std::string unused = env.path("unused.txt");
     const std::string mlm = write_checkpoint("cli_mlm.ckpt", model_json("mlm", "lnas"));
-    EXPECT_EQ(run_hnas("decode --checkpoint " + mlm + " --input " + env.articles + " --output " + (env.root / "unused.txt").string(), output), 1);
-    EXPECT_CONTAINS(output, "masked-LM model; decoding needs a headline");
+    testing::Outcome run = run_hnas({"decode", "--checkpoint", mlm, "--input", env.articles, "--output", unused});
+    EXPECT_EQ(run.exit_code(), 1);
+    EXPECT_CONTAINS(run.output, "masked-LM model; decoding needs a headline");
     const std::string headline = write_checkpoint("cli_lnas.ckpt", model_json("headline", "lnas"));
-    EXPECT_EQ(run_hnas("decode --checkpoint " + headline + " --input " + env.articles + " --output " + (env.root / "unused.txt").string() + " --beam 2 --nbest 3",
-                       output),
-              1);
-    EXPECT_CONTAINS(output, "--nbest must be in 1..beam");
-    const std::string truncated = (env.root / "truncated.ckpt").string();
+    run = run_hnas({"decode", "--checkpoint", headline, "--input", env.articles, "--output", unused, "--beam", "2", "--nbest", "3"});
+    EXPECT_EQ(run.exit_code(), 1);
+    EXPECT_CONTAINS(run.output, "--nbest must be in 1..beam");
+    const std::string truncated = env.path("truncated.ckpt");
     fs::copy_file(headline, truncated, fs::copy_options::overwrite_existing);
     fs::resize_file(truncated, fs::file_size(truncated) / 2);
-    EXPECT_EQ(run_hnas("decode --checkpoint " + truncated + " --input " + env.articles + " --output " + (env.root / "unused.txt").string(), output), 1);
-    EXPECT_CONTAINS(output, truncated);
-    EXPECT_EQ(run_hnas("eval --checkpoint " + headline + " --articles " + env.articles + " --references " + env.root.string() +
-                           "/tokenizer.vocab --report " + (env.root / "unused.json").string() + " --hypotheses " + (env.root / "unused.txt").string(),
-                       output),
-              1);
-    EXPECT_CONTAINS(output, "has 40 articles but");
+    run = run_hnas({"decode", "--checkpoint", truncated, "--input", env.articles, "--output", unused});
+    EXPECT_EQ(run.exit_code(), 1);
+    EXPECT_CONTAINS(run.output, truncated);
+    run = run_hnas({"eval", "--checkpoint", headline, "--articles", env.articles, "--references", env.path("tokenizer.vocab"),
+                    "--report", env.path("unused.json"), "--hypotheses", unused});
+    EXPECT_EQ(run.exit_code(), 1);
+    EXPECT_CONTAINS(run.output, "has 40 articles but");
 }
 
 }  // namespace

@@ -22,16 +22,6 @@ using testing::error_of;
 
 const fs::path kFixture = fs::path(HNAS_SOURCE_DIR) / "tests" / "fixtures" / "hf_bert";
 
-struct Scratch {
-    fs::path root = fs::temp_directory_path() / ("hnas_bert_import_" + std::to_string(getpid()));
-    Scratch() { fs::create_directories(root); }
-    ~Scratch() {
-        std::error_code ignored;
-        fs::remove_all(root, ignored);
-    }
-    std::string path(const std::string& name) const { return (root / name).string(); }
-};
-
 convert::ImportOptions options_to(const std::string& out) {
     convert::ImportOptions options;
     options.weights = (kFixture / "model.safetensors").string();
@@ -41,7 +31,7 @@ convert::ImportOptions options_to(const std::string& out) {
 }
 
 TEST(BertImport, LogitsEqualPyTorchsBert) {
-    Scratch scratch;
+    const testing::ScratchDir scratch("hnas_bert_import_");
     const convert::ImportReport report = convert::import_bert(options_to(scratch.path("bert.ckpt")));
     EXPECT_TRUE(report.fresh.empty());
     EXPECT_TRUE(report.unused.empty());
@@ -102,7 +92,7 @@ TEST(BertImport, LogitsEqualPyTorchsBert) {
 }
 
 TEST(BertImport, ExportOfImportIsTheIdentity) {
-    Scratch scratch;
+    const testing::ScratchDir scratch("hnas_bert_import_");
     convert::import_bert(options_to(scratch.path("bert.ckpt")));
     convert::export_bert(scratch.path("bert.ckpt"), scratch.path("exported"));
     const io::SafeTensors original = io::read_safetensors((kFixture / "model.safetensors").string());
@@ -128,7 +118,7 @@ TEST(BertImport, ExportOfImportIsTheIdentity) {
 }
 
 TEST(BertImport, ErrorsNameTheProblem) {
-    Scratch scratch;
+    const testing::ScratchDir scratch("hnas_bert_import_");
     // A vocabulary that does not match the embeddings.
     std::ofstream(scratch.path("short_vocab.txt")) << "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nword\n";
     convert::ImportOptions options = options_to(scratch.path("x.ckpt"));
@@ -158,7 +148,7 @@ std::string safetensors_bytes(const std::string& header, const std::string& data
 }
 
 TEST(SafeTensors, RoundTripAndEveryCheck) {
-    Scratch scratch;
+    const testing::ScratchDir scratch("hnas_bert_import_");
     io::SafeTensors contents;
     contents.tensors.emplace("a", Tensor::from_floats({2, 2}, {1, -2, 3.5f, 4}));
     contents.tensors.emplace("b", Tensor::from_floats({3}, {0.25f, 0, -1}));

@@ -18,24 +18,13 @@
 #include "base/rng.h"
 #include "io/checkpoint.h"
 #include "tensor/random.h"
+#include "test_support.h"
 
 namespace hnas::io {
 namespace {
 
 namespace fs = std::filesystem;
 using Json = nlohmann::ordered_json;
-
-std::string read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    EXPECT_TRUE(in.good()) << "cannot read " << path;
-    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-void write_file(const std::string& path, const std::string& bytes) {
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    ASSERT_TRUE(out.good()) << "cannot write " << path;
-}
 
 // The error Checkpoint::load raises for `path`; a file that loads is a test failure.
 std::string load_error(const std::string& path) {
@@ -175,23 +164,14 @@ std::string build_file(const Parts& parts) {
 // A fresh directory per test, removed afterwards.
 class CheckpointTest : public ::testing::Test {
 protected:
-    void SetUp() override {
-        const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-        dir_ = fs::temp_directory_path() /
-               concat_message("hnas_checkpoint_", ::getpid(), "_", info->name());
-        fs::remove_all(dir_);
-        fs::create_directories(dir_);
-    }
-    void TearDown() override { fs::remove_all(dir_); }
-
-    std::string file(const std::string& name) const { return (dir_ / name).string(); }
+    std::string file(const std::string& name) const { return scratch_.path(name); }
     std::set<std::string> listing() const {
         std::set<std::string> names;
-        for (const auto& item : fs::directory_iterator(dir_)) names.insert(item.path().filename().string());
+        for (const auto& item : fs::directory_iterator(scratch_.root)) names.insert(item.path().filename().string());
         return names;
     }
 
-    fs::path dir_;
+    const hnas::testing::ScratchDir scratch_{hnas::testing::name_for_this_test("hnas_checkpoint_")};
 };
 
 // ---- CRC-32C -----------------------------------------------------------------------------------------
@@ -277,7 +257,7 @@ TEST_F(CheckpointTest, RoundTripIsBitExact) {
 TEST_F(CheckpointTest, FileFollowsTheDocumentedLayout) {
     const std::string path = file("model.ckpt");
     write_sample(make_sample(), path);
-    const std::string bytes = read_file(path);
+    const std::string bytes = hnas::testing::read_file(path);
     EXPECT_EQ(bytes.substr(0, 8), "HNASCKPT");
     EXPECT_EQ(get_u32(bytes, 8), kCheckpointFormatVersion);
     // Re-encoding the header and data with the documented preamble reproduces the file byte for byte.
@@ -301,7 +281,7 @@ TEST_F(CheckpointTest, EmptyCheckpointRoundTrips) {
 TEST_F(CheckpointTest, TruncationAtRandomOffsetsIsRejected) {
     const std::string path = file("model.ckpt");
     write_sample(make_sample(), path);
-    const std::string bytes = read_file(path);
+    const std::string bytes = hnas::testing::read_file(path);
     const size_t start = data_start(bytes);
     ASSERT_GT(start, 32u);
     ASSERT_GT(bytes.size(), start);
@@ -314,7 +294,7 @@ TEST_F(CheckpointTest, TruncationAtRandomOffsetsIsRejected) {
     const std::string truncated = file("truncated.ckpt");
     for (size_t offset : offsets) {
         SCOPED_TRACE(concat_message("truncated to ", offset, " of ", bytes.size(), " bytes"));
-        write_file(truncated, bytes.substr(0, offset));
+        hnas::testing::write_file(truncated, bytes.substr(0, offset));
         for (const std::string& message : {load_error(truncated), header_error(truncated)}) {
             EXPECT_TRUE(contains(message, "checkpoint " + truncated + ": truncated")) << message;
         }
@@ -324,7 +304,7 @@ TEST_F(CheckpointTest, TruncationAtRandomOffsetsIsRejected) {
 TEST_F(CheckpointTest, OneFlippedByteAnywhereIsRejectedNamingTheProblem) {
     const std::string path = file("model.ckpt");
     write_sample(make_sample(), path);
-    const std::string bytes = read_file(path);
+    const std::string bytes = hnas::testing::read_file(path);
     const Checkpoint good = Checkpoint::load(path);
     const size_t start = data_start(bytes);
     const size_t header_end = 32 + get_u32(bytes, 12);
@@ -364,7 +344,7 @@ TEST_F(CheckpointTest, OneFlippedByteAnywhereIsRejectedNamingTheProblem) {
         SCOPED_TRACE(concat_message("byte ", position, " flipped"));
         std::string damaged = bytes;
         damaged[position] = static_cast<char>(damaged[position] ^ masks[k % 4]);
-        write_file(corrupt, damaged);
+        hnas::testing::write_file(corrupt, damaged);
         const std::string message = load_error(corrupt);
         EXPECT_TRUE(contains(message, "checkpoint " + corrupt + ": ")) << message;
         EXPECT_TRUE(contains(message, problem)) << message;
@@ -379,11 +359,11 @@ TEST_F(CheckpointTest, OneFlippedByteAnywhereIsRejectedNamingTheProblem) {
 TEST_F(CheckpointTest, InconsistentHeadersAreRejected) {
     const std::string path = file("model.ckpt");
     write_sample(make_sample(), path);
-    const Parts original = split_file(read_file(path));
+    const Parts original = split_file(hnas::testing::read_file(path));
     const std::string edited = file("edited.ckpt");
 
     auto expect_rejected = [&](const Parts& parts, const std::string& problem) {
-        write_file(edited, build_file(parts));
+        hnas::testing::write_file(edited, build_file(parts));
         const std::string message = load_error(edited);
         EXPECT_TRUE(contains(message, "checkpoint " + edited + ": ")) << message;
         EXPECT_TRUE(contains(message, problem)) << message;
@@ -425,7 +405,7 @@ TEST_F(CheckpointTest, FilesThatAreNotCheckpointsAreRejected) {
     const std::string missing = file("missing.ckpt");
     EXPECT_TRUE(contains(load_error(missing), "checkpoint " + missing + ": cannot open: "));
     const std::string text = file("config.json");
-    write_file(text, R"({"model": {"layers": 2, "d_model": 32, "heads": 4}})");
+    hnas::testing::write_file(text, R"({"model": {"layers": 2, "d_model": 32, "heads": 4}})");
     EXPECT_TRUE(contains(load_error(text), "checkpoint " + text + ": not an hnas checkpoint"));
     const std::string directory = file("a_directory");
     fs::create_directory(directory);
@@ -455,7 +435,7 @@ TEST_F(CheckpointTest, FailedWriteKeepsTheOldCheckpoint) {
     const std::string path = file("model.ckpt");
     const Sample sample = make_sample();
     write_sample(sample, path);
-    const std::string before = read_file(path);
+    const std::string before = hnas::testing::read_file(path);
 
     CheckpointWriter big(Json{{"step", 2}});
     big.add_tensor("big", Tensor::zeros({64, 1024}));
@@ -476,14 +456,14 @@ TEST_F(CheckpointTest, FailedWriteKeepsTheOldCheckpoint) {
 
     EXPECT_TRUE(contains(message, "checkpoint " + path + ": cannot write temporary file " + path + ".tmp.")) << message;
     EXPECT_EQ(listing(), std::set<std::string>{"model.ckpt"});
-    EXPECT_EQ(read_file(path), before);
+    EXPECT_EQ(hnas::testing::read_file(path), before);
     EXPECT_TRUE(same_bits(Checkpoint::load(path).tensor(sample.tensors[0].first), sample.tensors[0].second));
 }
 
 TEST_F(CheckpointTest, FailedRenameRemovesTheTemporaryFile) {
     const std::string path = file("occupied");
     fs::create_directory(path);
-    write_file(path + "/keep", "x");
+    hnas::testing::write_file(path + "/keep", "x");
     CheckpointWriter writer(Json::object());
     writer.add_tensor("w", Tensor::zeros({2}));
     try {

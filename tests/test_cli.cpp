@@ -14,37 +14,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A folder for the files of this suite, removed at its end.
-class Scratch {
-public:
-    static const fs::path& path() {
-        static const Scratch scratch;
-        return scratch.root_;
-    }
-    ~Scratch() { fs::remove_all(root_); }
+using testing::Outcome;
 
-private:
-    Scratch() { fs::create_directories(root_); }
-    fs::path root_ = fs::temp_directory_path() / ("hnas_cli_test_" + std::to_string(getpid()));
-};
-
-struct Outcome {
-    int status = 0;  // wait status
-    std::string output;
-};
-
-// Runs `hnas args...` to its end; its status and its standard output and error together.
-Outcome run_hnas(const std::vector<std::string>& args) {
-    static int runs = 0;
-    std::vector<std::string> command{HNAS_EXECUTABLE};
-    command.insert(command.end(), args.begin(), args.end());
-    const testing::Subprocess process =
-        testing::start_subprocess(command, (Scratch::path() / ("run_" + std::to_string(++runs) + ".log")).string());
-    const int status = testing::finish(process);
-    return {status, process.output()};
+// The files of this suite, removed at its end.
+const testing::ScratchDir& scratch() {
+    static const testing::ScratchDir dir("hnas_cli_test_");
+    return dir;
 }
 
-int exit_status(const Outcome& outcome) { return WIFEXITED(outcome.status) ? WEXITSTATUS(outcome.status) : -1; }
+Outcome run_hnas(const std::vector<std::string>& args) { return testing::run_hnas(args, scratch()); }
 
 // ---- numeric options -----------------------------------------------------------------------------------
 
@@ -58,7 +36,7 @@ struct BadValue {
 // type, text that is no number. Required file options point at a file that exists, so that the option
 // under test is the one rejected.
 TEST(CommandLine, NumericOptionsStateTheirRealRange) {
-    const std::string file = (Scratch::path() / "some.txt").string();
+    const std::string file = (scratch().root / "some.txt").string();
     std::ofstream(file) << "a line\n";
     const std::vector<std::string> decode{"decode", "--checkpoint", file, "--input", file, "--output", file};
     auto with = [](std::vector<std::string> base, std::initializer_list<std::string> more) {
@@ -96,7 +74,7 @@ TEST(CommandLine, NumericOptionsStateTheirRealRange) {
     };
     for (const BadValue& bad : cases) {
         const Outcome outcome = run_hnas(bad.args);
-        EXPECT_EQ(exit_status(outcome), 2) << testing::describe_status(outcome.status) << "\n" << outcome.output;
+        EXPECT_EQ(outcome.exit_code(), 2) << testing::describe_status(outcome.status) << "\n" << outcome.output;
         EXPECT_CONTAINS(outcome.output, bad.message + "\n");
     }
 }
@@ -106,25 +84,25 @@ TEST(CommandLine, ValuesInRangeAreAcceptedAsWritten) {
     const Outcome outcome = run_hnas({"toy", "mode-collapse", "--n0", "10", "--n1", "+1", "--steps", "0", "--hybrid-u",
                                       "1", "--min-cluster-fraction", "0", "--spread", "0", "--scale", "2.5e-1", "--kinds",
                                       "hnas"});
-    EXPECT_EQ(exit_status(outcome), 0) << outcome.output;
+    EXPECT_EQ(outcome.exit_code(), 0) << outcome.output;
     EXPECT_CONTAINS(outcome.output, "mode collapse: 10 vs 1 points, spread 0, score scale 0.25,");
 }
 
 // ---- exit statuses ---------------------------------------------------------------------------------------
 
 TEST(CommandLine, ExitStatusesSayHowTheCommandEnded) {
-    EXPECT_EQ(exit_status(run_hnas({"--version"})), 0);
-    EXPECT_EQ(exit_status(run_hnas({"decode", "--help"})), 0);
+    EXPECT_EQ(run_hnas({"--version"}).exit_code(), 0);
+    EXPECT_EQ(run_hnas({"decode", "--help"}).exit_code(), 0);
     const Outcome unknown = run_hnas({"frobnicate"});
-    EXPECT_EQ(exit_status(unknown), 2) << unknown.output;
+    EXPECT_EQ(unknown.exit_code(), 2) << unknown.output;
     const Outcome missing = run_hnas({"decode"});
-    EXPECT_EQ(exit_status(missing), 2) << missing.output;
+    EXPECT_EQ(missing.exit_code(), 2) << missing.output;
     EXPECT_CONTAINS(missing.output, "--checkpoint is required");
     // A command line that parses but names a checkpoint that is none: an error, one line.
-    const std::string not_a_checkpoint = (Scratch::path() / "not_a.ckpt").string();
+    const std::string not_a_checkpoint = (scratch().root / "not_a.ckpt").string();
     std::ofstream(not_a_checkpoint) << "no checkpoint here\n";
     const Outcome failed = run_hnas({"inspect", not_a_checkpoint});
-    EXPECT_EQ(exit_status(failed), 1) << failed.output;
+    EXPECT_EQ(failed.exit_code(), 1) << failed.output;
     EXPECT_CONTAINS(failed.output, not_a_checkpoint);
 }
 
@@ -161,7 +139,7 @@ std::string endless_run_config(const fs::path& dir) {
 // in place), sends `signal` and expects exit status 128 + signal and a loadable checkpoint of the step
 // it stopped at.
 void expect_signal_stops_the_run(int signal, const std::string& name) {
-    const fs::path dir = Scratch::path() / name;
+    const fs::path dir = scratch().root / name;
     fs::create_directories(dir);
     const fs::path run = dir / "run";
     const testing::Subprocess process = testing::start_subprocess(

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "base/read_file.h"
 #include "base/rng.h"
 #include "base/text_io.h"
 #include "data/batching.h"
@@ -52,56 +53,20 @@ const std::string kGigaword = std::string(HNAS_SOURCE_DIR) + "/data/gigaword";
 const std::string kTrainArticles = kGigaword + "/train_10k/train.article.txt";
 const std::string kTrainTitles = kGigaword + "/train_10k/train.title.txt";
 
-fs::path scratch_dir() {
-    static const fs::path dir = [] {
-        fs::path path = fs::temp_directory_path() / ("hnas_test_gigaword_" + std::to_string(::getpid()));
-        fs::create_directories(path);
-        return path;
-    }();
+const hnas::testing::ScratchDir& scratch_dir() {
+    static const hnas::testing::ScratchDir dir("hnas_test_gigaword_");
     return dir;
-}
-
-// Removes the scratch folder when the test program ends.
-class ScratchCleanup : public ::testing::Environment {
-public:
-    void TearDown() override { fs::remove_all(scratch_dir()); }
-};
-const auto* const kCleanup = ::testing::AddGlobalTestEnvironment(new ScratchCleanup);
-
-std::string scratch(const std::string& name) { return (scratch_dir() / name).string(); }
-
-std::string write_file(const std::string& name, const std::string& content) {
-    std::ofstream(scratch(name), std::ios::binary) << content;
-    return scratch(name);
-}
-
-// The first `lines` lines of `source` in the scratch folder.
-std::string slice(const std::string& source, int lines, const std::string& name) {
-    std::ifstream in(source);
-    std::ofstream out(scratch(name));
-    std::string line;
-    for (int i = 0; i < lines && std::getline(in, line); ++i) out << line << '\n';
-    return scratch(name);
-}
-
-std::vector<std::string> read_lines(const std::string& path) {
-    std::ifstream in(path);
-    std::vector<std::string> lines;
-    std::string line;
-    while (std::getline(in, line)) lines.push_back(line);
-    return lines;
 }
 
 // A small BPE model of Gigaword articles and titles, trained once per test program.
 const Tokenizer& tokenizer() {
     static const Tokenizer model = [] {
         hnas::data::TokenizerTrainOptions options;
-        options.inputs = {slice(kTrainArticles, 3000, "tok_articles.txt"), slice(kTrainTitles, 3000, "tok_titles.txt")};
-        options.model_prefix = scratch("tok");
+        options.inputs = {scratch_dir().head_of(kTrainArticles, 3000, "tok_articles.txt"),
+                          scratch_dir().head_of(kTrainTitles, 3000, "tok_titles.txt")};
         options.vocab_size = 1000;
         options.type = "bpe";
-        hnas::data::train_tokenizer(options);
-        return Tokenizer::load(scratch("tok.model"));
+        return Tokenizer::load(scratch_dir().train_tokenizer("tok", options));
     }();
     return model;
 }
@@ -116,8 +81,8 @@ bool same_batch(const Seq2SeqBatch& a, const Seq2SeqBatch& b) {
 // 3000 pairs of the bundled training data in 12 regions of 250 lines, 3 windows an epoch.
 Seq2SeqDataOptions small_options() {
     Seq2SeqDataOptions options;
-    options.article_path = slice(kTrainArticles, 3000, "articles.txt");
-    options.title_path = slice(kTrainTitles, 3000, "titles.txt");
+    options.article_path = scratch_dir().head_of(kTrainArticles, 3000, "articles.txt");
+    options.title_path = scratch_dir().head_of(kTrainTitles, 3000, "titles.txt");
     options.shuffle_buffer = 1000;
     options.shuffle_regions = 4;
     options.batch.max_sentences = 16;
@@ -145,7 +110,7 @@ std::vector<int64_t> example_order(const std::vector<Seq2SeqBatch>& batches) {
 // Line reading and UTF-8
 
 TEST(LineReader, ReadsLinesAndSeeksToRememberedOffsets) {
-    const std::string path = write_file("lines.txt", "first\n\nthird line\nlast without newline");
+    const std::string path = scratch_dir().write("lines.txt", "first\n\nthird line\nlast without newline");
     hnas::LineReader reader(path);
     std::string_view line;
     std::vector<std::string> lines;
@@ -165,14 +130,14 @@ TEST(LineReader, ReadsLinesAndSeeksToRememberedOffsets) {
 }
 
 TEST(LineReader, RejectsOverlongLinesNamingFileAndLine) {
-    const std::string path = write_file("long.txt", "short\n" + std::string(150, 'x') + "\nshort\n");
+    const std::string path = scratch_dir().write("long.txt", "short\n" + std::string(150, 'x') + "\nshort\n");
     hnas::LineReader reader(path, 100);
     std::string_view line;
     ASSERT_TRUE(reader.next(line));
     EXPECT_CONTAINS(error_of([&] { reader.next(line); }), path + ":2: line longer than 100 bytes");
 
     // The default limit is 1 MiB, also for a file that never ends its line.
-    const std::string huge = write_file("huge.txt", "ok\nok\n" + std::string((1 << 20) + 10, 'y'));
+    const std::string huge = scratch_dir().write("huge.txt", "ok\nok\n" + std::string((1 << 20) + 10, 'y'));
     hnas::LineReader default_reader(huge);
     ASSERT_TRUE(default_reader.next(line));
     ASSERT_TRUE(default_reader.next(line));
@@ -198,49 +163,49 @@ TEST(Utf8, FindsTheFirstInvalidSequence) {
 // Reader errors: each names the file and the line (or both files and both counts)
 
 TEST(GigawordReader, MismatchedLineCountsNameBothFilesAndCounts) {
-    const std::string articles = write_file("a5.txt", "a\nb\nc\nd\ne\n");
-    const std::string titles = write_file("t4.txt", "a\nb\nc\nd\n");
+    const std::string articles = scratch_dir().write("a5.txt", "a\nb\nc\nd\ne\n");
+    const std::string titles = scratch_dir().write("t4.txt", "a\nb\nc\nd\n");
     std::string message = error_of([&] { LineAlignedCorpus(articles, titles, 2); });
     EXPECT_CONTAINS(message, articles + " has 5 lines but " + titles + " has 4");
     EXPECT_CONTAINS(message, titles + " ends at line 4");
 
-    const std::string long_titles = write_file("t7.txt", "a\nb\nc\nd\ne\nf\ng");
+    const std::string long_titles = scratch_dir().write("t7.txt", "a\nb\nc\nd\ne\nf\ng");
     message = error_of([&] { LineAlignedCorpus(articles, long_titles, 2); });
     EXPECT_CONTAINS(message, articles + " has 5 lines but " + long_titles + " has 7");
     EXPECT_CONTAINS(message, articles + " ends at line 5");
 }
 
 TEST(GigawordReader, EmptyAndMissingFilesAreNamed) {
-    const std::string empty = write_file("empty.txt", "");
-    const std::string full = write_file("full.txt", "a\n");
+    const std::string empty = scratch_dir().write("empty.txt", "");
+    const std::string full = scratch_dir().write("full.txt", "a\n");
     EXPECT_CONTAINS(error_of([&] { LineAlignedCorpus(empty, full, 2); }), empty + " is empty");
     EXPECT_CONTAINS(error_of([&] { LineAlignedCorpus(full, empty, 2); }), empty + " is empty");
-    EXPECT_CONTAINS(error_of([&] { LineAlignedCorpus(scratch("nope.txt"), full, 2); }),
-                    "cannot open " + scratch("nope.txt"));
+    EXPECT_CONTAINS(error_of([&] { LineAlignedCorpus(scratch_dir().path("nope.txt"), full, 2); }),
+                    "cannot open " + scratch_dir().path("nope.txt"));
 }
 
 TEST(GigawordReader, InvalidUtf8NamesFileAndLine) {
-    const std::string articles = write_file("bad_a.txt", "one\ntwo\nthr\xC3\x28" "e\nfour\n");
-    const std::string titles = write_file("ok_t.txt", "1\n2\n3\n4\n");
+    const std::string articles = scratch_dir().write("bad_a.txt", "one\ntwo\nthr\xC3\x28" "e\nfour\n");
+    const std::string titles = scratch_dir().write("ok_t.txt", "1\n2\n3\n4\n");
     EXPECT_CONTAINS(error_of([&] { LineAlignedCorpus(articles, titles, 2); }),
                     articles + ":3: invalid UTF-8 at byte 4");
-    const std::string bad_titles = write_file("bad_t.txt", "1\n\xFF\n3\n4\n");
-    const std::string good_articles = write_file("ok_a.txt", "one\ntwo\nthree\nfour\n");
+    const std::string bad_titles = scratch_dir().write("bad_t.txt", "1\n\xFF\n3\n4\n");
+    const std::string good_articles = scratch_dir().write("ok_a.txt", "one\ntwo\nthree\nfour\n");
     EXPECT_CONTAINS(error_of([&] { LineAlignedCorpus(good_articles, bad_titles, 2); }),
                     bad_titles + ":2: invalid UTF-8 at byte 1");
 }
 
 TEST(GigawordReader, OverlongLinesNameFileAndLine) {
-    const std::string articles = write_file("ol_a.txt", "one\ntwo\nthree\n");
-    const std::string titles = write_file("ol_t.txt", "1\n" + std::string(300, 't') + "\n3\n");
+    const std::string articles = scratch_dir().write("ol_a.txt", "one\ntwo\nthree\n");
+    const std::string titles = scratch_dir().write("ol_t.txt", "1\n" + std::string(300, 't') + "\n3\n");
     EXPECT_CONTAINS(error_of([&] { LineAlignedCorpus(articles, titles, 2, 256); }),
                     titles + ":2: line longer than 256 bytes");
 }
 
 TEST(GigawordReader, BlankPairsAreSkippedButNotAllOfThem) {
     Seq2SeqDataOptions options;
-    options.article_path = write_file("blank_a.txt", "the police said\n \nofficials said\n");
-    options.title_path = write_file("blank_t.txt", "police\nnews\n\n");
+    options.article_path = scratch_dir().write("blank_a.txt", "the police said\n \nofficials said\n");
+    options.title_path = scratch_dir().write("blank_t.txt", "police\nnews\n\n");
     options.epochs = 1;
     Seq2SeqBatcher batcher(tokenizer(), options);
     const std::optional<Seq2SeqBatch> batch = batcher.next();
@@ -248,8 +213,8 @@ TEST(GigawordReader, BlankPairsAreSkippedButNotAllOfThem) {
     EXPECT_EQ(batch->example_index, std::vector<int64_t>{0});  // line 2 has no article, line 3 no title
     EXPECT_FALSE(batcher.next().has_value());
 
-    options.article_path = write_file("blank_a2.txt", "\n \n");
-    options.title_path = write_file("blank_t2.txt", "a\nb\n");
+    options.article_path = scratch_dir().write("blank_a2.txt", "\n \n");
+    options.title_path = scratch_dir().write("blank_t2.txt", "a\nb\n");
     Seq2SeqBatcher hopeless(tokenizer(), options);
     EXPECT_CONTAINS(error_of([&] { hopeless.next(); }),
                     options.article_path + ", " + options.title_path + ": no line pair has both");
@@ -284,7 +249,7 @@ TEST(DamagedLines, ControlBytesAreFoundAndNamed) {
 
 TEST(DamagedLines, ScanCountsTextAndDamagedLines) {
     using namespace std::string_literals;
-    const std::string path = write_file("scan.txt", "one\n\n  \nt\0o\nthree\xff\nfour\r\n"s);
+    const std::string path = scratch_dir().write("scan.txt", "one\n\n  \nt\0o\nthree\xff\nfour\r\n"s);
     const hnas::TextFileScan scan = hnas::scan_text_file(path, hnas::DamagedLines::skip);
     EXPECT_EQ(scan.lines, 6);
     EXPECT_EQ(scan.text_lines, 2);
@@ -299,8 +264,8 @@ TEST(DamagedLines, ScanCountsTextAndDamagedLines) {
 TEST(DamagedLines, GigawordPairsWithADamagedLineAreLeftOutUnderSkip) {
     using namespace std::string_literals;
     Seq2SeqDataOptions options;
-    options.article_path = write_file("dmg_a.txt", "the police said\nofficials \0said\nthe minister said\nrain fell\n"s);
-    options.title_path = write_file("dmg_t.txt", "police\nofficials\nminister \x02 quits\nrain\n");
+    options.article_path = scratch_dir().write("dmg_a.txt", "the police said\nofficials \0said\nthe minister said\nrain fell\n"s);
+    options.title_path = scratch_dir().write("dmg_t.txt", "police\nofficials\nminister \x02 quits\nrain\n");
     options.epochs = 1;
     options.shuffle = false;
     EXPECT_CONTAINS(error_of([&] { Seq2SeqBatcher rejecting(tokenizer(), options); }),
@@ -324,8 +289,8 @@ TEST(Seq2SeqBatcher, EveryPairOnceAnEpochWithTeacherForcingLayout) {
     Seq2SeqBatcher batcher(tokenizer(), options);
     EXPECT_EQ(batcher.pairs(), 3000);
     EXPECT_EQ(batcher.windows_per_epoch(), 3);
-    const std::vector<std::string> articles = read_lines(options.article_path);
-    const std::vector<std::string> titles = read_lines(options.title_path);
+    const std::vector<std::string> articles = hnas::read_lines(options.article_path, "articles");
+    const std::vector<std::string> titles = hnas::read_lines(options.title_path, "titles");
 
     std::vector<int> seen(3000, 0);
     int64_t batches = 0, truncated = 0;
@@ -580,7 +545,7 @@ TEST(Prefetcher, EndsAndStopsCleanly) {
 
 TEST(Seq2SeqBatcher, ErrorsOnTheBackgroundThreadReachTheCaller) {
     Seq2SeqDataOptions options = small_options();
-    options.article_path = slice(kTrainArticles, 3000, "changing_articles.txt");
+    options.article_path = scratch_dir().head_of(kTrainArticles, 3000, "changing_articles.txt");
     options.prefetch = 2;
     Seq2SeqBatcher batcher(tokenizer(), options);
     // The file shrinks after it was checked: the thread's read of a window fails.
@@ -613,7 +578,7 @@ TEST(Seq2SeqBatcher, StreamsA4MillionLineCorpusInBoundedMemory) {
                                             "killed", "people", "minister", "world",    "new",       "year",
                                             "first", "two",    "state",  "officials",  "percent",   "market",
                                             "shares", "prices", "china", "talks",      "##",        "<unk>"};
-    const std::string articles = scratch("big.article.txt"), titles = scratch("big.title.txt");
+    const std::string articles = scratch_dir().path("big.article.txt"), titles = scratch_dir().path("big.title.txt");
     {
         std::FILE* article_file = std::fopen(articles.c_str(), "wb");
         std::FILE* title_file = std::fopen(titles.c_str(), "wb");

@@ -41,34 +41,9 @@ using hnas::data::kSepId;
 const std::string kMobyDick = std::string(HNAS_SOURCE_DIR) + "/data/corpus/moby_dick.txt";
 const std::string kSotu = std::string(HNAS_SOURCE_DIR) + "/data/corpus/sotu.txt";
 
-fs::path scratch_dir() {
-    static const fs::path dir = [] {
-        fs::path path = fs::temp_directory_path() / ("hnas_test_mlm_" + std::to_string(::getpid()));
-        fs::create_directories(path);
-        return path;
-    }();
+const hnas::testing::ScratchDir& scratch_dir() {
+    static const hnas::testing::ScratchDir dir("hnas_test_mlm_");
     return dir;
-}
-
-class ScratchCleanup : public ::testing::Environment {
-public:
-    void TearDown() override { fs::remove_all(scratch_dir()); }
-};
-const auto* const kCleanup = ::testing::AddGlobalTestEnvironment(new ScratchCleanup);
-
-std::string scratch(const std::string& name) { return (scratch_dir() / name).string(); }
-
-std::string write_file(const std::string& name, const std::string& content) {
-    std::ofstream(scratch(name), std::ios::binary) << content;
-    return scratch(name);
-}
-
-std::string slice(const std::string& source, int lines, const std::string& name) {
-    std::ifstream in(source);
-    std::ofstream out(scratch(name));
-    std::string line;
-    for (int i = 0; i < lines && std::getline(in, line); ++i) out << line << '\n';
-    return scratch(name);
 }
 
 // A BPE model of Moby-Dick (cased, untokenized English), trained once per test program.
@@ -76,11 +51,9 @@ const Tokenizer& tokenizer() {
     static const Tokenizer model = [] {
         hnas::data::TokenizerTrainOptions options;
         options.inputs = {kMobyDick};
-        options.model_prefix = scratch("moby");
         options.vocab_size = 2000;
         options.type = "bpe";
-        hnas::data::train_tokenizer(options);
-        return Tokenizer::load(scratch("moby.model"));
+        return Tokenizer::load(scratch_dir().train_tokenizer("moby", options));
     }();
     return model;
 }
@@ -104,7 +77,7 @@ std::vector<MlmBatch> take(MlmBatcher& batcher, size_t count) {
 
 MlmDataOptions moby_options(int lines = 3000) {
     MlmDataOptions options;
-    options.sources = {{slice(kMobyDick, lines, "moby_" + std::to_string(lines) + ".txt"), DocumentUnit::file}};
+    options.sources = {{scratch_dir().head_of(kMobyDick, lines, "moby_" + std::to_string(lines) + ".txt"), DocumentUnit::file}};
     options.batch.max_sentences = 16;
     options.seed = 3;
     return options;
@@ -377,7 +350,7 @@ TEST(MlmBatcher, SequencesHoldTwoContiguousSegmentsInTheLabelledOrder) {
 
 TEST(MlmBatcher, DocumentUnits) {
     const std::string text = "Alpha beta gamma. Delta epsilon.\nZeta eta theta.\n\nIota kappa. Lambda mu.\nNu xi.\n";
-    const std::string path = write_file("units.txt", text);
+    const std::string path = scratch_dir().write("units.txt", text);
     int64_t tokens = -1;
     for (const auto& [unit, documents] : {std::pair{DocumentUnit::line, 4}, std::pair{DocumentUnit::block, 2},
                                           std::pair{DocumentUnit::file, 1}}) {
@@ -488,15 +461,15 @@ TEST(MlmBatcher, ResumesExactlyFromASavedPosition) {
 
 TEST(MlmBatcher, ErrorsNameFilesLinesAndOptions) {
     MlmDataOptions options;
-    options.sources = {{write_file("bad.txt", "Fine first line.\nBroken \xE9 byte.\n"), DocumentUnit::block}};
-    EXPECT_CONTAINS(error_of([&] { MlmBatcher(tokenizer(), options); }), scratch("bad.txt") + ":2: invalid UTF-8 at byte 8");
-    options.sources = {{write_file("long.txt", "ok\n" + std::string(200, 'w') + "\n"), DocumentUnit::line}};
+    options.sources = {{scratch_dir().write("bad.txt", "Fine first line.\nBroken \xE9 byte.\n"), DocumentUnit::block}};
+    EXPECT_CONTAINS(error_of([&] { MlmBatcher(tokenizer(), options); }), scratch_dir().path("bad.txt") + ":2: invalid UTF-8 at byte 8");
+    options.sources = {{scratch_dir().write("long.txt", "ok\n" + std::string(200, 'w') + "\n"), DocumentUnit::line}};
     options.max_line_bytes = 100;
-    EXPECT_CONTAINS(error_of([&] { MlmBatcher(tokenizer(), options); }), scratch("long.txt") + ":2: line longer than 100 bytes");
+    EXPECT_CONTAINS(error_of([&] { MlmBatcher(tokenizer(), options); }), scratch_dir().path("long.txt") + ":2: line longer than 100 bytes");
     options.max_line_bytes = hnas::kDefaultMaxLineBytes;
-    options.sources = {{write_file("empty.txt", ""), DocumentUnit::file}};
-    EXPECT_CONTAINS(error_of([&] { MlmBatcher(tokenizer(), options); }), scratch("empty.txt") + " is empty");
-    options.sources = {{write_file("blank.txt", "\n \n"), DocumentUnit::file}};
+    options.sources = {{scratch_dir().write("empty.txt", ""), DocumentUnit::file}};
+    EXPECT_CONTAINS(error_of([&] { MlmBatcher(tokenizer(), options); }), scratch_dir().path("empty.txt") + " is empty");
+    options.sources = {{scratch_dir().write("blank.txt", "\n \n"), DocumentUnit::file}};
     EXPECT_CONTAINS(error_of([&] { MlmBatcher(tokenizer(), options); }), "has the two tokens a sentence pair needs");
     options.sources = {{kMobyDick, DocumentUnit::file}};
     options.max_seq = 4;

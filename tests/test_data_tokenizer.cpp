@@ -26,55 +26,28 @@ using hnas::data::TokenizerTrainOptions;
 const std::string kTrainArticles = std::string(HNAS_SOURCE_DIR) + "/data/gigaword/train_10k/train.article.txt";
 const std::string kTestArticles = std::string(HNAS_SOURCE_DIR) + "/data/gigaword/test_1951/input.txt";
 
-// A scratch folder under /tmp, removed when the test ends.
+// A scratch folder per test, removed when it ends.
 class TokenizerTest : public ::testing::Test {
 protected:
-    void SetUp() override {
-        dir_ = fs::temp_directory_path() /
-               ("hnas_test_tokenizer_" + std::to_string(::getpid()) + "_" +
-                ::testing::UnitTest::GetInstance()->current_test_info()->name());
-        fs::remove_all(dir_);
-        fs::create_directories(dir_);
-    }
-    void TearDown() override { fs::remove_all(dir_); }
-
-    std::string path(const std::string& name) const { return (dir_ / name).string(); }
-
-    // The first `lines` lines of `source` as a file in the scratch folder.
-    std::string slice(const std::string& source, int lines, const std::string& name) const {
-        std::ifstream in(source);
-        std::ofstream out(path(name));
-        std::string line;
-        for (int i = 0; i < lines && std::getline(in, line); ++i) out << line << '\n';
-        return path(name);
-    }
-
     TokenizerTrainOptions small_options(const std::string& input, const std::string& prefix) const {
         TokenizerTrainOptions options;
         options.inputs = {input};
-        options.model_prefix = path(prefix);
+        options.model_prefix = scratch_.path(prefix);
         options.vocab_size = 500;
         options.input_sentence_size = 2000;
         return options;
     }
 
-    fs::path dir_;
+    const hnas::testing::ScratchDir scratch_{std::string("hnas_test_tokenizer_") +
+                                       ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_"};
 };
 
-std::vector<std::string> read_lines(const std::string& file, int count) {
-    std::ifstream in(file);
-    std::vector<std::string> lines;
-    std::string line;
-    while (static_cast<int>(lines.size()) < count && std::getline(in, line)) lines.push_back(line);
-    return lines;
-}
-
 TEST_F(TokenizerTest, TrainsUnigramWithFixedSpecialIdsAndRoundTrips) {
-    const std::string input = slice(kTrainArticles, 3000, "articles.txt");
+    const std::string input = scratch_.head_of(kTrainArticles, 3000, "articles.txt");
     hnas::data::train_tokenizer(small_options(input, "uni"));
-    ASSERT_TRUE(fs::exists(path("uni.model")));
-    ASSERT_TRUE(fs::exists(path("uni.vocab")));
-    const Tokenizer tokenizer = Tokenizer::load(path("uni.model"));
+    ASSERT_TRUE(fs::exists(scratch_.path("uni.model")));
+    ASSERT_TRUE(fs::exists(scratch_.path("uni.vocab")));
+    const Tokenizer tokenizer = Tokenizer::load(scratch_.path("uni.model"));
     EXPECT_EQ(tokenizer.vocab_size(), 500);
     EXPECT_EQ(tokenizer.piece(hnas::data::kPadId), "<pad>");
     EXPECT_EQ(tokenizer.piece(hnas::data::kUnkId), "<unk>");
@@ -86,7 +59,7 @@ TEST_F(TokenizerTest, TrainsUnigramWithFixedSpecialIdsAndRoundTrips) {
 
     // Lines without unk markers decode to themselves (Gigaword is single-spaced ASCII).
     int checked = 0;
-    for (const std::string& line : read_lines(kTrainArticles, 200)) {
+    for (const std::string& line : hnas::testing::first_lines(kTrainArticles, 200)) {
         if (line.find("<unk>") != std::string::npos) continue;
         const std::vector<int32_t> ids = tokenizer.encode(line);
         ASSERT_FALSE(ids.empty());
@@ -103,9 +76,9 @@ TEST_F(TokenizerTest, TrainsUnigramWithFixedSpecialIdsAndRoundTrips) {
 }
 
 TEST_F(TokenizerTest, UnkMarkersMapToTheUnkId) {
-    const std::string input = slice(kTrainArticles, 3000, "articles.txt");
+    const std::string input = scratch_.head_of(kTrainArticles, 3000, "articles.txt");
     hnas::data::train_tokenizer(small_options(input, "m"));
-    const Tokenizer tokenizer = Tokenizer::load(path("m.model"));
+    const Tokenizer tokenizer = Tokenizer::load(scratch_.path("m.model"));
     // No piece learned for the markers' characters as a unit.
     EXPECT_EQ(tokenizer.piece_id("▁<unk>"), hnas::data::kUnkId);
     EXPECT_EQ(tokenizer.piece_id("<unk>"), hnas::data::kUnkId);
@@ -131,7 +104,7 @@ TEST_F(TokenizerTest, UnkMarkersMapToTheUnkId) {
     EXPECT_GT(tokenizer.encode("<unk>s").size(), 1u);
     EXPECT_GT(tokenizer.encode("UNKs").size(), 1u);
     // Every marker of the real test set becomes one unk id.
-    for (const std::string& line : read_lines(kTestArticles, 300)) {
+    for (const std::string& line : hnas::testing::first_lines(kTestArticles, 300)) {
         size_t markers = 0;
         for (size_t at = line.find("UNK"); at != std::string::npos; at = line.find("UNK", at + 3)) ++markers;
         const std::vector<int32_t> ids = tokenizer.encode(line);
@@ -140,9 +113,9 @@ TEST_F(TokenizerTest, UnkMarkersMapToTheUnkId) {
 }
 
 TEST_F(TokenizerTest, WordCacheGivesExactlyTheUncachedIds) {
-    const std::string input = slice(kTrainArticles, 3000, "articles.txt");
+    const std::string input = scratch_.head_of(kTrainArticles, 3000, "articles.txt");
     hnas::data::train_tokenizer(small_options(input, "m"));
-    const Tokenizer tokenizer = Tokenizer::load(path("m.model"));
+    const Tokenizer tokenizer = Tokenizer::load(scratch_.path("m.model"));
     hnas::data::EncodeCache cache(1000);  // small: it fills up and starts over many times
     std::vector<int32_t> cached;
     auto expect_same = [&](const std::string& text) {
@@ -161,26 +134,26 @@ TEST_F(TokenizerTest, WordCacheGivesExactlyTheUncachedIds) {
     const std::string root = std::string(HNAS_SOURCE_DIR) + "/data/";
     for (const std::string& file : {root + "gigaword/train_10k/train.article.txt", root + "gigaword/test_1951/input.txt",
                                     root + "gigaword/valid_small/valid.trg.small.txt", root + "corpus/moby_dick.txt"}) {
-        for (const std::string& line : read_lines(file, 4000)) expect_same(line);
+        for (const std::string& line : hnas::testing::first_lines(file, 4000)) expect_same(line);
     }
     // A long cased text with digits and punctuation: the start of the State of the Union file.
-    std::string sotu = read_lines(root + "corpus/sotu.txt", 1).front();
+    std::string sotu = hnas::testing::first_lines(root + "corpus/sotu.txt", 1).front();
     expect_same(sotu);
 }
 
 TEST_F(TokenizerTest, LoadsFromSerializedBytes) {
-    const std::string input = slice(kTrainArticles, 2000, "articles.txt");
+    const std::string input = scratch_.head_of(kTrainArticles, 2000, "articles.txt");
     hnas::data::train_tokenizer(small_options(input, "m"));
-    const Tokenizer from_file = Tokenizer::load(path("m.model"));
-    std::ifstream model_file(path("m.model"), std::ios::binary);
+    const Tokenizer from_file = Tokenizer::load(scratch_.path("m.model"));
+    std::ifstream model_file(scratch_.path("m.model"), std::ios::binary);
     const std::string file_bytes((std::istreambuf_iterator<char>(model_file)), std::istreambuf_iterator<char>());
     EXPECT_EQ(from_file.serialized_model(), file_bytes);
 
-    fs::remove(path("m.model"));  // the bytes are all a checkpoint keeps
+    fs::remove(scratch_.path("m.model"));  // the bytes are all a checkpoint keeps
     const Tokenizer from_bytes = Tokenizer::from_serialized(from_file.serialized_model());
     EXPECT_EQ(from_bytes.model_hash(), from_file.model_hash());
     EXPECT_EQ(from_bytes.vocab_size(), from_file.vocab_size());
-    for (const std::string& line : read_lines(kTrainArticles, 50)) {
+    for (const std::string& line : hnas::testing::first_lines(kTrainArticles, 50)) {
         EXPECT_EQ(from_bytes.encode(line), from_file.encode(line));
     }
     EXPECT_NE(error_of([] { Tokenizer::from_serialized("not a model"); }).find("cannot load tokenizer model"),
@@ -188,19 +161,19 @@ TEST_F(TokenizerTest, LoadsFromSerializedBytes) {
 }
 
 TEST_F(TokenizerTest, TrainingIsDeterministic) {
-    const std::string input = slice(kTrainArticles, 4000, "articles.txt");
+    const std::string input = scratch_.head_of(kTrainArticles, 4000, "articles.txt");
     TokenizerTrainOptions options = small_options(input, "a");
     options.input_sentence_size = 1500;  // sampling from 4000 lines: the seed matters
     hnas::data::train_tokenizer(options);
-    options.model_prefix = path("b");
+    options.model_prefix = scratch_.path("b");
     hnas::data::train_tokenizer(options);
-    options.model_prefix = path("c");
+    options.model_prefix = scratch_.path("c");
     options.seed = 1;
     hnas::data::train_tokenizer(options);
     // The models differ only in the model_prefix they record; the vocabularies hold every piece and
     // its score.
     auto vocabulary = [&](const std::string& prefix) {
-        std::ifstream in(path(prefix + ".vocab"));
+        std::ifstream in(scratch_.path(prefix + ".vocab"));
         return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     };
     EXPECT_TRUE(vocabulary("a") == vocabulary("b")) << "same options and seed, different vocabularies";
@@ -208,38 +181,38 @@ TEST_F(TokenizerTest, TrainingIsDeterministic) {
 }
 
 TEST_F(TokenizerTest, TrainsBpe) {
-    const std::string input = slice(kTrainArticles, 2000, "articles.txt");
+    const std::string input = scratch_.head_of(kTrainArticles, 2000, "articles.txt");
     TokenizerTrainOptions options = small_options(input, "bpe");
     options.type = "bpe";
     hnas::data::train_tokenizer(options);
-    const Tokenizer tokenizer = Tokenizer::load(path("bpe.model"));
+    const Tokenizer tokenizer = Tokenizer::load(scratch_.path("bpe.model"));
     EXPECT_EQ(tokenizer.piece_id("[MASK]"), hnas::data::kMaskId);
-    const std::string line = read_lines(kTrainArticles, 1).front();
+    const std::string line = hnas::testing::first_lines(kTrainArticles, 1).front();
     EXPECT_EQ(tokenizer.decode(tokenizer.encode(line)), line);
     EXPECT_EQ(tokenizer.encode("UNK"), std::vector<int32_t>{hnas::data::kUnkId});
 }
 
 TEST_F(TokenizerTest, LongLinesAreTrainedOnInPieces) {
     // One 40 KB line (like an address of sotu.txt) is ten times SentencePiece's sentence limit.
-    std::ofstream(path("long.txt")) << [] {
+    std::ofstream(scratch_.path("long.txt")) << [] {
         std::string text;
         for (int i = 0; i < 4000; ++i) text += (i % 3 == 0 ? "whale " : i % 3 == 1 ? "ship " : "sea ");
         return text;
     }() << '\n';
-    TokenizerTrainOptions options = small_options(path("long.txt"), "long");
+    TokenizerTrainOptions options = small_options(scratch_.path("long.txt"), "long");
     options.vocab_size = 30;
     options.type = "bpe";
     hnas::data::train_tokenizer(options);
-    const Tokenizer tokenizer = Tokenizer::load(path("long.model"));
+    const Tokenizer tokenizer = Tokenizer::load(scratch_.path("long.model"));
     EXPECT_EQ(tokenizer.encode("whale ship sea").size(), 3u);
 }
 
 TEST_F(TokenizerTest, DecodeDropsControlIdsAndChecksRange) {
-    const std::string input = slice(kTrainArticles, 2000, "articles.txt");
+    const std::string input = scratch_.head_of(kTrainArticles, 2000, "articles.txt");
     TokenizerTrainOptions options = small_options(input, "m");
     options.type = "bpe";
     hnas::data::train_tokenizer(options);
-    const Tokenizer tokenizer = Tokenizer::load(path("m.model"));
+    const Tokenizer tokenizer = Tokenizer::load(scratch_.path("m.model"));
     std::vector<int32_t> ids = {hnas::data::kBosId};
     for (int32_t id : tokenizer.encode("the police said")) ids.push_back(id);
     ids.push_back(hnas::data::kEosId);
@@ -250,29 +223,29 @@ TEST_F(TokenizerTest, DecodeDropsControlIdsAndChecksRange) {
 }
 
 TEST_F(TokenizerTest, RejectsModelsWithOtherSpecialIds) {
-    const std::string input = slice(kTrainArticles, 1000, "articles.txt");
+    const std::string input = scratch_.head_of(kTrainArticles, 1000, "articles.txt");
     // SentencePiece's defaults: unk 0, bos 1, eos 2, no pad.
     const auto status = sentencepiece::SentencePieceTrainer::Train(
-        {{"input", input}, {"model_prefix", path("foreign")}, {"vocab_size", "300"}, {"model_type", "bpe"},
+        {{"input", input}, {"model_prefix", scratch_.path("foreign")}, {"vocab_size", "300"}, {"model_type", "bpe"},
          {"minloglevel", "1"}});
     ASSERT_TRUE(status.ok()) << status.ToString();
-    const std::string message = error_of([&] { Tokenizer::load(path("foreign.model")); });
-    EXPECT_NE(message.find(path("foreign.model")), std::string::npos) << message;
+    const std::string message = error_of([&] { Tokenizer::load(scratch_.path("foreign.model")); });
+    EXPECT_NE(message.find(scratch_.path("foreign.model")), std::string::npos) << message;
     EXPECT_NE(message.find("pad id is -1, hnas needs 0"), std::string::npos) << message;
 }
 
 TEST_F(TokenizerTest, TrainingErrorsNameTheProblem) {
-    TokenizerTrainOptions options = small_options(path("missing.txt"), "m");
-    EXPECT_NE(error_of([&] { hnas::data::train_tokenizer(options); }).find("cannot open " + path("missing.txt")),
+    TokenizerTrainOptions options = small_options(scratch_.path("missing.txt"), "m");
+    EXPECT_NE(error_of([&] { hnas::data::train_tokenizer(options); }).find("cannot open " + scratch_.path("missing.txt")),
               std::string::npos);
-    std::ofstream(path("bad.txt")) << "fine line\nbad \xC3\x28 byte\n";
-    options.inputs = {path("bad.txt")};
-    EXPECT_NE(error_of([&] { hnas::data::train_tokenizer(options); }).find(path("bad.txt") + ":2: invalid UTF-8"),
+    std::ofstream(scratch_.path("bad.txt")) << "fine line\nbad \xC3\x28 byte\n";
+    options.inputs = {scratch_.path("bad.txt")};
+    EXPECT_NE(error_of([&] { hnas::data::train_tokenizer(options); }).find(scratch_.path("bad.txt") + ":2: invalid UTF-8"),
               std::string::npos);
-    std::ofstream(path("blank.txt")) << "\n  \n<unk> UNK\n";
-    options.inputs = {path("blank.txt")};
+    std::ofstream(scratch_.path("blank.txt")) << "\n  \n<unk> UNK\n";
+    options.inputs = {scratch_.path("blank.txt")};
     EXPECT_NE(error_of([&] { hnas::data::train_tokenizer(options); }).find("hold no text"), std::string::npos);
-    options.inputs = {slice(kTrainArticles, 100, "few.txt")};
+    options.inputs = {scratch_.head_of(kTrainArticles, 100, "few.txt")};
     options.type = "word";
     EXPECT_NE(error_of([&] { hnas::data::train_tokenizer(options); }).find("'word' is not"), std::string::npos);
     options.type = "unigram";

@@ -97,22 +97,17 @@ public:
         static const Environment environment;
         return environment;
     }
-    fs::path root = fs::temp_directory_path() / ("hnas_distributed_test_" + std::to_string(getpid()));
+    const testing::ScratchDir scratch{"hnas_distributed_test_"};
     std::string tokenizer;
-
-    ~Environment() { fs::remove_all(root); }
 
 private:
     Environment() {
-        fs::create_directories(root);
         data::TokenizerTrainOptions options;
         options.inputs = {std::string(HNAS_SOURCE_DIR) + "/data/gigaword/train_10k/train.article.txt",
                           std::string(HNAS_SOURCE_DIR) + "/data/gigaword/train_10k/train.title.txt"};
-        options.model_prefix = (root / "tokenizer").string();
         options.vocab_size = 500;
         options.input_sentence_size = 4000;
-        data::train_tokenizer(options);
-        tokenizer = options.model_prefix + ".model";
+        tokenizer = scratch.train_tokenizer("tokenizer", options);
     }
 };
 
@@ -217,16 +212,15 @@ double max_parameter_difference(const fs::path& a, const fs::path& b) {
     return worst;
 }
 
-struct RunDir {
-    fs::path path;
-    explicit RunDir(const std::string& name) : path(Environment::get().root / name) { fs::remove_all(path); }
-    ~RunDir() { fs::remove_all(path); }
+// A run folder in the suite's scratch folder.
+struct RunDir : testing::RunDir {
+    explicit RunDir(const std::string& name) : testing::RunDir(Environment::get().scratch, name) {}
 };
 
 // The single-process run all others are compared with, made once.
 const fs::path& reference_run() {
     static const fs::path run = [] {
-        const fs::path path = Environment::get().root / "reference";
+        const fs::path path = Environment::get().scratch.root / "reference";
         fs::remove_all(path);
         run_to_completion(path, 0);
         return path;

@@ -148,9 +148,10 @@ TEST(Config, EveryShippedConfigParsesAndItsResolvedFormParsesToItself) {
 // Hostile config files and --set values end in an hnas::Error naming the file (or --set) and the key
 // path, never in a crash or a bare library exception.
 TEST(Config, HostileJsonIsAnErrorNamingTheFileAndTheKey) {
-    const std::string path = (std::filesystem::temp_directory_path() / ("hnas_hostile_" + std::to_string(getpid()) + ".json")).string();
+    const testing::ScratchDir scratch("hnas_hostile_");
+    const std::string path = scratch.path("config.json");
     auto load_error = [&](const std::string& text, const std::vector<std::string>& overrides = {}) {
-        std::ofstream(path, std::ios::binary) << text;
+        testing::write_file(path, text);
         return testing::error_of([&] { config::load_experiment_config(path, overrides); });
     };
     const std::string deep_array = std::string(100000, '[') + std::string(100000, ']');
@@ -268,22 +269,14 @@ TEST(Models, ParameterNamesFollowTheModuleTree) {
     EXPECT_THROW(model.parameter("decoder.layers.0.self_attn.norm.hybrid_theta"), Error);  // lnas there
 }
 
-struct TempDir {
-    std::filesystem::path path = std::filesystem::temp_directory_path() /
-                                 ("hnas_models_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-                                  "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    TempDir() { std::filesystem::create_directories(path); }
-    ~TempDir() { std::filesystem::remove_all(path); }
-};
-
 TEST(Models, CheckpointRoundTripIsBitExact) {
-    TempDir dir;
+    const testing::ScratchDir dir(testing::name_for_this_test("hnas_models_"));
     const config::ExperimentConfig parsed = config::parse_experiment_config(tiny_config("headline"));
     Rng init_a(1), init_b(99), dropout(2);
     models::Seq2SeqModel a(parsed.model, init_a, dropout), b(parsed.model, init_b, dropout);
     io::CheckpointWriter writer(Json{{"config", parsed.resolved}});
     models::add_parameters(writer, a);
-    const std::string path = (dir.path / "model.ckpt").string();
+    const std::string path = dir.path("model.ckpt");
     writer.write(path);
     models::load_parameters(io::Checkpoint::load(path), b);
     for (const auto& named : a.named_parameters()) {
@@ -307,13 +300,13 @@ TEST(Models, CheckpointRoundTripIsBitExact) {
 }
 
 TEST(Models, BertBertInitializationCopiesEncoderIntoBothStacks) {
-    TempDir dir;
+    const testing::ScratchDir dir(testing::name_for_this_test("hnas_models_"));
     const config::ExperimentConfig bert_config = config::parse_experiment_config(tiny_config("mlm"));
     Rng bert_init(5), dropout(2);
     models::BertModel bert(bert_config.model, bert_init, dropout);
     io::CheckpointWriter writer(Json::object());
     models::add_parameters(writer, bert);
-    const std::string path = (dir.path / "bert.ckpt").string();
+    const std::string path = dir.path("bert.ckpt");
     writer.write(path);
 
     Json raw = tiny_config("headline");

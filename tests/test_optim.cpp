@@ -249,19 +249,9 @@ TEST(ClipGradients, LargeGradientsClipToMaxNorm) {
 
 class OptimizerFiles : public ::testing::Test {
 protected:
-    void SetUp() override {
-        const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-        std::string name = info->name();
-        std::replace(name.begin(), name.end(), '/', '_');
-        dir_ = fs::temp_directory_path() / ("hnas_optim_" + std::to_string(::getpid()) + "_" + name);
-        fs::remove_all(dir_);
-        fs::create_directories(dir_);
-    }
-    void TearDown() override { fs::remove_all(dir_); }
+    std::string file(const std::string& name) const { return scratch_.path(name); }
 
-    std::string file(const std::string& name) const { return (dir_ / name).string(); }
-
-    fs::path dir_;
+    const testing::ScratchDir scratch_{testing::name_for_this_test("hnas_optim_")};
 };
 
 TEST_F(OptimizerFiles, ParameterWithoutGradientIsLeftAlone) {

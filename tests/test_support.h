@@ -111,36 +111,90 @@ inline std::string read_file(const std::string& path) {
     return text.str();
 }
 
-// A temporary folder for one test program (removed at its end) and a small SentencePiece model
-// trained there on the first 2,000 lines of Moby-Dick: the fixtures of the fine-tuning data tests.
-class ScratchWithTokenizer {
+// ---- Scratch folders, files and tokenizers -----------------------------------------------------------
+
+// Writes `bytes` as the whole file `path`, failing the test when it cannot.
+inline void write_file(const std::string& path, const std::string& bytes) {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    EXPECT_TRUE(out.good()) << "cannot write " << path;
+}
+
+// A temporary folder `<name><pid>` for the files of one test program, removed with its contents when
+// the object goes (for a function-local static: when the program ends).
+class ScratchDir {
 public:
-    explicit ScratchWithTokenizer(const std::string& name)
-        : root(std::filesystem::temp_directory_path() / (name + std::to_string(getpid()))), tokenizer(train(root)) {}
-    ~ScratchWithTokenizer() {
+    explicit ScratchDir(const std::string& name)
+        : root(std::filesystem::temp_directory_path() / (name + std::to_string(getpid()))) {
+        std::filesystem::remove_all(root);
+        std::filesystem::create_directories(root);
+    }
+    ~ScratchDir() {
         std::error_code ignored;
         std::filesystem::remove_all(root, ignored);
     }
-    ScratchWithTokenizer(const ScratchWithTokenizer&) = delete;
-    ScratchWithTokenizer& operator=(const ScratchWithTokenizer&) = delete;
+    ScratchDir(const ScratchDir&) = delete;
+    ScratchDir& operator=(const ScratchDir&) = delete;
 
+    std::string path(const std::string& name) const { return (root / name).string(); }
+    // Writes `content` as the file `name`; returns its path.
     std::string write(const std::string& name, const std::string& content) const {
-        std::ofstream(root / name, std::ios::binary) << content;
-        return (root / name).string();
+        write_file(path(name), content);
+        return path(name);
+    }
+    // The first `lines` lines of `source` as the file `name`; returns its path.
+    std::string head_of(const std::string& source, int lines, const std::string& name) const {
+        return copy_head(source, path(name), lines);
+    }
+    // A SentencePiece model trained on options.inputs as `<prefix>.model` here; returns its path.
+    std::string train_tokenizer(const std::string& prefix, data::TokenizerTrainOptions options) const {
+        options.model_prefix = path(prefix);
+        data::train_tokenizer(options);
+        return options.model_prefix + ".model";
     }
 
-    std::filesystem::path root;
+    const std::filesystem::path root;
+};
+
+// "<prefix><test name>_": a ScratchDir name of its own for the running test.
+inline std::string name_for_this_test(const std::string& prefix) {
+    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::replace(name.begin(), name.end(), '/', '_');  // parameterized tests: "Case/0"
+    return prefix + name + "_";
+}
+
+// A folder of a ScratchDir for one run: empty at the start, removed at the end.
+struct RunDir {
+    std::filesystem::path path;
+    RunDir(const ScratchDir& scratch, const std::string& name) : path(scratch.root / name) { std::filesystem::remove_all(path); }
+    ~RunDir() {
+        std::error_code ignored;
+        std::filesystem::remove_all(path, ignored);
+    }
+};
+
+// Up to `count` first lines of a text file.
+inline std::vector<std::string> first_lines(const std::string& path, size_t count) {
+    std::ifstream in(path);
+    std::vector<std::string> lines;
+    for (std::string line; lines.size() < count && std::getline(in, line);) lines.push_back(line);
+    return lines;
+}
+
+// A scratch folder with a small SentencePiece model trained there on the first 2,000 lines of
+// Moby-Dick: the fixtures of the fine-tuning data tests.
+class ScratchWithTokenizer : public ScratchDir {
+public:
+    explicit ScratchWithTokenizer(const std::string& name) : ScratchDir(name), tokenizer(train_moby(*this)) {}
+
     data::Tokenizer tokenizer;
 
 private:
-    static data::Tokenizer train(const std::filesystem::path& root) {
-        std::filesystem::create_directories(root);
+    static data::Tokenizer train_moby(const ScratchDir& scratch) {
         data::TokenizerTrainOptions options;
-        options.inputs = {copy_head(std::string(HNAS_SOURCE_DIR) + "/data/corpus/moby_dick.txt", (root / "moby.txt").string(), 2000)};
-        options.model_prefix = (root / "moby").string();
+        options.inputs = {scratch.head_of(std::string(HNAS_SOURCE_DIR) + "/data/corpus/moby_dick.txt", 2000, "moby.txt")};
         options.vocab_size = 500;
-        data::train_tokenizer(options);
-        return data::Tokenizer::load(options.model_prefix + ".model");
+        return data::Tokenizer::load(scratch.train_tokenizer("moby", options));
     }
 };
 
@@ -202,6 +256,23 @@ inline std::string describe_status(int status) {
     if (status == -1) return "still running at the deadline";
     if (WIFSIGNALED(status)) return "killed by signal " + std::to_string(WTERMSIG(status));
     return "exit status " + std::to_string(WEXITSTATUS(status));
+}
+
+// The end of a run of the hnas executable: its wait status and its standard output and error.
+struct Outcome {
+    int status = 0;
+    std::string output;
+    int exit_code() const { return WIFEXITED(status) ? WEXITSTATUS(status) : -1; }
+};
+
+// Runs `hnas args...` to its end, its output logged in a new file of `scratch`.
+inline Outcome run_hnas(const std::vector<std::string>& args, const ScratchDir& scratch) {
+    static int runs = 0;
+    std::vector<std::string> command{HNAS_EXECUTABLE};
+    command.insert(command.end(), args.begin(), args.end());
+    const Subprocess process = start_subprocess(command, scratch.path("hnas_run_" + std::to_string(++runs) + ".log"));
+    const int status = finish(process);
+    return {status, process.output()};
 }
 
 inline Tensor random_tensor(const Shape& shape, uint64_t seed, float low = -1.0f, float high = 1.0f) {

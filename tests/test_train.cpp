@@ -34,33 +34,26 @@ public:
         static const TrainEnvironment environment;
         return environment;
     }
-    fs::path root = fs::temp_directory_path() / ("hnas_train_test_" + std::to_string(getpid()));
-    ~TrainEnvironment() {
-        std::error_code ignored;
-        fs::remove_all(root, ignored);
-    }
+    const testing::ScratchDir scratch{"hnas_train_test_"};
     std::string tokenizer, articles, titles, valid_articles, valid_titles, corpus, sources_tsv;
 
 private:
     TrainEnvironment() {
-        fs::create_directories(root);
         const std::string gigaword = std::string(HNAS_SOURCE_DIR) + "/data/gigaword/";
-        articles = copy_head(gigaword + "train_10k/train.article.txt", "articles.txt", 256);
-        titles = copy_head(gigaword + "train_10k/train.title.txt", "titles.txt", 256);
-        valid_articles = copy_head(gigaword + "valid_1k/valid.article.filter.txt", "valid_articles.txt", 32);
-        valid_titles = copy_head(gigaword + "valid_1k/valid.title.filter.txt", "valid_titles.txt", 32);
-        corpus = copy_head(std::string(HNAS_SOURCE_DIR) + "/data/corpus/moby_dick.txt", "corpus.txt", 600);
+        articles = scratch.head_of(gigaword + "train_10k/train.article.txt", 256, "articles.txt");
+        titles = scratch.head_of(gigaword + "train_10k/train.title.txt", 256, "titles.txt");
+        valid_articles = scratch.head_of(gigaword + "valid_1k/valid.article.filter.txt", 32, "valid_articles.txt");
+        valid_titles = scratch.head_of(gigaword + "valid_1k/valid.title.filter.txt", 32, "valid_titles.txt");
+        corpus = scratch.head_of(std::string(HNAS_SOURCE_DIR) + "/data/corpus/moby_dick.txt", 600, "corpus.txt");
         data::TokenizerTrainOptions options;
         options.inputs = {articles, titles, corpus};
-        options.model_prefix = (root / "tokenizer").string();
         options.vocab_size = 400;
-        data::train_tokenizer(options);
-        tokenizer = options.model_prefix + ".model";
+        tokenizer = scratch.train_tokenizer("tokenizer", options);
         sources_tsv = write_sources_tsv();
     }
     // A single-text classification file: is the line a Gigaword headline or from Moby-Dick?
     std::string write_sources_tsv() const {
-        const fs::path path = root / "sources.tsv";
+        const fs::path path = scratch.root / "sources.tsv";
         std::ofstream out(path);
         out << "text\tsource\n";
         std::ifstream headlines(titles), novel(corpus);
@@ -72,9 +65,6 @@ private:
             written += 2;
         }
         return path.string();
-    }
-    std::string copy_head(const std::string& from, const std::string& name, int lines) const {
-        return testing::copy_head(from, (root / name).string(), lines);
     }
 };
 
@@ -138,10 +128,9 @@ Json span_config(const TrainEnvironment& env) {
             {"checkpoint", {{"every", 100}}}};
 }
 
-struct RunDir {
-    fs::path path;
-    explicit RunDir(const std::string& name) : path(TrainEnvironment::get().root / name) { fs::remove_all(path); }
-    ~RunDir() { fs::remove_all(path); }
+// A run folder in the suite's scratch folder.
+struct RunDir : testing::RunDir {
+    explicit RunDir(const std::string& name) : testing::RunDir(TrainEnvironment::get().scratch, name) {}
 };
 
 // The last validation record of a run's metrics.jsonl (null when there is none).

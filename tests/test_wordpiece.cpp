@@ -26,19 +26,15 @@ const char* const kSmallVocab[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
                                    "a",     "e",     "-",     "mail",  "中",     "国",  "##s",   "the"};
 
 std::string write_vocab(const std::string& name, const std::vector<std::string>& lines) {
-    const fs::path path = fs::temp_directory_path() / ("hnas_wordpiece_" + std::to_string(getpid()) + "_" + name);
-    std::ofstream out(path);
-    for (const std::string& line : lines) out << line << "\n";
-    return path.string();
+    static const testing::ScratchDir scratch("hnas_wordpiece_");
+    std::string text;
+    for (const std::string& line : lines) text.append(line).append("\n");
+    return scratch.write(name, text);
 }
 
 const Tokenizer& small() {
-    static const Tokenizer tokenizer = [] {
-        const std::string path = write_vocab("small.txt", std::vector<std::string>(std::begin(kSmallVocab), std::end(kSmallVocab)));
-        Tokenizer loaded = Tokenizer::load_wordpiece(path);
-        fs::remove(path);
-        return loaded;
-    }();
+    static const Tokenizer tokenizer =
+        Tokenizer::load_wordpiece(write_vocab("small.txt", std::vector<std::string>(std::begin(kSmallVocab), std::end(kSmallVocab))));
     return tokenizer;
 }
 
