@@ -106,6 +106,22 @@ TEST(CommandLine, ExitStatusesSayHowTheCommandEnded) {
     EXPECT_CONTAINS(failed.output, not_a_checkpoint);
 }
 
+// Log lines carry colour codes only where asked for: the tests' pipe gets plain text under auto, and
+// `--color always` (before or after the subcommand) colours it, `never` keeps it plain.
+TEST(CommandLine, LogColourOnlyWhereAskedFor) {
+    const std::string not_a_checkpoint = scratch().write("colour.ckpt", "no checkpoint here\n");
+    const auto coloured = [](const Outcome& outcome) { return outcome.output.find('\x1b') != std::string::npos; };
+    const Outcome plain = run_hnas({"inspect", not_a_checkpoint});
+    EXPECT_EQ(plain.exit_code(), 1) << plain.output;
+    EXPECT_FALSE(coloured(plain)) << plain.output;
+    EXPECT_TRUE(coloured(run_hnas({"--color", "always", "inspect", not_a_checkpoint})));
+    EXPECT_TRUE(coloured(run_hnas({"inspect", not_a_checkpoint, "--color", "always"})));
+    EXPECT_FALSE(coloured(run_hnas({"--color", "never", "inspect", not_a_checkpoint})));
+    const Outcome bad = run_hnas({"--color", "sometimes", "inspect", not_a_checkpoint});
+    EXPECT_EQ(bad.exit_code(), 2) << bad.output;
+    EXPECT_CONTAINS(bad.output, "--color");
+}
+
 // A small headline run on the bundled data that trains until a signal stops it, logging every step and
 // writing a checkpoint only when it stops.
 std::string endless_run_config(const fs::path& dir) {

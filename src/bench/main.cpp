@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "backend/matmul.h"
+#include "cli/log_color.h"
 #include "cli/validators.h"
 #include "data/gigaword.h"
 #include "io/checkpoint.h"
@@ -459,6 +460,7 @@ int main(int argc, char** argv) {
     app.add_option("--warmup", warmup, "Untimed calls before timing")->check(hnas::cli::non_negative_integer<int>());
     app.add_option("--repeats", repeats, "Timed calls; the median is reported")->check(hnas::cli::positive_integer<int>());
     app.require_subcommand(1);
+    hnas::cli::add_color_option(app);
     auto* linear_command = app.add_subcommand("linear", "linear forward+backward GFLOP/s against raw oneDNN matmul");
     linear_command->add_option("--precision", linear_precision, "matmul precision: f32 or bf16")
         ->check(CLI::IsMember({"f32", "bf16"}));

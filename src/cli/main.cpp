@@ -8,6 +8,7 @@
 
 #include "backend/matmul.h"
 #include "cli/commands.h"
+#include "cli/log_color.h"
 
 // OpenMP's default wait policy spins for a while at every barrier. hnas runs a data-prefetch thread
 // beside the OpenMP pool, so on a 2-core machine a spinning worker often waits for a descheduled one,
@@ -29,6 +30,7 @@ int main(int argc, char** argv) {
     app.require_subcommand(0, 1);
     bool show_version = false;
     app.add_flag("--version", show_version, "Print the version and the oneDNN backend, then exit");
+    hnas::cli::add_color_option(app);
     int exit_code = 0;
     hnas::cli::add_demo_command(app);
     hnas::cli::add_train_command(app, exit_code);
