@@ -145,10 +145,10 @@ configs = list(dict.fromkeys((r["task"], r["kind"]) for r in runs))
 hnas_precision = next(r.get("precision", "f32") for r in runs if r["impl"] == "hnas")
 if hnas_precision != "f32":
     print(f"hnas trains with {hnas_precision} matmuls, PyTorch in f32.\n")
-print("| task | kind | hnas tokens/s | torch tokens/s | hnas/torch | hnas step ms | torch step ms | hnas peak RSS MiB | torch peak RSS MiB | RSS hnas/torch | hnas step / lnas |")
+print("| task | kind | hnas input tokens/s | torch input tokens/s | hnas/torch | hnas step ms | torch step ms | hnas peak RSS MiB | torch peak RSS MiB | RSS hnas/torch | hnas step / lnas |")
 print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 for task, kind in configs:
-    ht, tt = pick("hnas", task, kind, "tokens_per_s"), pick("torch", task, kind, "tokens_per_s")
+    ht, tt = pick("hnas", task, kind, "input_tokens_per_s"), pick("torch", task, kind, "input_tokens_per_s")
     hm, tm = pick("hnas", task, kind, "step_ms_median"), pick("torch", task, kind, "step_ms_median")
     hr, tr = pick("hnas", task, kind, "peak_rss_mib"), pick("torch", task, kind, "peak_rss_mib")
     lnas = pick("hnas", task, "lnas", "step_ms_median")
@@ -157,9 +157,9 @@ for task, kind in configs:
           f"{span(tm, '{:.0f}')} | {med(hr):.0f} | {med(tr):.0f} | {med(hr) / med(tr):.2f} | {relative} |")
 first = runs[0]
 steps, warmup, threads = first["steps"], first["warmup"], first["threads"]
-rounds = len(pick("hnas", *configs[0], "tokens_per_s"))
+rounds = len(pick("hnas", *configs[0], "input_tokens_per_s"))
 print(f"\nMedians over {rounds} round(s) [min–max]; each run {warmup} warm-up + {steps} timed steps, "
-      f"{threads} threads; tokens/s = tokens per step / median step time; model GFLOP/s (3 × forward "
+      f"{threads} threads; input tokens/s = tokens the model reads per step (source + target, or the MLM sequence) / median step time; model GFLOP/s (3 × forward "
       "matmul FLOPs / median step):")
 for task, kind in configs:
     hg, tg = pick("hnas", task, kind, "model_gflop_per_s"), pick("torch", task, kind, "model_gflop_per_s")

@@ -4,7 +4,7 @@
 # run stops early with --stop-after), both runs share one tokenizer (trained by the f32 run), and
 # validation is skipped. Per config it prints the largest relative difference of the 50-step moving
 # averages of the per-step losses (the criterion: below 1 %), the largest per-step difference, and
-# each run's median training throughput (tokens/s of a step, from metrics.jsonl).
+# each run's median training throughput (input tokens/s of a step, from metrics.jsonl).
 #   scripts/check_bf16.sh [--steps N] [--window W] [--out DIR] [--no-build] [CONFIG ...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -61,7 +61,7 @@ import json, statistics, sys
 
 window, steps = int(sys.argv[1]), int(sys.argv[2])
 print(f"| config | steps | max rel. diff of {window}-step moving averages | max rel. diff per step | "
-      f"final {window}-step mean f32 / bf16 | median tokens/s f32 / bf16 | within 1 % |")
+      f"final {window}-step mean f32 / bf16 | median input tokens/s f32 / bf16 | within 1 % |")
 print("| --- | ---: | ---: | ---: | --- | --- | --- |")
 failed = False
 for run in sys.argv[3:]:
@@ -70,7 +70,7 @@ for run in sys.argv[3:]:
         with open(f"{run}/{precision}/metrics.jsonl") as f:
             records = [r for r in map(json.loads, f) if "loss" in r]
         curves[precision] = [r["loss"] for r in records]
-        rates[precision] = statistics.median(r["tokens_per_second"] for r in records)
+        rates[precision] = statistics.median(r["input_tokens_per_second"] for r in records)
     a, b = curves["f32"], curves["bf16"]
     if len(a) != steps or len(b) != steps:
         sys.exit(f"{run}: expected {steps} logged steps, got {len(a)} (f32) and {len(b)} (bf16)")

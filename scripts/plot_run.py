@@ -11,12 +11,14 @@ and writes PNG files into RUN_DIR/plots/ (or --out DIR):
     hybrid_u.png    only when some attention layer is hnas: one subplot per
                     attention layer, the hybrid weight u of every head over
                     the training steps (y from 0 to 1)
-    throughput.png  training tokens per second per logged step
+    throughput.png  input tokens (the tokens the model reads) per second per
+                    logged step
 
 metrics.jsonl holds one JSON object per line, of two kinds:
 
     progress    {"step", "epoch", "loss", "learning_rate", "grad_norm",
-                 "tokens_per_second", "elapsed_seconds",
+                 "input_tokens_per_second", "targets_per_second", "target_unit",
+                 "elapsed_seconds",
                  "hybrid_u": {"<layer name>": [u_head0, u_head1, ...], ...}}
     validation  {"step", "validation_loss", "validation_perplexity",
                  "validation_rouge_l" (headline runs only), "best_metric"}
@@ -229,12 +231,16 @@ def plot_hybrid(plt, hybrid, title, path, dpi):
 
 def plot_throughput(plt, progress, title, path, dpi):
     figure, ax = plt.subplots(figsize=(9, 3.8))
-    steps, rate = series(progress, "tokens_per_second")
+    # Runs before input and target throughputs were told apart logged the loss's targets (headline:
+    # target tokens) as "tokens_per_second".
+    new = any("input_tokens_per_second" in record for record in progress)
+    key, unit = ("input_tokens_per_second", "input tokens/s") if new else ("tokens_per_second", "target tokens/s")
+    steps, rate = series(progress, key)
     ax.plot(steps, rate, color="tab:blue", linewidth=1.0, marker="o" if len(steps) <= 30 else None, markersize=3,
-            label="tokens/s")
+            label=unit)
     if rate:
         mean = sum(rate) / len(rate)
-        ax.axhline(mean, color="tab:gray", linestyle="--", linewidth=1.0, label=f"mean {mean:,.0f} tokens/s")
+        ax.axhline(mean, color="tab:gray", linestyle="--", linewidth=1.0, label=f"mean {mean:,.0f} {unit}")
         ax.legend(loc="best", fontsize="small", framealpha=0.85)
     ax.set_ylim(bottom=0)
     ax.set_xlabel("step")

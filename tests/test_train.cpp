@@ -128,6 +128,12 @@ Json span_config(const TrainEnvironment& env) {
             {"checkpoint", {{"every", 100}}}};
 }
 
+std::string first_line(std::istream& in) {
+    std::string line;
+    std::getline(in, line);
+    return line;
+}
+
 // A run folder in the suite's scratch folder.
 struct RunDir : testing::RunDir {
     explicit RunDir(const std::string& name) : testing::RunDir(TrainEnvironment::get().scratch, name) {}
@@ -161,6 +167,13 @@ TEST(Trainer, LossFallsOnEveryTask) {
         ASSERT_EQ(losses.size(), 60u);
         const double first = (losses[0] + losses[1] + losses[2]) / 3, last = (losses[57] + losses[58] + losses[59]) / 3;
         EXPECT_LT(last, 0.9 * first) << raw.at("task") << ": " << first << " -> " << last;
+        // Both throughputs name their unit; the model reads more tokens than the loss has targets.
+        std::ifstream metrics(dir.path / "metrics.jsonl");
+        const Json progress = Json::parse(first_line(metrics));
+        const std::string unit = progress.at("target_unit");
+        EXPECT_EQ(unit, tasks::task_definition(config::parse_experiment_config(raw).task).target_unit);
+        EXPECT_GT(progress.at("targets_per_second").get<double>(), 0.0) << unit;
+        EXPECT_GT(progress.at("input_tokens_per_second").get<double>(), progress.at("targets_per_second").get<double>()) << unit;
     }
 }
 

@@ -3,9 +3,9 @@
 //                         (--precision bf16: both with bf16 products)
 //   hnas-bench attention  one multi-head attention layer's forward+backward for every attention kind
 //                         (--kind K: only K, and lnas as the reference; repeatable, for profiling)
-//   hnas-bench data       the Gigaword data pipeline alone: tokens/s per epoch on the bundled pairs
+//   hnas-bench data       the Gigaword data pipeline alone: input tokens/s per epoch on the bundled pairs
 //   hnas-bench train      whole training steps of issue #8's reference models (headline, mlm) on random
-//                         fixed-shape batches: one JSON line (tokens/s, step times, peak RSS, losses);
+//                         fixed-shape batches: one JSON line (input and target tokens/s, step times, peak RSS, losses);
 //                         --precision bf16 for bf16 matmuls
 //                         scripts/bench_train.sh runs it against scripts/torch_reference.py
 #include <sys/resource.h>
@@ -182,10 +182,10 @@ void bench_data(const std::string& articles, const std::string& titles) {
             start = now;
         }
     }
-    fmt::print("Gigaword pipeline alone, one thread ({}, unigram 8k)\n{:<6} {:>10} {:>12} {:>8} {:>14}\n", articles, "epoch",
-               "pairs", "tokens", "seconds", "tokens/s");
+    fmt::print("Gigaword pipeline alone, one thread ({}, unigram 8k)\n{:<6} {:>10} {:>14} {:>8} {:>16}\n", articles, "epoch",
+               "pairs", "input tokens", "seconds", "input tokens/s");
     for (size_t epoch = 0; epoch < 3; ++epoch) {
-        fmt::print("{:<6} {:>10} {:>12} {:>8.3f} {:>14.0f}\n", epoch, rows[epoch], tokens[epoch], portable(seconds[epoch]),
+        fmt::print("{:<6} {:>10} {:>14} {:>8.3f} {:>16.0f}\n", epoch, rows[epoch], tokens[epoch], portable(seconds[epoch]),
                    portable(static_cast<double>(tokens[epoch]) / seconds[epoch]));
     }
     std::filesystem::remove_all(scratch);
@@ -246,7 +246,9 @@ models::ModelConfig reference_config(const TrainBenchOptions& o) {
 // One fixed-shape batch of random ordinary token ids; every position is real (no padding).
 struct BenchBatch {
     std::vector<std::pair<std::string, Tensor>> tensors;  // named as in the --dump-initial checkpoint
-    int64_t tokens = 0;                                     // source + target (headline) or sequence tokens (mlm)
+    // What the throughputs count: the tokens the model reads (source + target for headlines, sequence
+    // tokens for mlm) and the targets of the loss (target tokens, masked tokens), as the trainer does.
+    int64_t input_tokens = 0, target_tokens = 0;
     const Tensor& operator[](const std::string& name) const {
         for (const auto& [n, t] : tensors)
             if (n == name) return t;
@@ -276,7 +278,8 @@ BenchBatch make_batch(const std::string& task, Rng& rng) {
                          {"target_input", Tensor::from_ints({kBenchBatch, kTargetLength}, input)},
                          {"target_output", Tensor::from_ints({kBenchBatch, kTargetLength}, output)},
                          {"target_valid", Tensor::full({kBenchBatch, kTargetLength}, 1.0f)}};
-        batch.tokens = kBenchBatch * (kSourceLength + kTargetLength);
+        batch.input_tokens = kBenchBatch * (kSourceLength + kTargetLength);
+        batch.target_tokens = kBenchBatch * kTargetLength;
         return batch;
     }
     // mlm: round(15 %) of each row's positions, drawn without replacement, become [MASK] with the
@@ -306,7 +309,8 @@ BenchBatch make_batch(const std::string& task, Rng& rng) {
                      {"valid", Tensor::full({kBenchBatch, kMlmLength}, 1.0f)},
                      {"masked_positions", Tensor::from_ints({masked}, positions)},
                      {"masked_labels", Tensor::from_ints({masked}, labels)}};
-    batch.tokens = kBenchBatch * kMlmLength;
+    batch.input_tokens = kBenchBatch * kMlmLength;
+    batch.target_tokens = masked;
     return batch;
 }
 
@@ -374,7 +378,8 @@ void bench_train(const TrainBenchOptions& o) {
                                      {"threads", backend::num_threads()},
                                      {"precision", o.precision},
                                      {"batch", kBenchBatch},
-                                     {"tokens_per_step", first.tokens},
+                                     {"input_tokens_per_step", first.input_tokens},
+                                     {"target_tokens_per_step", first.target_tokens},
                                      {"parameters", model->parameter_count()},
                                      {"dropout", !o.no_dropout}};
     if (!o.dump_initial.empty()) {
@@ -443,8 +448,9 @@ void bench_train(const TrainBenchOptions& o) {
         result["step_ms_mean"] = 1e3 * mean;
         result["step_ms_min"] = 1e3 * sorted.front();
         result["step_ms_max"] = 1e3 * sorted.back();
-        result["tokens_per_s"] = static_cast<double>(first.tokens) / median;
-        result["tokens_per_s_mean"] = static_cast<double>(first.tokens) / mean;
+        result["input_tokens_per_s"] = static_cast<double>(first.input_tokens) / median;
+        result["input_tokens_per_s_mean"] = static_cast<double>(first.input_tokens) / mean;
+        result["target_tokens_per_s"] = static_cast<double>(first.target_tokens) / median;
         result["model_gflop_per_s"] = flops / median * 1e-9;
     }
     result["peak_rss_mib"] = peak_rss_mib();
@@ -470,7 +476,7 @@ int main(int argc, char** argv) {
     attention_command->add_option("--kind", kinds, "Only these kinds (and lnas, the reference); default all");
     attention_command->callback([&] { bench_attention(warmup, repeats, kinds); });
     std::string articles = "data/gigaword/derived/train_all.article.txt", titles = "data/gigaword/derived/train_all.title.txt";
-    auto* data_command = app.add_subcommand("data", "the Gigaword data pipeline alone, tokens/s per epoch");
+    auto* data_command = app.add_subcommand("data", "the Gigaword data pipeline alone, input tokens/s per epoch");
     data_command->add_option("--articles", articles, "Article file")->check(CLI::ExistingFile);
     data_command->add_option("--titles", titles, "Title file")->check(CLI::ExistingFile);
     data_command->callback([&] { bench_data(articles, titles); });

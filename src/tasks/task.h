@@ -24,9 +24,12 @@
 
 namespace hnas::tasks {
 
-// Loss-bearing tokens of a global batch and of this rank's shard of it (shard 0: this rank has no rows).
+// What a global batch holds, for the loss and for throughputs. `global` and `shard` count its
+// targets, the units the loss is a mean over (the definition's target_unit), in the whole batch and in
+// this rank's shard of it (shard 0: this rank has no rows); `input` counts the real (unpadded) tokens
+// the model reads from the whole batch (headline: source and target tokens).
 struct BatchTokens {
-    int64_t global = 0, shard = 0;
+    int64_t global = 0, shard = 0, input = 0;
 };
 
 struct Metric {
@@ -80,6 +83,8 @@ struct TaskDefinition {
     // and the batch size: the task's own model keys (", model.decoder_layers" or "") and data keys.
     const char* memory_model_keys;
     const char* memory_data_keys;
+    // What BatchTokens::global counts, plural, for throughputs ("target tokens", "examples").
+    const char* target_unit;
     // Fills in what the config leaves to the data (the classes of a classification file), before
     // anything else reads the config; null when the config is complete as parsed.
     void (*complete_config)(config::ExperimentConfig& config);

@@ -11,11 +11,18 @@
 
 namespace hnas::tasks {
 
+// The real (unpadded) tokens a model reads from a batch: what input tokens/s counts.
+inline int64_t input_tokens(const data::Seq2SeqBatch& batch) { return batch.source_tokens + batch.target_tokens; }
+template <typename Batch>
+int64_t input_tokens(const Batch& batch) {
+    return batch.tokens;
+}
+
 // Keeps rank `rank`'s rows of a global batch (all of it for one rank). CountOf: count(batch) gives the
 // loss-bearing tokens and rows(batch) the rows.
 template <typename Batch, typename CountOf>
 BatchTokens take_shard(Batch& batch, int rank, int ranks, CountOf count_of) {
-    BatchTokens tokens{count_of(batch), count_of(batch)};
+    BatchTokens tokens{count_of(batch), count_of(batch), input_tokens(batch)};
     if (ranks == 1) return tokens;
     const auto [first, last] = data::shard_rows(count_of.rows(batch), rank, ranks);
     if (first == last) {

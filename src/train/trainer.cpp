@@ -306,7 +306,8 @@ private:
     // The progress window since the last log line.
     Clock::time_point start_time_, window_start_;
     double window_loss_ = 0.0;
-    int64_t window_steps_ = 0, window_tokens_ = 0, first_step_ = 0;
+    int64_t window_steps_ = 0, first_step_ = 0;
+    int64_t window_targets_ = 0, window_input_tokens_ = 0;  // BatchTokens::global and ::input
     double last_loss_ = 0.0;
 };
 
@@ -487,7 +488,8 @@ double Trainer::train_step(double& grad_norm, double& learning_rate) {
     const float micro_weight = 1.0f / static_cast<float>(micro_batches);
     for (int64_t micro = 0; micro < micro_batches; ++micro) {
         const tasks::BatchTokens tokens = task_->next_batch(world_.rank(), world_.size());
-        window_tokens_ += tokens.global;
+        window_targets_ += tokens.global;
+        window_input_tokens_ += tokens.input;
         if (tokens.shard == 0) continue;  // fewer rows than ranks: this rank adds nothing to the sums
         Var loss = task_->batch_loss();
         const float value = loss.item();
@@ -515,13 +517,17 @@ void Trainer::log_progress(double grad_norm, double learning_rate) {
     const auto now = Clock::now();
     const double elapsed = std::chrono::duration<double>(now - start_time_).count();
     const double window = std::chrono::duration<double>(now - window_start_).count();
-    const double tokens_per_second = static_cast<double>(window_tokens_) / std::max(window, 1e-9);
+    // Two throughputs, each naming what it counts: the tokens the model reads (as hnas-bench counts)
+    // and the targets the loss averages over (target tokens, masked tokens, examples or windows).
+    const double input_tokens_per_second = static_cast<double>(window_input_tokens_) / std::max(window, 1e-9);
+    const double targets_per_second = static_cast<double>(window_targets_) / std::max(window, 1e-9);
     const double eta = elapsed / static_cast<double>(step - first_step_) * static_cast<double>(config_.train.steps - step);
     const double loss = window_loss_ / static_cast<double>(window_steps_);
     const data::DataPosition position = task_->position();
-    spdlog::info("step {:>7}/{}  epoch {}  loss {:.4f}  lr {:.3e}  |g| {:.3f}  {:.0f} tok/s  elapsed {}  eta {}", step,
-                 config_.train.steps, position.epoch, portable(loss), portable(learning_rate), portable(grad_norm),
-                 portable(tokens_per_second), format_duration(elapsed), format_duration(eta));
+    spdlog::info("step {:>7}/{}  epoch {}  loss {:.4f}  lr {:.3e}  |g| {:.3f}  {:.0f} input tok/s  {:.0f} {}/s  elapsed {}  eta {}",
+                 step, config_.train.steps, position.epoch, portable(loss), portable(learning_rate), portable(grad_norm),
+                 portable(input_tokens_per_second), portable(targets_per_second), definition_.target_unit,
+                 format_duration(elapsed), format_duration(eta));
     // Every hybrid weight u per layer and head (hnas attention), for the paper's Fig. 3 over training.
     Json hybrid_u = Json::object();
     for (const auto& [name, attention] : task_->model().attentions()) {
@@ -534,12 +540,14 @@ void Trainer::log_progress(double grad_norm, double learning_rate) {
                     {"loss", loss},
                     {"learning_rate", learning_rate},
                     {"grad_norm", grad_norm},
-                    {"tokens_per_second", tokens_per_second},
+                    {"input_tokens_per_second", input_tokens_per_second},
+                    {"targets_per_second", targets_per_second},
+                    {"target_unit", definition_.target_unit},
                     {"elapsed_seconds", elapsed},
                     {"hybrid_u", hybrid_u}});
     window_start_ = now;
     window_loss_ = 0.0;
-    window_steps_ = window_tokens_ = 0;
+    window_steps_ = window_targets_ = window_input_tokens_ = 0;
 }
 
 // Logs and records the validation, keeps best.ckpt; returns false when patience ran out. validation.metric

@@ -207,7 +207,7 @@ std::unique_ptr<Task> create(const config::ExperimentConfig& config, const data:
 }  // namespace
 
 const TaskDefinition& definition() {
-    static const TaskDefinition classify{config::Task::classify, data_files, largest_batch, "", "data.max_seq",
+    static const TaskDefinition classify{config::Task::classify, data_files, largest_batch, "", "data.max_seq", "examples",
                                          complete_config, create, evaluate, predict};
     return classify;
 }

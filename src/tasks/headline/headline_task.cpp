@@ -128,7 +128,8 @@ std::unique_ptr<Task> create(const config::ExperimentConfig& config, const data:
 
 const TaskDefinition& definition() {
     static const TaskDefinition headline{config::Task::headline, data_files, largest_batch,
-                                         ", model.decoder_layers", "data.max_source, data.max_target", nullptr, create,
+                                         ", model.decoder_layers", "data.max_source, data.max_target", "target tokens",
+                                         nullptr, create,
                                          nullptr, nullptr};
     return headline;
 }

@@ -153,7 +153,8 @@ std::unique_ptr<Task> create(const config::ExperimentConfig& config, const data:
 }  // namespace
 
 const TaskDefinition& definition() {
-    static const TaskDefinition mlm{config::Task::mlm, data_files, largest_batch, "", "data.max_seq", nullptr, create, nullptr, nullptr};
+    static const TaskDefinition mlm{config::Task::mlm, data_files, largest_batch, "", "data.max_seq", "masked tokens",
+                                    nullptr, create, nullptr, nullptr};
     return mlm;
 }
 
