@@ -402,7 +402,7 @@ TEST(AttentionKinds, QueryNormalizingKindsAreRejectedWhereTheyWouldSeeTheFuture)
         for (auto role : {nn::AttentionRole::causal_self, nn::AttentionRole::decoder_cross}) {
             try {
                 nn::check_attention_kind_allowed(kind, role);
-                FAIL() << kind << " accepted in " << nn::attention_role_name(role);
+                FAIL() << kind << " accepted in " << name_of(role);
             } catch (const Error& e) {
                 EXPECT_NE(std::string(e.what()).find("dnas_causal"), std::string::npos) << e.what();
                 EXPECT_NE(std::string(e.what()).find(kind), std::string::npos) << e.what();

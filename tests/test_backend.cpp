@@ -162,8 +162,8 @@ TEST(BackendMatmul, PrecisionIsPartOfTheCacheKey) {
     EXPECT_EQ(backend::matmul_precision(), backend::MatmulPrecision::f32);
     EXPECT_TRUE(testing::same_tensor(mc.run(), before));
     EXPECT_EQ(backend::matmul_primitives_created(), primitives + 1);
-    EXPECT_STREQ(backend::precision_name(backend::MatmulPrecision::bf16), "bf16");
-    EXPECT_STREQ(backend::precision_name(backend::MatmulPrecision::f32), "f32");
+    EXPECT_STREQ(name_of(backend::MatmulPrecision::bf16), "bf16");
+    EXPECT_STREQ(name_of(backend::MatmulPrecision::f32), "f32");
 }
 
 TEST(BackendMatmul, ReusesCachedPrimitives) {

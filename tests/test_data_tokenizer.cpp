@@ -183,7 +183,7 @@ TEST_F(TokenizerTest, TrainingIsDeterministic) {
 TEST_F(TokenizerTest, TrainsBpe) {
     const std::string input = scratch_.head_of(kTrainArticles, 2000, "articles.txt");
     TokenizerTrainOptions options = small_options(input, "bpe");
-    options.type = "bpe";
+    options.type = hnas::data::TokenizerType::bpe;
     hnas::data::train_tokenizer(options);
     const Tokenizer tokenizer = Tokenizer::load(scratch_.path("bpe.model"));
     EXPECT_EQ(tokenizer.piece_id("[MASK]"), hnas::data::kMaskId);
@@ -201,7 +201,7 @@ TEST_F(TokenizerTest, LongLinesAreTrainedOnInPieces) {
     }() << '\n';
     TokenizerTrainOptions options = small_options(scratch_.path("long.txt"), "long");
     options.vocab_size = 30;
-    options.type = "bpe";
+    options.type = hnas::data::TokenizerType::bpe;
     hnas::data::train_tokenizer(options);
     const Tokenizer tokenizer = Tokenizer::load(scratch_.path("long.model"));
     EXPECT_EQ(tokenizer.encode("whale ship sea").size(), 3u);
@@ -210,7 +210,7 @@ TEST_F(TokenizerTest, LongLinesAreTrainedOnInPieces) {
 TEST_F(TokenizerTest, DecodeDropsControlIdsAndChecksRange) {
     const std::string input = scratch_.head_of(kTrainArticles, 2000, "articles.txt");
     TokenizerTrainOptions options = small_options(input, "m");
-    options.type = "bpe";
+    options.type = hnas::data::TokenizerType::bpe;
     hnas::data::train_tokenizer(options);
     const Tokenizer tokenizer = Tokenizer::load(scratch_.path("m.model"));
     std::vector<int32_t> ids = {hnas::data::kBosId};
@@ -246,9 +246,10 @@ TEST_F(TokenizerTest, TrainingErrorsNameTheProblem) {
     options.inputs = {scratch_.path("blank.txt")};
     EXPECT_NE(error_of([&] { hnas::data::train_tokenizer(options); }).find("hold no text"), std::string::npos);
     options.inputs = {scratch_.head_of(kTrainArticles, 100, "few.txt")};
-    options.type = "word";
-    EXPECT_NE(error_of([&] { hnas::data::train_tokenizer(options); }).find("'word' is not"), std::string::npos);
-    options.type = "unigram";
+    options.type = hnas::data::TokenizerType::wordpiece;
+    EXPECT_NE(error_of([&] { hnas::data::train_tokenizer(options); }).find("WordPiece vocabulary is loaded, not trained"),
+              std::string::npos);
+    options.type = hnas::data::TokenizerType::unigram;
     options.vocab_size = 100000;  // more pieces than 100 lines can give
     EXPECT_NE(error_of([&] { hnas::data::train_tokenizer(options); }).find("SentencePiece"), std::string::npos);
 }

@@ -75,7 +75,7 @@ TEST(Config, ImpossibleValuesAreErrors) {
     EXPECT_CONTAINS(config_error(raw), "config model.dropout.residual: must be in [0, 0.99], got 1.5");
     raw = tiny_config("headline");
     raw["model"]["activation"] = "swish";
-    EXPECT_CONTAINS(config_error(raw), "config model.activation: expected one of \"gelu\", \"relu\", got \"swish\"");
+    EXPECT_CONTAINS(config_error(raw), "config model.activation: expected one of \"relu\", \"gelu\", got \"swish\"");
     raw = tiny_config("headline");
     raw["model"]["attention"]["encoder"]["kind"] = Json::array({"lnas", "dnas", "hnas"});
     EXPECT_CONTAINS(config_error(raw), "lists 3 kinds for 2 layers");
@@ -106,7 +106,7 @@ TEST(Config, OverridesAndResolvedDefaults) {
     const config::ExperimentConfig parsed = config::parse_experiment_config(raw);
     EXPECT_EQ(parsed.model.encoder_layers, 1);
     EXPECT_EQ(parsed.model.encoder_attention.kinds, std::vector<std::string>{"dnas"});
-    EXPECT_TRUE(parsed.model.pre_norm);
+    EXPECT_EQ(parsed.model.norm, nn::NormPlacement::pre);
     // Defaults are written into the resolved config, which checkpoints keep.
     EXPECT_EQ(parsed.resolved.at("model").at("positions"), "learned");
     EXPECT_EQ(parsed.resolved.at("model").at("attention").at("cross").at("kind"), "lnas");
@@ -143,6 +143,23 @@ TEST(Config, EveryShippedConfigParsesAndItsResolvedFormParsesToItself) {
         ++parsed;
     }
     EXPECT_GT(parsed, 0);
+}
+
+// configs/README.md holds the key tables `hnas inspect --defaults` prints, which come from the parser:
+// a default, range or description changed in the code and not in the file fails here.
+TEST(Config, ReadmeKeyTablesAreTheParsers) {
+    const std::string path = std::string(HNAS_SOURCE_DIR) + "/configs/README.md";
+    const std::string document = testing::read_file(path);
+    const std::string expected = config::with_key_tables(document, path);
+    std::istringstream have(document), want(expected);
+    std::string have_line, want_line;
+    for (int line = 1; std::getline(want, want_line); ++line) {
+        const bool more = static_cast<bool>(std::getline(have, have_line));
+        ASSERT_TRUE(more && have_line == want_line)
+            << path << " line " << line << " is\n  " << (more ? have_line : "(end of file)") << "\nbut the parser gives\n  "
+            << want_line << "\n(regenerate: build/hnas inspect --defaults --into configs/README.md)";
+    }
+    EXPECT_FALSE(std::getline(have, have_line)) << path << " has more lines than the parser's tables give";
 }
 
 // Hostile config files and --set values end in an hnas::Error naming the file (or --set) and the key

@@ -1,13 +1,36 @@
-// Tensors, shapes, the random number generator and the one spelling of non-finite numbers in messages.
+// Tensors, shapes, the random number generator, the one spelling of non-finite numbers in messages and
+// the enums' name tables.
 #include <cmath>
 #include <limits>
 #include <sstream>
 
+#include "base/enum_names.h"
 #include "base/number_format.h"
+#include "base/text_io.h"
 #include "test_support.h"
 
 namespace hnas {
 namespace {
+
+// ---- enum name tables ---------------------------------------------------------------------------------
+
+enum class Tri { one, two, three };
+constexpr EnumName<Tri> kMissingLast[]{{Tri::one, "one"}, {Tri::two, "two"}};
+constexpr EnumName<Tri> kOutOfOrder[]{{Tri::one, "one"}, {Tri::three, "three"}, {Tri::two, "two"}};
+constexpr EnumName<Tri> kComplete[]{{Tri::one, "one"}, {Tri::two, "two"}, {Tri::three, "three"}};
+// The compile-time check behind names_of<E>() catches a table that lacks an enumerator or lists them
+// out of order.
+static_assert(!detail::covers_enum(kMissingLast));
+static_assert(!detail::covers_enum(kOutOfOrder));
+static_assert(detail::covers_enum(kComplete));
+
+TEST(EnumNames, ParseAndPrintThroughOneTable) {
+    EXPECT_STREQ(name_of(DamagedLines::skip), "skip");
+    EXPECT_EQ(parse_enum<DamagedLines>("reject", "data.damaged_lines"), DamagedLines::reject);
+    EXPECT_EQ(testing::error_of([] { parse_enum<DamagedLines>("ignore", "data.damaged_lines"); }),
+              "data.damaged_lines: unknown value \"ignore\"; expected \"reject\" or \"skip\"");
+    EXPECT_EQ(name_list<DamagedLines>(), (std::vector<std::string>{"reject", "skip"}));
+}
 
 TEST(Tensor, ReshapeIsAViewAndInfersOneAxis) {
     Tensor t = Tensor::from_floats({2, 3}, {1, 2, 3, 4, 5, 6});

@@ -168,8 +168,6 @@ void set_matmul_precision(MatmulPrecision value) { precision.store(value); }
 
 MatmulPrecision matmul_precision() { return precision.load(); }
 
-const char* precision_name(MatmulPrecision value) { return value == MatmulPrecision::bf16 ? "bf16" : "f32"; }
-
 void set_num_threads(int threads) {
     HNAS_CHECK(threads > 0, "threads must be positive, got ", threads);
     omp_set_num_threads(threads);

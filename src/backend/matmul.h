@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <string>
 
+#include "base/enum_names.h"
+
 namespace hnas::backend {
 
 struct MatmulShape {
@@ -34,9 +36,10 @@ void matmul(const float* a, const float* b, float* c, const MatmulShape& shape,
 // product, which runs on the CPU's bf16 instructions (AMX / AVX512-BF16) with f32 accumulation; bias,
 // alpha and accumulation into C stay f32. Process-wide, like the thread count; part of the cache key.
 enum class MatmulPrecision { f32, bf16 };
+inline constexpr EnumName<MatmulPrecision> kMatmulPrecisionNames[]{{MatmulPrecision::f32, "f32"}, {MatmulPrecision::bf16, "bf16"}};
+constexpr const auto& enum_names(MatmulPrecision) { return kMatmulPrecisionNames; }
 void set_matmul_precision(MatmulPrecision precision);
 MatmulPrecision matmul_precision();
-const char* precision_name(MatmulPrecision precision);  // "f32" / "bf16", as configs spell it
 
 // How many distinct matmul primitives have been created (the cache's size): lets tests and the
 // benchmark prove that the hot path reuses primitives instead of rebuilding them.

@@ -71,12 +71,6 @@ size_t find_control_byte(std::string_view text) {
     return std::string_view::npos;
 }
 
-DamagedLines parse_damaged_lines(std::string_view name) {
-    if (name == "reject") return DamagedLines::reject;
-    if (name == "skip") return DamagedLines::skip;
-    throw Error(concat_message("damaged-lines policy '", name, "' is not 'reject' or 'skip'"));
-}
-
 bool accept_line(std::string_view line, const std::string& path, int64_t line_number, DamagedLines policy) {
     const size_t bad_utf8 = find_invalid_utf8(line);
     const size_t control = find_control_byte(line);

@@ -10,6 +10,8 @@
 #include <string>
 #include <string_view>
 
+#include "base/enum_names.h"
+
 namespace hnas {
 
 // Longest line accepted by default. Gigaword articles are under 2 KB and a State of the Union
@@ -29,7 +31,8 @@ size_t find_control_byte(std::string_view text);
 // What the readers do with a damaged line (invalid UTF-8 or a control byte): stop with an error
 // naming file and line (the default), or leave it out (config `data.damaged_lines`).
 enum class DamagedLines { reject, skip };
-DamagedLines parse_damaged_lines(std::string_view name);  // "reject" or "skip"
+inline constexpr EnumName<DamagedLines> kDamagedLinesNames[]{{DamagedLines::reject, "reject"}, {DamagedLines::skip, "skip"}};
+constexpr const auto& enum_names(DamagedLines) { return kDamagedLinesNames; }
 
 // True for a good line. A damaged one throws naming path, line number, the byte and the problem
 // under `reject`, and returns false under `skip`.

@@ -53,15 +53,11 @@ double median_seconds(const std::function<void()>& body, int warmup, int repeats
 }
 
 // "f32" / "bf16" (as CLI11 checked it) to the backend's setting.
-hnas::backend::MatmulPrecision parse_precision(const std::string& name) {
-    return name == "bf16" ? hnas::backend::MatmulPrecision::bf16 : hnas::backend::MatmulPrecision::f32;
-}
-
-void bench_linear(int warmup, int repeats, const std::string& precision) {
+void bench_linear(int warmup, int repeats, hnas::backend::MatmulPrecision precision) {
     using namespace hnas;
-    backend::set_matmul_precision(parse_precision(precision));
+    backend::set_matmul_precision(precision);
     std::printf("linear forward+backward vs raw oneDNN matmul (%s, %s matmuls)\n", backend::describe().c_str(),
-                precision.c_str());
+                name_of(precision));
     fmt::print("{:<27} {:>12} {:>12} {:>8}\n", "x·Wᵀ shape", "hnas GFLOP/s", "oneDNN", "ratio");
     const int64_t rows = 4096, in = 768;
     for (int64_t out : {int64_t{768}, int64_t{3072}}) {
@@ -200,7 +196,7 @@ struct TrainBenchOptions {
     std::string kind = "lnas";     // encoder self-attention: lnas | dnas | hnas
     int steps = 20, warmup = 3;
     int threads = 0;               // 0: OMP_NUM_THREADS or all cores
-    std::string precision = "f32";  // matmul precision: f32 | bf16
+    hnas::backend::MatmulPrecision precision = hnas::backend::MatmulPrecision::f32;
     uint64_t seed = 1;
     float learning_rate = 1e-4f;
     bool no_dropout = false;       // every dropout rate 0 (for loss comparisons across frameworks)
@@ -225,7 +221,7 @@ models::ModelConfig reference_config(const TrainBenchOptions& o) {
     c.encoder_layers = kBenchLayers;
     c.decoder_layers = kBenchLayers;
     c.activation = nn::Activation::gelu;
-    c.pre_norm = false;
+    c.norm = nn::NormPlacement::post;
     c.positions = models::PositionEncoding::learned;
     // As configs/gigaword_*.json and configs/mlm_*.json: position tables of 128 / 64 and 128 rows.
     c.max_source_positions = 128;
@@ -356,7 +352,7 @@ double peak_rss_mib() {
 void bench_train(const TrainBenchOptions& o) {
     using namespace hnas;
     if (o.threads > 0) backend::set_num_threads(o.threads);
-    backend::set_matmul_precision(parse_precision(o.precision));
+    backend::set_matmul_precision(o.precision);
     const models::ModelConfig config = reference_config(o);
     Rng init_rng(o.seed, 1), dropout_rng(o.seed, 2), data_rng(o.seed, 3);
     std::unique_ptr<nn::Module> model;
@@ -376,7 +372,7 @@ void bench_train(const TrainBenchOptions& o) {
                                      {"task", o.task},
                                      {"kind", o.kind},
                                      {"threads", backend::num_threads()},
-                                     {"precision", o.precision},
+                                     {"precision", name_of(o.precision)},
                                      {"batch", kBenchBatch},
                                      {"input_tokens_per_step", first.input_tokens},
                                      {"target_tokens_per_step", first.target_tokens},
@@ -462,14 +458,14 @@ void bench_train(const TrainBenchOptions& o) {
 int main(int argc, char** argv) {
     CLI::App app{"hnas-bench: micro-benchmarks of the numeric core"};
     int warmup = 3, repeats = 15;
-    std::string linear_precision = "f32";
+    hnas::backend::MatmulPrecision linear_precision = hnas::backend::MatmulPrecision::f32;
     app.add_option("--warmup", warmup, "Untimed calls before timing")->check(hnas::cli::non_negative_integer<int>());
     app.add_option("--repeats", repeats, "Timed calls; the median is reported")->check(hnas::cli::positive_integer<int>());
     app.require_subcommand(1);
     hnas::cli::add_color_option(app);
     auto* linear_command = app.add_subcommand("linear", "linear forward+backward GFLOP/s against raw oneDNN matmul");
     linear_command->add_option("--precision", linear_precision, "matmul precision: f32 or bf16")
-        ->check(CLI::IsMember({"f32", "bf16"}));
+        ->transform(hnas::cli::enum_choices<hnas::backend::MatmulPrecision>());
     linear_command->callback([&] { bench_linear(warmup, repeats, linear_precision); });
     std::vector<std::string> kinds;
     auto* attention_command = app.add_subcommand("attention", "attention forward+backward per kind, relative to lnas");
@@ -493,7 +489,7 @@ int main(int argc, char** argv) {
     train_command->add_option("--threads", train_options.threads, "OpenMP threads; 0: OMP_NUM_THREADS or all cores")
         ->check(hnas::cli::non_negative_integer<int>());
     train_command->add_option("--precision", train_options.precision, "matmul precision: f32 or bf16")
-        ->check(CLI::IsMember({"f32", "bf16"}));
+        ->transform(hnas::cli::enum_choices<hnas::backend::MatmulPrecision>());
     train_command->add_option("--seed", train_options.seed, "Seeds initialization, dropout and the random batches")
         ->check(hnas::cli::non_negative_integer<uint64_t>());
     train_command->add_option("--lr", train_options.learning_rate, "Adam's (constant) learning rate")

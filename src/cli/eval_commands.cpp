@@ -233,7 +233,7 @@ void add_eval_command(CLI::App& app) {
         auto& o = *options;
         if (o.report.empty()) o.report = o.decode.checkpoint + ".eval.json";
         const decode::TrainedCheckpoint trained = decode::read_trained_checkpoint(o.decode.checkpoint);
-        const char* task = config::task_name(trained.config.task);
+        const char* task = name_of(trained.config.task);
         if (trained.config.task != config::Task::headline) {
             const tasks::TaskDefinition& definition = tasks::task_definition(trained.config.task);
             HNAS_CHECK(definition.evaluate, "eval: ", o.decode.checkpoint, " holds a ", task, " model, which hnas eval does not score");
@@ -302,7 +302,7 @@ void add_predict_command(CLI::App& app) {
     command->callback([options] {
         const decode::TrainedCheckpoint trained = decode::read_trained_checkpoint(options->checkpoint);
         const tasks::TaskDefinition& definition = tasks::task_definition(trained.config.task);
-        const char* task = config::task_name(trained.config.task);
+        const char* task = name_of(trained.config.task);
         HNAS_CHECK(definition.predict, "predict: ", options->checkpoint, " holds a ", task, " model; hnas predict takes ",
                    "classify and span checkpoints", trained.config.task == config::Task::headline ? " (headlines: hnas decode)" : "");
         std::string output = options->output;

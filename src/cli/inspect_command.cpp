@@ -4,6 +4,8 @@
 #include <memory>
 
 #include "base/number_format.h"
+#include "base/atomic_file.h"
+#include "base/read_file.h"
 #include "cli/commands.h"
 #include "cli/validators.h"
 #include "config/experiment_config.h"
@@ -23,20 +25,39 @@ void print_parameter_groups(const std::vector<std::pair<std::string, int64_t>>& 
 }  // namespace
 
 // `hnas inspect`: a checkpoint's header, parameter counts and hybrid weights; or, for a .json config,
-// the resolved config and the parameter counts of the model it builds.
+// the resolved config and the parameter counts of the model it builds; or, with --defaults, the table
+// of every config key.
 void add_inspect_command(CLI::App& app) {
     struct Options {
         std::string path;
         std::vector<std::string> overrides;
         int64_t vocab_size = 0;
+        bool defaults = false;
+        std::string into;
     };
     auto options = std::make_shared<Options>();
-    auto* command = app.add_subcommand("inspect", "Show a checkpoint (header, parameter counts, hybrid u) or a config");
-    command->add_option("path", options->path, "A checkpoint file, or a config (.json)")->required()->check(CLI::ExistingFile);
+    auto* command = app.add_subcommand("inspect", "Show a checkpoint (header, parameter counts, hybrid u), a config, or every config key");
+    auto* path = command->add_option("path", options->path, "A checkpoint file, or a config (.json)")->check(CLI::ExistingFile);
     command->add_option("--set", options->overrides, "Config override key.path=value (configs only)");
     command->add_option("--vocab-size", options->vocab_size, "Vocabulary for configs that take it from the tokenizer")
         ->check(positive_integer<int64_t>());
+    auto* defaults = command->add_flag("--defaults", options->defaults,
+                                       "Print every config key of every task: type, default, tasks, meaning (markdown)");
+    command->add_option("--into", options->into, "With --defaults: replace the tables between the markers of this file "
+                                                 "(configs/README.md) instead of printing them")
+        ->needs(defaults)
+        ->check(CLI::ExistingFile);
+    defaults->excludes(path);
     command->callback([options] {
+        if (options->defaults) {
+            if (options->into.empty()) {
+                std::cout << config::key_tables();
+            } else {
+                write_file_atomically(options->into, config::with_key_tables(read_file(options->into, "config docs"), options->into));
+            }
+            return;
+        }
+        HNAS_CHECK(!options->path.empty(), "inspect: give a checkpoint or a config, or --defaults");
         if (options->path.size() > 5 && options->path.substr(options->path.size() - 5) == ".json") {
             config::ExperimentConfig config = config::load_experiment_config(options->path, options->overrides);
             if (config.model.vocab_size == 0) config.model.vocab_size = options->vocab_size;

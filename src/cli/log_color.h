@@ -8,13 +8,17 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <map>
 #include <memory>
 #include <string>
+
+#include "cli/validators.h"
 
 namespace hnas::cli {
 
 enum class LogColor { automatic, always, never };
+inline constexpr EnumName<LogColor> kLogColorNames[]{
+    {LogColor::automatic, "auto"}, {LogColor::always, "always"}, {LogColor::never, "never"}};
+constexpr const auto& enum_names(LogColor) { return kLogColorNames; }
 
 // auto: colour when standard output is a terminal, NO_COLOR (https://no-color.org) is unset or empty,
 // and the process is not a rank under mpirun (whose output reaches the user through mpirun: a rank
@@ -37,10 +41,8 @@ inline void use_log_color(LogColor mode) {
 // the start, so every line of the run, the first included, is coloured or not.
 inline void add_color_option(CLI::App& app) {
     use_log_color(LogColor::automatic);
-    static const std::map<std::string, LogColor> kNames{
-        {"auto", LogColor::automatic}, {"always", LogColor::always}, {"never", LogColor::never}};
     app.add_option_function<LogColor>("--color", use_log_color, "Colour in the log: auto (a terminal, NO_COLOR unset), always or never")
-        ->transform(CLI::CheckedTransformer(kNames))
+        ->transform(enum_choices<LogColor>())
         ->trigger_on_parse();
     app.fallthrough();
 }

@@ -80,7 +80,7 @@ void add_train_command(CLI::App& app, int& exit_code) {
             if (world->size() > 1) world->abort(e.what());
             throw;
         }
-        spdlog::info("stopped at step {} ({}); last training loss {:.4f}{}", result.steps, train::stop_reason_name(result.stopped_because),
+        spdlog::info("stopped at step {} ({}); last training loss {:.4f}{}", result.steps, name_of(result.stopped_because),
                      portable(result.last_loss),
                      result.best_metric ? fmt::format("; best validation {} {:.4f}", config.validation.metric,
                                                       portable(*result.best_metric))
@@ -97,7 +97,7 @@ void add_vocab_command(CLI::App& app) {
     command->add_option("--model-prefix", options->model_prefix, "Writes PREFIX.model and PREFIX.vocab")->required();
     command->add_option("--vocab-size", options->vocab_size, "Pieces, special ones included")
         ->check(integer_in<int>(16, 1000000));
-    command->add_option("--type", options->type, "unigram or bpe")->check(CLI::IsMember({"unigram", "bpe"}));
+    command->add_option("--type", options->type, "unigram or bpe")->transform(enum_choices<data::TokenizerType>());
     command->add_option("--input-sentence-size", options->input_sentence_size, "Lines sampled for training (0: all)")
         ->check(non_negative_integer<int64_t>());
     command->add_option("--seed", options->seed, "Seed of the line sampling")->check(non_negative_integer<uint64_t>());

@@ -15,9 +15,21 @@
 #include <cstdlib>
 #include <concepts>
 #include <limits>
+#include <map>
 #include <string>
 
+#include "base/enum_names.h"
+
 namespace hnas::cli {
+
+// An enum option's choices from the enum's name table (base/enum_names.h): CLI11 maps each name to its
+// enumerator and lists the names in --help and in its error for any other value.
+template <class E>
+CLI::CheckedTransformer enum_choices() {
+    std::map<std::string, E> names;
+    for (const auto& entry : names_of<E>()) names.emplace(entry.name, entry.value);
+    return CLI::CheckedTransformer(names);
+}
 
 namespace detail {
 

@@ -1,15 +1,14 @@
 #include "config/config_node.h"
 
-#include "base/read_file.h"
-
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <sstream>
 
 #include "base/check.h"
 #include "base/number_format.h"
+#include "base/read_file.h"
 #include "base/text_io.h"
 
 namespace hnas::config {
@@ -20,9 +19,47 @@ std::string describe(const Json& value) {
     if (text.size() > 60) text = text.substr(0, 57) + "...";
     return text;
 }
+
+// A number as the table of keys shows it: 1e-05 as 1e-5, 0.001 as 1e-3, 65536 as 65536.
+std::string format_number(double value) {
+    if (value != 0.0 && std::fabs(value) < 1e-2) {
+        const int exponent = static_cast<int>(std::floor(std::log10(std::fabs(value))));
+        const double mantissa = value / std::pow(10.0, exponent);
+        std::ostringstream text;
+        text << portable(std::round(mantissa * 1e6) / 1e6) << "e" << exponent;
+        return text.str();
+    }
+    std::ostringstream text;
+    text << portable(value);
+    return text.str();
+}
+
+std::string code(const std::string& text) { return "`" + text + "`"; }
+
+// A default as the table shows it: strings and lists in code spans, numbers plain.
+std::string format_fallback(const Json& value) {
+    if (value.is_string()) return code(value.dump());
+    if (value.is_number_float()) return format_number(value.get<double>());
+    if (value.is_array() || value.is_object()) return code(value.dump());
+    return value.dump();
+}
+
+std::string integer_range(int64_t min, int64_t max) {
+    constexpr int64_t kLowest = std::numeric_limits<int64_t>::min(), kHighest = std::numeric_limits<int64_t>::max();
+    if (min == kLowest && max == kHighest) return "integer";
+    if (max == kHighest) return "integer ≥ " + std::to_string(min);
+    return "integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+}
+
+std::string number_range(double min, double max) {
+    if (std::isinf(min) && std::isinf(max)) return "number";
+    if (std::isinf(max)) return "number ≥ " + format_number(min);
+    return "number in [" + format_number(min) + ", " + format_number(max) + "]";
+}
+
 }  // namespace
 
-ConfigNode::ConfigNode(const Json& value, std::string path) : value_(value), path_(std::move(path)) {
+ConfigNode::ConfigNode(const Json& value, std::string path, KeyLog* log) : value_(value), path_(std::move(path)), log_(log) {
     HNAS_CHECK(value_.is_object(), "config ", path_.empty() ? "file" : path_, ": expected an object {…}, got ",
                describe(value_));
 }
@@ -39,12 +76,19 @@ const Json* ConfigNode::find(const std::string& key) {
 
 bool ConfigNode::has(const std::string& key) const { return value_.contains(key); }
 
-Json ConfigNode::raw(const std::string& key) {
+void ConfigNode::record(const std::string& key, std::string type, const Json& fallback, const Doc& doc) {
+    if (!log_) return;
+    log_->push_back({path_of(key), std::move(type), doc.default_text ? doc.default_text : format_fallback(fallback), doc.meaning});
+}
+
+Json ConfigNode::raw(const std::string& key, const std::string& type, const Json& fallback, const Doc& doc) {
+    record(key, type, fallback, doc);
     const Json* value = find(key);
     return value ? *value : Json();
 }
 
-int64_t ConfigNode::integer(const std::string& key, int64_t fallback, int64_t min, int64_t max) {
+int64_t ConfigNode::integer(const std::string& key, int64_t fallback, const Doc& doc, int64_t min, int64_t max) {
+    record(key, integer_range(min, max), fallback, doc);
     int64_t result = fallback;
     if (const Json* value = find(key)) {
         if (!value->is_number_integer()) fail(key, "expected an integer, got " + describe(*value));
@@ -67,7 +111,8 @@ int64_t ConfigNode::integer(const std::string& key, int64_t fallback, int64_t mi
     return result;
 }
 
-double ConfigNode::number(const std::string& key, double fallback, double min, double max) {
+double ConfigNode::number(const std::string& key, double fallback, const Doc& doc, double min, double max) {
+    record(key, number_range(min, max), fallback, doc);
     double result = fallback;
     if (const Json* value = find(key)) {
         if (!value->is_number()) fail(key, "expected a number, got " + describe(*value));
@@ -82,7 +127,16 @@ double ConfigNode::number(const std::string& key, double fallback, double min, d
     return result;
 }
 
-bool ConfigNode::boolean(const std::string& key, bool fallback) {
+float ConfigNode::number(const std::string& key, float fallback, const Doc& doc, double min, double max) {
+    // The shortest decimal that reads back as the float, as a double: 0.1f becomes 0.1.
+    char digits[32];
+    const auto written = std::to_chars(digits, digits + sizeof digits, fallback);
+    const double shortest = std::strtod(std::string(digits, written.ptr).c_str(), nullptr);
+    return static_cast<float>(number(key, shortest, doc, min, max));
+}
+
+bool ConfigNode::boolean(const std::string& key, bool fallback, const Doc& doc) {
+    record(key, "bool", fallback, doc);
     bool result = fallback;
     if (const Json* value = find(key)) {
         if (!value->is_boolean()) fail(key, "expected true or false, got " + describe(*value));
@@ -92,7 +146,7 @@ bool ConfigNode::boolean(const std::string& key, bool fallback) {
     return result;
 }
 
-std::string ConfigNode::text(const std::string& key, const std::string& fallback) {
+std::string ConfigNode::read_string(const std::string& key, const std::string& fallback) {
     std::string result = fallback;
     if (const Json* value = find(key)) {
         if (!value->is_string()) fail(key, "expected a string, got " + describe(*value));
@@ -102,8 +156,17 @@ std::string ConfigNode::text(const std::string& key, const std::string& fallback
     return result;
 }
 
-std::string ConfigNode::choice(const std::string& key, const std::string& fallback, const std::vector<std::string>& allowed) {
-    const std::string result = text(key, fallback);
+std::string ConfigNode::text(const std::string& key, const std::string& fallback, const Doc& doc) {
+    record(key, "string", fallback, doc);
+    return read_string(key, fallback);
+}
+
+std::string ConfigNode::choice(const std::string& key, const std::string& fallback, const Doc& doc,
+                               const std::vector<std::string>& allowed) {
+    std::string type;
+    for (const std::string& option : allowed) type += (type.empty() ? "" : " \\| ") + code("\"" + option + "\"");
+    record(key, type, fallback, doc);
+    const std::string result = read_string(key, fallback);
     for (const std::string& option : allowed) {
         if (option == result) return result;
     }
@@ -112,8 +175,10 @@ std::string ConfigNode::choice(const std::string& key, const std::string& fallba
     fail(key, "expected one of " + options + ", got \"" + result + "\"");
 }
 
-std::vector<std::string> ConfigNode::text_or_list(const std::string& key, const std::string& fallback) {
-    std::vector<std::string> result{fallback};
+std::vector<std::string> ConfigNode::text_or_list(const std::string& key, const std::vector<std::string>& fallback,
+                                                  const Doc& doc) {
+    record(key, "string or list of strings", fallback.size() == 1 ? Json(fallback[0]) : Json(fallback), doc);
+    std::vector<std::string> result = fallback;
     if (const Json* value = find(key)) {
         if (value->is_string()) {
             result = {value->get<std::string>()};
@@ -131,10 +196,11 @@ std::vector<std::string> ConfigNode::text_or_list(const std::string& key, const 
     return result;
 }
 
-ConfigNode ConfigNode::child(const std::string& key) {
+ConfigNode ConfigNode::child(const std::string& key, const Doc& doc) {
+    if (log_) log_->push_back({path_of(key), "object", "", doc.meaning});
     const Json* value = find(key);
     if (value && !value->is_object()) fail(key, "expected an object {…}, got " + describe(*value));
-    return ConfigNode(value ? *value : Json::object(), path_of(key));
+    return ConfigNode(value ? *value : Json::object(), path_of(key), log_);
 }
 
 void ConfigNode::finish_child(const std::string& key, const ConfigNode& child) {

@@ -1,21 +1,38 @@
 #include "config/experiment_config.h"
 
+#include <map>
+#include <sstream>
+
 #include "base/check.h"
 
 namespace hnas::config {
 
 namespace {
 
-constexpr Task kTasks[] = {Task::headline, Task::mlm, Task::classify, Task::span};
-
 using models::AttentionStackConfig;
 using models::ModelConfig;
 
+// Every key reads its default from the struct it fills (`x = node.integer("key", x, ...)`), so the
+// initializers in experiment_config.h and model_config.h, changed per task by defaults_for, are the
+// only defaults; the Doc beside each read is the only description of the key.
+
+// What `kind` means: every registered kind with its description.
+const std::string& kind_meaning() {
+    static const std::string meaning = [] {
+        std::string text = "the normalization, for all layers or one per layer:";
+        for (const nn::AttentionKind& kind : nn::attention_kinds()) {
+            text.append(" `").append(kind.name).append("`: ").append(kind.description).append(";");
+        }
+        text.back() = '.';
+        return text.append(" Kinds that normalize over all queries at once would let causal self-attention and "
+                           "cross-attention see later target positions, and are rejected there");
+    }();
+    return meaning;
+}
+
 // One attention stack: "kind" (a name, or one per layer), the kinds' settings, the prior.
-AttentionStackConfig parse_attention_stack(ConfigNode& node, int64_t layers, nn::AttentionRole role,
-                                           const std::string& fallback_kind) {
-    AttentionStackConfig stack;
-    stack.kinds = node.text_or_list("kind", fallback_kind);
+void parse_attention_stack(ConfigNode& node, int64_t layers, nn::AttentionRole role, AttentionStackConfig& stack) {
+    stack.kinds = node.text_or_list("kind", stack.kinds, Doc(kind_meaning().c_str()));
     if (stack.kinds.size() == 1) stack.kinds.assign(static_cast<size_t>(layers), stack.kinds[0]);
     if (static_cast<int64_t>(stack.kinds.size()) != layers) {
         node.fail("kind", "lists " + std::to_string(stack.kinds.size()) + " kinds for " + std::to_string(layers) +
@@ -28,229 +45,304 @@ AttentionStackConfig parse_attention_stack(ConfigNode& node, int64_t layers, nn:
             node.fail("kind", e.what());
         }
     }
+    nn::AttentionNormOptions& kinds = stack.kind_options;
     // hybrid_init is a probability u; 0 and 1 would need an infinite θ.
-    stack.kind_options.hybrid_init = static_cast<float>(node.number("hybrid_init", 0.5, 1e-6, 1.0 - 1e-6));
-    stack.kind_options.iterations = static_cast<int>(node.integer("sinkhorn_iterations", 3, 1, 1000));
-    stack.kind_options.nap_eps = static_cast<float>(node.number("nap_eps", 1e-5, 1e-12, 1.0));
-    ConfigNode prior = node.child("prior");
-    if (prior.boolean("enabled", false)) {
-        nn::RelativePositionOptions options;
-        options.buckets = prior.integer("buckets", 32, 4, 4096);
-        options.max_distance = prior.integer("max_distance", 128, options.buckets / 2 + 1);
-        options.bidirectional = role != nn::AttentionRole::causal_self;
-        stack.prior = options;
-    }
+    kinds.hybrid_init = node.number("hybrid_init", kinds.hybrid_init,
+                                    "`hnas`: the initial u of every head (the papers used 0.5, and 0.1 for headlines)", 1e-6,
+                                    1.0 - 1e-6);
+    kinds.iterations = static_cast<int>(
+        node.integer("sinkhorn_iterations", kinds.iterations, "`sinkhorn`: k, the alternations; 1 is `dnas`", 1, 1000));
+    kinds.nap_eps = node.number("nap_eps", kinds.nap_eps, "`nap`: added to the variance", 1e-12, 1.0);
+    ConfigNode prior = node.child("prior", "the learned relative-position prior (T5 buckets, paper 003), below");
+    nn::RelativePositionOptions options;
+    const bool enabled = prior.boolean(
+        "enabled", stack.prior.has_value(),
+        "add a learned bias per head and relative-distance bucket to the scores before normalization");
+    options.buckets = prior.integer("buckets", options.buckets,
+                                    "buckets: exact for short distances, logarithmic up to `max_distance`; bidirectional in "
+                                    "the encoder and cross-attention, past-only in causal self-attention",
+                                    4, 4096);
+    options.max_distance = prior.integer("max_distance", options.max_distance,
+                                         "distance where the logarithmic buckets end; more than `buckets` / 2",
+                                         options.buckets / 2 + 1);
+    options.bidirectional = role != nn::AttentionRole::causal_self;
+    stack.prior.reset();
+    if (enabled) stack.prior = options;
     node.finish_child("prior", prior);
-    return stack;
 }
 
-ModelConfig parse_model(ConfigNode& node, Task task) {
-    ModelConfig m;
+void parse_model(ConfigNode& node, Task task, ModelConfig& m) {
     const bool seq2seq = task == Task::headline;
-    m.architecture = seq2seq ? models::Architecture::seq2seq : models::Architecture::bert;
-    m.vocab_size = node.integer("vocab_size", 0, 0);
-    m.width = node.integer("d_model", seq2seq ? 512 : 768, 1);
-    m.heads = node.integer("heads", seq2seq ? 8 : 12, 1);
+    m.vocab_size = node.integer("vocab_size", m.vocab_size, "the vocabulary; 0 takes the tokenizer's", 0);
+    m.width = node.integer("d_model", m.width, "model width", 1);
+    m.heads = node.integer("heads", m.heads, "attention heads; must divide `d_model`", 1);
     if (m.width % m.heads != 0) {
         node.fail("heads", std::to_string(m.heads) + " heads do not divide d_model = " + std::to_string(m.width));
     }
-    m.ffn_width = node.integer("ffn_dim", 4 * m.width, 1);
-    m.encoder_layers = node.integer("encoder_layers", seq2seq ? 6 : 12, 1);
-    if (seq2seq) m.decoder_layers = node.integer("decoder_layers", 6, 1);
-    m.activation = node.choice("activation", "gelu", {"gelu", "relu"}) == "gelu" ? nn::Activation::gelu : nn::Activation::relu;
-    m.pre_norm = node.choice("norm", "post", {"post", "pre"}) == "pre";
-    m.positions = node.choice("positions", "learned", {"learned", "sinusoidal"}) == "learned"
-                      ? models::PositionEncoding::learned
-                      : models::PositionEncoding::sinusoidal;
+    m.ffn_width = node.integer("ffn_dim", models::kFfnPerWidth * m.width, Doc("feed-forward width", "4 · `d_model`"), 1);
+    m.encoder_layers = node.integer("encoder_layers", m.encoder_layers, "encoder layers", 1);
+    if (seq2seq) m.decoder_layers = node.integer("decoder_layers", m.decoder_layers, "decoder layers", 1);
+    m.activation = node.choice("activation", m.activation, "feed-forward activation (GELU in its erf form)");
+    m.norm = node.choice("norm", m.norm,
+                         "post-LN `LN(x + f(x))` (the papers' setting) or pre-LN `x + f(LN(x))` with a final norm per stack");
+    m.positions = node.choice("positions", m.positions, "position embeddings");
     if (seq2seq) {
-        m.max_source_positions = node.integer("max_source_positions", 128, 1);
-        m.max_target_positions = node.integer("max_target_positions", 64, 1);
-        m.tie_embeddings = node.boolean("tie_embeddings", true);
-        m.scale_embeddings = node.boolean("scale_embeddings", true);
-        m.embedding_norm = node.boolean("embedding_norm", false);
+        m.max_source_positions = node.integer("max_source_positions", m.max_source_positions, "longest source", 1);
+        m.max_target_positions = node.integer("max_target_positions", m.max_target_positions, "longest target", 1);
+        m.tie_embeddings = node.boolean("tie_embeddings", m.tie_embeddings, "the output projection is the shared token embedding");
+        m.scale_embeddings = node.boolean("scale_embeddings", m.scale_embeddings,
+                                          "token embeddings × √`d_model` (Vaswani et al.)");
+        m.embedding_norm = node.boolean("embedding_norm", m.embedding_norm,
+                                        "layer norm after the embedding sum (BERT has it always; needed to map BERT's "
+                                        "under `init_from`)");
     } else {
-        m.max_source_positions = node.integer("max_positions", 512, 1);
-        m.segments = node.integer("segments", 2, 1);
-        m.scale_embeddings = false;
-        m.embedding_norm = true;
+        m.max_source_positions = node.integer("max_positions", m.max_source_positions, "longest sequence", 1);
+        m.segments = node.integer("segments", m.segments, "segment (sentence A/B) embeddings", 1);
     }
-    m.layer_norm_eps = static_cast<float>(node.number("layer_norm_eps", 1e-5, 1e-30, 1.0));
-    ConfigNode dropout = node.child("dropout");
-    m.embedding_dropout = static_cast<float>(dropout.number("embedding", 0.1, 0.0, 0.99));
-    m.attention_dropout = static_cast<float>(dropout.number("attention", 0.1, 0.0, 0.99));
-    m.residual_dropout = static_cast<float>(dropout.number("residual", 0.1, 0.0, 0.99));
-    m.ffn_dropout = static_cast<float>(dropout.number("ffn", 0.0, 0.0, 0.99));
+    m.layer_norm_eps = node.number("layer_norm_eps", m.layer_norm_eps,
+                                   "ε of every layer norm (BERT's public checkpoints use 1e-12)", 1e-30, 1.0);
+    ConfigNode dropout = node.child("dropout", "dropout rates, below");
+    m.embedding_dropout = dropout.number("embedding", m.embedding_dropout, "after the embedding sum", 0.0, 0.99);
+    m.attention_dropout = dropout.number("attention", m.attention_dropout, "on the attention weights", 0.0, 0.99);
+    m.residual_dropout = dropout.number("residual", m.residual_dropout,
+                                        "on every sub-layer's output before the residual sum", 0.0, 0.99);
+    m.ffn_dropout = dropout.number("ffn", m.ffn_dropout, "inside the feed-forward, after the activation", 0.0, 0.99);
     node.finish_child("dropout", dropout);
 
-    ConfigNode attention = node.child("attention");
-    ConfigNode encoder = attention.child("encoder");
-    m.encoder_attention = parse_attention_stack(encoder, m.encoder_layers, nn::AttentionRole::bidirectional, "lnas");
+    ConfigNode attention = node.child(
+        "attention", "one object per attention stack: `encoder`, and for headline models `decoder` and `cross`, below");
+    ConfigNode encoder = attention.child("encoder", "self-attention of the encoder");
+    parse_attention_stack(encoder, m.encoder_layers, nn::AttentionRole::bidirectional, m.encoder_attention);
     attention.finish_child("encoder", encoder);
     if (seq2seq) {
-        ConfigNode decoder = attention.child("decoder");
-        m.decoder_attention = parse_attention_stack(decoder, m.decoder_layers, nn::AttentionRole::causal_self, "lnas");
+        ConfigNode decoder = attention.child("decoder", "causal self-attention of the decoder");
+        parse_attention_stack(decoder, m.decoder_layers, nn::AttentionRole::causal_self, m.decoder_attention);
         attention.finish_child("decoder", decoder);
-        ConfigNode cross = attention.child("cross");
-        m.cross_attention = parse_attention_stack(cross, m.decoder_layers, nn::AttentionRole::decoder_cross, "lnas");
+        ConfigNode cross = attention.child("cross", "decoder-to-encoder attention");
+        parse_attention_stack(cross, m.decoder_layers, nn::AttentionRole::decoder_cross, m.cross_attention);
         attention.finish_child("cross", cross);
     }
     node.finish_child("attention", attention);
-    return m;
 }
 
 // A string or a list of strings; empty when absent or [] (the resolved form, which checkpoints store).
-std::vector<std::string> text_list(ConfigNode& node, const std::string& key) {
-    if (node.has(key) && node.raw(key) != Json::array()) return node.text_or_list(key, "");
-    node.raw(key);
-    node.set_resolved(key, Json::array());
-    return {};
+std::vector<std::string> text_list(ConfigNode& node, const std::string& key, const Doc& doc) {
+    const Json value = node.raw(key, "string or list of strings", Json::array(), doc);
+    std::vector<std::string> list;
+    if (value.is_string()) list.push_back(value.get<std::string>());
+    if (value.is_array()) {
+        for (const Json& item : value) {
+            if (!item.is_string()) node.fail(key, "expected a string or a list of strings, got " + value.dump());
+            list.push_back(item.get<std::string>());
+        }
+    } else if (!value.is_null() && !value.is_string()) {
+        node.fail(key, "expected a string or a list of strings, got " + value.dump());
+    }
+    node.set_resolved(key, list.size() == 1 ? Json(list[0]) : Json(list));
+    return list;
 }
 
-TokenizerConfig parse_tokenizer(ConfigNode& node) {
-    TokenizerConfig t;
-    t.model = node.text("model", "");
-    t.vocab_size = static_cast<int>(node.integer("vocab_size", 8000, 16, 1000000));
-    t.type = node.choice("type", "unigram", {"unigram", "bpe", "wordpiece"});
-    if (t.type == "wordpiece" && t.model.empty()) node.fail("model", "is required for a wordpiece tokenizer: its vocab.txt (data/vocab/vocab.txt is BERT's)");
-    t.inputs = text_list(node, "inputs");
-    t.input_sentence_size = node.integer("input_sentence_size", 200000, 0);
-    return t;
+void parse_tokenizer(ConfigNode& node, TokenizerConfig& t) {
+    t.model = node.text("model", t.model,
+                        "an existing SentencePiece `.model` (with hnas's special ids, e.g. from `hnas vocab`), or with "
+                        "`type` `\"wordpiece\"` a BERT `vocab.txt` (`data/vocab/vocab.txt` is bert-base-uncased's); empty: "
+                        "train a SentencePiece model into the run directory at the start");
+    t.vocab_size = static_cast<int>(node.integer(
+        "vocab_size", t.vocab_size,
+        "pieces of a trained model, the 7 special ones (pad 0, unk 1, bos 2, eos 3, [CLS] 4, [SEP] 5, [MASK] 6) included",
+        16, 1000000));
+    t.type = node.choice("type", t.type,
+                         "SentencePiece model type, or BERT's uncased WordPiece (basic tokenization + greedy "
+                         "longest-match-first `##` pieces, `src/data/wordpiece.h`); its ids are renumbered to hnas's "
+                         "special ids and it gains `[BOS]`/`[EOS]` when the file lacks them (30,524 ids for BERT's 30,522 "
+                         "lines)");
+    if (t.type == data::TokenizerType::wordpiece && t.model.empty()) {
+        node.fail("model", "is required for a wordpiece tokenizer: its vocab.txt (data/vocab/vocab.txt is BERT's)");
+    }
+    t.inputs = text_list(node, "inputs",
+                         "text files to train it on; empty: the training data (article and title files, or the MLM sources)");
+    t.input_sentence_size = node.integer("input_sentence_size", t.input_sentence_size,
+                                         "lines sampled for training (seeded); 0: all", 0);
 }
 
 // A list of {"path": ..., "unit": "file" | "block" | "line"} text sources.
-std::vector<data::TextSource> parse_sources(ConfigNode& node, const std::string& key,
-                                            const std::vector<std::string>& fallback_paths) {
+std::vector<data::TextSource> parse_sources(ConfigNode& node, const std::string& key, const std::vector<data::TextSource>& fallback,
+                                            const Doc& doc) {
+    Json fallback_json = Json::array();
+    for (const auto& source : fallback) fallback_json.push_back({{"path", source.path}, {"unit", name_of(source.unit)}});
+    const Json given = node.raw(key, "list of `{\"path\", \"unit\"}`", fallback_json, doc);
+    const Json& list = given.is_null() ? fallback_json : given;
+    if (!list.is_array()) node.fail(key, "expected a list of {\"path\": ..., \"unit\": ...} objects");
     std::vector<data::TextSource> sources;
     Json resolved = Json::array();
-    if (!node.has(key)) {
-        for (const std::string& path : fallback_paths) sources.push_back({path, data::DocumentUnit::block});
-    }
-    const Json list = node.has(key) ? node.raw(key) : Json::array();
-    if (!list.is_array()) node.fail(key, "expected a list of {\"path\": ..., \"unit\": ...} objects");
     for (size_t i = 0; i < list.size(); ++i) {
         ConfigNode item(list[i], node.path_of(key) + "[" + std::to_string(i) + "]");
         data::TextSource source;
-        source.path = item.text("path", "");
+        source.path = item.text("path", "", "a text file");
         if (source.path.empty()) item.fail("path", "is required");
-        source.unit = data::parse_document_unit(item.choice("unit", "block", {"file", "block", "line"}));
+        source.unit = item.choice("unit", data::DocumentUnit::block, "what a document is");
         item.finish();
         sources.push_back(source);
-    }
-    for (const auto& source : sources) {
-        const char* unit = source.unit == data::DocumentUnit::file ? "file" : source.unit == data::DocumentUnit::block ? "block" : "line";
-        resolved.push_back({{"path", source.path}, {"unit", unit}});
+        resolved.push_back({{"path", source.path}, {"unit", name_of(source.unit)}});
     }
     node.set_resolved(key, resolved);
     return sources;
 }
 
-DataConfig parse_data(ConfigNode& node, Task task) {
-    DataConfig d;
+void parse_data(ConfigNode& node, Task task, DataConfig& d) {
     if (task == Task::headline) {
-        d.train_articles = node.text("train_articles", "data/gigaword/derived/train_all.article.txt");
-        d.train_titles = node.text("train_titles", "data/gigaword/derived/train_all.title.txt");
-        d.valid_articles = node.text("valid_articles", "data/gigaword/valid_1k/valid.article.filter.txt");
-        d.valid_titles = node.text("valid_titles", "data/gigaword/valid_1k/valid.title.filter.txt");
-        d.max_source = node.integer("max_source", 128, 1);
-        d.max_target = node.integer("max_target", 64, 2);
-        d.shuffle_buffer = node.integer("shuffle_buffer", 65536, 1);
+        d.train_articles = node.text("train_articles", d.train_articles,
+                                     "line-aligned training articles (made by `scripts/prepare_data.py`)");
+        d.train_titles = node.text("train_titles", d.train_titles, "their titles, line by line");
+        d.valid_articles = node.text("valid_articles", d.valid_articles, "validation articles");
+        d.valid_titles = node.text("valid_titles", d.valid_titles, "their titles");
+        d.max_source = node.integer("max_source", d.max_source, "pieces kept per article", 1);
+        d.max_target = node.integer("max_target", d.max_target,
+                                    "decoder positions per title (title pieces kept: `max_target` − 1)", 2);
+        d.shuffle_buffer = node.integer("shuffle_buffer", d.shuffle_buffer,
+                                        "examples in memory at once while streaming and shuffling", 1);
     } else if (task == Task::classify || task == Task::span) {
-        d.train_file = node.text("train_file", "");
+        d.train_file = node.text("train_file", d.train_file,
+                                 Doc("classify: a TSV file; span: a SQuAD JSON file", "required"));
         if (d.train_file.empty()) node.fail("train_file", "is required");
-        d.valid_file = node.text("valid_file", "");
-        d.max_seq = node.integer("max_seq", task == Task::span ? 384 : 128, 8);
+        d.valid_file = node.text("valid_file", d.valid_file, "the same for validation; empty: no validation");
+        d.max_seq = node.integer("max_seq", d.max_seq,
+                                 "pieces per sequence, `[CLS]` and the `[SEP]`s included (classify cuts a pair longest-first)", 8);
         if (task == Task::classify) {
-            d.text_a_column = node.integer("text_a_column", 0, 0, 1000);
-            d.text_b_column = node.integer("text_b_column", -1, -1, 1000);
-            d.label_column = node.integer("label_column", 1, 0, 1000);
-            d.header = node.boolean("header", true);
-            d.regression = node.boolean("regression", false);
-            d.labels = text_list(node, "labels");
+            d.text_a_column = node.integer("text_a_column", d.text_a_column, "0-based column of the text", 0, 1000);
+            d.text_b_column = node.integer("text_b_column", d.text_b_column,
+                                           "column of the second text of a pair; −1: single texts", -1, 1000);
+            d.label_column = node.integer("label_column", d.label_column, "column of the label", 0, 1000);
+            d.header = node.boolean("header", d.header, "the first line names the columns");
+            d.regression = node.boolean("regression", d.regression,
+                                        "one regression output with the mean squared error (STS-B) instead of classes");
+            d.labels = text_list(node, "labels",
+                                 "the class names in id order; empty: collected from `train_file` in order of first "
+                                 "appearance (the run's resolved config and checkpoints then list them)");
             if (d.regression && !d.labels.empty()) node.fail("labels", "are for classes; a regression target has none");
         } else {
-            d.doc_stride = node.integer("doc_stride", 128, 1);
-            d.max_query = node.integer("max_query", 64, 1);
-            d.max_answer = node.integer("max_answer", 30, 1);
-            d.null_threshold = node.number("null_threshold", 0.0);
+            d.doc_stride = node.integer("doc_stride", d.doc_stride, "a window of the context starts every `doc_stride` pieces", 1);
+            d.max_query = node.integer("max_query", d.max_query, "pieces kept of a question", 1);
+            d.max_answer = node.integer("max_answer", d.max_answer, "longest answer in pieces", 1);
+            d.null_threshold = node.number("null_threshold", d.null_threshold,
+                                           "SQuAD 2.0: answer \"\" when the null score exceeds the best span's by more than this");
             if (d.max_query + 3 >= d.max_seq) node.fail("max_query", "leaves no room for the context in max_seq pieces");
         }
     } else {
-        d.train_sources = parse_sources(node, "train_sources", {"data/corpus/moby_dick.txt"});
-        d.valid_sources = parse_sources(node, "valid_sources", {});
-        d.max_seq = node.integer("max_seq", 128, 8);
-        d.masking.mask_prob = node.number("mask_prob", 0.15, 0.0, 1.0);
-        d.masking.max_ngram = static_cast<int>(node.integer("max_ngram", 3, 1, 3));
+        d.train_sources = parse_sources(node, "train_sources", d.train_sources,
+                                        "text files; `unit` is what a document is: the whole `file`, a blank-line "
+                                        "separated `block`, or a `line`");
+        d.valid_sources = parse_sources(node, "valid_sources", d.valid_sources,
+                                        "held-out text for the validation loss; empty: no validation");
+        d.max_seq = node.integer("max_seq", d.max_seq, "pieces per sequence, `[CLS]` and the `[SEP]`s included", 8);
+        d.masking.mask_prob = node.number("mask_prob", d.masking.mask_prob,
+                                          "fraction of tokens selected for prediction (80 % `[MASK]`, 10 % random, 10 % kept)",
+                                          0.0, 1.0);
+        d.masking.max_ngram = static_cast<int>(node.integer(
+            "max_ngram", d.masking.max_ngram, "n-gram masking of whole words with p(n) ∝ 1/n over n ≤ `max_ngram` (ALBERT)", 1, 3));
     }
-    d.batch_sentences = node.integer("batch_sentences", 32, 0);
-    d.batch_tokens = node.integer("batch_tokens", 0, 0);
+    d.batch_sentences = node.integer("batch_sentences", d.batch_sentences, "rows per batch; 0: no limit", 0);
+    d.batch_tokens = node.integer("batch_tokens", d.batch_tokens, "padded tokens per batch (rows × longest row); 0: no limit", 0);
     if (d.batch_sentences == 0 && d.batch_tokens == 0) node.fail("batch_sentences", "and batch_tokens cannot both be 0");
-    d.damaged_lines = parse_damaged_lines(node.choice("damaged_lines", "reject", {"reject", "skip"}));
-    return d;
+    d.damaged_lines = node.choice("damaged_lines", d.damaged_lines,
+                                  "a text line with invalid UTF-8 or a control byte (NUL and other C0 codes except tab; a CR "
+                                  "only as a CRLF line ending), as a crash leaves in a file: `\"reject\"` stops before the run "
+                                  "writes anything, naming file and line; `\"skip\"` leaves such lines out (a headline pair "
+                                  "when either line is damaged) and logs their count per file");
 }
 
-TrainConfig parse_train(ConfigNode& node, Task task) {
-    TrainConfig t;
-    const std::string optimizer = node.choice("optimizer", "adamw", {"adam", "adamw", "lamb"});
-    t.optimizer.kind = optimizer == "adam" ? optim::OptimizerKind::adam
-                       : optimizer == "adamw" ? optim::OptimizerKind::adamw
-                                              : optim::OptimizerKind::lamb;
-    t.optimizer.beta1 = static_cast<float>(node.number("beta1", 0.9, 0.0, 0.999999));
-    t.optimizer.beta2 = static_cast<float>(node.number("beta2", 0.999, 0.0, 0.999999));
-    t.optimizer.epsilon = static_cast<float>(node.number("epsilon", 1e-8, 1e-20, 1.0));
-    t.optimizer.weight_decay = static_cast<float>(node.number("weight_decay", 0.01, 0.0, 1.0));
-    t.schedule.learning_rate = node.number("learning_rate", 1e-3, 0.0, 10.0);
-    const std::string schedule = node.choice("schedule", "linear", {"constant", "linear", "inverse_sqrt", "cosine"});
-    t.schedule.kind = schedule == "constant" ? optim::ScheduleKind::constant
-                      : schedule == "linear" ? optim::ScheduleKind::linear
-                      : schedule == "inverse_sqrt" ? optim::ScheduleKind::inverse_sqrt
-                                                   : optim::ScheduleKind::cosine;
-    t.schedule.warmup_steps = node.integer("warmup_steps", 0, 0);
-    t.schedule.min_learning_rate = node.number("min_learning_rate", 0.0, 0.0, 10.0);
-    t.steps = node.integer("steps", 10000, 1);
+void parse_train(ConfigNode& node, Task task, TrainConfig& t) {
+    t.optimizer.kind = node.choice("optimizer", t.optimizer.kind,
+                                   "Adam (L2 weight decay in the gradient), AdamW (decoupled decay) or LAMB (per-tensor trust "
+                                   "ratio, You et al. 2019)");
+    t.optimizer.beta1 = node.number("beta1", t.optimizer.beta1, "Adam's first-moment decay", 0.0, 0.999999);
+    t.optimizer.beta2 = node.number("beta2", t.optimizer.beta2, "Adam's second-moment decay", 0.0, 0.999999);
+    t.optimizer.epsilon = node.number("epsilon", t.optimizer.epsilon, "Adam's ε", 1e-20, 1.0);
+    t.optimizer.weight_decay = node.number("weight_decay", t.optimizer.weight_decay,
+                                           "never applied to biases, layer norms, hybrid θ, NAP gain/bias or the prior", 0.0, 1.0);
+    t.schedule.learning_rate = node.number("learning_rate", t.schedule.learning_rate, "peak learning rate", 0.0, 10.0);
+    t.schedule.kind = node.choice("schedule", t.schedule.kind,
+                                  "after `warmup_steps` of linear warm-up: constant, linear decay to 0 at `steps`, "
+                                  "lr·√(warmup/step), or a half cosine to `min_learning_rate`");
+    t.schedule.warmup_steps = node.integer("warmup_steps", t.schedule.warmup_steps, "linear warm-up", 0);
+    t.schedule.min_learning_rate = node.number("min_learning_rate", t.schedule.min_learning_rate,
+                                               "end of the cosine schedule", 0.0, 10.0);
+    t.steps = node.integer("steps", t.steps, "optimizer steps of the run", 1);
     t.schedule.total_steps = t.steps;
-    t.gradient_accumulation = node.integer("gradient_accumulation", 1, 1);
-    t.clip_norm = node.number("clip_norm", 1.0, 0.0);
-    if (task == Task::headline) t.label_smoothing = static_cast<float>(node.number("label_smoothing", 0.1, 0.0, 0.99));
-    if (task == Task::mlm) t.sentence_order_weight = static_cast<float>(node.number("sentence_order_weight", 1.0, 0.0, 100.0));
-    t.log_every = node.integer("log_every", 50, 1);
-    t.threads = static_cast<int>(node.integer("threads", 0, 0, 1024));
-    t.precision = node.choice("precision", "f32", {"f32", "bf16"}) == "bf16" ? backend::MatmulPrecision::bf16
-                                                                            : backend::MatmulPrecision::f32;
-    t.collective_timeout = node.number("collective_timeout", 600.0, 1.0, 86400.0);
-    return t;
-}
-
-ValidationConfig parse_validation(ConfigNode& node, Task task, const DataConfig& data) {
-    ValidationConfig v;
-    v.every = node.integer("every", 500, 0);
-    v.max_batches = node.integer("max_batches", 0, 0);
+    t.gradient_accumulation = node.integer("gradient_accumulation", t.gradient_accumulation, "batches summed into one step", 1);
+    t.clip_norm = node.number("clip_norm", t.clip_norm, "global gradient-norm clipping; 0: none", 0.0);
     if (task == Task::headline) {
-        v.decode_examples = node.integer("decode_examples", 200, 0);
-        v.max_decode_length = node.integer("max_decode_length", 30, 1);
-        // ROUGE-L needs decoded headlines: without them the loss picks the best checkpoint.
-        v.metric = node.choice("metric", v.decode_examples > 0 ? "rouge_l" : "loss", {"loss", "rouge_l"});
-        if (v.metric == "rouge_l" && v.decode_examples == 0) node.fail("metric", "is rouge_l, which needs decode_examples > 0");
-    } else if (task == Task::mlm) {
-        v.metric = node.choice("metric", "loss", {"loss", "mlm_accuracy", "sop_accuracy"});
-    } else if (task == Task::classify) {
-        // GLUE's metrics: of classes, or of a regression target (STS-B)
-        v.metric = data.regression ? node.choice("metric", "pearson", {"loss", "pearson", "spearman"})
-                                   : node.choice("metric", "accuracy", {"loss", "accuracy", "f1", "mcc"});
-    } else if (task == Task::span) {
-        v.metric = node.choice("metric", "f1", {"loss", "exact_match", "f1"});
+        t.label_smoothing = node.number("label_smoothing", t.label_smoothing, "target distribution (1−ε)·one-hot + ε/V", 0.0, 0.99);
     }
-    v.patience = node.integer("patience", 0, 0);
-    return v;
+    if (task == Task::mlm) {
+        t.sentence_order_weight = node.number(
+            "sentence_order_weight", t.sentence_order_weight,
+            "weight of ALBERT's sentence-order loss (a 2-way head on the pooled `[CLS]`: are segments A and B swapped?) "
+            "beside the masked-LM loss; 0: no sentence-order head",
+            0.0, 100.0);
+    }
+    t.log_every = node.integer("log_every", t.log_every, "steps between progress lines and `metrics.jsonl` records", 1);
+    t.threads = static_cast<int>(node.integer("threads", t.threads,
+                                              "OpenMP threads for oneDNN and hnas's loops; 0: `OMP_NUM_THREADS` or all cores "
+                                              "(under mpirun: capped so the ranks of a host never oversubscribe its cores, "
+                                              "`docs/distributed.md`)",
+                                              0, 1024));
+    t.precision = node.choice("precision", t.precision,
+                              "matrix products (projections, attention scores and A·V, feed-forward, output projection, "
+                              "forward and backward): exact f32, or bf16 on the CPU's AVX512-BF16 / AMX, below");
+    t.collective_timeout = node.number("collective_timeout", t.collective_timeout,
+                                       "under mpirun: seconds a rank waits for the others in a gradient sum or a broadcast "
+                                       "before it ends the job naming the ranks that did not arrive; must exceed rank 0's "
+                                       "longest validation plus checkpoint write, which the other ranks wait through",
+                                       1.0, 86400.0);
 }
 
-CheckpointConfig parse_checkpoint(ConfigNode& node) {
-    CheckpointConfig c;
-    c.every = node.integer("every", 1000, 1);
-    c.keep = node.integer("keep", 3, 1);
-    return c;
+// The metrics each task reports, the first the default (headline's rouge_l needs decoded headlines).
+std::vector<std::string> metrics_of(Task task, bool regression) {
+    switch (task) {
+        case Task::headline: return {"rouge_l", "loss"};
+        case Task::mlm: return {"loss", "mlm_accuracy", "sop_accuracy"};
+        case Task::classify: return regression ? std::vector<std::string>{"pearson", "loss", "spearman"}
+                                               : std::vector<std::string>{"accuracy", "loss", "f1", "mcc"};
+        case Task::span: return {"f1", "loss", "exact_match"};
+    }
+    return {};
+}
+
+void parse_validation(ConfigNode& node, Task task, const DataConfig& data, ValidationConfig& v) {
+    v.every = node.integer("every", v.every, "steps between validations (and one at the end); 0: only at the end", 0);
+    v.max_batches = node.integer("max_batches", v.max_batches, "validation batches for the loss; 0: all", 0);
+    if (task == Task::headline) {
+        v.decode_examples = node.integer("decode_examples", v.decode_examples,
+                                         "validation articles decoded greedily and scored with ROUGE-L F1", 0);
+        v.max_decode_length = node.integer("max_decode_length", v.max_decode_length, "longest decoded headline", 1);
+    }
+    // ROUGE-L needs decoded headlines: without them the loss picks the best checkpoint.
+    const std::string fallback = task == Task::headline && v.decode_examples == 0 ? "loss" : metrics_of(task, data.regression)[0];
+    v.metric = node.choice("metric", fallback,
+                           Doc("what selects `best.ckpt` and drives early stopping: `\"loss\"` is better lower, every "
+                               "other metric higher (`f1` of classify: two classes; `sop_accuracy` needs "
+                               "`train.sentence_order_weight` > 0)",
+                               "the first listed (headline: `\"loss\"` when `decode_examples` is 0)"),
+                           metrics_of(task, data.regression));
+    v.patience = node.integer("patience", v.patience, "stop after this many validations without improvement; 0: never", 0);
+}
+
+void parse_checkpoint(ConfigNode& node, CheckpointConfig& c) {
+    c.every = node.integer("every", c.every,
+                           "steps between checkpoints (one is also written at the end, on SIGINT/SIGTERM and on `--stop-after`)", 1);
+    c.keep = node.integer("keep", c.keep, "step checkpoints kept in `RUN_DIR/checkpoints/`; `best.ckpt` is kept besides", 1);
 }
 
 }  // namespace
+
+ExperimentConfig defaults_for(Task task) {
+    ExperimentConfig config;
+    config.task = task;
+    if (task != Task::headline) config.model = models::bert_base();
+    if (task == Task::span) config.data.max_seq = 384;
+    return config;
+}
 
 void set_bert_heads(ExperimentConfig& config) {
     models::BertHeads& heads = config.model.bert_heads;
@@ -262,52 +354,44 @@ void set_bert_heads(ExperimentConfig& config) {
     heads.span = config.task == Task::span;
 }
 
-const char* task_name(Task task) {
-    switch (task) {
-        case Task::headline: return "headline";
-        case Task::mlm: return "mlm";
-        case Task::classify: return "classify";
-        case Task::span: return "span";
-    }
-    return "?";
-}
-
-std::vector<std::string> task_names() {
-    std::vector<std::string> names;
-    for (const Task task : kTasks) names.emplace_back(task_name(task));
-    return names;
-}
-
-ExperimentConfig parse_experiment_config(const Json& raw) {
-    ConfigNode root(raw, "");
-    ExperimentConfig config;
-    const std::string task = root.choice("task", "headline", task_names());
-    for (const Task known : kTasks) {
-        if (task == task_name(known)) config.task = known;
-    }
-    config.seed = static_cast<uint64_t>(root.integer("seed", 1, 0));
-    ConfigNode model = root.child("model");
-    config.model = parse_model(model, config.task);
+ExperimentConfig parse_experiment_config(const Json& raw, KeyLog* log) {
+    ConfigNode root(raw, "", log);
+    const Task task = root.choice("task", Task::headline,
+                                  "headline generation (encoder-decoder), masked-LM pretraining (BERT-style encoder), or "
+                                  "fine-tuning a BERT-style encoder on classification (GLUE-style TSV) or extractive "
+                                  "question answering (SQuAD JSON); the task layer is `src/tasks/`");
+    ExperimentConfig config = defaults_for(task);
+    config.seed = static_cast<uint64_t>(root.integer(
+        "seed", static_cast<int64_t>(config.seed), "seeds initialization, dropout and data order (separate streams)", 0));
+    ConfigNode model = root.child("model", "the model, below");
+    parse_model(model, task, config.model);
     root.finish_child("model", model);
-    config.init_from = root.text("init_from", "");
-    ConfigNode tokenizer = root.child("tokenizer");
-    config.tokenizer = parse_tokenizer(tokenizer);
+    config.init_from = root.text(
+        "init_from", config.init_from,
+        "a checkpoint a new run starts from (ignored on `--resume`). headline: an MLM checkpoint to start encoder and decoder "
+        "from (⟨BERT,BERT⟩), cross-attention fresh; every other task: the parameters it holds by name (a pretrained "
+        "encoder; heads it lacks start fresh, each logged). Without `tokenizer.model` the run uses this checkpoint's tokenizer");
+    ConfigNode tokenizer = root.child("tokenizer", "the tokenizer, below; it travels inside every checkpoint");
+    parse_tokenizer(tokenizer, config.tokenizer);
     root.finish_child("tokenizer", tokenizer);
-    ConfigNode data = root.child("data");
-    config.data = parse_data(data, config.task);
+    ConfigNode data = root.child("data", "training and validation data, below; paths are relative to where `hnas` runs");
+    parse_data(data, task, config.data);
     root.finish_child("data", data);
-    ConfigNode train = root.child("train");
-    config.train = parse_train(train, config.task);
+    ConfigNode train = root.child("train", "optimization, below");
+    parse_train(train, task, config.train);
     root.finish_child("train", train);
     set_bert_heads(config);
-    ConfigNode validation = root.child("validation");
-    config.validation = parse_validation(validation, config.task, config.data);
+    ConfigNode validation = root.child("validation", "validation cadence and metric, below");
+    parse_validation(validation, task, config.data, config.validation);
+    if (config.validation.metric == "rouge_l" && config.validation.decode_examples == 0) {
+        validation.fail("metric", "is rouge_l, which needs decode_examples > 0");
+    }
     if (config.validation.metric == "sop_accuracy" && !config.model.bert_heads.sentence_order) {
         validation.fail("metric", "is sop_accuracy, which needs train.sentence_order_weight > 0");
     }
     root.finish_child("validation", validation);
-    ConfigNode checkpoint = root.child("checkpoint");
-    config.checkpoint = parse_checkpoint(checkpoint);
+    ConfigNode checkpoint = root.child("checkpoint", "checkpoint cadence, below");
+    parse_checkpoint(checkpoint, config.checkpoint);
     root.finish_child("checkpoint", checkpoint);
     root.finish();
     config.resolved = root.resolved();

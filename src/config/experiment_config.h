@@ -1,5 +1,7 @@
-// The typed form of an experiment's JSON config (documented option by option in configs/README.md).
-// It is parsed once, at the edge, by parse_experiment_config; everything downstream takes plain values.
+// The typed form of an experiment's JSON config. It is parsed once, at the edge, by
+// parse_experiment_config; everything downstream takes plain values. The defaults are these structs'
+// initializers (and defaults_for's changes per task); what each key means is said where it is read
+// (experiment_config.cpp), and `hnas inspect --defaults` prints both as the tables of configs/README.md.
 #pragma once
 
 #include <string>
@@ -8,6 +10,7 @@
 #include "backend/matmul.h"
 #include "config/config_node.h"
 #include "data/mlm.h"
+#include "data/tokenizer.h"
 #include "models/model_config.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
@@ -16,26 +19,30 @@ namespace hnas::config {
 
 // The training objectives (src/tasks/), named in configs as "task": the one vocabulary of task names.
 enum class Task { headline, mlm, classify, span };
-const char* task_name(Task task);
-std::vector<std::string> task_names();
+inline constexpr EnumName<Task> kTaskNames[]{
+    {Task::headline, "headline"}, {Task::mlm, "mlm"}, {Task::classify, "classify"}, {Task::span, "span"}};
+constexpr const auto& enum_names(Task) { return kTaskNames; }
 
 // The tokenizer: an existing SentencePiece model or WordPiece vocab.txt, or a SentencePiece model
 // trained at the start of a run from `inputs`.
 struct TokenizerConfig {
-    std::string model;                 // a .model file (wordpiece: a vocab.txt); empty: train one into the run directory
+    std::string model;  // empty: train one into the run directory
     int vocab_size = 8000;
-    std::string type = "unigram";      // "unigram" or "bpe" (SentencePiece), or "wordpiece"
-    std::vector<std::string> inputs;   // empty: the training data's text files
+    data::TokenizerType type = data::TokenizerType::unigram;
+    std::vector<std::string> inputs;  // empty: the training data's text files
     int64_t input_sentence_size = 200000;
 };
 
 struct DataConfig {
     // headline
-    std::string train_articles, train_titles, valid_articles, valid_titles;
+    std::string train_articles = "data/gigaword/derived/train_all.article.txt";
+    std::string train_titles = "data/gigaword/derived/train_all.title.txt";
+    std::string valid_articles = "data/gigaword/valid_1k/valid.article.filter.txt";
+    std::string valid_titles = "data/gigaword/valid_1k/valid.title.filter.txt";
     int64_t max_source = 128, max_target = 64, shuffle_buffer = 65536;
     // mlm
-    std::vector<data::TextSource> train_sources, valid_sources;
-    int64_t max_seq = 128;
+    std::vector<data::TextSource> train_sources{{"data/corpus/moby_dick.txt", data::DocumentUnit::block}}, valid_sources;
+    int64_t max_seq = 128;  // mlm, classify, span
     data::MaskingOptions masking;
     // classify (GLUE-style TSV files) and span (SQuAD JSON files)
     std::string train_file, valid_file;
@@ -57,7 +64,7 @@ struct DataConfig {
 };
 
 struct TrainConfig {
-    optim::OptimizerOptions optimizer;
+    optim::OptimizerOptions optimizer{.weight_decay = 0.01f};
     optim::ScheduleOptions schedule;  // total_steps = steps
     int64_t steps = 10000;
     int64_t gradient_accumulation = 1;
@@ -78,7 +85,7 @@ struct ValidationConfig {
     int64_t max_batches = 0;          // 0: the whole validation set
     int64_t decode_examples = 200;    // headline: articles decoded greedily for ROUGE-L
     int64_t max_decode_length = 30;
-    std::string metric = "loss";      // "loss" (lower is better) or "rouge_l" (headline, higher is better)
+    std::string metric = "rouge_l";   // "loss" is better lower, every other metric higher (defaults_for: per task)
     int64_t patience = 0;             // stop after this many validations without improvement; 0: never
 };
 
@@ -102,12 +109,28 @@ struct ExperimentConfig {
     Json resolved;          // the whole config with every default filled in
 };
 
+// The defaults of a task's config: the structs' initializers, with a BERT-style model, a longer
+// sequence (span) and the task's validation metric where the task asks for them.
+ExperimentConfig defaults_for(Task task);
+
 // The heads of a BERT-style model from the task and its options (also after a task fills in labels).
 void set_bert_heads(ExperimentConfig& config);
 
-// Parses and validates `raw`; `source` names the file in messages.
-ExperimentConfig parse_experiment_config(const Json& raw);
+// Parses and validates `raw`; a `log` given collects every key read (for key_tables).
+ExperimentConfig parse_experiment_config(const Json& raw, KeyLog* log = nullptr);
 // Reads the file, applies `overrides` ("model.layers=2"), then parses.
 ExperimentConfig load_experiment_config(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// Every key of every task's config as markdown tables (type, default, tasks, meaning), one per
+// section, from the parser itself: what `hnas inspect --defaults` prints and configs/README.md holds.
+std::string key_tables();
+// `document` with the text between its two key-table markers replaced by key_tables(); `path` names it
+// in the error when the markers are missing.
+std::string with_key_tables(const std::string& document, const std::string& path);
+// The markers around the generated tables in configs/README.md.
+inline constexpr const char* kKeyTablesBegin =
+    "<!-- key tables: generated by `hnas inspect --defaults --into configs/README.md` from the parser "
+    "(src/config/experiment_config.cpp); edit the docs there, not here -->";
+inline constexpr const char* kKeyTablesEnd = "<!-- end of the generated key tables -->";
 
 }  // namespace hnas::config

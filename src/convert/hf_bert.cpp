@@ -185,8 +185,8 @@ void export_bert(const std::string& checkpoint_path, const std::string& out_dir)
     const decode::TrainedCheckpoint trained = decode::read_trained_checkpoint(checkpoint_path);
     const models::ModelConfig& model = trained.config.model;
     HNAS_CHECK(model.architecture == models::Architecture::bert, "export: ", checkpoint_path, " holds a ",
-               config::task_name(trained.config.task), " model (encoder-decoder); export writes BERT-style models");
-    HNAS_CHECK(model.activation == nn::Activation::gelu && !model.pre_norm && model.positions == models::PositionEncoding::learned,
+               name_of(trained.config.task), " model (encoder-decoder); export writes BERT-style models");
+    HNAS_CHECK(model.activation == nn::Activation::gelu && model.norm == nn::NormPlacement::post && model.positions == models::PositionEncoding::learned,
                "export: ", checkpoint_path, ": Hugging Face's BERT is post-LN with GELU and learned positions; this model has ",
                "model.norm, model.activation or model.positions set otherwise");
     const std::vector<int64_t>& rows = trained.tokenizer.source_rows();

@@ -215,13 +215,6 @@ MaskingResult mask_sequence(std::span<int32_t> ids, const Tokenizer& tokenizer, 
     return result;
 }
 
-DocumentUnit parse_document_unit(std::string_view name) {
-    if (name == "file") return DocumentUnit::file;
-    if (name == "block") return DocumentUnit::block;
-    if (name == "line") return DocumentUnit::line;
-    throw Error(concat_message("document unit '", name, "' is not 'file', 'block' or 'line'"));
-}
-
 namespace {
 
 // Every sentence of every document as ids, back to back.

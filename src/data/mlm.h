@@ -26,6 +26,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/enum_names.h"
 #include "base/rng.h"
 #include "base/text_io.h"
 #include "data/batch.h"
@@ -71,14 +72,14 @@ MaskingResult mask_sequence(std::span<int32_t> ids, const Tokenizer& tokenizer, 
                             Rng& rng);
 
 enum class DocumentUnit { file, block, line };
+inline constexpr EnumName<DocumentUnit> kDocumentUnitNames[]{{DocumentUnit::file, "file"}, {DocumentUnit::block, "block"}, {DocumentUnit::line, "line"}};
+constexpr const auto& enum_names(DocumentUnit) { return kDocumentUnitNames; }
 
 struct TextSource {
     std::string path;
     DocumentUnit unit = DocumentUnit::line;
 };
 
-// Parses "file", "block" or "line" (for configs); throws naming the value.
-DocumentUnit parse_document_unit(std::string_view name);
 
 struct MlmDataOptions {
     std::vector<TextSource> sources;

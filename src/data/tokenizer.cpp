@@ -109,8 +109,8 @@ struct Tokenizer::State {
 void train_tokenizer(const TokenizerTrainOptions& options) {
     HNAS_CHECK(!options.inputs.empty(), "tokenizer training: no input files");
     HNAS_CHECK(!options.model_prefix.empty(), "tokenizer training: empty model prefix");
-    HNAS_CHECK(options.type == "unigram" || options.type == "bpe", "tokenizer training: type '", options.type,
-               "' is not 'unigram' or 'bpe'");
+    HNAS_CHECK(options.type != TokenizerType::wordpiece, "tokenizer training: a WordPiece vocabulary is loaded, not ",
+               "trained; train \"unigram\" or \"bpe\"");
     HNAS_CHECK(options.vocab_size > kNumSpecialIds, "tokenizer training: vocab_size ", options.vocab_size,
                " leaves no room beside the ", kNumSpecialIds, " special pieces");
     HNAS_CHECK(options.input_sentence_size >= 0, "tokenizer training: negative input_sentence_size");
@@ -150,7 +150,7 @@ void train_tokenizer(const TokenizerTrainOptions& options) {
     const std::unordered_map<std::string, std::string> arguments = {
         {"model_prefix", options.model_prefix},
         {"vocab_size", std::to_string(options.vocab_size)},
-        {"model_type", options.type},
+        {"model_type", name_of(options.type)},
         {"pad_id", std::to_string(kPadId)},
         {"unk_id", std::to_string(kUnkId)},
         {"bos_id", std::to_string(kBosId)},

@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/enum_names.h"
 #include "base/text_io.h"
 
 namespace sentencepiece {
@@ -41,11 +42,18 @@ inline constexpr int32_t kNumSpecialIds = 7;  // ids below this are special; ord
 // What decode() writes for the unk id: Gigaword's own marker, so outputs compare with references.
 inline constexpr std::string_view kUnkText = "<unk>";
 
+// A config's tokenizer: a SentencePiece model trained as unigram or BPE, or BERT's WordPiece vocab.txt
+// (loaded, never trained by hnas).
+enum class TokenizerType { unigram, bpe, wordpiece };
+inline constexpr EnumName<TokenizerType> kTokenizerTypeNames[]{
+    {TokenizerType::unigram, "unigram"}, {TokenizerType::bpe, "bpe"}, {TokenizerType::wordpiece, "wordpiece"}};
+constexpr const auto& enum_names(TokenizerType) { return kTokenizerTypeNames; }
+
 struct TokenizerTrainOptions {
     std::vector<std::string> inputs;   // UTF-8 text files, one sentence per line
     std::string model_prefix;          // writes <prefix>.model and <prefix>.vocab
     int vocab_size = 8000;             // including the 7 special pieces
-    std::string type = "unigram";      // "unigram" or "bpe"
+    TokenizerType type = TokenizerType::unigram;  // unigram or bpe
     // Lines sampled (reservoir sampling, seeded) from all inputs to train on; 0 = every line. This
     // bounds training time and memory on large corpora.
     int64_t input_sentence_size = 1000000;

@@ -203,7 +203,7 @@ std::vector<EntryInfo> parse_entries(const Json& header, uint64_t data_length, c
                 fail(path, where, ": a bytes entry of ", entry.length, " bytes must have shape [", entry.length,
                      "], not ", shape.dump());
         } else if (numel > entry.length / 4 || numel * 4 != entry.length) {
-            fail(path, where, ": ", entry.length, " bytes do not hold a ", entry_type_name(entry.type),
+            fail(path, where, ": ", entry.length, " bytes do not hold a ", name_of(entry.type),
                  " tensor of shape ", shape_str(entry.shape));
         }
         entries.push_back(std::move(entry));
@@ -277,10 +277,6 @@ const void* entry_bytes(const Tensor& tensor) {
 
 }  // namespace
 
-const char* entry_type_name(EntryType type) {
-    return type == EntryType::f32 ? "f32" : type == EntryType::i32 ? "i32" : "bytes";
-}
-
 // ---- CheckpointWriter ----------------------------------------------------------------------------------
 
 CheckpointWriter::CheckpointWriter(nlohmann::ordered_json metadata) : metadata_(std::move(metadata)) {
@@ -321,7 +317,7 @@ void CheckpointWriter::write(const std::string& path) const {
                                    : Span{entry_bytes(entry.tensor), static_cast<uint64_t>(entry.tensor.numel()) * 4};
         const uint64_t offset = align_up(end);
         list.push_back({{"name", entry.name},
-                        {"dtype", entry_type_name(entry.type)},
+                        {"dtype", name_of(entry.type)},
                         {"shape", is_bytes ? Shape{static_cast<int64_t>(span.length)} : entry.tensor.shape()},
                         {"offset", offset},
                         {"length", span.length},
@@ -435,8 +431,8 @@ Tensor Checkpoint::tensor(const std::string& name) const { return tensors_[find(
 Tensor Checkpoint::tensor(const std::string& name, const Shape& expected, DType dtype) const {
     const Tensor& stored = tensors_[find(name, false)];
     if (stored.shape() != expected || stored.dtype() != dtype)
-        fail(path_, "entry '", name, "' is a ", dtype_name(stored.dtype()), " tensor of shape ",
-             shape_str(stored.shape()), ", expected ", dtype_name(dtype), " ", shape_str(expected));
+        fail(path_, "entry '", name, "' is a ", name_of(stored.dtype()), " tensor of shape ",
+             shape_str(stored.shape()), ", expected ", name_of(dtype), " ", shape_str(expected));
     return stored;
 }
 

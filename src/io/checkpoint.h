@@ -50,6 +50,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "base/enum_names.h"
 #include "tensor/tensor.h"
 
 namespace hnas::io {
@@ -60,7 +61,8 @@ inline constexpr size_t kCheckpointPreambleBytes = 32;
 inline constexpr size_t kCheckpointAlignment = 64;
 
 enum class EntryType { f32, i32, bytes };
-const char* entry_type_name(EntryType type);  // "f32", "i32", "bytes"
+inline constexpr EnumName<EntryType> kEntryTypeNames[]{{EntryType::f32, "f32"}, {EntryType::i32, "i32"}, {EntryType::bytes, "bytes"}};
+constexpr const auto& enum_names(EntryType) { return kEntryTypeNames; }
 
 // One entry as the header describes it.
 struct EntryInfo {

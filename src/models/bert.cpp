@@ -48,7 +48,7 @@ BertModel::BertModel(const ModelConfig& config, Rng& init_rng, Rng& dropout_rng)
                 layer_options(config, config.encoder_attention, nn::AttentionRole::bidirectional, i, nullptr), init_rng,
                 dropout_rng)));
     }
-    if (config.pre_norm) {
+    if (config.norm == nn::NormPlacement::pre) {
         final_norm_ = &register_module("encoder.final_norm", std::make_unique<nn::LayerNorm>(config.width, config.layer_norm_eps));
     }
     const BertHeads& heads = config.bert_heads;

@@ -37,14 +37,14 @@ int64_t parameter_count(const ModelConfig& c) {
         count += linear(c.width, c.width);  // pooler
         if (heads.sentence_order) count += linear(c.width, 2);
         count += linear(c.width, heads.classes) + (heads.span ? linear(c.width, 2) : 0);
-        if (c.pre_norm) count += layer_norm(c.width);
+        if (c.norm == nn::NormPlacement::pre) count += layer_norm(c.width);
         return count;
     }
     count += embedding_parameters(c, c.max_source_positions, 0, c.embedding_norm) +
              embedding_parameters(c, c.max_target_positions, 0, c.embedding_norm);
     count += c.encoder_layers * layer_parameters(c, c.encoder_attention, nullptr);
     count += c.decoder_layers * layer_parameters(c, c.decoder_attention, &c.cross_attention);
-    if (c.pre_norm) count += 2 * layer_norm(c.width);
+    if (c.norm == nn::NormPlacement::pre) count += 2 * layer_norm(c.width);
     if (!c.tie_embeddings) count += linear(c.width, c.vocab_size, false);
     return count;
 }

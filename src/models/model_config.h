@@ -6,15 +6,17 @@
 #include <string>
 #include <vector>
 
+#include "base/enum_names.h"
 #include "nn/attention.h"
 #include "nn/layers.h"
+#include "nn/transformer_layer.h"
 
 namespace hnas::models {
 
 // The attention of one stack (encoder self, decoder self or cross): a kind per layer plus the
 // settings the kinds read, and the optional relative-position prior.
 struct AttentionStackConfig {
-    std::vector<std::string> kinds;
+    std::vector<std::string> kinds{"lnas"};  // one name for every layer, or one per layer
     nn::AttentionNormOptions kind_options;
     std::optional<nn::RelativePositionOptions> prior;
 };
@@ -33,14 +35,20 @@ struct BertHeads {
     bool span = false;            // span extraction: start and end logits at every position
 };
 enum class PositionEncoding { learned, sinusoidal };
+inline constexpr EnumName<PositionEncoding> kPositionEncodingNames[]{{PositionEncoding::learned, "learned"}, {PositionEncoding::sinusoidal, "sinusoidal"}};
+constexpr const auto& enum_names(PositionEncoding) { return kPositionEncodingNames; }
 
+// The feed-forward width per unit of model width (Vaswani et al. 2017), unless a config sets it.
+constexpr int64_t kFfnPerWidth = 4;
+
+// The defaults are the encoder-decoder's (the papers' Transformer-base); bert_base() gives BERT's.
 struct ModelConfig {
     Architecture architecture = Architecture::seq2seq;
     int64_t vocab_size = 0;
-    int64_t width = 512, heads = 8, ffn_width = 2048;
+    int64_t width = 512, heads = 8, ffn_width = kFfnPerWidth * width;
     int64_t encoder_layers = 6, decoder_layers = 6;  // bert: encoder_layers only
     nn::Activation activation = nn::Activation::gelu;
-    bool pre_norm = false;
+    nn::NormPlacement norm = nn::NormPlacement::post;
     PositionEncoding positions = PositionEncoding::learned;
     int64_t max_source_positions = 128, max_target_positions = 64;  // bert: max_source_positions
     int64_t segments = 2;                                          // bert only
@@ -52,5 +60,20 @@ struct ModelConfig {
     BertHeads bert_heads;         // bert only
     AttentionStackConfig encoder_attention, decoder_attention, cross_attention;
 };
+
+// BERT-base (Devlin et al. 2019): d 768, 12 heads, FFN 3072, 12 layers, 512 positions, two segments, a
+// layer norm after the embedding sum and unscaled embeddings.
+inline ModelConfig bert_base() {
+    ModelConfig m;
+    m.architecture = Architecture::bert;
+    m.width = 768;
+    m.heads = 12;
+    m.ffn_width = kFfnPerWidth * m.width;
+    m.encoder_layers = 12;
+    m.max_source_positions = 512;
+    m.scale_embeddings = false;
+    m.embedding_norm = true;
+    return m;
+}
 
 }  // namespace hnas::models

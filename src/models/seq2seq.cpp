@@ -42,7 +42,7 @@ nn::TransformerLayerOptions layer_options(const ModelConfig& config, const Atten
     options.activation = config.activation;
     options.residual_dropout = config.residual_dropout;
     options.ffn_dropout = config.ffn_dropout;
-    options.pre_norm = config.pre_norm;
+    options.norm = config.norm;
     options.layer_norm_eps = config.layer_norm_eps;
     return options;
 }
@@ -74,7 +74,7 @@ Seq2SeqModel::Seq2SeqModel(const ModelConfig& config, Rng& init_rng, Rng& dropou
                                                                  nn::AttentionRole::causal_self, i, &config.cross_attention),
                                                    init_rng, dropout_rng)));
     }
-    if (config.pre_norm) {
+    if (config.norm == nn::NormPlacement::pre) {
         encoder_final_norm_ = &register_module("encoder.final_norm", std::make_unique<nn::LayerNorm>(config.width, config.layer_norm_eps));
         decoder_final_norm_ = &register_module("decoder.final_norm", std::make_unique<nn::LayerNorm>(config.width, config.layer_norm_eps));
     }

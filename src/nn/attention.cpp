@@ -55,7 +55,7 @@ Var MultiHeadAttention::forward(const Var& query, const Var& memory, const ops::
                "attention: query ", shape_str(query.shape()), " and memory ", shape_str(memory.shape()),
                " must be (B, T, ", width_, ") with the same batch");
     HNAS_CHECK(mask.causal == (role_ == AttentionRole::causal_self), "attention: a ",
-               mask.causal ? "causal" : "non-causal", " mask given to ", attention_role_name(role_));
+               mask.causal ? "causal" : "non-causal", " mask given to ", name_of(role_));
     Var q = split_heads(q_proj_.forward(query));  // (B, H, Tq, K)
     Var k, v;                                     // (B, H, Tk, K)
     if (!cache) {
@@ -64,7 +64,7 @@ Var MultiHeadAttention::forward(const Var& query, const Var& memory, const ops::
     } else {
         HNAS_CHECK(role_ != AttentionRole::bidirectional && query.dim(1) == 1, "attention: step-by-step decoding takes ",
                    "one query position in a decoder attention, got ", shape_str(query.shape()), " in ",
-                   attention_role_name(role_));
+                   name_of(role_));
         const bool grows = role_ == AttentionRole::causal_self;
         if (grows || !cache->keys.defined()) {
             Var new_keys = split_heads(k_proj_.forward(memory)), new_values = split_heads(v_proj_.forward(memory));

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "base/enum_names.h"
 #include "nn/module.h"
 #include "ops/ops.h"
 
@@ -49,7 +50,10 @@ public:
 // all see each other), causal self-attention, or a decoder's cross-attention. Kinds whose weights for
 // query i depend on later queries are invalid where a query must not see the future: the last two.
 enum class AttentionRole { bidirectional, causal_self, decoder_cross };
-const char* attention_role_name(AttentionRole role);
+inline constexpr EnumName<AttentionRole> kAttentionRoleNames[]{{AttentionRole::bidirectional, "bidirectional attention"},
+                                                               {AttentionRole::causal_self, "causal decoder self-attention"},
+                                                               {AttentionRole::decoder_cross, "decoder cross-attention"}};
+constexpr const auto& enum_names(AttentionRole) { return kAttentionRoleNames; }
 
 struct AttentionKind {
     std::string name;

@@ -2,6 +2,7 @@
 // Shapes: B batch, T positions, D model width, F feed-forward width, V vocabulary.
 #pragma once
 
+#include "base/enum_names.h"
 #include "nn/module.h"
 #include "ops/ops.h"
 
@@ -51,6 +52,8 @@ private:
 };
 
 enum class Activation { relu, gelu };
+inline constexpr EnumName<Activation> kActivationNames[]{{Activation::relu, "relu"}, {Activation::gelu, "gelu"}};
+constexpr const auto& enum_names(Activation) { return kActivationNames; }
 
 // FFN(x) = W₂ · dropout(act(W₁·x + b₁)) + b₂, with W₁ (F, D) and W₂ (D, F).
 class FeedForward : public Module {

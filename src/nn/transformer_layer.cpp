@@ -3,7 +3,7 @@
 namespace hnas::nn {
 
 TransformerLayer::TransformerLayer(const TransformerLayerOptions& o, Rng& init_rng, Rng& dropout_rng)
-    : pre_norm_(o.pre_norm),
+    : pre_norm_(o.norm == NormPlacement::pre),
       self_attn_(register_module("self_attn", std::make_unique<MultiHeadAttention>(o.self_attention, init_rng, dropout_rng))),
       self_attn_norm_(register_module("self_attn_norm", std::make_unique<LayerNorm>(o.self_attention.width, o.layer_norm_eps))),
       ffn_(register_module("ffn", std::make_unique<FeedForward>(o.self_attention.width, o.hidden, o.activation,

@@ -10,6 +10,11 @@
 
 namespace hnas::nn {
 
+// Where each block's layer norm sits: after the residual sum (post-LN) or on the branch input (pre-LN).
+enum class NormPlacement { post, pre };
+inline constexpr EnumName<NormPlacement> kNormPlacementNames[]{{NormPlacement::post, "post"}, {NormPlacement::pre, "pre"}};
+constexpr const auto& enum_names(NormPlacement) { return kNormPlacementNames; }
+
 struct TransformerLayerOptions {
     AttentionOptions self_attention;                  // width, heads, kind, role, prior, attention dropout
     std::optional<AttentionOptions> cross_attention;  // decoder layers only
@@ -17,7 +22,7 @@ struct TransformerLayerOptions {
     Activation activation = Activation::gelu;
     float residual_dropout = 0.0f;                    // on every branch output before the residual sum
     float ffn_dropout = 0.0f;                         // inside the feed-forward, after the activation
-    bool pre_norm = false;
+    NormPlacement norm = NormPlacement::post;
     float layer_norm_eps = 1e-5f;
 };
 

@@ -9,7 +9,7 @@ namespace hnas::ops {
 
 Var embedding(const Var& weight, const Tensor& ids) {
     HNAS_CHECK(weight.rank() == 2, "embedding: weight must be (vocabulary, width), got ", shape_str(weight.shape()));
-    HNAS_CHECK(ids.dtype() == DType::i32, "embedding: ids must be int32, got ", dtype_name(ids.dtype()));
+    HNAS_CHECK(ids.dtype() == DType::i32, "embedding: ids must be int32, got ", name_of(ids.dtype()));
     const int64_t vocabulary = weight.dim(0), width = weight.dim(1), count = ids.numel();
     const int32_t* id = ids.ints();
     for (int64_t t = 0; t < count; ++t) {

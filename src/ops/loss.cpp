@@ -11,7 +11,7 @@ namespace hnas::ops {
 Var cross_entropy(const Var& logits, const Tensor& targets, int ignore_index, float label_smoothing) {
     HNAS_CHECK(logits.rank() == 2, "cross_entropy: logits must be (N, V), got ", shape_str(logits.shape()));
     HNAS_CHECK(targets.dtype() == DType::i32 && targets.shape() == Shape{logits.dim(0)},
-               "cross_entropy: targets must be int32 (", logits.dim(0), "), got ", dtype_name(targets.dtype()), " ",
+               "cross_entropy: targets must be int32 (", logits.dim(0), "), got ", name_of(targets.dtype()), " ",
                shape_str(targets.shape()));
     HNAS_CHECK(label_smoothing >= 0.0f && label_smoothing < 1.0f, "cross_entropy: label smoothing must be in [0, 1), got ",
                label_smoothing);

@@ -8,12 +8,15 @@
 #include <string>
 #include <vector>
 
+#include "base/enum_names.h"
 #include "io/checkpoint.h"
 #include "nn/module.h"
 
 namespace hnas::optim {
 
 enum class OptimizerKind { adam, adamw, lamb };
+inline constexpr EnumName<OptimizerKind> kOptimizerKindNames[]{{OptimizerKind::adam, "adam"}, {OptimizerKind::adamw, "adamw"}, {OptimizerKind::lamb, "lamb"}};
+constexpr const auto& enum_names(OptimizerKind) { return kOptimizerKindNames; }
 
 struct OptimizerOptions {
     OptimizerKind kind = OptimizerKind::adamw;

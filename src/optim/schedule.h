@@ -8,9 +8,13 @@
 #include <cstdint>
 #include <string>
 
+#include "base/enum_names.h"
+
 namespace hnas::optim {
 
 enum class ScheduleKind { constant, linear, inverse_sqrt, cosine };
+inline constexpr EnumName<ScheduleKind> kScheduleKindNames[]{{ScheduleKind::constant, "constant"}, {ScheduleKind::linear, "linear"}, {ScheduleKind::inverse_sqrt, "inverse_sqrt"}, {ScheduleKind::cosine, "cosine"}};
+constexpr const auto& enum_names(ScheduleKind) { return kScheduleKindNames; }
 
 struct ScheduleOptions {
     ScheduleKind kind = ScheduleKind::linear;

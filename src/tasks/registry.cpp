@@ -15,7 +15,7 @@ const TaskDefinition& task_definition(config::Task task) {
     for (const TaskDefinition* definition : definitions) {
         if (definition->task == task) return *definition;
     }
-    throw Error("tasks: no definition for task " + std::string(config::task_name(task)));
+    throw Error("tasks: no definition for task " + std::string(name_of(task)));
 }
 
 }  // namespace hnas::tasks

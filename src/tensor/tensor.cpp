@@ -94,8 +94,6 @@ struct Tensor::Storage {
     void* data;
 };
 
-const char* dtype_name(DType dtype) { return dtype == DType::f32 ? "f32" : "i32"; }
-
 Tensor Tensor::empty(const Shape& shape, DType dtype) {
     for (int64_t d : shape) HNAS_CHECK(d >= 0, "tensor: negative dimension in shape ", shape_str(shape));
     Tensor t;

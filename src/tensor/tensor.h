@@ -9,12 +9,14 @@
 #include <vector>
 
 #include "base/check.h"
+#include "base/enum_names.h"
 #include "tensor/shape.h"
 
 namespace hnas {
 
 enum class DType { f32, i32 };
-const char* dtype_name(DType dtype);
+inline constexpr EnumName<DType> kDTypeNames[]{{DType::f32, "f32"}, {DType::i32, "i32"}};
+constexpr const auto& enum_names(DType) { return kDTypeNames; }
 
 class Tensor {
 public:

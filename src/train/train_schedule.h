@@ -10,15 +10,11 @@
 namespace hnas::train {
 
 enum class StopReason { completed, early_stopping, signal, stop_after };
-inline const char* stop_reason_name(StopReason reason) {
-    switch (reason) {
-        case StopReason::completed: return "completed";
-        case StopReason::early_stopping: return "early stopping";
-        case StopReason::signal: return "signal";
-        case StopReason::stop_after: return "stop-after";
-    }
-    return "?";
-}
+inline constexpr EnumName<StopReason> kStopReasonNames[]{{StopReason::completed, "completed"},
+                                                         {StopReason::early_stopping, "early stopping"},
+                                                         {StopReason::signal, "signal"},
+                                                         {StopReason::stop_after, "stop-after"}};
+constexpr const auto& enum_names(StopReason) { return kStopReasonNames; }
 
 class TrainSchedule {
 public:

@@ -123,7 +123,7 @@ void check_memory(const tasks::TaskDefinition& task, const config::ExperimentCon
 
 // The tokenizer file a config names: a SentencePiece model or a WordPiece vocab.txt.
 data::Tokenizer load_tokenizer(const config::TokenizerConfig& tokenizer) {
-    return tokenizer.type == "wordpiece" ? data::Tokenizer::load_wordpiece(tokenizer.model) : data::Tokenizer::load(tokenizer.model);
+    return tokenizer.type == data::TokenizerType::wordpiece ? data::Tokenizer::load_wordpiece(tokenizer.model) : data::Tokenizer::load(tokenizer.model);
 }
 
 // The checkpoint whose tokenizer a run uses instead of training one: the one it resumes from, else the
@@ -158,7 +158,7 @@ RunTokenizer train_run_tokenizer(const std::vector<tasks::DataFile>& files, cons
             if (file.training) options.inputs.push_back(file.path);
         }
     }
-    HNAS_CHECK(!options.inputs.empty(), "train: task ", config::task_name(config.task), " has no text files to train a ",
+    HNAS_CHECK(!options.inputs.empty(), "train: task ", name_of(config.task), " has no text files to train a ",
                "tokenizer on; set tokenizer.model, tokenizer.inputs or init_from (a pretrained model brings its tokenizer)");
     std::string folder_template = (fs::temp_directory_path() / "hnas-tokenizer-XXXXXX").string();
     HNAS_CHECK(::mkdtemp(folder_template.data()) != nullptr, "train: cannot create a temporary folder in ",
@@ -177,7 +177,7 @@ RunTokenizer train_run_tokenizer(const std::vector<tasks::DataFile>& files, cons
     options.input_sentence_size = config.tokenizer.input_sentence_size;
     options.seed = config.seed;
     options.damaged_lines = config.data.damaged_lines;
-    spdlog::info("training a {} tokenizer of {} pieces on {} file(s)", options.type, options.vocab_size, options.inputs.size());
+    spdlog::info("training a {} tokenizer of {} pieces on {} file(s)", name_of(options.type), options.vocab_size, options.inputs.size());
     data::train_tokenizer(options);
     RunTokenizer result{data::Tokenizer::load(options.model_prefix + ".model"), {}};
     result.files = {{"tokenizer.model", result.tokenizer.serialized_model()},
@@ -325,7 +325,7 @@ Trainer::Trainer(const config::ExperimentConfig& config, const TrainOptions& opt
       dropout_rng_(config_.seed, kDropoutStream) {
     configure_threads(config_, world_);
     spdlog::info("hnas {} on {}; {} matmuls; run directory {}", HNAS_VERSION, backend::describe(),
-                 backend::precision_name(config_.train.precision), run_.root().string());
+                 name_of(config_.train.precision), run_.root().string());
     start();
 }
 

@@ -94,7 +94,7 @@ inline const data::Tokenizer& small_tokenizer() {
         options.inputs = {gigaword + "train.article.txt", gigaword + "train.title.txt"};
         options.model_prefix = (scratch_dir() / "tokenizer").string();
         options.vocab_size = 400;
-        options.type = "bpe";
+        options.type = data::TokenizerType::bpe;
         options.input_sentence_size = 2000;
         data::train_tokenizer(options);
         return data::Tokenizer::load(options.model_prefix + ".model");

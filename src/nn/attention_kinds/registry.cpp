@@ -24,15 +24,6 @@ const std::vector<AttentionKind>& attention_kinds() {
     return kinds;
 }
 
-const char* attention_role_name(AttentionRole role) {
-    switch (role) {
-        case AttentionRole::bidirectional: return "bidirectional attention";
-        case AttentionRole::causal_self: return "causal decoder self-attention";
-        case AttentionRole::decoder_cross: return "decoder cross-attention";
-    }
-    return "attention";
-}
-
 const AttentionKind& find_attention_kind(const std::string& name) {
     std::ostringstream known;
     for (const AttentionKind& kind : attention_kinds()) {
@@ -45,7 +36,7 @@ const AttentionKind& find_attention_kind(const std::string& name) {
 void check_attention_kind_allowed(const std::string& name, AttentionRole role) {
     const AttentionKind& kind = find_attention_kind(name);
     HNAS_CHECK(!kind.uses_later_queries || role == AttentionRole::bidirectional, "attention kind '", name,
-               "' cannot be used in ", attention_role_name(role), ": it normalizes over all queries, so the weights of ",
+               "' cannot be used in ", name_of(role), ": it normalizes over all queries, so the weights of ",
                "target position i would depend on later positions (a leak of the future) and training would not ",
                "match step-by-step decoding; use 'dnas_causal' (doubly-normalized over queries up to i) or 'lnas'");
 }
