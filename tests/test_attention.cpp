@@ -57,16 +57,10 @@ void set_distinct_parameters(nn::AttentionNorm& norm) {
     }
 }
 
-std::vector<std::string> kind_names() {
-    std::vector<std::string> names;
-    for (const auto& kind : nn::attention_kinds()) names.push_back(kind.name);
-    return names;
-}
-
 // ---- gradient checks ------------------------------------------------------------------------------
 
 TEST(AttentionGradients, EveryKindWithPaddingOnBothAxes) {
-    for (const std::string& kind : kind_names()) {
+    for (const std::string& kind : nn::attention_kind_names()) {
         for (const Setting& setting : settings()) {
             if (nn::find_attention_kind(kind).uses_later_queries && setting.mask.causal) continue;
             auto norm = make_kind(kind);
@@ -112,7 +106,7 @@ TEST(AttentionGradients, MultiHeadAttentionWithPriorAllParameters) {
 // generic ops), weights and every gradient, in every setting the kind may run in. Rows and columns
 // with nothing allowed are all 0 in both (the reference's masked softmaxes come out finite there).
 TEST(AttentionFused, EveryKindMatchesItsDefinition) {
-    for (const std::string& kind : kind_names()) {
+    for (const std::string& kind : nn::attention_kind_names()) {
         for (const Setting& setting : settings()) {
             if (nn::find_attention_kind(kind).uses_later_queries && setting.mask.causal) continue;
             const std::string label = kind + "/" + setting.name;
@@ -175,7 +169,7 @@ float at(const Tensor& t, int64_t b, int64_t h, int64_t i, int64_t j) {
 
 TEST(AttentionProperties, RowsSumToOneZerosWhereMaskedNoNaN) {
     NoGradScope no_grad;
-    for (const std::string& kind : kind_names()) {
+    for (const std::string& kind : nn::attention_kind_names()) {
         auto norm = make_kind(kind);
         for (uint64_t seed = 0; seed < 200; ++seed) {
             const bool causal = seed % 2 == 1 && !nn::find_attention_kind(kind).uses_later_queries;
@@ -328,7 +322,7 @@ TEST(AttentionProperties, SinkhornWithOneIterationIsDnas) {
 TEST(AttentionProperties, FullyMaskedRowsAreZeroNotNaN) {
     NoGradScope no_grad;
     const Tensor none = Tensor::zeros({kBatch, 4});
-    for (const std::string& kind : kind_names()) {
+    for (const std::string& kind : nn::attention_kind_names()) {
         auto norm = make_kind(kind);
         const Tensor A = norm->normalize(Var(random_tensor({kBatch, kHeads, 4, 4}, 9)), {none, none}).value();
         for (int64_t e = 0; e < A.numel(); ++e) ASSERT_EQ(A.data()[e], 0.0f) << kind;
@@ -338,7 +332,7 @@ TEST(AttentionProperties, FullyMaskedRowsAreZeroNotNaN) {
 // Appending padding on either axis leaves every real position's output unchanged.
 TEST(AttentionProperties, PaddingDoesNotChangeRealOutputs) {
     NoGradScope no_grad;
-    for (const std::string& kind : kind_names()) {
+    for (const std::string& kind : nn::attention_kind_names()) {
         nn::AttentionOptions options;
         options.width = 8;
         options.heads = kHeads;
@@ -368,7 +362,7 @@ TEST(AttentionProperties, PaddingDoesNotChangeRealOutputs) {
 // In causal self-attention, changing tokens after t leaves outputs up to t unchanged.
 TEST(AttentionProperties, CausalKindsNeverLookAhead) {
     NoGradScope no_grad;
-    for (const std::string& kind : kind_names()) {
+    for (const std::string& kind : nn::attention_kind_names()) {
         if (nn::find_attention_kind(kind).uses_later_queries) continue;
         nn::AttentionOptions options;
         options.width = 8;

@@ -15,6 +15,7 @@
 
 namespace {
 
+using hnas::name_of;
 using hnas::analysis::AttentionKind;
 using hnas::analysis::attention_weights;
 using hnas::analysis::centre_distance_analysis;
@@ -110,7 +111,7 @@ TEST(ModeCollapseWeights, ToyPointsRowsSumToOneAndDnasKeepsEveryKey) {
         for (size_t i = 0; i < n; ++i) {
             double row_sum = 0.0;
             for (size_t j = 0; j < n; ++j) row_sum += weights[i * n + j];
-            ASSERT_NEAR(row_sum, 1.0, 1e-12) << to_string(kind) << " query " << i;
+            ASSERT_NEAR(row_sum, 1.0, 1e-12) << name_of(kind) << " query " << i;
         }
         if (kind == AttentionKind::dnas) {
             const auto sums = column_sums(weights, n);
@@ -131,9 +132,9 @@ TEST(ModeCollapseClusters, SingleLinkageWithStrayPoints) {
 
 // Two clusters, with at most 1 % of the points stray (a Gaussian's outliers at step 0).
 void expect_two_clusters(const hnas::analysis::ModeCollapseStep& step, AttentionKind kind, uint64_t seed) {
-    EXPECT_EQ(step.clustering.clusters(), 2u) << to_string(kind) << " seed " << seed << " step " << step.step;
+    EXPECT_EQ(step.clustering.clusters(), 2u) << name_of(kind) << " seed " << seed << " step " << step.step;
     EXPECT_LE(step.clustering.stray_points, step.points.size() / 100)
-        << to_string(kind) << " seed " << seed << " step " << step.step;
+        << name_of(kind) << " seed " << seed << " step " << step.step;
 }
 
 // Paper 004 Fig. 6 (000 Fig. 6): 500 vs 50 points, LNAS one cluster after 4 steps, DNAS two.
@@ -163,7 +164,7 @@ TEST(ModeCollapseToy, BalancedBothKeepTwoClusters) {
         for (const auto& run : result.runs) {
             for (const auto& step : run.steps) expect_two_clusters(step, run.normalization.kind, seed);
             EXPECT_GT(run.steps.back().centre_distance, 0.8 * run.steps.front().centre_distance)
-                << to_string(run.normalization.kind) << " seed " << seed;
+                << name_of(run.normalization.kind) << " seed " << seed;
         }
     }
 }
@@ -184,7 +185,7 @@ TEST(ModeCollapseToy, RejectsBadOptions) {
     expect_error(ModeCollapseOptions{.score_scale = 0}, "score scale");
     expect_error(ModeCollapseOptions{.kinds = {}}, "kind");
     expect_error(ModeCollapseOptions{.hybrid_u = 1.5}, "hybrid u");
-    EXPECT_THROW(hnas::analysis::parse_attention_kind("softmax"), hnas::Error);
+    EXPECT_THROW(hnas::parse_enum<AttentionKind>("softmax", "kind"), hnas::Error);
 }
 
 TEST(CentreDistance, ClosedFormsAtHandComputedPoints) {

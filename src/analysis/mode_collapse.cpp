@@ -178,22 +178,6 @@ std::pair<int, int> cluster_sizes_for_ratio(double r, int base) {
 
 }  // namespace
 
-std::string to_string(AttentionKind kind) {
-    switch (kind) {
-        case AttentionKind::lnas: return "lnas";
-        case AttentionKind::dnas: return "dnas";
-        case AttentionKind::hnas: return "hnas";
-    }
-    return "unknown";
-}
-
-AttentionKind parse_attention_kind(const std::string& name) {
-    if (name == "lnas") return AttentionKind::lnas;
-    if (name == "dnas") return AttentionKind::dnas;
-    if (name == "hnas") return AttentionKind::hnas;
-    throw Error("unknown attention kind '" + name + "' (expected lnas, dnas or hnas)");
-}
-
 std::vector<double> attention_weights(const Points& points, double score_scale, const Normalization& normalization) {
     const size_t n = points.size();
     HNAS_CHECK(n > 0 && points.coordinates.size() == n * points.dim, "attention_weights: ", points.coordinates.size(),
@@ -278,7 +262,7 @@ ModeCollapseResult run_mode_collapse(const ModeCollapseOptions& options) {
 void to_json(nlohmann::json& json, const ModeCollapseResult& result) {
     const auto& options = result.options;
     nlohmann::json kinds = nlohmann::json::array();
-    for (const auto kind : options.kinds) kinds.push_back(to_string(kind));
+    for (const auto kind : options.kinds) kinds.push_back(name_of(kind));
     json = {{"analysis", "mode_collapse"},
             {"options",
              {{"n0", options.n0},
@@ -310,7 +294,7 @@ void to_json(nlohmann::json& json, const ModeCollapseResult& result) {
                              {"centre_distance", step.centre_distance},
                              {"points", std::move(points)}});
         }
-        nlohmann::json entry = {{"kind", to_string(run.normalization.kind)}, {"steps", std::move(steps)}};
+        nlohmann::json entry = {{"kind", name_of(run.normalization.kind)}, {"steps", std::move(steps)}};
         if (run.normalization.kind == AttentionKind::hnas) entry["hybrid_u"] = run.normalization.hybrid_u;
         json["runs"].push_back(std::move(entry));
     }

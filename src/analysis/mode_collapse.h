@@ -25,12 +25,16 @@
 #include <string>
 #include <vector>
 
+#include "base/enum_names.h"
+
 namespace hnas::analysis {
 
+// The normalizations the toy computes, in double precision so the closed forms check to 1e-12: the
+// papers' three (the registry's float kernels, src/nn/attention_kinds/, serve the models).
 enum class AttentionKind { lnas, dnas, hnas };
-
-std::string to_string(AttentionKind kind);
-AttentionKind parse_attention_kind(const std::string& name);  // "lnas", "dnas" or "hnas"; throws otherwise
+inline constexpr EnumName<AttentionKind> kToyKindNames[]{
+    {AttentionKind::lnas, "lnas"}, {AttentionKind::dnas, "dnas"}, {AttentionKind::hnas, "hnas"}};
+constexpr const auto& enum_names(AttentionKind) { return kToyKindNames; }
 
 // n points of `dim` coordinates, row-major.
 struct Points {

@@ -469,7 +469,8 @@ int main(int argc, char** argv) {
     linear_command->callback([&] { bench_linear(warmup, repeats, linear_precision); });
     std::vector<std::string> kinds;
     auto* attention_command = app.add_subcommand("attention", "attention forward+backward per kind, relative to lnas");
-    attention_command->add_option("--kind", kinds, "Only these kinds (and lnas, the reference); default all");
+    attention_command->add_option("--kind", kinds, "Only these kinds (and lnas, the reference); default all")
+        ->check(CLI::IsMember(hnas::nn::attention_kind_names()));
     attention_command->callback([&] { bench_attention(warmup, repeats, kinds); });
     std::string articles = "data/gigaword/derived/train_all.article.txt", titles = "data/gigaword/derived/train_all.title.txt";
     auto* data_command = app.add_subcommand("data", "the Gigaword data pipeline alone, input tokens/s per epoch");
@@ -480,8 +481,8 @@ int main(int argc, char** argv) {
     auto* train_command = app.add_subcommand(
         "train", "training steps of issue #8's reference headline / mlm models; prints one JSON line");
     train_command->add_option("--task", train_options.task, "headline or mlm")->check(CLI::IsMember({"headline", "mlm"}));
-    train_command->add_option("--kind", train_options.kind, "encoder self-attention: lnas, dnas or hnas")
-        ->check(CLI::IsMember({"lnas", "dnas", "hnas"}));
+    train_command->add_option("--kind", train_options.kind, "encoder self-attention: any registered kind")
+        ->check(CLI::IsMember(hnas::nn::attention_kind_names()));
     train_command->add_option("--steps", train_options.steps, "Timed training steps")
         ->check(hnas::cli::non_negative_integer<int>());
     train_command->add_option("--warmup", train_options.warmup, "Untimed training steps first")

@@ -37,7 +37,7 @@ std::string join_sizes(const std::vector<size_t>& sizes) {
 void add_mode_collapse_command(CLI::App& toy) {
     struct Options {
         analysis::ModeCollapseOptions analysis;
-        std::vector<std::string> kinds{"lnas", "dnas"};
+        std::vector<analysis::AttentionKind> kinds{analysis::AttentionKind::lnas, analysis::AttentionKind::dnas};
         std::string output;
     };
     auto options = std::make_shared<Options>();
@@ -56,10 +56,9 @@ void add_mode_collapse_command(CLI::App& toy) {
     command->add_option("--scale", defaults.score_scale, "Factor on the dot products before exp (1: the papers' Eq. 3, 7)")
         ->check(positive_number<double>())
         ->capture_default_str();
-    command->add_option("--kinds", options->kinds, "Normalizations to run: lnas, dnas, hnas")
+    command->add_option("--kinds", options->kinds, "Normalizations to run (lnas,dnas by default), computed in double precision")
         ->delimiter(',')
-        ->check(CLI::IsMember({"lnas", "dnas", "hnas"}))
-        ->capture_default_str();
+        ->transform(enum_choices<analysis::AttentionKind>());
     command->add_option("--hybrid-u", defaults.hybrid_u, "hnas: weight u of DNAS")
         ->check(number_in<double>(0, 1))
         ->capture_default_str();
@@ -73,8 +72,7 @@ void add_mode_collapse_command(CLI::App& toy) {
         ->capture_default_str();
     command->add_option("--output", options->output, "Write the result (points of every step included) as JSON");
     command->callback([options] {
-        options->analysis.kinds.clear();
-        for (const auto& name : options->kinds) options->analysis.kinds.push_back(analysis::parse_attention_kind(name));
+        options->analysis.kinds = options->kinds;
         const auto result = analysis::run_mode_collapse(options->analysis);
         const auto& o = result.options;
         fmt::print("mode collapse: {} vs {} points, spread {:g}, score scale {:g}, seed {}; clusters: single linkage "
@@ -84,7 +82,7 @@ void add_mode_collapse_command(CLI::App& toy) {
         fmt::print("{:<6} {:>5} {:>9} {:<16} {:>6} {:>16}\n", "kind", "step", "clusters", "sizes", "stray", "centre distance");
         for (const auto& run : result.runs) {
             for (const auto& step : run.steps) {
-                fmt::print("{:<6} {:>5} {:>9} {:<16} {:>6} {:>16.4f}\n", analysis::to_string(run.normalization.kind),
+                fmt::print("{:<6} {:>5} {:>9} {:<16} {:>6} {:>16.4f}\n", name_of(run.normalization.kind),
                            step.step, step.clustering.clusters(), join_sizes(step.clustering.cluster_sizes),
                            step.clustering.stray_points, portable(step.centre_distance));
             }

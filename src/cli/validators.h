@@ -15,20 +15,30 @@
 #include <cstdlib>
 #include <concepts>
 #include <limits>
-#include <map>
 #include <string>
 
 #include "base/enum_names.h"
 
 namespace hnas::cli {
 
-// An enum option's choices from the enum's name table (base/enum_names.h): CLI11 maps each name to its
-// enumerator and lists the names in --help and in its error for any other value.
+// An enum option's choices from the enum's name table (base/enum_names.h): each name becomes its
+// enumerator, and any other value is an error listing the names ("--color: must be "auto", "always" or
+// "never", got "sometimes"").
 template <class E>
-CLI::CheckedTransformer enum_choices() {
-    std::map<std::string, E> names;
-    for (const auto& entry : names_of<E>()) names.emplace(entry.name, entry.value);
-    return CLI::CheckedTransformer(names);
+CLI::Validator enum_choices() {
+    std::string names;
+    for (const auto& entry : names_of<E>()) names.append(names.empty() ? "" : "|").append(entry.name);
+    return CLI::Validator(
+        [](std::string& value) -> std::string {
+            for (const auto& entry : names_of<E>()) {
+                if (value == entry.name) {
+                    value = std::to_string(static_cast<int>(entry.value));  // CLI11 reads an enum as its number
+                    return "";
+                }
+            }
+            return "must be " + quoted_names<E>() + ", got \"" + value + "\"";
+        },
+        names);
 }
 
 namespace detail {

@@ -63,6 +63,7 @@ struct AttentionKind {
 };
 
 const std::vector<AttentionKind>& attention_kinds();
+std::vector<std::string> attention_kind_names();  // in registry order
 // The kind called `name`; throws listing the known kinds.
 const AttentionKind& find_attention_kind(const std::string& name);
 // Throws, explaining why and naming the causal alternative, when `name` may not run in `role`.

@@ -24,6 +24,12 @@ const std::vector<AttentionKind>& attention_kinds() {
     return kinds;
 }
 
+std::vector<std::string> attention_kind_names() {
+    std::vector<std::string> names;
+    for (const AttentionKind& kind : attention_kinds()) names.push_back(kind.name);
+    return names;
+}
+
 const AttentionKind& find_attention_kind(const std::string& name) {
     std::ostringstream known;
     for (const AttentionKind& kind : attention_kinds()) {
