@@ -228,6 +228,8 @@ import os
 import torch
 import torch.nn.functional as F
 
+import torch_attention
+
 SEED = 20240607
 ATTENTION_SEED = 20240608  # its own stream: attention cases never shift the op cases' draws
 FIXTURE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures")
@@ -241,7 +243,7 @@ MODELS_MAX_BYTES = 1536 * 1024
 HEADS_MAX_BYTES = 1536 * 1024
 OPTIM_PATH = os.path.join(FIXTURE_DIR, "optim.json")
 OPTIM_MAX_BYTES = 100 * 1024
-NEG = -1e9  # masked entry of an additive mask; finite, exact in float32
+NEG = torch_attention.NEG  # masked entry of an additive mask
 
 OPS = {
     "matmul", "linear", "add", "sub", "mul", "div", "scale", "sum", "mean", "max",
@@ -593,72 +595,19 @@ def check_buckets():
     assert relative_position_bucket(-8, False, PRIOR_BUCKETS, PRIOR_MAX_DISTANCE) == 6
 
 
-def masked(t, allowed):
-    return torch.where(allowed, t, torch.full_like(t, NEG))
-
-
-def zero_outside(t, allowed):
-    return torch.where(allowed, t, torch.zeros_like(t))
-
-
-def masked_logsumexp(t, allowed, dim):
-    return torch.logsumexp(masked(t, allowed), dim=dim, keepdim=True)
-
-
-def softmax_over_keys(logits, allowed):
-    return zero_outside(torch.softmax(masked(logits, allowed), dim=-1), allowed)
-
-
-def norm_lnas(s, allowed):
-    return softmax_over_keys(s, allowed)
-
-
-def norm_dnas(s, allowed):
-    return softmax_over_keys(s - masked_logsumexp(s, allowed, -2), allowed)
-
-
-def norm_hnas(s, allowed, theta):
-    u = torch.sigmoid(theta).reshape(1, -1, 1, 1)
-    return u * norm_dnas(s, allowed) + (1 - u) * norm_lnas(s, allowed)
-
-
-def norm_sinkhorn(s, allowed, iterations):
-    log_a = masked(s, allowed)  # re-masked after each step: exp never sees a huge entry
-    for _ in range(iterations):
-        log_a = masked(log_a - masked_logsumexp(log_a, allowed, -2), allowed)
-        log_a = masked(log_a - masked_logsumexp(log_a, allowed, -1), allowed)
-    return zero_outside(torch.exp(log_a), allowed)
-
-
-def norm_dnas_causal(s, allowed):
-    lq = s.shape[-2]
-    prefix = torch.ones((lq, lq), dtype=torch.bool).tril()          # [i, i'] = i' <= i
-    both = allowed.unsqueeze(-3) & prefix.reshape(1, 1, lq, lq, 1)  # (B, H, i, i', j)
-    c = torch.logsumexp(masked(s.unsqueeze(-3).expand(both.shape), both), dim=-2)
-    return softmax_over_keys(s - c, allowed)
-
-
-def norm_nap(s, allowed, gain, bias, eps):
-    count = allowed.to(s.dtype).sum(dim=-1, keepdim=True).clamp(min=1)
-    mean = zero_outside(s, allowed).sum(dim=-1, keepdim=True) / count
-    var = zero_outside((s - mean) ** 2, allowed).sum(dim=-1, keepdim=True) / count
-    a = gain.reshape(1, -1, 1, 1) * (s - mean) / torch.sqrt(var + eps) + bias.reshape(1, -1, 1, 1)
-    return zero_outside(a, allowed)
-
-
 def normalize(kind, s, allowed, params, attrs):
     if kind == "lnas":
-        return norm_lnas(s, allowed)
+        return torch_attention.lnas(s, allowed)
     if kind == "dnas":
-        return norm_dnas(s, allowed)
+        return torch_attention.dnas(s, allowed)
     if kind == "hnas":
-        return norm_hnas(s, allowed, params["norm.hybrid_theta"])
+        return torch_attention.hnas(s, allowed, params["norm.hybrid_theta"])
     if kind == "sinkhorn":
-        return norm_sinkhorn(s, allowed, attrs["iterations"])
+        return torch_attention.sinkhorn(s, allowed, attrs["iterations"])
     if kind == "dnas_causal":
-        return norm_dnas_causal(s, allowed)
+        return torch_attention.dnas_causal(s, allowed)
     if kind == "nap":
-        return norm_nap(s, allowed, params["norm.gain"], params["norm.bias"], attrs["eps"])
+        return torch_attention.nap(s, allowed, params["norm.gain"], params["norm.bias"], attrs["eps"])
     raise ValueError(kind)
 
 
@@ -704,12 +653,12 @@ def check_normalizations(name, kind, s, allowed, key_valid, query_valid):
     s = s.detach()
     theta = torch.tensor(HYBRID_THETA, dtype=torch.float64)
     results = {
-        "lnas": norm_lnas(s, allowed),
-        "dnas": norm_dnas(s, allowed),
-        "hnas": norm_hnas(s, allowed, theta),
-        "sinkhorn": norm_sinkhorn(s, allowed, SINKHORN_ITERATIONS),
-        "dnas_causal": norm_dnas_causal(s, allowed),
-        "nap": norm_nap(s, allowed, torch.tensor(NAP_GAIN, dtype=torch.float64),
+        "lnas": torch_attention.lnas(s, allowed),
+        "dnas": torch_attention.dnas(s, allowed),
+        "hnas": torch_attention.hnas(s, allowed, theta),
+        "sinkhorn": torch_attention.sinkhorn(s, allowed, SINKHORN_ITERATIONS),
+        "dnas_causal": torch_attention.dnas_causal(s, allowed),
+        "nap": torch_attention.nap(s, allowed, torch.tensor(NAP_GAIN, dtype=torch.float64),
                         torch.tensor(NAP_BIAS, dtype=torch.float64), NAP_EPS),
     }
     row_has_key = allowed.any(dim=-1)                                   # (B, H, Lq)
@@ -729,20 +678,20 @@ def check_normalizations(name, kind, s, allowed, key_valid, query_valid):
     col_sums = results["dnas"].sum(dim=-2)
     assert (col_sums[col_has_query] >= 1 / real_keys[col_has_query] - 1e-12).all(), (name, "dnas column floor")
     # dnas by its definition, outside log space
-    e = zero_outside(torch.exp(s), allowed)
+    e = torch_attention.zero_outside(torch.exp(s), allowed)
     bq = e / e.sum(dim=-2, keepdim=True).clamp(min=1e-300)
     direct = bq / bq.sum(dim=-1, keepdim=True).clamp(min=1e-300)
     assert (direct - results["dnas"]).abs().max() < 1e-13, (name, "dnas log space vs direct")
     # dnas_causal by its definition: prefix sums of exp down the query axis
     prefix = e.cumsum(dim=-2)
-    bq = zero_outside(e / prefix.clamp(min=1e-300), allowed)
+    bq = torch_attention.zero_outside(e / prefix.clamp(min=1e-300), allowed)
     direct = bq / bq.sum(dim=-1, keepdim=True).clamp(min=1e-300)
     assert (direct - results["dnas_causal"]).abs().max() < 1e-13, (name, "dnas_causal vs direct")
     # hnas at theta -> +-inf is dnas / lnas; sinkhorn with one iteration is dnas
     for t, limit in ((40.0, "dnas"), (-40.0, "lnas")):
-        h = norm_hnas(s, allowed, torch.full((HEADS,), t, dtype=torch.float64))
+        h = torch_attention.hnas(s, allowed, torch.full((HEADS,), t, dtype=torch.float64))
         assert (h - results[limit]).abs().max() < 1e-15, (name, "hnas limit", limit)
-    assert (norm_sinkhorn(s, allowed, 1) - results["dnas"]).abs().max() < 1e-14, (name, "sinkhorn k=1")
+    assert (torch_attention.sinkhorn(s, allowed, 1) - results["dnas"]).abs().max() < 1e-14, (name, "sinkhorn k=1")
     # sinkhorn: the last step normalizes keys, so columns are only approximately 1 in full batches
     # nap: per valid row, weights have mean b_h and (biased) variance g_h^2 var/(var + eps)
     a = results["nap"]

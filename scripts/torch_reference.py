@@ -13,8 +13,8 @@ reader of its own) and then trains on that batch at every step, as hnas does whe
 
 Needs Debian's python3-torch with libopenblas0-openmp (without OpenBLAS torch uses the reference BLAS).
 Conventions follow scripts/make_fixtures.py: post-LN layers, GELU in its erf form, token embeddings times
-sqrt(D) in the seq2seq model, learned positions, masks as additive -1e9 entries, DNAS as the softmax over
-keys of the log-softmax over queries, HNAS as sigmoid(theta)*DNAS + (1 - sigmoid(theta))*LNAS per head.
+sqrt(D) in the seq2seq model, learned positions; the attention normalizations are scripts/torch_attention.py's,
+the ones the fixtures use.
 """
 import argparse
 import json
@@ -29,6 +29,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import torch_attention
+
 # Shapes of the two reference workloads (issue #8); must match src/bench/main.cpp.
 BATCH, VOCAB, WIDTH, HEADS, FFN, LAYERS = 32, 8000, 256, 4, 1024, 4
 SOURCE_LENGTH, TARGET_LENGTH, MLM_LENGTH = 64, 16, 128
@@ -36,7 +38,6 @@ MAX_SOURCE_POSITIONS, MAX_TARGET_POSITIONS, MLM_POSITIONS, SEGMENTS = 128, 64, 1
 MASK_FRACTION, LABEL_SMOOTHING, CLIP_NORM, DROPOUT = 0.15, 0.1, 1.0, 0.1
 HYBRID_INIT, LN_EPS = 0.5, 1e-5
 PAD_ID, BOS_ID, EOS_ID, MASK_ID, FIRST_ORDINARY_ID = 0, 2, 3, 6, 7
-NEG = -1e9  # a masked entry of an additive mask, as in make_fixtures.py
 
 
 # ---- hnas checkpoints -----------------------------------------------------------------------------
@@ -107,31 +108,14 @@ def embedding(rows, width, stddev):
 
 
 class Masks:
-    """Additive masks for one attention: keys (B, 1, 1, Lk), queries (B, 1, Lq, 1), optional causal
-    (Lq, Lk), plus the query validity (B, 1, Lq, 1) that zeroes padded queries' weights."""
+    """Which entries of one attention's scores are allowed, (B, 1, Lq, Lk): real keys of real queries,
+    and in causal self-attention keys at or before the query."""
 
     def __init__(self, key_valid, query_valid, causal=False):
-        self.key_bias = ((1.0 - key_valid) * NEG)[:, None, None, :]
-        self.query_bias = ((1.0 - query_valid) * NEG)[:, None, :, None]
-        self.query_valid = query_valid[:, None, :, None]
-        self.causal_bias = None
+        self.allowed = (key_valid[:, None, None, :] > 0.5) & (query_valid[:, None, :, None] > 0.5)
         if causal:
             lq, lk = query_valid.shape[1], key_valid.shape[1]
-            allowed = torch.ones(lq, lk, dtype=torch.bool).tril()
-            self.causal_bias = torch.zeros(lq, lk).masked_fill(~allowed, NEG)
-
-
-def lnas(s, masks):
-    s = s + masks.key_bias
-    if masks.causal_bias is not None:
-        s = s + masks.causal_bias
-    return torch.softmax(s, dim=-1) * masks.query_valid
-
-
-def dnas(s, masks):
-    # log-normalize over the real queries of each key, then softmax over the real keys of each query
-    z = torch.log_softmax(s + masks.query_bias, dim=-2) + masks.key_bias
-    return torch.softmax(z, dim=-1) * masks.query_valid
+            self.allowed = self.allowed & torch.ones(lq, lk, dtype=torch.bool).tril()
 
 
 class HybridNorm(nn.Module):
@@ -142,8 +126,7 @@ class HybridNorm(nn.Module):
         self.hybrid_theta = nn.Parameter(torch.full((HEADS,), math.log(HYBRID_INIT / (1 - HYBRID_INIT))))
 
     def forward(self, s, masks):
-        u = torch.sigmoid(self.hybrid_theta).view(1, -1, 1, 1)
-        return u * dnas(s, masks) + (1 - u) * lnas(s, masks)
+        return torch_attention.hnas(s, masks.allowed, self.hybrid_theta)
 
 
 class Attention(nn.Module):
@@ -164,9 +147,9 @@ class Attention(nn.Module):
         v = self.split(self.v_proj(memory))
         s = torch.matmul(q, k.transpose(-1, -2)) * (1.0 / math.sqrt(WIDTH // HEADS))
         if self.kind == "lnas":
-            a = lnas(s, masks)
+            a = torch_attention.lnas(s, masks.allowed)
         elif self.kind == "dnas":
-            a = dnas(s, masks)
+            a = torch_attention.dnas(s, masks.allowed)
         else:
             a = self.norm(s, masks)
         if self.dropout > 0:

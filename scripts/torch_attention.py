@@ -1,0 +1,64 @@
+"""The attention normalizations of hnas (src/nn/attention_kinds/) in PyTorch, written once for the
+fixtures (scripts/make_fixtures.py, float64) and the PyTorch twin of the benchmark
+(scripts/torch_reference.py, float32).
+
+Scores s are (B, H, Lq, Lk); `allowed` is a boolean mask broadcastable to them (a real query, a real key
+and, in causal self-attention, a key at or before the query). Weights are exactly 0 where not allowed,
+and a query with nothing allowed has a zero row.
+"""
+import torch
+
+NEG = -1e9  # a masked score: finite, so a row with nothing allowed never becomes NaN; exact in float32
+
+
+def masked(t, allowed):
+    return torch.where(allowed, t, torch.full_like(t, NEG))
+
+
+def zero_outside(t, allowed):
+    return torch.where(allowed, t, torch.zeros_like(t))
+
+
+def masked_logsumexp(t, allowed, dim):
+    return torch.logsumexp(masked(t, allowed), dim=dim, keepdim=True)
+
+
+def softmax_over_keys(logits, allowed):
+    return zero_outside(torch.softmax(masked(logits, allowed), dim=-1), allowed)
+
+
+def lnas(s, allowed):
+    return softmax_over_keys(s, allowed)
+
+
+def dnas(s, allowed):
+    return softmax_over_keys(s - masked_logsumexp(s, allowed, -2), allowed)
+
+
+def hnas(s, allowed, theta):
+    u = torch.sigmoid(theta).reshape(1, -1, 1, 1)
+    return u * dnas(s, allowed) + (1 - u) * lnas(s, allowed)
+
+
+def sinkhorn(s, allowed, iterations):
+    log_a = masked(s, allowed)  # re-masked after each step: exp never sees a huge entry
+    for _ in range(iterations):
+        log_a = masked(log_a - masked_logsumexp(log_a, allowed, -2), allowed)
+        log_a = masked(log_a - masked_logsumexp(log_a, allowed, -1), allowed)
+    return zero_outside(torch.exp(log_a), allowed)
+
+
+def dnas_causal(s, allowed):
+    lq = s.shape[-2]
+    prefix = torch.ones((lq, lq), dtype=torch.bool).tril()          # [i, i'] = i' <= i
+    both = allowed.unsqueeze(-3) & prefix.reshape(1, 1, lq, lq, 1)  # (B, H, i, i', j)
+    c = torch.logsumexp(masked(s.unsqueeze(-3).expand(both.shape), both), dim=-2)
+    return softmax_over_keys(s - c, allowed)
+
+
+def nap(s, allowed, gain, bias, eps):
+    count = allowed.to(s.dtype).sum(dim=-1, keepdim=True).clamp(min=1)
+    mean = zero_outside(s, allowed).sum(dim=-1, keepdim=True) / count
+    var = zero_outside((s - mean) ** 2, allowed).sum(dim=-1, keepdim=True) / count
+    a = gain.reshape(1, -1, 1, 1) * (s - mean) / torch.sqrt(var + eps) + bias.reshape(1, -1, 1, 1)
+    return zero_outside(a, allowed)
