@@ -13,7 +13,7 @@ plot() { /usr/bin/python3 scripts/plot_analysis.py "$@"; }
 
 for kind in lnas dnas hnas; do
   run="runs/gigaword_tiny_$kind"
-  [ -f "$run/best.ckpt" ] || scripts/main_job.sh "configs/gigaword_tiny_$kind.json"
+  [ -f "$run/best.ckpt" ] || scripts/main_job.sh configs/gigaword_tiny.json "$kind"
   build/hnas eval --checkpoint "$run/best.ckpt" --articles data/gigaword/test_1951/input.txt \
     --references data/gigaword/test_1951/task1_ref0.txt --beam 4 --length-penalty 1.0 --max-len 30 \
     --bootstrap 1000 --hypotheses "$out/test_headlines_$kind.txt" --report "$out/eval_$kind.json"

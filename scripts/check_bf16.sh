@@ -5,7 +5,8 @@
 # validation is skipped. Per config it prints the largest relative difference of the 50-step moving
 # averages of the per-step losses (the criterion: below 1 %), the largest per-step difference, and
 # each run's median training throughput (input tokens/s of a step, from metrics.jsonl).
-#   scripts/check_bf16.sh [--steps N] [--window W] [--out DIR] [--no-build] [CONFIG ...]
+#   scripts/check_bf16.sh [--steps N] [--window W] [--out DIR] [--no-build] [CONFIG[:KIND] ...]
+# (KIND: the encoder self-attention, as --set model.attention.encoder.kind=KIND)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,7 +25,8 @@ while [ $# -gt 0 ]; do
     *) configs+=("$1"); shift ;;
   esac
 done
-[ ${#configs[@]} -gt 0 ] || configs=(configs/gigaword_tiny_lnas.json configs/gigaword_tiny_hnas.json configs/mlm_tiny_hnas.json)
+# Each run: a config, optionally with the encoder's attention kind after a colon.
+[ ${#configs[@]} -gt 0 ] || configs=(configs/gigaword_tiny.json:lnas configs/gigaword_tiny.json:hnas configs/mlm_tiny.json)
 if [ "$build" = 1 ]; then
   if [ ! -f build/CMakeCache.txt ]; then cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null; fi
   # Builds on shared machines take turns through /tmp/build.lock when flock exists.
@@ -41,8 +43,14 @@ fi
 cheap=(--set validation.every=0 --set validation.max_batches=1 --set checkpoint.every=1000000 --set train.log_every=1)
 
 results=()
-for config in "${configs[@]}"; do
+for run in "${configs[@]}"; do
+  config=${run%%:*}
+  kind=()
   name=$(basename "$config" .json)
+  if [ "$run" != "$config" ]; then
+    kind=(--set "model.attention.encoder.kind=${run#*:}")
+    name="${name}_${run#*:}"
+  fi
   rm -rf "$out/$name"
   mkdir -p "$out/$name"
   for precision in f32 bf16; do
@@ -50,7 +58,7 @@ for config in "${configs[@]}"; do
     if [ "$precision" = bf16 ]; then tokenizer=(--set "tokenizer.model=$out/$name/f32/tokenizer.model"); fi
     echo "== $name, $precision: $steps steps" >&2
     build/hnas train --config "$config" --out "$out/$name/$precision" --stop-after "$steps" \
-      --set "train.precision=$precision" "${cheap[@]}" "${tokenizer[@]}" >"$out/$name/$precision.log" 2>&1 ||
+      --set "train.precision=$precision" "${kind[@]}" "${cheap[@]}" "${tokenizer[@]}" >"$out/$name/$precision.log" 2>&1 ||
       { tail -20 "$out/$name/$precision.log" >&2; exit 1; }
   done
   results+=("$out/$name")

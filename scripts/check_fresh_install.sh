@@ -11,7 +11,7 @@
 #     with the root's own git: uncommitted changes are not part of the check, exactly as in CI.
 #  3. In a chroot, as root, what a new user runs: scripts/setup.sh (apt-get install of the build
 #     dependencies, then a build of the hnas executable only: no tests, no benchmark), a 20-step
-#     training run of configs/gigaword_tiny_hnas.json on the bundled data with validation and
+#     training run of configs/gigaword_tiny.json (hnas in the encoder) on the bundled data with validation and
 #     checkpoints within the 20 steps, and `build/hnas inspect` of its last checkpoint.
 # Everything after the preparation runs in a private mount and PID namespace (unshare): the root lives
 # on a tmpfs mounted there, /proc, a read-only /sys and a /dev of its own are mounted there, and when
@@ -34,7 +34,7 @@ set -euo pipefail
 suite=bookworm
 variant=minbase
 include=git,ca-certificates
-config=configs/gigaword_tiny_hnas.json
+config=configs/gigaword_tiny.json
 steps=20
 # Validation and checkpoints at steps 10 and 20, a small tokenizer and a short validation: seconds.
 train_overrides="--set train.steps=$steps --set train.warmup_steps=5 --set train.log_every=5 \

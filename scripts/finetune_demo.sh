@@ -7,6 +7,10 @@
 #
 #   scripts/finetune_demo.sh [--seeds N] [--kinds "lnas dnas hnas"] [--tasks "headline_match sotu_era"]
 #
+# --kinds takes any registered attention kinds (lnas, dnas, hnas, sinkhorn, dnas_causal, nap); each is set
+# in configs/finetune_pretrain.json and configs/finetune_<task>.json with --set, the fine-tuning runs
+# starting from the pretrained encoder of their kind.
+#
 # Runs go to runs/finetune/ (a finished pretraining or fine-tuning run is reused); the table goes to
 # standard output and to runs/finetune/results.md. Needs build/hnas (scripts/setup.sh builds it).
 set -euo pipefail
@@ -29,7 +33,8 @@ for kind in $kinds; do
     run="runs/finetune/pretrain_$kind"
     if [[ ! -f "$run/best.ckpt" ]]; then
         rm -rf "$run"
-        build/hnas train --config "configs/finetune_pretrain_$kind.json" --out "$run" > "$run.log" 2>&1
+        build/hnas train --config configs/finetune_pretrain.json --set "model.attention.encoder.kind=$kind" --out "$run" \
+            > "$run.log" 2>&1
     fi
     echo "pretrained $kind: $(grep 'validation at' "$run.log" | tail -1 | sed 's/.*validation at/validation at/')"
 done
@@ -40,7 +45,8 @@ for task in $tasks; do
             run="runs/finetune/${task}_${kind}_s$seed"
             if [[ ! -f "$run/best.ckpt.eval.json" ]]; then
                 rm -rf "$run"
-                build/hnas train --config "configs/finetune_${task}_$kind.json" --out "$run" --set "seed=$seed" > "$run.log" 2>&1
+                build/hnas train --config "configs/finetune_$task.json" --set "model.attention.encoder.kind=$kind" \
+                    --set "init_from=runs/finetune/pretrain_$kind/best.ckpt" --out "$run" --set "seed=$seed" > "$run.log" 2>&1
                 build/hnas eval --checkpoint "$run/best.ckpt" --input "data/finetune/$task.test.tsv" > /dev/null 2>> "$run.log"
             fi
             echo "$task $kind seed $seed: $(python3 -c "import json,sys; m=json.load(open(sys.argv[1]))['metrics']; print(f\"test accuracy {100*m['accuracy']:.2f}\")" "$run/best.ckpt.eval.json")"

@@ -11,7 +11,7 @@
 // wait is for an event (a checkpoint, the job's end) up to a generous deadline, and no test asserts
 // how long anything took.
 //
-// The runs use configs/gigaword_tiny_hnas.json with overrides: a tokenizer trained once for the suite,
+// The runs use configs/gigaword_tiny.json with overrides: a tokenizer trained once for the suite,
 // 16 sentences per global batch, one OpenMP thread per process, and dropout 0 — a rank draws the
 // dropout masks of its slice of the batch, which cannot equal the masks the single process draws for
 // those rows (docs/distributed.md), so only without dropout are the two runs the same computation.
@@ -125,7 +125,7 @@ testing::Subprocess start(const fs::path& run, int ranks, const std::vector<std:
     const std::vector<std::string> command{HNAS_EXECUTABLE,
                                            "train",
                                            "--config",
-                                           source + "/configs/gigaword_tiny_hnas.json",
+                                           source + "/configs/gigaword_tiny.json",
                                            "--out",
                                            run.string()};
     args.insert(args.end(), command.begin(), command.end());

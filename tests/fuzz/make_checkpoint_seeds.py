@@ -90,8 +90,9 @@ def main():
     hnas, corpus = os.path.abspath(sys.argv[1]), sys.argv[2]
     os.makedirs(corpus, exist_ok=True)
     with tempfile.TemporaryDirectory() as scratch:
-        headline = train(hnas, os.path.join(scratch, "headline"), "configs/gigaword_tiny_lnas.json", HEADLINE)
-        mlm = train(hnas, os.path.join(scratch, "mlm"), "configs/mlm_tiny_hnas.json", MLM)
+        headline = train(hnas, os.path.join(scratch, "headline"), "configs/gigaword_tiny.json",
+                         HEADLINE + ["model.attention.encoder.kind=lnas"])
+        mlm = train(hnas, os.path.join(scratch, "mlm"), "configs/mlm_tiny.json", MLM)
         seeds = {
             "headline_step2.ckpt": rewrite(headline, lambda name: name != "tokenizer.model"),
             "mlm_parameters.ckpt": rewrite(mlm, lambda name: name != "tokenizer.model" and "/" not in name),
