@@ -16,6 +16,7 @@
 #include "config/experiment_config.h"
 #include "data/tokenizer.h"
 #include "decode/trained_model.h"
+#include "experiments/run_result.h"
 #include "io/checkpoint.h"
 #include "tasks/task.h"
 #include "train/trainer.h"
@@ -222,6 +223,12 @@ TEST(Trainer, MaskedLmTrainsSentenceOrderAndReportsBothAccuracies) {
         EXPECT_LE(validation.at(key).get<double>(), 1.0);
     }
     EXPECT_EQ(validation.at("best_metric"), validation.at("validation_sop_accuracy"));
+    // hnas test: a pretraining run's test is its validation loss and accuracies (best.ckpt is the last step's).
+    const Json result = experiments::test_run(dir.path);
+    EXPECT_EQ(result.at("step"), 10);
+    EXPECT_NEAR(result.at("metrics").at("loss").get<double>(), validation.at("validation_loss").get<double>(), 1e-9);
+    EXPECT_EQ(result.at("metrics").at("sop_accuracy"), validation.at("validation_sop_accuracy"));
+    EXPECT_EQ(*experiments::read_run_result(dir.path), result);
     const auto checkpoint = io::Checkpoint::load((dir.path / "checkpoints" / "step-00000010.ckpt").string());
     EXPECT_TRUE(checkpoint.has("sop_head.weight"));
     // Without its weight there is no head, and asking for its accuracy is a config error.
@@ -271,6 +278,14 @@ TEST(Trainer, ClassificationKeepsItsLabelsAndReportsGlueMetrics) {
     }
     EXPECT_EQ(row, 96);
     EXPECT_NEAR(static_cast<double>(right) / 96.0, report.at("accuracy").get<double>(), 1e-12);
+
+    // hnas test scores test.file, which defaults to the validation file; only test keys may be overridden.
+    const Json result = experiments::test_run(dir.path, {"test.checkpoint=\"last\""});
+    EXPECT_EQ(result.at("checkpoint"), last);
+    EXPECT_EQ(result.at("metrics").at("accuracy"), report.at("accuracy"));
+    EXPECT_EQ(result.at("test_settings").at("file"), env.sources_tsv);
+    EXPECT_CONTAINS(testing::error_of([&] { experiments::test_run(dir.path, {"model.d_model=8"}); }),
+                    "only the test section's keys (test.…) apply to a trained run");
 
     // A label the list does not hold names file and line.
     raw["data"]["labels"] = {"news", "poetry"};

@@ -13,7 +13,9 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdint>
 #include <ostream>
+#include <string>
 #include <string_view>
 
 namespace hnas {
@@ -32,6 +34,13 @@ struct PortableNumber {
 };
 
 inline PortableNumber portable(double value) { return PortableNumber{value}; }
+
+// A duration as h:mm:ss (progress lines' elapsed time and ETA); "?" for a non-finite or negative one.
+inline std::string format_duration(double seconds) {
+    if (!std::isfinite(seconds) || seconds < 0) return "?";
+    const auto total = static_cast<int64_t>(seconds);
+    return fmt::format("{}:{:02}:{:02}", total / 3600, total / 60 % 60, total % 60);
+}
 
 inline std::ostream& operator<<(std::ostream& out, PortableNumber number) {
     if (std::isfinite(number.value)) return out << number.value;

@@ -43,6 +43,10 @@ int main(int argc, char** argv) {
     hnas::cli::add_bert_commands(app);
     hnas::cli::add_analyze_command(app);
     hnas::cli::add_toy_command(app);
+    hnas::cli::add_sweep_command(app, exit_code);
+    hnas::cli::add_test_command(app);
+    hnas::cli::add_compare_command(app);
+    hnas::cli::add_report_command(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

@@ -334,6 +334,30 @@ void parse_checkpoint(ConfigNode& node, CheckpointConfig& c) {
     c.keep = node.integer("keep", c.keep, "step checkpoints kept in `RUN_DIR/checkpoints/`; `best.ckpt` is kept besides", 1);
 }
 
+void parse_test(ConfigNode& node, Task task, const DataConfig& data, TestConfig& t) {
+    t.checkpoint = node.choice("checkpoint", t.checkpoint,
+                               "the checkpoint `hnas test` scores: `\"best\"` (`best.ckpt`; the newest step checkpoint when "
+                               "the run never validated) or `\"last\"` (the newest step checkpoint)");
+    if (task == Task::headline) {
+        t.articles = node.text("articles", t.articles, "test articles, one per line (the standard Gigaword test set)");
+        t.references = node.text("references", t.references, "their reference headlines");
+        t.wordnet = node.text("wordnet", t.wordnet, "the folder of WordNet 2.0's exception lists that ROUGE-1.5.5's -m stemming reads");
+        t.beam = node.integer("beam", t.beam, "beam size of the test decoding (1: greedy)", 1);
+        t.length_penalty = node.number("length_penalty", t.length_penalty,
+                                       "A: hypotheses ranked by log P / (tokens + 1)^A (0: plain log P)", 0.0);
+        t.min_length = node.integer("min_length", t.min_length, "fewest tokens before eos", 0);
+        t.max_length = node.integer("max_length", t.max_length, "most tokens before eos", 1);
+        t.no_repeat_ngram = node.integer("no_repeat_ngram", t.no_repeat_ngram, "no n-gram of this size twice (0: off)", 0);
+        t.batch = node.integer("batch", t.batch, "articles decoded together", 1);
+    } else if (task == Task::classify || task == Task::span) {
+        t.file = node.text("file", t.file, Doc("the labelled test file, in the training file's format", "`data.valid_file`"));
+        if (t.file.empty()) {
+            t.file = data.valid_file;
+            node.set_resolved("file", t.file);
+        }
+    }
+}
+
 }  // namespace
 
 ExperimentConfig defaults_for(Task task) {
@@ -393,6 +417,10 @@ ExperimentConfig parse_experiment_config(const Json& raw, KeyLog* log) {
     ConfigNode checkpoint = root.child("checkpoint", "checkpoint cadence, below");
     parse_checkpoint(checkpoint, config.checkpoint);
     root.finish_child("checkpoint", checkpoint);
+    ConfigNode test = root.child("test", "what `hnas test` scores a finished run on (the result of a sweep's trial), below; "
+                                         "mlm: the validation loss of `data.valid_sources`");
+    parse_test(test, task, config.data, config.test);
+    root.finish_child("test", test);
     root.finish();
     config.resolved = root.resolved();
     return config;

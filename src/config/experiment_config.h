@@ -89,6 +89,24 @@ struct ValidationConfig {
     int64_t patience = 0;             // stop after this many validations without improvement; 0: never
 };
 
+// What `hnas test` evaluates a finished run on (issue #16: each trial of a sweep is scored by it). The
+// headline defaults are the standard Gigaword test set (data/gigaword/README.md).
+enum class TestCheckpoint { best, last };
+inline constexpr EnumName<TestCheckpoint> kTestCheckpointNames[]{{TestCheckpoint::best, "best"}, {TestCheckpoint::last, "last"}};
+constexpr const auto& enum_names(TestCheckpoint) { return kTestCheckpointNames; }
+
+struct TestConfig {
+    TestCheckpoint checkpoint = TestCheckpoint::best;
+    // headline: beam search over `articles`, scored against `references` with ROUGE-1.5.5 -m
+    std::string articles = "data/gigaword/test_1951/input.txt";
+    std::string references = "data/gigaword/test_1951/task1_ref0.txt";
+    std::string wordnet = "data/wordnet";  // the exception lists of ROUGE's -m stemming
+    int64_t beam = 4, min_length = 1, max_length = 30, no_repeat_ngram = 0, batch = 32;
+    double length_penalty = 1.0;
+    // classify and span: the labelled test file; empty: data.valid_file
+    std::string file;
+};
+
 struct CheckpointConfig {
     int64_t every = 1000;             // steps between checkpoints (and one at the end)
     int64_t keep = 3;                 // most recent step checkpoints kept; best.ckpt is kept besides
@@ -106,6 +124,7 @@ struct ExperimentConfig {
     TrainConfig train;
     ValidationConfig validation;
     CheckpointConfig checkpoint;
+    TestConfig test;
     Json resolved;          // the whole config with every default filled in
 };
 

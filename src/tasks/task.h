@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -67,6 +68,16 @@ public:
     }
 };
 
+// What `hnas test` measures of a trained checkpoint on the config's test data (config section test).
+struct TestResult {
+    Json metrics;  // name → value; ROUGE F1 in % as the papers' tables give it
+    // For a metric that is a mean over test examples (ROUGE F1), its value per example in file order:
+    // what the paired bootstrap over test examples resamples (Koehn 2004).
+    std::map<std::string, std::vector<double>> per_example;
+    Json settings;  // the files and decoding the test used
+    std::vector<std::string> outputs;  // headline: the best headline per test article; else empty
+};
+
 // A text file the config reads, with the key that names it in errors.
 struct DataFile {
     std::string key, path;
@@ -96,6 +107,9 @@ struct TaskDefinition {
     // (headline generation has hnas decode and hnas eval --articles).
     Json (*evaluate)(const decode::TrainedCheckpoint& trained, const std::string& input);
     std::string (*predict)(const decode::TrainedCheckpoint& trained, const std::string& input);
+    // `hnas test`: the checkpoint scored on its config's test data (headline: beam search and ROUGE;
+    // mlm: the validation loss; classify and span: `evaluate` on test.file).
+    TestResult (*test)(const decode::TrainedCheckpoint& trained);
 };
 
 // The registry (registry.cpp): the definition of every task.

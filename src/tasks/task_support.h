@@ -89,6 +89,18 @@ LoadedModel<ModelType> load_model(const decode::TrainedCheckpoint& trained) {
     return loaded;
 }
 
+// The test of a task that `Evaluate`s a labelled file: its metrics on test.file.
+template <Json (*Evaluate)(const decode::TrainedCheckpoint&, const std::string&)>
+TestResult test_on_file(const decode::TrainedCheckpoint& trained) {
+    const std::string& file = trained.config.test.file;
+    HNAS_CHECK(!file.empty(), "test: the ", name_of(trained.config.task),
+               " run's config names no test file: set test.file (or data.valid_file)");
+    TestResult result;
+    result.metrics = Evaluate(trained, file);
+    result.settings = {{"file", file}};
+    return result;
+}
+
 // Turns dropout off for the lifetime of the scope (validation), and back on after.
 class EvaluationMode {
 public:

@@ -232,14 +232,6 @@ std::string parameter_fingerprint(const std::vector<nn::NamedParameter>& paramet
     return std::to_string(hash);
 }
 
-std::string format_duration(double seconds) {
-    const auto total = static_cast<int64_t>(seconds);
-    char text[32];
-    std::snprintf(text, sizeof text, "%lld:%02lld:%02lld", static_cast<long long>(total / 3600),
-                  static_cast<long long>(total / 60 % 60), static_cast<long long>(total % 60));
-    return text;
-}
-
 // Under data parallelism each rank gets its share of the cores; otherwise train.threads, if set.
 void configure_threads(const config::ExperimentConfig& config, const distributed::Communicator& world) {
     if (world.size() > 1) {

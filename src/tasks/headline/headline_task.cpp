@@ -1,6 +1,8 @@
-#include "base/read_file.h"
 #include "tasks/headline/headline_task.h"
 
+#include <spdlog/spdlog.h>
+
+#include "base/read_file.h"
 #include "data/gigaword.h"
 #include "decode/headlines.h"
 #include "eval/rouge.h"
@@ -124,13 +126,61 @@ std::unique_ptr<Task> create(const config::ExperimentConfig& config, const data:
     return std::make_unique<HeadlineTask>(config, tokenizer, init, dropout);
 }
 
+// Beam search over the test articles, scored as ROUGE-1.5.5 -m against the references; the per-pair F1s
+// are what the paired bootstrap between two runs resamples.
+TestResult test(const decode::TrainedCheckpoint& trained) {
+    const config::TestConfig& t = trained.config.test;
+    const auto articles = read_lines(t.articles, "test.articles");
+    const auto references = read_lines(t.references, "test.references");
+    HNAS_CHECK(articles.size() == references.size(), "test: ", t.articles, " has ", articles.size(), " articles but ",
+               t.references, " has ", references.size(), " references");
+    decode::BeamOptions beam;
+    beam.beam = t.beam;
+    beam.length_penalty = t.length_penalty;
+    beam.min_length = t.min_length;
+    beam.max_length = t.max_length;
+    beam.no_repeat_ngram = t.no_repeat_ngram;
+    decode::check_beam_options(beam);
+    const auto loaded = load_model<models::Seq2SeqModel>(trained);
+    size_t reported = 0;
+    const auto headlines = decode::decode_articles(*loaded.model, trained.tokenizer, articles, beam, t.batch,
+                                                   max_source(trained.config), [&](size_t done, size_t total) {
+                                                       if (done == total || done - reported >= 512) {
+                                                           reported = done;
+                                                           spdlog::info("test: decoded {}/{} articles", done, total);
+                                                       }
+                                                   });
+    std::vector<std::string> hypotheses;
+    for (const auto& best : headlines) hypotheses.push_back(best.empty() ? std::string() : best.front().text);
+    const eval::RougeScorer scorer(true, t.wordnet);
+    const eval::RougeReport report = scorer.score(hypotheses, references);
+    TestResult result;
+    result.metrics = {{"rouge_1", 100 * report.rouge_1.f1}, {"rouge_2", 100 * report.rouge_2.f1}, {"rouge_l", 100 * report.rouge_l.f1}};
+    for (size_t i = 0; i < hypotheses.size(); ++i) {
+        const eval::PairScores pair = scorer.score_pair(hypotheses[i], references[i]);
+        result.per_example["rouge_1"].push_back(100 * pair.rouge_1.f1);
+        result.per_example["rouge_2"].push_back(100 * pair.rouge_2.f1);
+        result.per_example["rouge_l"].push_back(100 * pair.rouge_l.f1);
+    }
+    result.settings = {{"articles", t.articles},
+                       {"references", t.references},
+                       {"decoding",
+                        {{"beam", beam.beam},
+                         {"length_penalty", beam.length_penalty},
+                         {"min_length", beam.min_length},
+                         {"max_length", beam.max_length},
+                         {"no_repeat_ngram", beam.no_repeat_ngram}}},
+                       {"rouge", "ROUGE-1.5.5 -n 2 -a -f A -p 0.5 -m, F1 in %"}};
+    result.outputs = std::move(hypotheses);
+    return result;
+}
+
 }  // namespace
 
 const TaskDefinition& definition() {
     static const TaskDefinition headline{config::Task::headline, data_files, largest_batch,
                                          ", model.decoder_layers", "data.max_source, data.max_target", "target tokens",
-                                         nullptr, create,
-                                         nullptr, nullptr};
+                                         nullptr, create, nullptr, nullptr, test};
     return headline;
 }
 

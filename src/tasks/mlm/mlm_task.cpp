@@ -150,11 +150,28 @@ std::unique_ptr<Task> create(const config::ExperimentConfig& config, const data:
     return std::make_unique<MlmTask>(config, tokenizer, init, dropout);
 }
 
+// A pretraining run's test is its validation loss (and accuracies) on data.valid_sources.
+TestResult test(const decode::TrainedCheckpoint& trained) {
+    const config::ExperimentConfig& config = trained.config;
+    HNAS_CHECK(!config.data.valid_sources.empty(),
+               "test: the mlm run's config has no data.valid_sources, whose validation loss is its test");
+    Rng init_rng(config.seed, 0), dropout_rng(0, 1);  // every parameter is then overwritten from the checkpoint
+    MlmTask task(config, trained.tokenizer, init_rng, dropout_rng);
+    models::load_parameters(trained.checkpoint, task.model());
+    TestResult result;
+    const Validation validation = *task.validate();
+    for (const Metric& metric : validation.metrics) result.metrics[metric.name] = metric.value;
+    Json sources = Json::array();
+    for (const data::TextSource& source : config.data.valid_sources) sources.push_back(source.path);
+    result.settings = {{"valid_sources", sources}};
+    return result;
+}
+
 }  // namespace
 
 const TaskDefinition& definition() {
     static const TaskDefinition mlm{config::Task::mlm, data_files, largest_batch, "", "data.max_seq", "masked tokens",
-                                    nullptr, create, nullptr, nullptr};
+                                    nullptr, create, nullptr, nullptr, test};
     return mlm;
 }
 

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Issue #16's experiment: the tiny headline model with lnas, dnas and hnas in the encoder, 5 seeds
+# each, every trial tested with beam search and ROUGE on the bundled Gigaword test set; then the
+# comparison (OUT/comparison.md), the report (OUT/report.html) and, when Chromium is installed, its
+# screenshot (OUT/report.png). Rerunning continues an interrupted sweep.
+#   scripts/sweep_kinds.sh [OUT] [--parallel P]     (OUT default runs/sweep_gigaword_tiny_kinds)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+out=runs/sweep_gigaword_tiny_kinds
+parallel=2
+while (($#)); do
+  case "$1" in
+    --parallel) parallel=$2; shift 2 ;;
+    *) out=$1; shift ;;
+  esac
+done
+scripts/setup.sh
+start=$(date +%s)
+build/hnas sweep --config configs/gigaword_tiny.json --grid 'model.attention.encoder.kind=[lnas,dnas,hnas]' \
+  --seeds 5 --out "$out" --parallel "$parallel"
+echo "sweep wall time: $(( $(date +%s) - start )) s"
+build/hnas report "$out"
+if command -v chromium >/dev/null; then
+  chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1000,2600 \
+    --screenshot="$out/report.png" "file://$(realpath "$out/report.html")" 2>/dev/null
+  echo "wrote $out/report.png"
+fi

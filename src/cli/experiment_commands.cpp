@@ -1,0 +1,132 @@
+// `hnas sweep`, `hnas test`, `hnas compare` and `hnas report`: experiments over settings and seeds (issue #16).
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include "base/check.h"
+#include "cli/commands.h"
+#include "cli/validators.h"
+#include "distributed/communicator.h"
+#include "base/atomic_file.h"
+#include "experiments/compare.h"
+#include "experiments/report.h"
+#include "experiments/run_result.h"
+#include "experiments/sweep.h"
+
+namespace hnas::cli {
+
+void add_sweep_command(CLI::App& app, int& exit_code) {
+    struct Options {
+        experiments::SweepOptions sweep;
+        std::vector<std::string> grids;
+        std::string list;
+    };
+    auto options = std::make_shared<Options>();
+    auto* command = app.add_subcommand(
+        "sweep", "Train and test a config over settings × seeds (OUT/<setting>/seed-<k>/ run directories), then compare them");
+    auto& s = options->sweep;
+    command->add_option("--config", s.config, "Base experiment config (JSON)")->required()->check(CLI::ExistingFile);
+    command->add_option("--grid", options->grids, "key.path=[v1,v2,…]: one value per setting (repeatable; grids multiply)");
+    command->add_option("--list", options->list, "A JSON array of override objects, one setting each (instead of --grid)")
+        ->check(CLI::ExistingFile);
+    command->add_option("--set", s.overrides, "Override a config value in every trial: key.path=value (repeatable)");
+    command->add_option("--seeds", s.seeds, "Trials per setting, seeds --first-seed, --first-seed + 1, …")
+        ->check(positive_integer<int64_t>());
+    command->add_option("--first-seed", s.first_seed, "Seed of each setting's first trial")->check(non_negative_integer<int64_t>());
+    command->add_option("--out", s.out, "The sweep's folder; rerunning into it continues the sweep")->required();
+    command->add_option("--parallel", s.parallel, "Trials at once (per rank under mpirun); the cores are split between them")
+        ->check(positive_integer<int>());
+    command->add_option("--progress-every", s.progress_seconds, "Seconds between progress reports")
+        ->check(positive_number<double>());
+    command->callback([options, &exit_code] {
+        auto& o = *options;
+        HNAS_CHECK(o.grids.empty() || o.list.empty(), "sweep: give --grid or --list, not both");
+        if (o.list.empty()) {
+            std::vector<experiments::GridAxis> axes;
+            for (const std::string& grid : o.grids) axes.push_back(experiments::parse_grid_axis(grid));
+            o.sweep.settings = experiments::expand_grid(axes);
+        } else {
+            o.sweep.settings = experiments::read_setting_list(o.list);
+        }
+        o.sweep.executable = std::filesystem::read_symlink("/proc/self/exe").string();
+        // Under mpirun the ranks share the trials out; each trial itself is one process.
+        const auto world = distributed::connect(600.0);
+        if (world->size() > 1) {
+            spdlog::set_pattern(fmt::format("[%Y-%m-%d %H:%M:%S.%e] [%^%l%$] [rank {}] %v", world->rank()));
+        }
+        const experiments::SweepOutcome outcome = experiments::run_sweep(o.sweep, *world);
+        if (outcome.signal != 0) {
+            exit_code = 128 + outcome.signal;
+            return;
+        }
+        HNAS_CHECK(outcome.failed == 0, "sweep: ", outcome.failed, " of the trials run here failed (their logs are beside them "
+                   "in ", o.sweep.out, "); rerunning the command retries them");
+    });
+}
+
+void add_test_command(CLI::App& app) {
+    struct Options {
+        std::string run;
+        std::vector<std::string> overrides;
+    };
+    auto options = std::make_shared<Options>();
+    auto* command = app.add_subcommand(
+        "test", "Score a finished run on its config's test data (section test) and write RUN_DIR/result.json");
+    command->add_option("run", options->run, "The run directory")->required()->check(CLI::ExistingDirectory);
+    command->add_option("--set", options->overrides, "Override a test setting: test.key=value (repeatable)");
+    command->callback([options] {
+        const Json result = experiments::test_run(options->run, options->overrides);
+        for (const auto& [name, value] : result.at("metrics").items()) fmt::print("{:<28} {}\n", name, value.dump());
+        spdlog::info("wrote {}/{}", options->run, experiments::kResultFile);
+    });
+}
+
+void add_compare_command(CLI::App& app) {
+    struct Options {
+        std::vector<std::string> paths;
+        std::string out;
+        int64_t bootstrap = 1000;
+        uint64_t seed = 1;
+    };
+    auto options = std::make_shared<Options>();
+    auto* command = app.add_subcommand(
+        "compare", "Mean ± standard error per setting and paired tests between settings, over a sweep or run directories");
+    command->add_option("paths", options->paths, "A sweep's folder, run directories, or folders holding them")
+        ->required()
+        ->check(CLI::ExistingDirectory);
+    command->add_option("--out", options->out, "Where comparison.md and comparison.json go (default: the first path)");
+    command->add_option("--bootstrap", options->bootstrap, "Resamples of the paired bootstrap over test examples")
+        ->check(positive_integer<int64_t>());
+    command->add_option("--seed", options->seed, "Seed of the resampling")->check(non_negative_integer<uint64_t>());
+    command->callback([options] {
+        const auto comparison =
+            experiments::compare(experiments::collect_results(options->paths), options->bootstrap, options->seed);
+        const std::string out = options->out.empty() ? options->paths.front() : options->out;
+        experiments::write_comparison(comparison, out);
+        std::cout << comparison.markdown;
+        spdlog::info("wrote {}/comparison.md and comparison.json", out);
+    });
+}
+
+void add_report_command(CLI::App& app) {
+    struct Options {
+        std::vector<std::string> paths;
+        std::string out;
+    };
+    auto options = std::make_shared<Options>();
+    auto* command = app.add_subcommand(
+        "report", "One self-contained HTML page of a sweep or runs: settings, results, curves, hybrid weights");
+    command->add_option("paths", options->paths, "A sweep's folder, run directories, or folders holding them")
+        ->required()
+        ->check(CLI::ExistingDirectory);
+    command->add_option("--out", options->out, "The HTML file (default: report.html in the first path)");
+    command->callback([options] {
+        const std::string out = options->out.empty() ? options->paths.front() + "/report.html" : options->out;
+        write_file_atomically(out, experiments::report_html(options->paths));
+        spdlog::info("wrote {}", out);
+    });
+}
+
+}  // namespace hnas::cli

@@ -1,0 +1,102 @@
+#include "eval/statistics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "base/check.h"
+#include "base/rng.h"
+
+namespace hnas::eval {
+
+namespace {
+
+double mean_of(const std::vector<double>& values) {
+    return std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
+}
+
+// Sample standard deviation (n − 1); 0 for one value.
+double standard_deviation(const std::vector<double>& values, double mean) {
+    if (values.size() < 2) return 0.0;
+    double squares = 0.0;
+    for (const double value : values) squares += (value - mean) * (value - mean);
+    return std::sqrt(squares / static_cast<double>(values.size() - 1));
+}
+
+// The differences a_i − b_i, with the pair count checked; and the test's mean difference and d_z.
+std::vector<double> differences(const std::vector<double>& a, const std::vector<double>& b, const char* test,
+                                PairedTest& result) {
+    HNAS_CHECK(a.size() == b.size(), test, ": ", a.size(), " values against ", b.size(), "; a paired test needs pairs");
+    HNAS_CHECK(!a.empty(), test, ": no pairs");
+    std::vector<double> d(a.size());
+    for (size_t i = 0; i < a.size(); ++i) d[i] = a[i] - b[i];
+    result.pairs = static_cast<int64_t>(d.size());
+    result.mean_difference = mean_of(d);
+    const double sd = standard_deviation(d, result.mean_difference);
+    result.effect_size = sd > 0.0 ? result.mean_difference / sd : 0.0;
+    return d;
+}
+
+// Sums equal up to rounding count as reaching the observed one.
+constexpr double kTies = 1e-12;
+
+}  // namespace
+
+Summary summarize(const std::vector<double>& values) {
+    HNAS_CHECK(!values.empty(), "summarize: no values");
+    Summary s;
+    s.n = static_cast<int64_t>(values.size());
+    s.mean = mean_of(values);
+    s.standard_error = standard_deviation(values, s.mean) / std::sqrt(static_cast<double>(values.size()));
+    s.min = *std::min_element(values.begin(), values.end());
+    s.max = *std::max_element(values.begin(), values.end());
+    return s;
+}
+
+PairedTest paired_permutation_test(const std::vector<double>& a, const std::vector<double>& b, int64_t samples,
+                                   uint64_t seed) {
+    PairedTest result;
+    const std::vector<double> d = differences(a, b, "paired permutation test", result);
+    const double observed = std::fabs(std::accumulate(d.begin(), d.end(), 0.0));
+    const double reach = observed * (1.0 - kTies) - kTies;
+    const auto n = static_cast<int64_t>(d.size());
+    int64_t as_extreme = 0;
+    if (n <= kExactPermutationPairs) {
+        result.resamples = int64_t{1} << n;
+        for (int64_t signs = 0; signs < result.resamples; ++signs) {
+            double sum = 0.0;
+            for (int64_t i = 0; i < n; ++i) sum += (signs >> i & 1) ? -d[static_cast<size_t>(i)] : d[static_cast<size_t>(i)];
+            as_extreme += std::fabs(sum) >= reach;
+        }
+    } else {
+        HNAS_CHECK(samples > 0, "paired permutation test: samples must be positive, got ", samples);
+        Rng rng(seed, 0);
+        result.resamples = samples;
+        for (int64_t k = 0; k < samples; ++k) {
+            double sum = 0.0;
+            for (const double value : d) sum += rng.below(2) ? -value : value;
+            as_extreme += std::fabs(sum) >= reach;
+        }
+    }
+    result.p_value = static_cast<double>(as_extreme) / static_cast<double>(result.resamples);
+    return result;
+}
+
+PairedTest paired_bootstrap_test(const std::vector<double>& a, const std::vector<double>& b, int64_t samples,
+                                 uint64_t seed) {
+    PairedTest result;
+    const std::vector<double> d = differences(a, b, "paired bootstrap test", result);
+    HNAS_CHECK(samples > 0, "paired bootstrap test: samples must be positive, got ", samples);
+    Rng rng(seed, 0);
+    int64_t other_side = 0;
+    for (int64_t k = 0; k < samples; ++k) {
+        double sum = 0.0;
+        for (size_t i = 0; i < d.size(); ++i) sum += d[rng.below(d.size())];
+        other_side += result.mean_difference > 0.0 ? sum <= 0.0 : result.mean_difference < 0.0 ? sum >= 0.0 : 1;
+    }
+    result.resamples = samples;
+    result.p_value = std::min(1.0, 2.0 * static_cast<double>(other_side) / static_cast<double>(samples));
+    return result;
+}
+
+}  // namespace hnas::eval

@@ -1,0 +1,41 @@
+// The statistics of experiments: a metric summarized over seeds, and paired tests between two settings
+// (issue #16). The papers report mean ± standard error over 5 runs (paper 004, Table 3); a difference
+// between two settings that share seeds and a test set is tested on the pairs, not on two means.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace hnas::eval {
+
+struct Summary {
+    int64_t n = 0;
+    double mean = 0.0;
+    double standard_error = 0.0;  // sample standard deviation (n − 1) / √n; 0 for one value
+    double min = 0.0, max = 0.0;
+};
+// Throws for an empty list.
+Summary summarize(const std::vector<double>& values);
+
+struct PairedTest {
+    int64_t pairs = 0;
+    double mean_difference = 0.0;  // mean of a_i − b_i
+    double effect_size = 0.0;      // Cohen's d_z: the mean difference over the differences' standard deviation (0 when that is 0)
+    double p_value = 1.0;          // two-sided
+    int64_t resamples = 0;         // the sign patterns or bootstrap samples it counted
+};
+
+// The paired permutation (sign-flip) test: under the null each difference a_i − b_i is as likely
+// negated; p is the share of sign patterns whose |mean| reaches the observed one. Exact over all 2^n
+// patterns for n ≤ kExactPermutationPairs, else over `samples` random patterns drawn with `seed`.
+inline constexpr int64_t kExactPermutationPairs = 20;
+PairedTest paired_permutation_test(const std::vector<double>& a, const std::vector<double>& b, int64_t samples = 100000,
+                                   uint64_t seed = 1);
+
+// The paired bootstrap over test examples (Koehn 2004): `samples` resamples of the example indices with
+// replacement, drawn with `seed`; p is twice the share of resamples whose mean difference falls on the
+// other side of 0 from the observed one (0 included), at most 1.
+PairedTest paired_bootstrap_test(const std::vector<double>& a, const std::vector<double>& b, int64_t samples = 1000,
+                                 uint64_t seed = 1);
+
+}  // namespace hnas::eval

@@ -1,0 +1,222 @@
+#include "experiments/compare.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <optional>
+
+#include "base/atomic_file.h"
+#include "base/check.h"
+#include "base/number_format.h"
+#include "base/read_file.h"
+#include "experiments/run_result.h"
+#include "experiments/sweep.h"
+#include "eval/statistics.h"
+
+namespace hnas::experiments {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+TrialResult trial_of_run(const fs::path& run, Json result) {
+    const std::string folder = run.filename().string();
+    const bool seed_folder = folder.starts_with("seed-");
+    return {seed_folder ? run.parent_path().filename().string() : folder, result.value("seed", int64_t{0}), run.string(),
+            std::move(result)};
+}
+
+// The numbers a trial reports: its test metrics, then what its training reached.
+std::vector<std::pair<std::string, double>> numbers_of(const Json& result) {
+    std::vector<std::pair<std::string, double>> numbers;
+    for (const char* section : {"metrics", "training"}) {
+        if (!result.contains(section)) continue;
+        for (const auto& [name, value] : result.at(section).items()) {
+            if (value.is_number() && name != "steps") numbers.emplace_back(name, value.get<double>());
+        }
+    }
+    return numbers;
+}
+
+
+struct Group {
+    std::string setting;
+    std::map<int64_t, const TrialResult*> by_seed;
+};
+
+}  // namespace
+
+std::string number_text(double value, double like) {
+    return fmt::format("{:.{}f}", portable(value), std::fabs(like) >= 10 ? 2 : 4);
+}
+
+std::vector<TrialResult> collect_results(const std::vector<std::string>& paths) {
+    std::vector<TrialResult> results;
+    for (const std::string& path : paths) {
+        HNAS_CHECK(fs::is_directory(path), "compare: ", path, " is not a folder");
+        if (auto result = read_run_result(path)) {
+            results.push_back(trial_of_run(path, std::move(*result)));
+            continue;
+        }
+        std::vector<fs::path> runs;
+        if (fs::exists(fs::path(path) / kSweepFile)) {
+            const Json sweep = parse_json(read_file((fs::path(path) / kSweepFile).string(), "sweep record"), "sweep record:");
+            for (const Json& setting : sweep.at("settings")) {
+                for (const Json& seed : sweep.at("seeds")) {
+                    runs.push_back(fs::path(path) / setting.at("name").get<std::string>() / ("seed-" + seed.dump()));
+                }
+            }
+        } else {
+            for (const auto& entry : fs::recursive_directory_iterator(path)) {
+                if (entry.is_regular_file() && entry.path().filename() == kResultFile) runs.push_back(entry.path().parent_path());
+            }
+            std::sort(runs.begin(), runs.end());
+        }
+        for (const fs::path& run : runs) {
+            if (auto result = read_run_result(run)) results.push_back(trial_of_run(run, std::move(*result)));
+        }
+    }
+    HNAS_CHECK(!results.empty(), "compare: no run with a result.json in ", paths.front(),
+               paths.size() > 1 ? " or the other paths" : "", " (hnas test RUN_DIR writes one)");
+    return results;
+}
+
+Comparison compare(const std::vector<TrialResult>& results, int64_t bootstrap_samples, uint64_t seed) {
+    std::vector<Group> groups;
+    std::vector<std::string> metrics;
+    for (const TrialResult& trial : results) {
+        auto group = std::find_if(groups.begin(), groups.end(), [&](const Group& g) { return g.setting == trial.setting; });
+        if (group == groups.end()) group = groups.insert(groups.end(), Group{trial.setting, {}});
+        HNAS_CHECK(group->by_seed.emplace(trial.seed, &trial).second, "compare: setting ", trial.setting, " has two runs of seed ",
+                   trial.seed, ": ", group->by_seed.at(trial.seed)->run, " and ", trial.run);
+        for (const auto& [name, value] : numbers_of(trial.result)) {
+            if (std::find(metrics.begin(), metrics.end(), name) == metrics.end()) metrics.push_back(name);
+        }
+    }
+    auto value_of = [](const TrialResult& trial, const std::string& metric) -> std::optional<double> {
+        for (const auto& [name, value] : numbers_of(trial.result)) {
+            if (name == metric) return value;
+        }
+        return std::nullopt;
+    };
+
+    Comparison out;
+    Json settings = Json::array();
+    std::string table = "| setting | seeds |";
+    std::string rule = "|---|---|";
+    for (const std::string& metric : metrics) {
+        table += " " + metric + " |";
+        rule += "---|";
+    }
+    table += "\n" + rule + "\n";
+    for (const Group& group : groups) {
+        Json entry = {{"setting", group.setting}, {"seeds", Json::array()}, {"metrics", Json::object()}};
+        for (const auto& [trial_seed, trial] : group.by_seed) entry["seeds"].push_back(trial_seed);
+        table += "| " + group.setting + " | " + std::to_string(group.by_seed.size()) + " |";
+        for (const std::string& metric : metrics) {
+            std::vector<double> values;
+            for (const auto& [trial_seed, trial] : group.by_seed) {
+                if (auto value = value_of(*trial, metric)) values.push_back(*value);
+            }
+            if (values.empty()) {
+                table += " |";
+                continue;
+            }
+            const eval::Summary s = eval::summarize(values);
+            entry["metrics"][metric] = {{"n", s.n}, {"mean", s.mean}, {"standard_error", s.standard_error}, {"min", s.min},
+                                        {"max", s.max}, {"values", values}};
+            table += fmt::format(" {} ± {} ({} – {}) |", number_text(s.mean), number_text(s.standard_error, s.mean),
+                                 number_text(s.min, s.mean), number_text(s.max, s.mean));
+        }
+        table += "\n";
+        settings.push_back(std::move(entry));
+    }
+
+    Json pairs = Json::array();
+    std::string pair_table =
+        "| a | b | metric | seeds | a − b | d_z | p (permutation, seeds) | test examples | d_z | p (bootstrap, examples) |\n"
+        "|---|---|---|---|---|---|---|---|---|---|\n";
+    for (size_t i = 0; i < groups.size(); ++i) {
+        for (size_t j = i + 1; j < groups.size(); ++j) {
+            const Group &a = groups[i], &b = groups[j];
+            for (const std::string& metric : metrics) {
+                std::vector<double> va, vb;
+                std::vector<int64_t> shared;
+                for (const auto& [trial_seed, trial] : a.by_seed) {
+                    const auto other = b.by_seed.find(trial_seed);
+                    if (other == b.by_seed.end()) continue;
+                    const auto x = value_of(*trial, metric), y = value_of(*other->second, metric);
+                    if (!x || !y) continue;
+                    va.push_back(*x);
+                    vb.push_back(*y);
+                    shared.push_back(trial_seed);
+                }
+                if (va.empty()) continue;
+                const eval::PairedTest seeds = eval::paired_permutation_test(va, vb, 100000, seed);
+                Json entry = {{"a", a.setting},
+                              {"b", b.setting},
+                              {"metric", metric},
+                              {"seeds", shared},
+                              {"mean_difference", seeds.mean_difference},
+                              {"permutation",
+                               {{"effect_size", seeds.effect_size}, {"p_value", seeds.p_value}, {"resamples", seeds.resamples}}}};
+                std::string row = fmt::format("| {} | {} | {} | {} | {} | {:.2f} | {:.4f} |", a.setting, b.setting, metric,
+                                              shared.size(), number_text(seeds.mean_difference), portable(seeds.effect_size),
+                                              portable(seeds.p_value));
+                // Per test example, averaged over the shared seeds, where every one of them has the scores.
+                std::vector<double> ea, eb;
+                bool per_example = true;
+                for (const int64_t s : shared) {
+                    const Json& ra = a.by_seed.at(s)->result;
+                    const Json& rb = b.by_seed.at(s)->result;
+                    const Json none = Json::object();
+                    const Json& pa = ra.value("per_example", none);
+                    const Json& pb = rb.value("per_example", none);
+                    if (!pa.contains(metric) || !pb.contains(metric) || pa.at(metric).size() != pb.at(metric).size() ||
+                        (!ea.empty() && pa.at(metric).size() != ea.size())) {
+                        per_example = false;
+                        break;
+                    }
+                    ea.resize(pa.at(metric).size(), 0.0);
+                    eb.resize(pb.at(metric).size(), 0.0);
+                    for (size_t k = 0; k < ea.size(); ++k) {
+                        ea[k] += pa.at(metric)[k].get<double>() / static_cast<double>(shared.size());
+                        eb[k] += pb.at(metric)[k].get<double>() / static_cast<double>(shared.size());
+                    }
+                }
+                if (per_example && !ea.empty()) {
+                    const eval::PairedTest examples = eval::paired_bootstrap_test(ea, eb, bootstrap_samples, seed);
+                    entry["bootstrap"] = {{"examples", examples.pairs},
+                                          {"mean_difference", examples.mean_difference},
+                                          {"effect_size", examples.effect_size},
+                                          {"p_value", examples.p_value},
+                                          {"resamples", examples.resamples}};
+                    row += fmt::format(" {} | {:.3f} | {:.4f} |", examples.pairs, portable(examples.effect_size),
+                                       portable(examples.p_value));
+                } else {
+                    row += " | | |";
+                }
+                pair_table += row + "\n";
+                pairs.push_back(std::move(entry));
+            }
+        }
+    }
+    out.json = {{"settings", settings}, {"pairs", pairs}, {"bootstrap_samples", bootstrap_samples}, {"seed", seed}};
+    out.markdown = fmt::format("Per setting: mean ± standard error over seeds (min – max)\n\n{}", table);
+    if (!pairs.empty()) {
+        out.markdown += fmt::format(
+            "\nPaired differences a − b on the seeds both have: Cohen's d_z, the two-sided paired permutation test over "
+            "seeds, and for metrics scored per test example the paired bootstrap ({} resamples) over the examples' "
+            "seed-averaged scores\n\n{}",
+            bootstrap_samples, pair_table);
+    }
+    return out;
+}
+
+void write_comparison(const Comparison& comparison, const std::string& folder) {
+    write_file_atomically((fs::path(folder) / "comparison.json").string(), comparison.json.dump(2) + "\n");
+    write_file_atomically((fs::path(folder) / "comparison.md").string(), comparison.markdown);
+}
+
+}  // namespace hnas::experiments

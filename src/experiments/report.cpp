@@ -1,0 +1,309 @@
+#include "experiments/report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "base/check.h"
+#include "base/json.h"
+#include "base/read_file.h"
+#include "experiments/compare.h"
+#include "experiments/svg_chart.h"
+#include "experiments/sweep.h"
+
+namespace hnas::experiments {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// One run's metrics.jsonl: the last record of each kind per step (a resumed run may log a step twice).
+struct RunLog {
+    std::string setting;
+    std::string seed;
+    std::map<int64_t, Json> progress, validation;
+};
+
+RunLog read_run_log(const fs::path& run, std::string setting, std::string seed) {
+    RunLog log{std::move(setting), std::move(seed), {}, {}};
+    const fs::path path = run / "metrics.jsonl";
+    if (!fs::exists(path)) return log;
+    for (const std::string& line : read_lines(path.string(), "metrics log")) {
+        if (!Json::accept(line)) continue;  // a line being written
+        const Json record = Json::parse(line);
+        if (!record.contains("step")) continue;
+        (record.contains("loss") ? log.progress : log.validation)[record.at("step").get<int64_t>()] = record;
+    }
+    return log;
+}
+
+// The runs of each path, grouped by setting in order of appearance.
+std::vector<RunLog> find_runs(const std::vector<std::string>& paths) {
+    std::vector<RunLog> runs;
+    for (const std::string& path : paths) {
+        HNAS_CHECK(fs::is_directory(path), "report: ", path, " is not a folder");
+        const fs::path root(path);
+        if (fs::exists(root / "metrics.jsonl")) {
+            const std::string name = root.filename().string();
+            const bool seed_folder = name.starts_with("seed-");
+            runs.push_back(read_run_log(root, seed_folder ? root.parent_path().filename().string() : name, seed_folder ? name : ""));
+        } else if (fs::exists(root / kSweepFile)) {
+            const Json sweep = parse_json(read_file((root / kSweepFile).string(), "sweep record"), "sweep record:");
+            for (const Json& setting : sweep.at("settings")) {
+                for (const Json& seed : sweep.at("seeds")) {
+                    const std::string name = setting.at("name").get<std::string>(), folder = "seed-" + seed.dump();
+                    runs.push_back(read_run_log(root / name / folder, name, folder));
+                }
+            }
+        } else {
+            std::vector<fs::path> found;
+            for (const auto& entry : fs::recursive_directory_iterator(root)) {
+                if (entry.is_regular_file() && entry.path().filename() == "metrics.jsonl") found.push_back(entry.path().parent_path());
+            }
+            std::sort(found.begin(), found.end());
+            for (const fs::path& run : found) {
+                const std::string name = run.filename().string();
+                const bool seed_folder = name.starts_with("seed-");
+                runs.push_back(read_run_log(run, seed_folder ? run.parent_path().filename().string() : name, seed_folder ? name : ""));
+            }
+        }
+    }
+    HNAS_CHECK(!runs.empty(), "report: no run (metrics.jsonl) in ", paths.front());
+    return runs;
+}
+
+std::vector<std::string> settings_of(const std::vector<RunLog>& runs) {
+    std::vector<std::string> settings;
+    for (const RunLog& run : runs) {
+        if (std::find(settings.begin(), settings.end(), run.setting) == settings.end()) settings.push_back(run.setting);
+    }
+    return settings;
+}
+
+using Extract = double (*)(const Json& record, const std::string& key);
+double number_at(const Json& record, const std::string& key) {
+    const auto it = record.find(key);
+    return it != record.end() && it->is_number() ? it->get<double>() : std::nan("");
+}
+
+// A chart of one value over the steps: per setting each seed thin, the mean over seeds (at steps every
+// seed logged) thick.
+Chart curves(const std::vector<RunLog>& runs, bool validation, const std::string& key, const std::string& title,
+             const std::string& y_label) {
+    Chart chart{title, "step", y_label, {}, validation, {}};
+    const auto settings = settings_of(runs);
+    for (size_t s = 0; s < settings.size(); ++s) {
+        std::map<int64_t, std::vector<double>> by_step;
+        size_t seeds = 0;
+        for (const RunLog& run : runs) {
+            if (run.setting != settings[s]) continue;
+            const auto& records = validation ? run.validation : run.progress;
+            if (records.empty()) continue;
+            ++seeds;
+            Series thin{"", series_color(s), 1.0, 0.3, {}};
+            for (const auto& [step, record] : records) {
+                const double value = number_at(record, key);
+                thin.points.emplace_back(static_cast<double>(step), value);
+                if (std::isfinite(value)) by_step[step].push_back(value);
+            }
+            chart.series.push_back(std::move(thin));
+        }
+        Series mean{settings[s], series_color(s), 2.5, 1.0, {}};
+        for (const auto& [step, values] : by_step) {
+            if (values.size() != seeds) continue;
+            double sum = 0;
+            for (const double v : values) sum += v;
+            mean.points.emplace_back(static_cast<double>(step), sum / static_cast<double>(values.size()));
+        }
+        if (!mean.points.empty()) chart.series.push_back(std::move(mean));
+    }
+    return chart;
+}
+
+// The validation metrics the runs logged besides the loss ("validation_rouge_l", ...).
+std::vector<std::string> validation_keys(const std::vector<RunLog>& runs) {
+    std::vector<std::string> keys;
+    for (const RunLog& run : runs) {
+        for (const auto& [step, record] : run.validation) {
+            for (const auto& [key, value] : record.items()) {
+                if (key.starts_with("validation_") && key != "validation_loss" && key != "validation_perplexity" &&
+                    std::find(keys.begin(), keys.end(), key) == keys.end()) {
+                    keys.push_back(key);
+                }
+            }
+        }
+    }
+    return keys;
+}
+
+// Hybrid weights: the last progress record's u per layer and head, averaged over a setting's seeds.
+struct HybridWeights {
+    std::vector<std::string> layers;
+    std::map<std::string, std::vector<double>> heads;  // layer → mean u per head
+};
+HybridWeights final_hybrid_weights(const std::vector<RunLog>& runs, const std::string& setting) {
+    HybridWeights out;
+    std::map<std::string, std::vector<std::vector<double>>> seen;
+    for (const RunLog& run : runs) {
+        if (run.setting != setting || run.progress.empty()) continue;
+        const Json& last = run.progress.rbegin()->second;
+        if (!last.contains("hybrid_u")) continue;
+        for (const auto& [layer, values] : last.at("hybrid_u").items()) {
+            if (std::find(out.layers.begin(), out.layers.end(), layer) == out.layers.end()) out.layers.push_back(layer);
+            seen[layer].push_back(values.get<std::vector<double>>());
+        }
+    }
+    for (const auto& [layer, per_seed] : seen) {
+        std::vector<double> mean(per_seed.front().size(), 0.0);
+        for (const auto& values : per_seed) {
+            for (size_t h = 0; h < mean.size() && h < values.size(); ++h) mean[h] += values[h] / static_cast<double>(per_seed.size());
+        }
+        out.heads[layer] = mean;
+    }
+    return out;
+}
+
+double mean_of(const std::vector<double>& values) {
+    double sum = 0;
+    for (const double v : values) sum += v;
+    return values.empty() ? std::nan("") : sum / static_cast<double>(values.size());
+}
+
+std::string hybrid_section(const std::vector<RunLog>& runs) {
+    const auto settings = settings_of(runs);
+    std::string html;
+    Chart depth{"head-average u per layer (end of training)", "layer", "u", {}, true, {}};
+    for (size_t s = 0; s < settings.size(); ++s) {
+        const HybridWeights weights = final_hybrid_weights(runs, settings[s]);
+        if (weights.layers.empty()) continue;
+        Series series{settings[s], series_color(s), 2.0, 1.0, {}};
+        std::string table = fmt::format("<table class=\"hybrid\"><caption>{}: u per layer and head, mean over seeds</caption>"
+                                        "<tr><th>layer</th>", html_escape(settings[s]));
+        const size_t heads = weights.heads.at(weights.layers.front()).size();
+        for (size_t h = 0; h < heads; ++h) table += fmt::format("<th>head {}</th>", h);
+        table += "<th>mean</th></tr>\n";
+        for (size_t l = 0; l < weights.layers.size(); ++l) {
+            const auto& values = weights.heads.at(weights.layers[l]);
+            series.points.emplace_back(static_cast<double>(l), mean_of(values));
+            table += "<tr><td>" + html_escape(weights.layers[l]) + "</td>";
+            for (const double u : values) table += fmt::format("<td>{:.3f}</td>", u);
+            table += fmt::format("<td>{:.3f}</td></tr>\n", mean_of(values));
+        }
+        if (depth.x_tick_labels.empty()) {
+            for (size_t l = 0; l < weights.layers.size(); ++l) depth.x_tick_labels.push_back(std::to_string(l));
+        }
+        depth.series.push_back(std::move(series));
+        html += table + "</table>\n";
+    }
+    if (depth.series.empty()) return "";
+    return "<h2>Hybrid weights u</h2>\n<p>u weighs DNAS against LNAS in each hnas head (u·DNAS + (1−u)·LNAS); paper 004 "
+           "Figs. 4–5 plot it per layer and head and its head average over depth.</p>\n" +
+           svg_line_chart(depth) + html;
+}
+
+std::string number_cell(const Json& summary) {
+    const double mean = summary.at("mean").get<double>();
+    return fmt::format("{} ± {}<br><small>{} – {}</small>", number_text(mean),
+                       number_text(summary.at("standard_error").get<double>(), mean),
+                       number_text(summary.at("min").get<double>(), mean), number_text(summary.at("max").get<double>(), mean));
+}
+
+std::string comparison_section(const std::vector<std::string>& paths) {
+    std::vector<TrialResult> results;
+    try {
+        results = collect_results(paths);
+    } catch (const Error&) {
+        return "<h2>Results</h2>\n<p>No run has a result yet (<code>hnas test RUN_DIR</code> writes one).</p>\n";
+    }
+    const Comparison comparison = compare(results);
+    std::vector<std::string> metrics;
+    for (const Json& setting : comparison.json.at("settings")) {
+        for (const auto& [metric, summary] : setting.at("metrics").items()) {
+            if (std::find(metrics.begin(), metrics.end(), metric) == metrics.end()) metrics.push_back(metric);
+        }
+    }
+    std::string html = "<h2>Results</h2>\n<table class=\"results\"><caption>mean ± standard error over seeds (min – max)"
+                       "</caption>\n<tr><th>setting</th><th>seeds</th>";
+    for (const std::string& metric : metrics) html += "<th>" + html_escape(metric) + "</th>";
+    html += "</tr>\n";
+    for (const Json& setting : comparison.json.at("settings")) {
+        html += fmt::format("<tr><td>{}</td><td>{}</td>", html_escape(setting.at("setting").get<std::string>()),
+                            setting.at("seeds").size());
+        for (const std::string& metric : metrics) {
+            html += "<td>" + (setting.at("metrics").contains(metric) ? number_cell(setting.at("metrics").at(metric)) : "") + "</td>";
+        }
+        html += "</tr>\n";
+    }
+    html += "</table>\n";
+    if (comparison.json.at("pairs").empty()) return html;
+    html += "<table class=\"pairs\"><caption>paired differences a − b on shared seeds: Cohen's d_z, the permutation test "
+            "over seeds, the bootstrap over test examples</caption>\n<tr><th>a</th><th>b</th><th>metric</th><th>seeds</th>"
+            "<th>a − b</th><th>d_z</th><th>p (seeds)</th><th>p (examples)</th></tr>\n";
+    for (const Json& pair : comparison.json.at("pairs")) {
+        const double p_seeds = pair.at("permutation").at("p_value").get<double>();
+        html += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.4g}</td><td>{:.2f}</td><td>{:.4f}</td><td>{}</td></tr>\n",
+                            html_escape(pair.at("a").get<std::string>()), html_escape(pair.at("b").get<std::string>()),
+                            html_escape(pair.at("metric").get<std::string>()), pair.at("seeds").size(),
+                            pair.at("mean_difference").get<double>(), pair.at("permutation").at("effect_size").get<double>(),
+                            p_seeds,
+                            pair.contains("bootstrap") ? fmt::format("{:.4f}", pair.at("bootstrap").at("p_value").get<double>()) : "");
+    }
+    return html + "</table>\n";
+}
+
+std::string settings_section(const std::vector<std::string>& paths, const std::vector<RunLog>& runs) {
+    std::string html = "<h2>Settings</h2>\n";
+    for (const std::string& path : paths) {
+        const fs::path record = fs::path(path) / kSweepFile;
+        if (!fs::exists(record)) continue;
+        const Json sweep = parse_json(read_file(record.string(), "sweep record"), "sweep record:");
+        html += fmt::format("<p>Sweep <code>{}</code>: base config <code>{}</code>{}, seeds {}.</p>\n", html_escape(path),
+                            html_escape(sweep.at("config").get<std::string>()),
+                            sweep.at("overrides").empty() ? "" : ", with --set " + html_escape(sweep.at("overrides").dump()),
+                            html_escape(sweep.at("seeds").dump()));
+        html += "<table class=\"settings\"><tr><th>setting</th><th>overrides</th></tr>\n";
+        for (const Json& setting : sweep.at("settings")) {
+            html += fmt::format("<tr><td>{}</td><td><code>{}</code></td></tr>\n", html_escape(setting.at("name").get<std::string>()),
+                                html_escape(setting.at("overrides").dump()));
+        }
+        html += "</table>\n";
+    }
+    html += "<p>Runs: ";
+    for (size_t i = 0; i < runs.size(); ++i) {
+        if (i > 0) html.append(", ");
+        html.append(html_escape(runs[i].setting));
+        if (!runs[i].seed.empty()) html.append("/").append(html_escape(runs[i].seed));
+        html.append(fmt::format(" ({} steps logged)", runs[i].progress.empty() ? 0 : runs[i].progress.rbegin()->first));
+    }
+    return html + ".</p>\n";
+}
+
+}  // namespace
+
+std::string report_html(const std::vector<std::string>& paths) {
+    const std::vector<RunLog> runs = find_runs(paths);
+    std::string title = "hnas report: ";
+    for (size_t i = 0; i < paths.size(); ++i) title.append(i > 0 ? ", " : "").append(paths[i]);
+    std::string html = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + html_escape(title) +
+                       "</title>\n<style>body{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#222}"
+                       "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;"
+                       "text-align:right}td:first-child,th:first-child{text-align:left}caption{text-align:left;"
+                       "font-style:italic}svg.chart{display:block;margin:1em 0}</style></head>\n<body>\n<h1>" +
+                       html_escape(title) + "</h1>\n";
+    html += settings_section(paths, runs);
+    html += comparison_section(paths);
+    html += "<h2>Training</h2>\n<p>Each seed a thin line, the mean over seeds a thick one.</p>\n";
+    html += svg_line_chart(curves(runs, false, "loss", "training loss", "loss"));
+    html += svg_line_chart(curves(runs, true, "validation_loss", "validation loss", "loss"));
+    for (const std::string& key : validation_keys(runs)) {
+        html += svg_line_chart(curves(runs, true, key, key.substr(std::string("validation_").size()) + " on validation", key));
+    }
+    html += svg_line_chart(curves(runs, false, "input_tokens_per_second", "throughput", "input tokens/s"));
+    html += hybrid_section(runs);
+    return html + "</body></html>\n";
+}
+
+}  // namespace hnas::experiments

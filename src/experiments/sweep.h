@@ -1,0 +1,42 @@
+// `hnas sweep` (issue #16): one base config trained over settings × seeds, each trial an ordinary run
+// directory OUT/<setting>/seed-<k>/ that `hnas test` then scores (result.json). Trials run as child
+// processes of this one (`hnas train`, then `hnas test`), `parallel` at a time with the cores split
+// between them; their output goes to OUT/<setting>/seed-<k>.log. Rerunning the command skips finished
+// trials (those with a result.json) and resumes interrupted ones from their checkpoints. Under mpirun
+// the ranks share the trials out (trial i to rank i mod ranks); rank 0 waits for them all and writes
+// the comparison (compare.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "distributed/communicator.h"
+#include "experiments/grid.h"
+
+namespace hnas::experiments {
+
+inline constexpr const char* kSweepFile = "sweep.json";
+
+struct SweepOptions {
+    std::string config;                  // the base config
+    std::vector<std::string> overrides;  // --set for every trial
+    std::vector<Setting> settings;
+    int64_t seeds = 5;                   // trials per setting, with seeds first_seed, first_seed + 1, ...
+    int64_t first_seed = 1;
+    std::string out;
+    int parallel = 1;                    // trials at once on each rank
+    std::string executable;              // the hnas that trains and tests the trials
+    double progress_seconds = 30.0;      // between progress reports
+};
+
+struct SweepOutcome {
+    int64_t trials = 0;   // in the whole sweep
+    int64_t ran = 0;      // trained or tested by this process
+    int64_t failed = 0;   // of those, ended with an error (see their logs)
+    int signal = 0;       // SIGINT or SIGTERM stopped the sweep (its trials checkpointed)
+};
+
+SweepOutcome run_sweep(const SweepOptions& options, distributed::Communicator& world);
+
+}  // namespace hnas::experiments

@@ -1,0 +1,267 @@
+// Experiments over settings and seeds (issue #16): grid expansion and naming, the comparison's
+// statistics on hand-made results, and `hnas sweep` end to end: killed with SIGKILL and rerun, every
+// trial trains once and is tested; --parallel never asks for more threads than cores; under mpirun the
+// ranks share the trials without overlap.
+#include <signal.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "base/json.h"
+#include "distributed/communicator.h"
+#include "experiments/compare.h"
+#include "experiments/grid.h"
+#include "experiments/run_result.h"
+#include "test_support.h"
+
+namespace hnas::experiments {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> names_of(const std::vector<Setting>& settings) {
+    std::vector<std::string> names;
+    for (const Setting& setting : settings) names.push_back(setting.name);
+    return names;
+}
+
+TEST(Grid, ExpandsEveryCombinationFirstAxisSlowest) {
+    const auto settings = expand_grid({parse_grid_axis("model.attention.encoder.kind=[lnas,dnas]"),
+                                       parse_grid_axis("train.learning_rate=[0.001, 0.0003]")});
+    EXPECT_EQ(names_of(settings), (std::vector<std::string>{"kind=lnas,learning_rate=0.001", "kind=lnas,learning_rate=0.0003",
+                                                            "kind=dnas,learning_rate=0.001", "kind=dnas,learning_rate=0.0003"}));
+    EXPECT_EQ(settings[3].assignments(),
+              (std::vector<std::string>{"model.attention.encoder.kind=\"dnas\"", "train.learning_rate=0.0003"}));
+    EXPECT_EQ(names_of(expand_grid({})), std::vector<std::string>{"base"});
+}
+
+TEST(Grid, NamesUseTheShortestSuffixThatTellsKeysApart) {
+    const auto settings = expand_grid({parse_grid_axis("model.attention.encoder.kind=[\"lnas\"]"),
+                                       parse_grid_axis("model.attention.decoder.kind=[dnas]")});
+    EXPECT_EQ(names_of(settings), std::vector<std::string>{"encoder.kind=lnas,decoder.kind=dnas"});
+    // JSON values keep their type; characters a folder name should not hold become '_'.
+    const GridAxis axis = parse_grid_axis("data.labels=[[\"a b\",\"c\"], 3, true]");
+    ASSERT_EQ(axis.values.size(), 3u);
+    EXPECT_TRUE(axis.values[0].is_array());
+    EXPECT_EQ(names_of(expand_grid({axis})), (std::vector<std::string>{"labels=__a_b___c__", "labels=3", "labels=true"}));
+}
+
+TEST(Grid, BadArgumentsAreNamed) {
+    EXPECT_CONTAINS(testing::error_of([] { parse_grid_axis("seed"); }), "--grid seed: expected key.path=[value,…]");
+    EXPECT_CONTAINS(testing::error_of([] { parse_grid_axis("seed=1"); }), "must be a bracketed list");
+    EXPECT_CONTAINS(testing::error_of([] { parse_grid_axis("seed=[1,,2]"); }), "an empty value");
+    EXPECT_CONTAINS(testing::error_of([] { expand_grid({parse_grid_axis("seed=[1]"), parse_grid_axis("seed=[2]")}); }),
+                    "the key is given twice");
+    EXPECT_CONTAINS(testing::error_of([] { expand_grid({parse_grid_axis("a=[x_y, x/y]")}); }),
+                    "two settings are both named a=x_y");
+}
+
+TEST(Grid, ListFile) {
+    const testing::ScratchDir scratch("hnas_grid_list_");
+    const auto settings = read_setting_list(scratch.write(
+        "list.json", R"([{"model.attention.encoder.kind": "hnas", "model.attention.encoder.hybrid_init": 0.5},
+                         {"model.attention.encoder.kind": "lnas"}])"));
+    EXPECT_EQ(names_of(settings), (std::vector<std::string>{"kind=hnas,hybrid_init=0.5", "kind=lnas"}));
+    EXPECT_CONTAINS(testing::error_of([&] { read_setting_list(scratch.write("bad.json", "[1]")); }),
+                    "item 0 is a number, not an object of overrides");
+}
+
+// A result.json as `hnas test` writes it, with the given test metric and per-example scores.
+void write_result(const fs::path& run, int64_t seed, double rouge, const std::vector<double>& per_example) {
+    fs::create_directories(run);
+    const Json result = {{"seed", seed},
+                         {"metrics", {{"rouge_l", rouge}}},
+                         {"per_example", {{"rouge_l", per_example}}},
+                         {"training", {{"final_train_loss", 2.0 + 0.1 * static_cast<double>(seed)}, {"steps", 10}}}};
+    testing::write_file((run / kResultFile).string(), result.dump());
+}
+
+TEST(Compare, SummariesAndPairedTestsOverSeedsAndExamples) {
+    const testing::ScratchDir scratch("hnas_compare_");
+    // Setting a beats b by 1, 2 and 3 points on seeds 1-3; on the examples a is ahead on every one.
+    for (int64_t seed = 1; seed <= 3; ++seed) {
+        const double gap = static_cast<double>(seed);
+        write_result(scratch.root / "a" / ("seed-" + std::to_string(seed)), seed, 30 + gap, {31, 32, 33, 34});
+        write_result(scratch.root / "b" / ("seed-" + std::to_string(seed)), seed, 30, {30, 30.5, 31, 33});
+    }
+    const Comparison comparison = compare(collect_results({scratch.root.string()}), 2000, 7);
+    const Json& a = comparison.json.at("settings").at(0);
+    EXPECT_EQ(a.at("setting"), "a");
+    const Json& rouge = a.at("metrics").at("rouge_l");
+    EXPECT_DOUBLE_EQ(rouge.at("mean").get<double>(), 32.0);
+    EXPECT_NEAR(rouge.at("standard_error").get<double>(), 1.0 / std::sqrt(3.0), 1e-12);  // sd 1 over √3
+    EXPECT_EQ(rouge.at("min").get<double>(), 31.0);
+    EXPECT_EQ(rouge.at("max").get<double>(), 33.0);
+    const Json& pair = comparison.json.at("pairs").at(0);
+    EXPECT_EQ(pair.at("metric"), "rouge_l");
+    EXPECT_DOUBLE_EQ(pair.at("mean_difference").get<double>(), 2.0);
+    // Differences 1, 2, 3 over seeds: of 8 sign patterns, 2 reach |6|.
+    EXPECT_DOUBLE_EQ(pair.at("permutation").at("p_value").get<double>(), 0.25);
+    // Every example is better in a (1, 1.5, 2, 1): no resample's mean difference reaches 0.
+    EXPECT_EQ(pair.at("bootstrap").at("examples"), 4);
+    EXPECT_DOUBLE_EQ(pair.at("bootstrap").at("p_value").get<double>(), 0.0);
+    // The training numbers are compared too; the step count is not a metric.
+    EXPECT_TRUE(a.at("metrics").contains("final_train_loss"));
+    EXPECT_FALSE(a.at("metrics").contains("steps"));
+    EXPECT_CONTAINS(comparison.markdown, "| a | 3 | 32.00 ± 0.58 (31.00 – 33.00) |");
+    EXPECT_CONTAINS(comparison.markdown, "| a | b | rouge_l | 3 | 2.0000 |");
+}
+
+TEST(Compare, RefusesTwoRunsOfOneSeed) {
+    const testing::ScratchDir scratch("hnas_compare_twice_");
+    write_result(scratch.root / "x" / "seed-1", 1, 30, {1});
+    write_result(scratch.root / "more" / "x", 1, 31, {1});
+    EXPECT_CONTAINS(testing::error_of([&] { compare(collect_results({scratch.root.string()})); }),
+                    "setting x has two runs of seed 1");
+    EXPECT_CONTAINS(testing::error_of([&] { collect_results({(scratch.root / "more" / "x" / "none").string()}); }),
+                    "is not a folder");
+}
+
+// The tiny headline config of the sweep tests: 24 steps, a checkpoint every 4, its last checkpoint
+// tested with beam 2 on 12 validation pairs.
+class SweepEnvironment {
+public:
+    static const SweepEnvironment& get() {
+        static const SweepEnvironment environment;
+        return environment;
+    }
+    const testing::ScratchDir scratch{"hnas_sweep_test_"};
+    std::string config;
+
+private:
+    SweepEnvironment() {
+        const std::string gigaword = std::string(HNAS_SOURCE_DIR) + "/data/gigaword/";
+        const std::string articles = scratch.head_of(gigaword + "train_10k/train.article.txt", 256, "articles.txt");
+        const std::string titles = scratch.head_of(gigaword + "train_10k/train.title.txt", 256, "titles.txt");
+        const std::string valid_articles = scratch.head_of(gigaword + "valid_1k/valid.article.filter.txt", 12, "valid_articles.txt");
+        const std::string valid_titles = scratch.head_of(gigaword + "valid_1k/valid.title.filter.txt", 12, "valid_titles.txt");
+        data::TokenizerTrainOptions options;
+        options.inputs = {articles, titles};
+        options.vocab_size = 300;
+        const std::string tokenizer = scratch.train_tokenizer("tokenizer", options);
+        const Json raw = {
+            {"task", "headline"},
+            {"model",
+             {{"d_model", 32}, {"heads", 4}, {"ffn_dim", 64}, {"encoder_layers", 1}, {"decoder_layers", 1},
+              {"max_source_positions", 48}, {"max_target_positions", 24},
+              {"attention", {{"encoder", {{"kind", "hnas"}}}}}}},
+            {"tokenizer", {{"model", tokenizer}}},
+            {"data",
+             {{"train_articles", articles}, {"train_titles", titles}, {"valid_articles", valid_articles},
+              {"valid_titles", valid_titles}, {"max_source", 48}, {"max_target", 24}, {"batch_sentences", 16},
+              {"shuffle_buffer", 128}}},
+            {"train", {{"learning_rate", 3e-3}, {"warmup_steps", 2}, {"steps", 24}, {"log_every", 1}}},
+            {"validation", {{"every", 8}, {"decode_examples", 4}, {"max_decode_length", 8}}},
+            {"checkpoint", {{"every", 4}, {"keep", 2}}},
+            {"test",
+             {{"checkpoint", "last"}, {"articles", valid_articles}, {"references", valid_titles}, {"beam", 2}, {"max_length", 10},
+              {"wordnet", std::string(HNAS_SOURCE_DIR) + "/data/wordnet"}}}};
+        config = scratch.write("sweep.json", raw.dump(2));
+    }
+};
+
+// The training steps a trial's metrics.jsonl logged, in order.
+std::vector<int64_t> logged_steps(const fs::path& run) {
+    std::vector<int64_t> steps;
+    for (const std::string& line : testing::first_lines((run / "metrics.jsonl").string(), 100000)) {
+        const Json record = Json::parse(line);
+        if (record.contains("loss")) steps.push_back(record.at("step").get<int64_t>());
+    }
+    return steps;
+}
+
+std::vector<std::string> sweep_args(const std::string& out, int parallel) {
+    return {"sweep", "--config", SweepEnvironment::get().config, "--grid", "model.attention.encoder.kind=[lnas,dnas]",
+            "--seeds", "2", "--out", out, "--parallel", std::to_string(parallel), "--progress-every", "1"};
+}
+
+// Every trial of the 2 × 2 sweep in `out` trained each step once (resumed where it stopped), tested,
+// and recorded where and with how many threads it ran.
+void expect_sweep_complete(const fs::path& out) {
+    for (const char* setting : {"kind=lnas", "kind=dnas"}) {
+        for (const char* seed : {"seed-1", "seed-2"}) {
+            const fs::path run = out / setting / seed;
+            SCOPED_TRACE(run.string());
+            std::vector<int64_t> expected(24);
+            for (int64_t step = 0; step < 24; ++step) expected[static_cast<size_t>(step)] = step + 1;
+            EXPECT_EQ(logged_steps(run), expected);
+            const auto result = read_run_result(run);
+            ASSERT_TRUE(result.has_value());
+            EXPECT_EQ(result->at("step"), 24);
+            EXPECT_EQ(result->at("per_example").at("rouge_l").size(), 12u);
+            EXPECT_EQ(testing::first_lines((run / kTestOutputsFile).string(), 100).size(), 12u);
+            const Json trial = Json::parse(testing::read_file(out / setting / (std::string(seed) + ".trial.json")));
+            EXPECT_TRUE(trial.at("trained").get<bool>());
+            EXPECT_LE(trial.at("threads").get<int>() * trial.at("parallel").get<int>(), distributed::threads_per_rank(0, 1));
+        }
+    }
+    EXPECT_CONTAINS(testing::read_file(out / "comparison.md"), "| kind=lnas | 2 |");
+}
+
+TEST(Sweep, KilledAndRerunTrainsEachTrialOnceThenCompares) {
+    const auto& scratch = SweepEnvironment::get().scratch;
+    const testing::RunDir out(scratch, "killed");
+    const int parallel = std::min(2, distributed::threads_per_rank(0, 1));
+    std::vector<std::string> command{HNAS_EXECUTABLE};
+    for (const std::string& arg : sweep_args(out.path.string(), parallel)) command.push_back(arg);
+    const testing::Subprocess first = testing::start_subprocess(command, scratch.path("killed.log"));
+    // SIGKILL once a trial is past its first checkpoint: its child is told to checkpoint and stop.
+    const bool started = testing::wait_until([&] {
+        for (const char* setting : {"kind=lnas", "kind=dnas"}) {
+            if (logged_steps(out.path / setting / "seed-1").size() >= 6) return true;
+        }
+        return false;
+    });
+    kill(first.pid, SIGKILL);
+    testing::finish(first);
+    ASSERT_TRUE(started) << first.output();
+    const testing::Outcome rerun = testing::run_hnas(sweep_args(out.path.string(), parallel), scratch);
+    ASSERT_EQ(rerun.exit_code(), 0) << rerun.output;
+    EXPECT_CONTAINS(rerun.output, "resumed at step");
+    expect_sweep_complete(out.path);
+    // A finished sweep reruns as a no-op; another grid into the same folder is refused.
+    const testing::Outcome again = testing::run_hnas(sweep_args(out.path.string(), 1), scratch);
+    EXPECT_EQ(again.exit_code(), 0) << again.output;
+    EXPECT_CONTAINS(again.output, "0 to run here");
+    auto other = sweep_args(out.path.string(), 1);
+    other[4] = "model.attention.encoder.kind=[hnas]";
+    const testing::Outcome refused = testing::run_hnas(other, scratch);
+    EXPECT_EQ(refused.exit_code(), 1);
+    EXPECT_CONTAINS(refused.output, "holds another sweep (its settings differ");
+}
+
+TEST(Sweep, RefusesMoreTrialsAtOnceThanCores) {
+    const auto& scratch = SweepEnvironment::get().scratch;
+    const testing::RunDir out(scratch, "oversubscribed");
+    const int cores = distributed::threads_per_rank(0, 1);
+    const testing::Outcome outcome = testing::run_hnas(sweep_args(out.path.string(), cores + 1), scratch);
+    EXPECT_EQ(outcome.exit_code(), 1);
+    EXPECT_CONTAINS(outcome.output, "the cores would be oversubscribed");
+    EXPECT_FALSE(fs::exists(out.path / "kind=lnas")) << "a refused sweep started trials";
+}
+
+#ifdef HNAS_MPIEXEC
+TEST(Sweep, MpiRanksShareTheTrialsWithoutOverlap) {
+    const auto& scratch = SweepEnvironment::get().scratch;
+    const testing::RunDir out(scratch, "mpi");
+    std::vector<std::string> command{HNAS_MPIEXEC, "--oversubscribe", "-np", "2", "--mca", "btl", "self,tcp", "--mca",
+                                     "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo", HNAS_EXECUTABLE};
+    for (const std::string& arg : sweep_args(out.path.string(), 1)) command.push_back(arg);
+    const testing::Subprocess sweep = testing::start_subprocess(
+        command, scratch.path("mpi.log"), {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}});
+    const int status = testing::finish(sweep, 600);
+    ASSERT_EQ(status, 0) << testing::describe_status(status) << "\n" << sweep.output();
+    expect_sweep_complete(out.path);
+    // Trial i ran on rank i mod 2, and only there.
+    int index = 0;
+    for (const char* setting : {"kind=lnas", "kind=dnas"}) {
+        for (const char* seed : {"seed-1", "seed-2"}) {
+            const Json trial = Json::parse(testing::read_file(out.path / setting / (std::string(seed) + ".trial.json")));
+            EXPECT_EQ(trial.at("rank"), index++ % 2) << setting << "/" << seed;
+        }
+    }
+}
+#endif  // HNAS_MPIEXEC
+
+}  // namespace
+}  // namespace hnas::experiments

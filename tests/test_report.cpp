@@ -1,0 +1,166 @@
+// `hnas report` (issue #16): the HTML page of a sweep holds its tables and charts and refers to no
+// other file; rendered by headless Chromium (Debian's chromium; scripts/setup.sh installs it under CI),
+// its DOM holds the expected tables and its screenshot is not blank.
+#include <zlib.h>
+
+#include <filesystem>
+#include <regex>
+#include <set>
+
+#include "base/json.h"
+#include "experiments/report.h"
+#include "experiments/run_result.h"
+#include "experiments/sweep.h"
+#include "test_support.h"
+
+namespace hnas::experiments {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A sweep of two settings × two seeds as its files lie on disk: sweep.json, each trial's metrics.jsonl
+// (hnas in the encoder: its u per layer and head) and result.json.
+void write_sweep(const fs::path& out) {
+    const Json sweep = {{"config", "configs/gigaword_tiny.json"},
+                        {"overrides", Json::array()},
+                        {"settings",
+                         {{{"name", "kind=lnas"}, {"overrides", {{"model.attention.encoder.kind", "lnas"}}}},
+                          {{"name", "kind=hnas"}, {"overrides", {{"model.attention.encoder.kind", "hnas"}}}}}},
+                        {"seeds", {1, 2}}};
+    testing::write_file((out / kSweepFile).string(), sweep.dump());
+    for (const char* setting : {"kind=lnas", "kind=hnas"}) {
+        for (int seed = 1; seed <= 2; ++seed) {
+            const fs::path run = out / setting / ("seed-" + std::to_string(seed));
+            fs::create_directories(run);
+            const bool hybrid = std::string(setting) == "kind=hnas";
+            std::string log;
+            for (int step = 10; step <= 100; step += 10) {
+                Json hybrid_u = Json::object();
+                if (hybrid) {
+                    hybrid_u["encoder.layers.0.self_attention"] = {0.1 + 0.001 * step, 0.12, 0.09, 0.1};
+                    hybrid_u["encoder.layers.1.self_attention"] = {0.2, 0.25 + 0.001 * step, 0.3, 0.1};
+                }
+                log += Json{{"step", step}, {"loss", 8.0 - 0.05 * step + 0.1 * seed}, {"input_tokens_per_second", 9000 + 50 * seed},
+                            {"hybrid_u", hybrid_u}}.dump() + "\n";
+                if (step % 50 == 0) {
+                    log += Json{{"step", step}, {"validation_loss", 6.0 - 0.01 * step}, {"validation_rouge_l", 0.1 + 0.001 * step}}
+                               .dump() + "\n";
+                }
+            }
+            testing::write_file((run / "metrics.jsonl").string(), log);
+            const Json result = {{"seed", seed},
+                                 {"metrics", {{"rouge_l", (hybrid ? 21.0 : 20.0) + seed}}},
+                                 {"per_example", {{"rouge_l", {20.0 + seed, hybrid ? 24.0 : 21.0, 22.0}}}}};
+            testing::write_file((run / kResultFile).string(), result.dump());
+        }
+    }
+}
+
+TEST(Report, HoldsTablesAndChartsAndNoExternalReference) {
+    const testing::ScratchDir scratch("hnas_report_");
+    write_sweep(scratch.root);
+    const std::string html = report_html({scratch.root.string()});
+    EXPECT_CONTAINS(html, "<table class=\"results\">");
+    EXPECT_CONTAINS(html, "<td>kind=hnas</td><td>2</td><td>22.50 ± 0.50");
+    EXPECT_CONTAINS(html, "<table class=\"pairs\">");
+    EXPECT_CONTAINS(html, "head-average u per layer");
+    EXPECT_CONTAINS(html, "<td>encoder.layers.1.self_attention</td><td>0.200</td><td>0.350</td>");
+    EXPECT_CONTAINS(html, "rouge_l on validation");
+    // Self-contained: no script, and nothing fetched (the one URL is SVG's namespace, which is never loaded).
+    EXPECT_EQ(html.find("<script"), std::string::npos);
+    EXPECT_FALSE(std::regex_search(html, std::regex(R"((src|href)\s*=)")));
+    EXPECT_CONTAINS(testing::error_of([&] { report_html({(scratch.root / "none").string()}); }), "is not a folder");
+}
+
+// The pixels of an 8-bit RGB or RGBA PNG (non-interlaced), as Chromium's screenshots are.
+struct Image {
+    uint32_t width = 0, height = 0, channels = 0;
+    std::vector<uint8_t> pixels;
+};
+Image decode_png(const std::string& bytes) {
+    auto be32 = [&](size_t at) {
+        return static_cast<uint32_t>(static_cast<uint8_t>(bytes[at])) << 24 | static_cast<uint32_t>(static_cast<uint8_t>(bytes[at + 1])) << 16 |
+               static_cast<uint32_t>(static_cast<uint8_t>(bytes[at + 2])) << 8 | static_cast<uint8_t>(bytes[at + 3]);
+    };
+    Image image;
+    std::string compressed;
+    for (size_t at = 8; at + 8 <= bytes.size();) {
+        const uint32_t length = be32(at);
+        const std::string type = bytes.substr(at + 4, 4);
+        if (type == "IHDR") {
+            image.width = be32(at + 8);
+            image.height = be32(at + 12);
+            EXPECT_EQ(bytes[at + 16], 8) << "bit depth";
+            EXPECT_EQ(bytes[at + 20], 0) << "interlaced";
+            image.channels = bytes[at + 17] == 6 ? 4 : 3;
+        } else if (type == "IDAT") {
+            compressed += bytes.substr(at + 8, length);
+        }
+        at += 12 + length;
+    }
+    const size_t stride = image.width * image.channels;
+    std::vector<uint8_t> raw((stride + 1) * image.height);
+    uLongf raw_size = raw.size();
+    EXPECT_EQ(uncompress(raw.data(), &raw_size, reinterpret_cast<const Bytef*>(compressed.data()), compressed.size()), Z_OK);
+    image.pixels.assign(stride * image.height, 0);
+    for (uint32_t y = 0; y < image.height; ++y) {
+        const uint8_t filter = raw[y * (stride + 1)];
+        const uint8_t* in = &raw[y * (stride + 1) + 1];
+        uint8_t* row = &image.pixels[y * stride];
+        const uint8_t* up = y > 0 ? &image.pixels[(y - 1) * stride] : nullptr;
+        for (size_t x = 0; x < stride; ++x) {
+            const int a = x >= image.channels ? row[x - image.channels] : 0, b = up ? up[x] : 0,
+                      c = up && x >= image.channels ? up[x - image.channels] : 0;
+            int predictor = 0;
+            switch (filter) {
+                case 1: predictor = a; break;
+                case 2: predictor = b; break;
+                case 3: predictor = (a + b) / 2; break;
+                case 4: {
+                    const int p = a + b - c, pa = std::abs(p - a), pb = std::abs(p - b), pc = std::abs(p - c);
+                    predictor = pa <= pb && pa <= pc ? a : pb <= pc ? b : c;
+                    break;
+                }
+            }
+            row[x] = static_cast<uint8_t>(in[x] + predictor);
+        }
+    }
+    return image;
+}
+
+TEST(Report, RendersInHeadlessChromium) {
+    const char* chromium = "/usr/bin/chromium";
+    if (!fs::exists(chromium)) GTEST_SKIP() << "no " << chromium << " (scripts/setup.sh installs it when CI is set)";
+    const testing::ScratchDir scratch("hnas_report_chromium_");
+    write_sweep(scratch.root);
+    const std::string page = scratch.write("report.html", report_html({scratch.root.string()}));
+    const std::vector<std::string> common{chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                                          "--window-size=1000,1400"};
+    std::vector<std::string> dump = common;
+    dump.insert(dump.end(), {"--dump-dom", "file://" + page});
+    const testing::Subprocess dom_process = testing::start_subprocess(dump, scratch.path("dom.html"));
+    ASSERT_EQ(testing::finish(dom_process, 120), 0) << dom_process.output();
+    const std::string dom = dom_process.output();
+    EXPECT_CONTAINS(dom, "<table class=\"results\">");
+    EXPECT_CONTAINS(dom, "<table class=\"pairs\">");
+    EXPECT_CONTAINS(dom, "<svg class=\"chart\"");
+    std::vector<std::string> shot = common;
+    shot.insert(shot.end(), {"--screenshot=" + scratch.path("report.png"), "file://" + page});
+    const testing::Subprocess shot_process = testing::start_subprocess(shot, scratch.path("shot.log"));
+    ASSERT_EQ(testing::finish(shot_process, 120), 0) << shot_process.output();
+    const Image image = decode_png(testing::read_file(scratch.path("report.png")));
+    ASSERT_EQ(image.width, 1000u);
+    // Not blank: a good share of pixels differ from the background, in more than two colours.
+    size_t painted = 0;
+    std::set<uint32_t> colors;
+    for (size_t i = 0; i + image.channels <= image.pixels.size(); i += image.channels) {
+        const uint32_t rgb = image.pixels[i] << 16 | image.pixels[i + 1] << 8 | image.pixels[i + 2];
+        painted += rgb != 0xffffff;
+        if (colors.size() < 64) colors.insert(rgb);
+    }
+    EXPECT_GT(painted, image.pixels.size() / image.channels / 100) << "fewer than 1 % of the pixels are painted";
+    EXPECT_GT(colors.size(), 8u);
+}
+
+}  // namespace
+}  // namespace hnas::experiments

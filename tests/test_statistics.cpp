@@ -1,0 +1,71 @@
+// The statistics of experiments (src/eval/statistics.h): hand-worked cases, and an independent Python
+// computation with the same random draws (scripts/make_statistics_fixture.py, tests/fixtures/statistics.json).
+#include <cmath>
+
+#include "base/json.h"
+#include "eval/statistics.h"
+#include "test_support.h"
+
+namespace hnas::eval {
+namespace {
+
+std::vector<double> doubles(const Json& values) { return values.get<std::vector<double>>(); }
+
+void expect_test(const PairedTest& got, const Json& expected, const std::string& label) {
+    EXPECT_EQ(got.pairs, expected.at("pairs").get<int64_t>()) << label;
+    EXPECT_NEAR(got.mean_difference, expected.at("mean_difference").get<double>(), 1e-12) << label;
+    EXPECT_NEAR(got.effect_size, expected.at("effect_size").get<double>(), 1e-10) << label;
+    EXPECT_EQ(got.resamples, expected.at("resamples").get<int64_t>()) << label;
+    // The same draws in the same order: the counts, so the p-values, agree exactly.
+    EXPECT_DOUBLE_EQ(got.p_value, expected.at("p_value").get<double>()) << label;
+}
+
+TEST(Statistics, SummaryByHand) {
+    const Summary s = summarize({1, 2, 3, 4});
+    EXPECT_EQ(s.n, 4);
+    EXPECT_DOUBLE_EQ(s.mean, 2.5);
+    EXPECT_NEAR(s.standard_error, std::sqrt(5.0 / 3.0) / 2.0, 1e-15);  // sample sd √(5/3) over √4
+    EXPECT_EQ(s.min, 1);
+    EXPECT_EQ(s.max, 4);
+    EXPECT_EQ(summarize({7}).standard_error, 0.0);
+    EXPECT_CONTAINS(testing::error_of([] { summarize({}); }), "no values");
+}
+
+TEST(Statistics, ExactPermutationTestByHand) {
+    // Differences 1, 2, 3: of the 8 sign patterns only +6 and −6 reach |6|.
+    const PairedTest t = paired_permutation_test({2, 4, 6}, {1, 2, 3});
+    EXPECT_EQ(t.resamples, 8);
+    EXPECT_DOUBLE_EQ(t.p_value, 0.25);
+    EXPECT_DOUBLE_EQ(t.mean_difference, 2.0);
+    EXPECT_DOUBLE_EQ(t.effect_size, 2.0);  // mean 2 over sd 1
+    // Five equal differences: only the all-plus and all-minus patterns, 2 of 32.
+    EXPECT_DOUBLE_EQ(paired_permutation_test({1, 1, 1, 1, 1}, {0, 0, 0, 0, 0}).p_value, 2.0 / 32.0);
+    // No difference at all: every pattern reaches it.
+    EXPECT_DOUBLE_EQ(paired_permutation_test({3, 1}, {3, 1}).p_value, 1.0);
+    EXPECT_CONTAINS(testing::error_of([] { paired_permutation_test({1, 2}, {1}); }), "2 values against 1");
+}
+
+TEST(Statistics, AgreesWithThePythonReference) {
+    const Json& cases = testing::load_fixture("statistics.json");
+    const Json& summary = cases.at("summary");
+    const Summary s = summarize(doubles(summary.at("values")));
+    const Json& expected = summary.at("expected");
+    EXPECT_EQ(s.n, expected.at("n").get<int64_t>());
+    EXPECT_NEAR(s.mean, expected.at("mean").get<double>(), 1e-12);
+    EXPECT_NEAR(s.standard_error, expected.at("standard_error").get<double>(), 1e-12);
+    EXPECT_EQ(s.min, expected.at("min").get<double>());
+    EXPECT_EQ(s.max, expected.at("max").get<double>());
+    for (const char* name : {"permutation_exact", "permutation_sampled"}) {
+        const Json& c = cases.at(name);
+        expect_test(paired_permutation_test(doubles(c.at("a")), doubles(c.at("b")), c.at("samples").get<int64_t>(),
+                                            c.at("seed").get<uint64_t>()),
+                    c.at("expected"), name);
+    }
+    const Json& c = cases.at("bootstrap");
+    expect_test(paired_bootstrap_test(doubles(c.at("a")), doubles(c.at("b")), c.at("samples").get<int64_t>(),
+                                      c.at("seed").get<uint64_t>()),
+                c.at("expected"), "bootstrap");
+}
+
+}  // namespace
+}  // namespace hnas::eval
