@@ -14,13 +14,19 @@ Subcommands (each reads one JSON file and writes one PNG):
         solid) and Eq. 12 (DNAS, dashed) against r = N0/N1 on a log axis, one
         colour per a, with the 1-D simulation as markers (as paper 000 Fig. 2).
     explain-away JSON --out PNG
-        per attention layer and head, the histogram of log10 of the per-key
-        attention weight sums, with the explaining-away threshold epsilon and
-        the Lemma-1 bound 1/L as vertical lines.  Input:
+        per attention layer and head, the histogram of ln of the per-key
+        attention weight sums (unit bins down to e^-40; the keys below that
+        range, 0 included, as a bar of their own left of it), with the
+        explaining-away threshold epsilon and the Lemma-1 bound 1/L as
+        vertical lines.  Input:
         {"checkpoint", "step", "epsilon", "sequences",
          "attentions": [{"name", "kind", "heads": [{"head", "keys",
             "fraction_below_epsilon", "min_sum", "min_bound",
-            "log10_histogram": {"edges": [...], "counts": [...]}}]}]}
+            "ln_histogram": {"edges": [...], "counts": [...],
+                             "below_range", "above_range"}}]}]}
+        Reports made before the histogram was in ln hold "log10_histogram"
+        (edges in log10, out-of-range keys clamped into the end bins); those
+        are drawn on the same ln axis.
     hybrid JSON --out PNG
         the hybrid weight u of every head over training steps, one subplot per
         attention layer, one line per head; with a single point, bar charts.
@@ -193,20 +199,30 @@ def plot_explain_away(data, out):
     for index, (attention, head) in enumerate(heads):
         ax = axes[index // columns][index % columns]
         where = f"{attention.get('name', '?')} head {head.get('head', '?')}"
-        histogram = field(head, "log10_histogram", where)
-        edges, counts = field(histogram, "edges", where), field(histogram, "counts", where)
+        if "ln_histogram" in head:
+            histogram = field(head, "ln_histogram", where)
+            edges = list(field(histogram, "edges", where))
+            below = histogram.get("below_range", 0)
+        else:
+            histogram = field(head, "log10_histogram", where)
+            edges = [edge * math.log(10) for edge in field(histogram, "edges", where)]
+            below = 0
+        counts = field(histogram, "counts", where)
         if len(edges) != len(counts) + 1:
             raise PlotError(f"{where}: {len(edges)} histogram edges for {len(counts)} counts (need one more edge)")
         kind = attention.get("kind", "")
-        ax.stairs(counts, edges, fill=True, color=KIND_COLOURS.get(kind, "tab:gray"), alpha=0.7)
-        ax.axvline(math.log10(epsilon), color="black", linestyle="--", linewidth=1, label=f"ε = {epsilon:g}")
+        colour = KIND_COLOURS.get(kind, "tab:gray")
+        ax.stairs(counts, edges, fill=True, color=colour, alpha=0.7)
+        if below:
+            ax.bar(edges[0] - 2, below, width=2, color=colour, hatch="//", alpha=0.5, label=f"below e^{edges[0]:.0f}: {below}")
+        ax.axvline(math.log(epsilon), color="black", linestyle="--", linewidth=1, label=f"ε = {epsilon:g}")
         bound = head.get("min_bound")
         if bound:
-            ax.axvline(math.log10(bound), color="tab:green", linestyle=":", linewidth=1.2, label=f"1/L of the min's sequence = {bound:.3g} (Lemma 1)")
+            ax.axvline(math.log(bound), color="tab:green", linestyle=":", linewidth=1.2, label=f"1/L of the min's sequence = {bound:.3g} (Lemma 1)")
         ax.set_title(f"{attention.get('name', '?')} ({kind}) head {head.get('head', '?')}\n"
                      f"below ε: {100 * head.get('fraction_below_epsilon', float('nan')):.2f} %, "
                      f"min {head.get('min_sum', float('nan')):.3g}", fontsize=8)
-        ax.set_xlabel("log10(sum of a key's attention weights)", fontsize=8)
+        ax.set_xlabel("ln(sum of a key's attention weights)", fontsize=8)
         ax.set_ylabel("keys", fontsize=8)
         ax.tick_params(labelsize=7)
         ax.legend(fontsize=7)

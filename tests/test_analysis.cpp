@@ -107,9 +107,10 @@ TEST(ExplainAway, DnasKeepsEveryKeyAboveTheLemmaBound) {
                 EXPECT_GT(head.keys, 400);
                 EXPECT_GE(head.min_ratio, 1.0 - 1e-4) << task << " " << attention.name << ": Lemma 1 (paper 000)";
                 EXPECT_EQ(head.below_epsilon, 0);
-                int64_t counted = 0;
+                int64_t counted = head.below_range + head.above_range;
                 for (const int64_t count : head.histogram) counted += count;
                 EXPECT_EQ(counted, head.keys);
+                EXPECT_EQ(head.below_range, 0);  // every sum ≥ 1/L > e^-40
             }
         }
     }
@@ -127,6 +128,15 @@ TEST(ExplainAway, PeakedSoftmaxExplainsKeysAway) {
             smallest_ratio = std::min(smallest_ratio, head.min_ratio);
         }
     EXPECT_GT(below, 0) << "a sharpened softmax attention leaves some keys without weight";
+    // The ln histogram keeps its tail: sums below e^-20 land in bins of their own (or below e^-40),
+    // not clamped into one end bin.
+    int64_t deep = 0;
+    for (const auto& attention : report.attentions)
+        for (const auto& head : attention.heads) {
+            deep += head.below_range;
+            for (size_t bin = 0; bin < 20; ++bin) deep += head.histogram[bin];
+        }
+    EXPECT_GT(deep, 0) << "no key weight sum below e^-20";
     EXPECT_LT(smallest_ratio, 1e-2);
 }
 

@@ -43,8 +43,16 @@ void write_sweep(const fs::path& out) {
                 log += Json{{"step", step}, {"loss", 8.0 - 0.05 * step + 0.1 * seed}, {"input_tokens_per_second", 9000 + 50 * seed},
                             {"hybrid_u", hybrid_u}}.dump() + "\n";
                 if (step % 50 == 0) {
-                    log += Json{{"step", step}, {"validation_loss", 6.0 - 0.01 * step}, {"validation_rouge_l", 0.1 + 0.001 * step}}
-                               .dump() + "\n";
+                    // Two heads of one layer: hnas keeps every key above 1/L; lnas loses one below e^-40.
+                    const Json attention = {{"kind", hybrid ? "hnas" : "lnas"},
+                                            {"min_sum", {hybrid ? 0.05 : 1e-30, 0.2}},
+                                            {"fraction_below_epsilon", {hybrid ? 0.0 : 0.25, 0.0}},
+                                            {"ln_histogram", {std::vector<int>(45, 1), std::vector<int>(45, 2)}},
+                                            {"below_range", {hybrid ? 0 : 5, 0}}};
+                    const Json diagnostics = {{"sequences", 32}, {"epsilon", 1e-3}, {"ln_low", -40}, {"ln_high", 5},
+                                              {"attentions", {{"encoder.layers.0.self_attention", attention}}}};
+                    log += Json{{"step", step}, {"validation_loss", 6.0 - 0.01 * step}, {"validation_rouge_l", 0.1 + 0.001 * step},
+                                {"diagnostics", diagnostics}}.dump() + "\n";
                 }
             }
             testing::write_file((run / "metrics.jsonl").string(), log);
@@ -66,6 +74,9 @@ TEST(Report, HoldsTablesAndChartsAndNoExternalReference) {
     EXPECT_CONTAINS(html, "head-average u per layer");
     EXPECT_CONTAINS(html, "<td>encoder.layers.1.self_attention</td><td>0.200</td><td>0.350</td>");
     EXPECT_CONTAINS(html, "rouge_l on validation");
+    EXPECT_CONTAINS(html, "smallest per-key weight sum over training");
+    EXPECT_CONTAINS(html, "explaining away: ln Σ_i A_ij at the last validation");
+    EXPECT_CONTAINS(html, "kind=hnas: head-average u per layer over training");
     // Self-contained: no script, and nothing fetched (the one URL is SVG's namespace, which is never loaded).
     EXPECT_EQ(html.find("<script"), std::string::npos);
     EXPECT_FALSE(std::regex_search(html, std::regex(R"((src|href)\s*=)")));

@@ -236,6 +236,45 @@ TEST(Trainer, MaskedLmTrainsSentenceOrderAndReportsBothAccuracies) {
     EXPECT_THROW(config::parse_experiment_config(raw), Error);
 }
 
+// issue #16: each validation record carries the attention diagnostics of a fixed validation batch: per
+// encoder self-attention and head the smallest per-key weight sum, the share below ε and the ln
+// histogram with its out-of-range tail, and each hnas layer's head-averaged u.
+TEST(Trainer, ValidationRecordsTheAttentionDiagnostics) {
+    const auto& env = TrainEnvironment::get();
+    Json raw = headline_config(env);
+    raw["train"]["steps"] = 6;
+    raw["validation"]["every"] = 3;
+    RunDir dir("diagnostics");
+    run(raw, dir.path);
+    std::vector<Json> validations;
+    std::ifstream metrics(dir.path / "metrics.jsonl");
+    for (std::string line; std::getline(metrics, line);) {
+        const Json record = Json::parse(line);
+        if (record.contains("validation_loss")) validations.push_back(record);
+    }
+    ASSERT_EQ(validations.size(), 2u);
+    const Json& diagnostics = validations.back().at("diagnostics");
+    EXPECT_EQ(diagnostics.at("sequences"), 32);
+    EXPECT_EQ(diagnostics.at("ln_low"), -40);
+    const Json& attentions = diagnostics.at("attentions");
+    ASSERT_EQ(attentions.size(), 1u) << "one encoder layer: " << attentions.dump();
+    const Json& layer = attentions.begin().value();
+    EXPECT_EQ(layer.at("kind"), "hnas");
+    ASSERT_EQ(layer.at("min_sum").size(), 4u);
+    int64_t keys = -1;
+    for (size_t h = 0; h < 4; ++h) {
+        const double min_sum = layer.at("min_sum")[h].get<double>();
+        EXPECT_GT(min_sum, 0.0);
+        EXPECT_LE(min_sum, 48.0);
+        int64_t counted = layer.at("below_range")[h].get<int64_t>();
+        for (const Json& count : layer.at("ln_histogram")[h]) counted += count.get<int64_t>();
+        if (keys < 0) keys = counted;
+        EXPECT_EQ(counted, keys) << "every head sees the same real keys";
+    }
+    EXPECT_GT(keys, 32);
+    EXPECT_NEAR(diagnostics.at("hybrid_u_mean").at(attentions.begin().key()).get<double>(), 0.1, 0.01);
+}
+
 // Classification (GLUE-style): the labels the config leaves to the data are collected from the
 // training file and kept in the resolved config; validation reports GLUE's metrics.
 TEST(Trainer, ClassificationKeepsItsLabelsAndReportsGlueMetrics) {

@@ -7,15 +7,12 @@
 
 namespace hnas::analysis {
 
-namespace {
-
-// Token ids of one text as the model's encoder sees it: a headline model's source, or a masked-LM
-// sequence [CLS] text [SEP].
-std::vector<int32_t> encoder_input(const decode::TrainedModel& trained, const std::string& text) {
-    const auto& model = trained.config.model;
-    std::vector<int32_t> ids = trained.tokenizer.encode(text);
+std::vector<int32_t> encoder_input(const config::ExperimentConfig& config, const data::Tokenizer& tokenizer,
+                                   const std::string& text) {
+    const auto& model = config.model;
+    std::vector<int32_t> ids = tokenizer.encode(text);
     if (model.architecture == models::Architecture::seq2seq) {
-        const int64_t longest = std::min(trained.config.data.max_source, model.max_source_positions);
+        const int64_t longest = std::min(config.data.max_source, model.max_source_positions);
         if (static_cast<int64_t>(ids.size()) > longest) ids.resize(static_cast<size_t>(longest));
         return ids;
     }
@@ -26,15 +23,12 @@ std::vector<int32_t> encoder_input(const decode::TrainedModel& trained, const st
     return ids;
 }
 
-}  // namespace
-
-ExplainAwayReport explain_away(const decode::TrainedModel& trained, const std::vector<std::string>& texts,
-                               const ExplainAwayOptions& options) {
+ExplainAwayReport measure_key_weights(const models::Model& model, const std::vector<std::vector<int32_t>>& all_rows,
+                                      const ExplainAwayOptions& options) {
     HNAS_CHECK(options.epsilon > 0, "explain-away: epsilon must be > 0, got ", options.epsilon);
-    HNAS_CHECK(options.batch >= 1 && options.histogram_bins >= 1 && options.histogram_high > options.histogram_low,
-               "explain-away: batch and histogram bins must be >= 1 and the histogram range non-empty");
+    HNAS_CHECK(options.batch >= 1 && options.ln_high > options.ln_low,
+               "explain-away: the batch must be >= 1 and the histogram range non-empty");
     NoGradScope no_grad;
-    const models::Model& model = *trained.model;
     std::vector<std::pair<std::string, nn::MultiHeadAttention*>> encoder;
     for (const auto& [name, attention] : model.attentions()) {
         if (name.rfind("encoder.", 0) == 0) encoder.emplace_back(name, attention);
@@ -45,16 +39,12 @@ ExplainAwayReport explain_away(const decode::TrainedModel& trained, const std::v
         encoder[a].second->record_statistics(true);
         report.attentions.push_back({encoder[a].first, encoder[a].second->kind(), {}});
     }
-    const size_t count = options.max_sequences > 0 ? std::min(texts.size(), static_cast<size_t>(options.max_sequences))
-                                                   : texts.size();
-    for (size_t start = 0; start < count; start += static_cast<size_t>(options.batch)) {
-        const size_t end = std::min(count, start + static_cast<size_t>(options.batch));
-        std::vector<std::vector<int32_t>> rows;
+    for (size_t start = 0; start < all_rows.size(); start += static_cast<size_t>(options.batch)) {
+        const size_t end = std::min(all_rows.size(), start + static_cast<size_t>(options.batch));
+        const std::vector<std::vector<int32_t>> rows(all_rows.begin() + static_cast<std::ptrdiff_t>(start),
+                                                     all_rows.begin() + static_cast<std::ptrdiff_t>(end));
         size_t longest = 1;
-        for (size_t i = start; i < end; ++i) {
-            rows.push_back(encoder_input(trained, texts[i]));
-            longest = std::max(longest, rows.back().size());
-        }
+        for (const auto& row : rows) longest = std::max(longest, row.size());
         const auto batch = static_cast<int64_t>(rows.size()), width = static_cast<int64_t>(longest);
         std::vector<int32_t> ids(static_cast<size_t>(batch * width), data::kPadId);
         std::vector<float> valid(ids.size(), 0.0f);
@@ -81,12 +71,12 @@ ExplainAwayReport explain_away(const decode::TrainedModel& trained, const std::v
     }
     for (const auto& [name, attention] : encoder) attention->record_statistics(false);
 
-    const double bin_width = (options.histogram_high - options.histogram_low) / options.histogram_bins;
+    const auto bins = static_cast<size_t>(options.ln_high - options.ln_low);
     for (size_t a = 0; a < encoder.size(); ++a) {
         for (auto& keys : sums[a]) {
             HeadKeyWeights head;
             head.keys = static_cast<int64_t>(keys.size());
-            head.histogram.assign(static_cast<size_t>(options.histogram_bins), 0);
+            head.histogram.assign(bins, 0);
             head.min_sum = head.min_ratio = std::numeric_limits<double>::infinity();
             std::vector<double> values;
             for (const auto& [sum, bound] : keys) {
@@ -97,9 +87,14 @@ ExplainAwayReport explain_away(const decode::TrainedModel& trained, const std::v
                     head.min_bound = bound;
                 }
                 head.min_ratio = std::min(head.min_ratio, sum / bound);
-                const double log_sum = std::log10(std::max(sum, std::numeric_limits<double>::min()));
-                const auto bin = static_cast<int64_t>(std::floor((log_sum - options.histogram_low) / bin_width));
-                ++head.histogram[static_cast<size_t>(std::clamp<int64_t>(bin, 0, options.histogram_bins - 1))];
+                const double bin = std::floor(std::log(sum) - options.ln_low);  // log(0) = -inf: below the range
+                if (bin < 0) {
+                    ++head.below_range;
+                } else if (bin >= static_cast<double>(bins)) {
+                    ++head.above_range;
+                } else {
+                    ++head.histogram[static_cast<size_t>(bin)];
+                }
             }
             if (!values.empty()) {
                 std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2), values.end());
@@ -111,13 +106,22 @@ ExplainAwayReport explain_away(const decode::TrainedModel& trained, const std::v
     return report;
 }
 
-nlohmann::ordered_json to_json(const ExplainAwayReport& report, const decode::TrainedModel& trained) {
+ExplainAwayReport explain_away(const decode::TrainedModel& trained, const std::vector<std::string>& texts,
+                               const ExplainAwayOptions& options) {
+    const size_t count = options.max_sequences > 0 ? std::min(texts.size(), static_cast<size_t>(options.max_sequences))
+                                                   : texts.size();
+    std::vector<std::vector<int32_t>> rows;
+    for (size_t i = 0; i < count; ++i) rows.push_back(encoder_input(trained.config, trained.tokenizer, texts[i]));
+    return measure_key_weights(*trained.model, rows, options);  // load_trained_model's model is in evaluation mode
+}
+
+Json to_json(const ExplainAwayReport& report) {
     const auto& o = report.options;
-    std::vector<double> edges;
-    for (int i = 0; i <= o.histogram_bins; ++i) edges.push_back(o.histogram_low + (o.histogram_high - o.histogram_low) * i / o.histogram_bins);
-    nlohmann::ordered_json attentions = nlohmann::ordered_json::array();
+    std::vector<int> edges;
+    for (int edge = o.ln_low; edge <= o.ln_high; ++edge) edges.push_back(edge);
+    Json attentions = Json::array();
     for (const auto& attention : report.attentions) {
-        nlohmann::ordered_json heads = nlohmann::ordered_json::array();
+        Json heads = Json::array();
         for (size_t h = 0; h < attention.heads.size(); ++h) {
             const auto& head = attention.heads[h];
             heads.push_back({{"head", h},
@@ -127,15 +131,13 @@ nlohmann::ordered_json to_json(const ExplainAwayReport& report, const decode::Tr
                              {"min_bound", head.min_bound},
                              {"min_ratio", head.min_ratio},
                              {"median_sum", head.median_sum},
-                             {"log10_histogram", {{"edges", edges}, {"counts", head.histogram}}}});
+                             {"ln_histogram",
+                              {{"edges", edges}, {"counts", head.histogram}, {"below_range", head.below_range},
+                               {"above_range", head.above_range}}}});
         }
         attentions.push_back({{"name", attention.name}, {"kind", attention.kind}, {"heads", heads}});
     }
-    return {{"checkpoint", trained.path},
-            {"step", trained.step},
-            {"epsilon", o.epsilon},
-            {"sequences", report.sequences},
-            {"attentions", attentions}};
+    return {{"epsilon", o.epsilon}, {"sequences", report.sequences}, {"attentions", attentions}};
 }
 
 }  // namespace hnas::analysis

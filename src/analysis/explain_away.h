@@ -1,23 +1,26 @@
 // The explaining-away statistic (paper 004, Sec. 3 and Fig. 1): for every real key j of a sequence,
 // the total weight Σ_i A_ij its queries give it. Under softmax attention (LNAS) a key can be "explained
 // away" (total weight near 0: no query uses it); doubly-normalized attention guarantees Σ_i A_ij ≥ 1/L
-// for L real keys (paper 000, Lemma 1). Measured on the encoder self-attention of a trained model.
+// for L real keys (paper 000, Lemma 1). Measured on the encoder self-attentions of a model: by
+// `hnas analyze explain-away` on a checkpoint, and by the trainer at each validation (metrics.jsonl).
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "base/json.h"
 #include "decode/trained_model.h"
 
 namespace hnas::analysis {
 
 struct ExplainAwayOptions {
-    double epsilon = 1e-3;        // a key whose total weight is below this is explained away
+    double epsilon = 1e-3;         // a key whose total weight is below this is explained away
     int64_t max_sequences = 1000;  // texts read from the input (0: all)
     int64_t batch = 32;
-    double histogram_low = -6.0, histogram_high = 2.0;  // log10 range of the histogram; outside values clamp
-    int histogram_bins = 40;
+    // The histogram of ln Σ_i A_ij: unit bins over [ln_low, ln_high). Paper 004 Fig. 1 shows LNAS mass
+    // below e^-20, so the range reaches e^-40; sums below it (0 included: float underflow) are counted
+    // apart rather than clamped into the first bin. No sum exceeds L ≤ e^ln_high for L ≤ 148.
+    int ln_low = -40, ln_high = 5;
 };
 
 struct HeadKeyWeights {
@@ -27,7 +30,9 @@ struct HeadKeyWeights {
     double min_bound = 0;                 // 1/L of the sequence holding that key (Lemma 1's bound)
     double min_ratio = 0;                 // smallest Σ_i A_ij · L (≥ 1 under DNAS)
     double median_sum = 0;
-    std::vector<int64_t> histogram;       // counts of log10 Σ_i A_ij per bin
+    std::vector<int64_t> histogram;       // counts of ln Σ_i A_ij per unit bin from ln_low
+    int64_t below_range = 0;              // sums below e^ln_low
+    int64_t above_range = 0;              // sums at or above e^ln_high
 };
 
 struct AttentionKeyWeights {
@@ -41,15 +46,24 @@ struct ExplainAwayReport {
     std::vector<AttentionKeyWeights> attentions;
 };
 
-// Runs the model's encoder over `texts` (articles for a headline model, sentences for a masked-LM
-// model, cut to the model's positions) and gathers the per-key weight sums of every encoder
-// self-attention, per head, with dropout off.
+// A text's token ids as the model's encoder reads them: a headline model's source, or a masked-LM
+// sequence [CLS] text [SEP], cut to the model's positions.
+std::vector<int32_t> encoder_input(const config::ExperimentConfig& config, const data::Tokenizer& tokenizer,
+                                   const std::string& text);
+
+// Runs the model's encoder over `rows` (encoder_input's) and gathers the per-key weight sums of every
+// encoder self-attention, per head. The caller turns dropout off.
+ExplainAwayReport measure_key_weights(const models::Model& model, const std::vector<std::vector<int32_t>>& rows,
+                                      const ExplainAwayOptions& options);
+
+// measure_key_weights over the first options.max_sequences texts, with dropout off.
 ExplainAwayReport explain_away(const decode::TrainedModel& trained, const std::vector<std::string>& texts,
                                const ExplainAwayOptions& options);
 
-// {"checkpoint", "step", "epsilon", "sequences", "attentions": [{"name", "kind", "heads": [{"head", "keys",
-//  "fraction_below_epsilon", "min_sum", "min_bound", "min_ratio", "median_sum",
-//  "log10_histogram": {"edges", "counts"}}]}]}; scripts/plot_analysis.py draws it.
-nlohmann::ordered_json to_json(const ExplainAwayReport& report, const decode::TrainedModel& trained);
+// {"epsilon", "sequences", "attentions": [{"name", "kind", "heads": [{"head", "keys", "fraction_below_epsilon",
+//  "min_sum", "min_bound", "min_ratio", "median_sum",
+//  "ln_histogram": {"edges", "counts", "below_range", "above_range"}}]}]};
+// scripts/plot_analysis.py draws it.
+Json to_json(const ExplainAwayReport& report);
 
 }  // namespace hnas::analysis

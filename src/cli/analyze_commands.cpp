@@ -41,7 +41,9 @@ void add_explain_away_command(CLI::App& analyze) {
         const auto trained = decode::load_trained_model(options->checkpoint);
         const auto report = analysis::explain_away(trained, read_lines(options->input, "input"), options->analysis);
         if (options->output.empty()) options->output = options->checkpoint + ".explain_away.json";
-        write_file_atomically(options->output, analysis::to_json(report, trained).dump(2) + "\n");
+        Json json = {{"checkpoint", trained.path}, {"step", trained.step}};
+        json.update(analysis::to_json(report));
+        write_file_atomically(options->output, json.dump(2) + "\n");
         fmt::print("per-key weight sums Σ_i A_ij over {} sequences (step {}); explained away: below {:g}\n",
                    report.sequences, trained.step, portable(options->analysis.epsilon));
         fmt::print("{:<28} {:<12} {:>4} {:>9} {:>12} {:>12} {:>12} {:>12}\n", "attention", "kind", "head", "keys",

@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <functional>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -83,15 +86,20 @@ std::vector<std::string> settings_of(const std::vector<RunLog>& runs) {
     return settings;
 }
 
-using Extract = double (*)(const Json& record, const std::string& key);
 double number_at(const Json& record, const std::string& key) {
     const auto it = record.find(key);
     return it != record.end() && it->is_number() ? it->get<double>() : std::nan("");
 }
 
+// A value of a record, NaN where it has none.
+using ValueOf = std::function<double(const Json& record)>;
+ValueOf key_value(const std::string& key) {
+    return [key](const Json& record) { return number_at(record, key); };
+}
+
 // A chart of one value over the steps: per setting each seed thin, the mean over seeds (at steps every
 // seed logged) thick.
-Chart curves(const std::vector<RunLog>& runs, bool validation, const std::string& key, const std::string& title,
+Chart curves(const std::vector<RunLog>& runs, bool validation, const ValueOf& value_of, const std::string& title,
              const std::string& y_label) {
     Chart chart{title, "step", y_label, {}, validation, {}};
     const auto settings = settings_of(runs);
@@ -105,7 +113,7 @@ Chart curves(const std::vector<RunLog>& runs, bool validation, const std::string
             ++seeds;
             Series thin{"", series_color(s), 1.0, 0.3, {}};
             for (const auto& [step, record] : records) {
-                const double value = number_at(record, key);
+                const double value = value_of(record);
                 thin.points.emplace_back(static_cast<double>(step), value);
                 if (std::isfinite(value)) by_step[step].push_back(value);
             }
@@ -204,6 +212,107 @@ std::string hybrid_section(const std::vector<RunLog>& runs) {
            svg_line_chart(depth) + html;
 }
 
+// Over every encoder head of a validation record's diagnostics: the smallest per-key weight sum (its
+// ln), and the mean share of keys below ε.
+double ln_smallest_key_sum(const Json& record) {
+    if (!record.contains("diagnostics")) return std::nan("");
+    double smallest = std::numeric_limits<double>::infinity();
+    for (const auto& [name, attention] : record.at("diagnostics").at("attentions").items()) {
+        for (const Json& value : attention.at("min_sum")) smallest = std::min(smallest, value.is_number() ? value.get<double>() : 0.0);
+    }
+    return std::log(smallest);
+}
+double share_below_epsilon(const Json& record) {
+    if (!record.contains("diagnostics")) return std::nan("");
+    double sum = 0;
+    int64_t heads = 0;
+    for (const auto& [name, attention] : record.at("diagnostics").at("attentions").items()) {
+        for (const Json& value : attention.at("fraction_below_epsilon")) sum += value.get<double>(), ++heads;
+    }
+    return heads ? sum / static_cast<double>(heads) : std::nan("");
+}
+
+// Paper 004 Fig. 1: per setting, the share of keys per unit bin of ln Σ_i A_ij at the last validation,
+// pooled over heads, layers and seeds; the keys below the range are the point left of it.
+Chart key_sum_histogram(const std::vector<RunLog>& runs) {
+    Chart chart{"explaining away: ln Σ_i A_ij at the last validation", "ln (sum of a key's attention weights)",
+                "share of keys", {}, true, {}};
+    const auto settings = settings_of(runs);
+    for (size_t s = 0; s < settings.size(); ++s) {
+        std::vector<double> counts;
+        double below = 0, total = 0;
+        int ln_low = 0;
+        for (const RunLog& run : runs) {
+            if (run.setting != settings[s] || run.validation.empty()) continue;
+            const Json& last = run.validation.rbegin()->second;
+            if (!last.contains("diagnostics")) continue;
+            const Json& diagnostics = last.at("diagnostics");
+            ln_low = diagnostics.at("ln_low").get<int>();
+            for (const auto& [name, attention] : diagnostics.at("attentions").items()) {
+                for (const Json& head : attention.at("ln_histogram")) {
+                    counts.resize(head.size(), 0.0);
+                    for (size_t bin = 0; bin < head.size(); ++bin) counts[bin] += head[bin].get<double>(), total += head[bin].get<double>();
+                }
+                for (const Json& count : attention.at("below_range")) below += count.get<double>(), total += count.get<double>();
+            }
+        }
+        if (total == 0) continue;
+        Series series{settings[s], series_color(s), 2.0, 1.0, {{ln_low - 1.0, below / total}}};
+        for (size_t bin = 0; bin < counts.size(); ++bin) series.points.emplace_back(ln_low + static_cast<double>(bin) + 0.5, counts[bin] / total);
+        chart.series.push_back(std::move(series));
+    }
+    return chart;
+}
+
+// The head-averaged u of each hnas layer over training, one chart per setting that has any.
+std::string hybrid_over_training(const std::vector<RunLog>& runs) {
+    std::string html;
+    for (const std::string& setting : settings_of(runs)) {
+        std::vector<std::string> layers;
+        for (const RunLog& run : runs) {
+            if (run.setting != setting || run.progress.empty() || !run.progress.rbegin()->second.contains("hybrid_u")) continue;
+            for (const auto& [layer, values] : run.progress.rbegin()->second.at("hybrid_u").items()) {
+                if (std::find(layers.begin(), layers.end(), layer) == layers.end()) layers.push_back(layer);
+            }
+        }
+        if (layers.empty()) continue;
+        std::vector<RunLog> of_setting;
+        for (const RunLog& run : runs) {
+            if (run.setting == setting) of_setting.push_back(run);
+        }
+        Chart chart{setting + ": head-average u per layer over training", "step", "u", {}, false, {}};
+        for (size_t l = 0; l < layers.size(); ++l) {
+            const Chart layer_curves = curves(of_setting, false, [&](const Json& record) {
+                if (!record.contains("hybrid_u") || !record.at("hybrid_u").contains(layers[l])) return std::nan("");
+                return mean_of(record.at("hybrid_u").at(layers[l]).get<std::vector<double>>());
+            }, "", "");
+            for (Series series : layer_curves.series) {
+                series.color = series_color(l);
+                if (!series.label.empty()) series.label = layers[l];
+                chart.series.push_back(std::move(series));
+            }
+        }
+        html += svg_line_chart(chart);
+    }
+    return html;
+}
+
+std::string diagnostics_section(const std::vector<RunLog>& runs) {
+    const Chart smallest = curves(runs, true, ln_smallest_key_sum, "smallest per-key weight sum over training",
+                                  "ln min_j Σ_i A_ij (over heads)");
+    if (smallest.series.empty() || std::all_of(smallest.series.begin(), smallest.series.end(), [](const Series& series) {
+            return std::none_of(series.points.begin(), series.points.end(), [](const auto& p) { return std::isfinite(p.second); });
+        })) {
+        return "";
+    }
+    return "<h2>Explaining away</h2>\n<p>Measured at each validation on a fixed batch of validation inputs, over every "
+           "encoder self-attention head: paper 000 follows the smallest per-key weight sum over training (Fig. 1; "
+           "Lemma 1 keeps it ≥ 1/L under DNAS), paper 004 plots the distribution of ln Σ_i A_ij (Fig. 1).</p>\n" +
+           svg_line_chart(smallest) +
+           svg_line_chart(curves(runs, true, share_below_epsilon, "share of keys below ε over training", "share of keys")) +
+           svg_line_chart(key_sum_histogram(runs));
+}
+
 std::string number_cell(const Json& summary) {
     const double mean = summary.at("mean").get<double>();
     return fmt::format("{} ± {}<br><small>{} – {}</small>", number_text(mean),
@@ -296,13 +405,15 @@ std::string report_html(const std::vector<std::string>& paths) {
     html += settings_section(paths, runs);
     html += comparison_section(paths);
     html += "<h2>Training</h2>\n<p>Each seed a thin line, the mean over seeds a thick one.</p>\n";
-    html += svg_line_chart(curves(runs, false, "loss", "training loss", "loss"));
-    html += svg_line_chart(curves(runs, true, "validation_loss", "validation loss", "loss"));
+    html += svg_line_chart(curves(runs, false, key_value("loss"), "training loss", "loss"));
+    html += svg_line_chart(curves(runs, true, key_value("validation_loss"), "validation loss", "loss"));
     for (const std::string& key : validation_keys(runs)) {
-        html += svg_line_chart(curves(runs, true, key, key.substr(std::string("validation_").size()) + " on validation", key));
+        html += svg_line_chart(
+            curves(runs, true, key_value(key), key.substr(std::string("validation_").size()) + " on validation", key));
     }
-    html += svg_line_chart(curves(runs, false, "input_tokens_per_second", "throughput", "input tokens/s"));
-    html += hybrid_section(runs);
+    html += svg_line_chart(curves(runs, false, key_value("input_tokens_per_second"), "throughput", "input tokens/s"));
+    html += hybrid_section(runs) + hybrid_over_training(runs);
+    html += diagnostics_section(runs);
     return html + "</body></html>\n";
 }
 

@@ -61,6 +61,10 @@ public:
     virtual void restore(const data::DataPosition& position) = 0;
     // Loss and metrics on the validation data, dropout off; nullopt when the config gives none.
     virtual std::optional<Validation> validate() = 0;
+    // A fixed batch of validation inputs as text (headline: the first articles; mlm: the first lines of
+    // the first validation source), on which the trainer measures the attention diagnostics at each
+    // validation; empty: none.
+    virtual std::vector<std::string> diagnostic_texts() const { return {}; }
     // A new run's start from `init_from`: by default every parameter the checkpoint holds by name
     // (heads it lacks start fresh).
     virtual models::InitReport initialize_from(const io::Checkpoint& pretrained) {

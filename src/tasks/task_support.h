@@ -11,6 +11,9 @@
 
 namespace hnas::tasks {
 
+// Validation texts the attention diagnostics read (Task::diagnostic_texts): one batch.
+inline constexpr size_t kDiagnosticTexts = 32;
+
 // The real (unpadded) tokens a model reads from a batch: what input tokens/s counts.
 inline int64_t input_tokens(const data::Seq2SeqBatch& batch) { return batch.source_tokens + batch.target_tokens; }
 template <typename Batch>

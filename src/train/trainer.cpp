@@ -18,6 +18,7 @@
 #include <span>
 #include <thread>
 
+#include "analysis/explain_away.h"
 #include "backend/matmul.h"
 #include "base/hash.h"
 #include "base/number_format.h"
@@ -29,6 +30,7 @@
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "tasks/task.h"
+#include "tasks/task_support.h"
 #include "train/metrics_log.h"
 #include "train/run_directory.h"
 #include "train/train_schedule.h"
@@ -270,6 +272,7 @@ private:
     double train_step(double& grad_norm, double& learning_rate);
     void log_progress(double grad_norm, double learning_rate);
     bool validate();  // false when patience ran out
+    Json attention_diagnostics() const;
     io::CheckpointWriter checkpoint_writer() const;
     void save_step_checkpoint();
     void check_replicas() const;
@@ -301,6 +304,7 @@ private:
     int64_t window_steps_ = 0, first_step_ = 0;
     int64_t window_targets_ = 0, window_input_tokens_ = 0;  // BatchTokens::global and ::input
     double last_loss_ = 0.0;
+    std::vector<std::vector<int32_t>> diagnostic_rows_;  // the encoder inputs the diagnostics measure
 };
 
 Trainer::Trainer(const config::ExperimentConfig& config, const TrainOptions& options)
@@ -416,6 +420,9 @@ void Trainer::start() {
     learning_rate_.total_steps = config_.train.steps - state_.schedule_offset;
     if (distributed_) reducer_.emplace(parameters_);
     check_replicas();
+    for (const std::string& text : task_->diagnostic_texts()) {
+        diagnostic_rows_.push_back(analysis::encoder_input(run_config_, tokenizer_->tokenizer, text));
+    }
 }
 
 TrainResult Trainer::run() {
@@ -568,11 +575,50 @@ bool Trainer::validate() {
         ++state_.stale_validations;
     }
     record["best_metric"] = *state_.best_metric;
+    if (!diagnostic_rows_.empty()) record["diagnostics"] = attention_diagnostics();
     metrics_.write(record);
     spdlog::info("validation at step {}: loss {:.4f}  perplexity {:.2f}{}{}", step, portable(result->loss),
                  portable(std::exp(result->loss)), metrics_text, improved ? "  (best)" : "");
     if (improved) run_.write_best_checkpoint(checkpoint_writer());
     return config_.validation.patience == 0 || state_.stale_validations < config_.validation.patience;
+}
+
+// The papers' diagnostics on a fixed validation batch (issue #16), per encoder self-attention and head:
+// the smallest per-key weight sum min_j Σ_i A_ij (paper 000 Fig. 1 follows it over training), its ratio
+// to Lemma 1's bound 1/L, the share of keys below ε, and the histogram of ln Σ_i A_ij down to e^-40
+// (paper 004 Fig. 1); and each hnas layer's head-averaged u.
+Json Trainer::attention_diagnostics() const {
+    models::Model& model = task_->model();
+    const tasks::EvaluationMode evaluation(model);
+    const analysis::ExplainAwayReport report = analysis::measure_key_weights(model, diagnostic_rows_, {});
+    Json attentions = Json::object();
+    for (const analysis::AttentionKeyWeights& attention : report.attentions) {
+        Json entry = {{"kind", attention.kind}};
+        for (const analysis::HeadKeyWeights& head : attention.heads) {
+            entry["min_sum"].push_back(head.min_sum);
+            entry["min_ratio"].push_back(head.min_ratio);
+            entry["fraction_below_epsilon"].push_back(static_cast<double>(head.below_epsilon) /
+                                                      static_cast<double>(std::max<int64_t>(head.keys, 1)));
+            entry["ln_histogram"].push_back(head.histogram);
+            entry["below_range"].push_back(head.below_range);
+        }
+        attentions[attention.name] = std::move(entry);
+    }
+    Json hybrid_u_mean = Json::object();
+    for (const auto& [name, attention] : model.attentions()) {
+        for (const auto& values : attention->head_values()) {
+            if (values.name != "u" || values.values.empty()) continue;
+            double sum = 0.0;
+            for (const double u : values.values) sum += u;
+            hybrid_u_mean[name] = sum / static_cast<double>(values.values.size());
+        }
+    }
+    return {{"sequences", report.sequences},
+            {"epsilon", report.options.epsilon},
+            {"ln_low", report.options.ln_low},
+            {"ln_high", report.options.ln_high},
+            {"attentions", attentions},
+            {"hybrid_u_mean", hybrid_u_mean}};
 }
 
 // Everything a resumed run needs.

@@ -5,7 +5,9 @@
 //   config.json           the resolved config of the first start
 //   tokenizer.model, .vocab   the SentencePiece model, when the run trained it
 //   metrics.jsonl         one JSON object per progress line and per validation (losses, rates,
-//                         throughput, every hybrid u per layer and head)
+//                         throughput, every hybrid u per layer and head; at each validation the
+//                         attention diagnostics of a fixed validation batch: per encoder head the
+//                         smallest per-key weight sum, the share below ε, the ln histogram)
 //   checkpoints/step-NNNNNNNN.ckpt   the last `checkpoint.keep` step checkpoints that load
 //   checkpoints/*.damaged step checkpoints that did not load when a run resumed, set aside
 //   best.ckpt             the checkpoint with the best validation metric so far

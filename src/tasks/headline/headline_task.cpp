@@ -32,6 +32,8 @@ public:
         const size_t count = std::min<size_t>(articles.size(), static_cast<size_t>(config.validation.decode_examples));
         decode_articles_.assign(articles.begin(), articles.begin() + static_cast<std::ptrdiff_t>(count));
         decode_references_.assign(titles.begin(), titles.begin() + static_cast<std::ptrdiff_t>(count));
+        diagnostic_texts_.assign(articles.begin(), articles.begin() + static_cast<std::ptrdiff_t>(
+                                                                          std::min<size_t>(articles.size(), kDiagnosticTexts)));
     }
 
     models::Model& model() override { return *model_; }
@@ -53,6 +55,8 @@ public:
     models::InitReport initialize_from(const io::Checkpoint& pretrained) override {
         return models::initialize_from_bert(pretrained, *model_);
     }
+
+    std::vector<std::string> diagnostic_texts() const override { return diagnostic_texts_; }
 
     std::optional<Validation> validate() override {
         EvaluationMode evaluation(*model_);
@@ -103,7 +107,7 @@ private:
     data::DataPosition valid_start_;
     data::Seq2SeqBatch batch_;
     BatchTokens tokens_;
-    std::vector<std::string> decode_articles_, decode_references_;
+    std::vector<std::string> decode_articles_, decode_references_, diagnostic_texts_;
 };
 
 std::vector<DataFile> data_files(const config::ExperimentConfig& config) {

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "base/read_file.h"
 #include "data/mlm.h"
 #include "models/bert.h"
 #include "tasks/task_support.h"
@@ -29,10 +30,15 @@ public:
         if (!config.data.valid_sources.empty()) {
             valid_ = std::make_unique<data::MlmBatcher>(tokenizer, data_options(config.data.valid_sources, false));
             valid_start_ = valid_->position();
+            for (const std::string& line : read_lines(config.data.valid_sources.front().path, "validation source")) {
+                if (line.find_first_not_of(" \t") != std::string::npos) diagnostic_texts_.push_back(line);
+                if (diagnostic_texts_.size() == kDiagnosticTexts) break;
+            }
         }
     }
 
     models::Model& model() override { return *model_; }
+    std::vector<std::string> diagnostic_texts() const override { return diagnostic_texts_; }
 
     BatchTokens next_batch(int rank, int ranks) override {
         batch_ = *train_->next();
@@ -124,6 +130,7 @@ private:
     data::MlmBatch batch_;
     BatchTokens tokens_;
     int64_t global_rows_ = 0;
+    std::vector<std::string> diagnostic_texts_;
 };
 
 std::vector<DataFile> data_files(const config::ExperimentConfig& config) {
