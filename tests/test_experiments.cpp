@@ -105,6 +105,14 @@ TEST(Compare, SummariesAndPairedTestsOverSeedsAndExamples) {
     EXPECT_FALSE(a.at("metrics").contains("steps"));
     EXPECT_CONTAINS(comparison.markdown, "| a | 3 | 32.00 ± 0.58 (31.00 – 33.00) |");
     EXPECT_CONTAINS(comparison.markdown, "| a | b | rouge_l | 3 | 2.0000 |");
+
+    // Scores of another test set are not paired example by example.
+    Json other = Json::parse(testing::read_file((scratch.root / "b" / "seed-1" / kResultFile).string()));
+    other["test_settings"] = {{"articles", "another.txt"}};
+    testing::write_file((scratch.root / "b" / "seed-1" / kResultFile).string(), other.dump());
+    const Comparison mixed = compare(collect_results({scratch.root.string()}), 2000, 7);
+    EXPECT_FALSE(mixed.json.at("pairs").at(0).contains("bootstrap"));
+    EXPECT_TRUE(mixed.json.at("pairs").at(0).contains("permutation"));
 }
 
 TEST(Compare, RefusesTwoRunsOfOneSeed) {
@@ -223,6 +231,10 @@ TEST(Sweep, KilledAndRerunTrainsEachTrialOnceThenCompares) {
     const testing::Outcome again = testing::run_hnas(sweep_args(out.path.string(), 1), scratch);
     EXPECT_EQ(again.exit_code(), 0) << again.output;
     EXPECT_CONTAINS(again.output, "0 to run here");
+    // The page of the whole sweep.
+    const testing::Outcome report = testing::run_hnas({"report", out.path.string()}, scratch);
+    ASSERT_EQ(report.exit_code(), 0) << report.output;
+    EXPECT_CONTAINS(testing::read_file(out.path / "report.html"), "<td>kind=dnas</td><td>2</td>");
     auto other = sweep_args(out.path.string(), 1);
     other[4] = "model.attention.encoder.kind=[hnas]";
     const testing::Outcome refused = testing::run_hnas(other, scratch);
@@ -237,7 +249,15 @@ TEST(Sweep, RefusesMoreTrialsAtOnceThanCores) {
     const testing::Outcome outcome = testing::run_hnas(sweep_args(out.path.string(), cores + 1), scratch);
     EXPECT_EQ(outcome.exit_code(), 1);
     EXPECT_CONTAINS(outcome.output, "the cores would be oversubscribed");
-    EXPECT_FALSE(fs::exists(out.path / "kind=lnas")) << "a refused sweep started trials";
+    EXPECT_FALSE(fs::exists(out.path)) << "a refused sweep wrote its folder";
+    // A setting whose config does not parse is named before anything is written.
+    auto args = sweep_args(out.path.string(), 1);
+    args[4] = "model.attention.encoder.knd=[lnas]";
+    const testing::Outcome bad = testing::run_hnas(args, scratch);
+    EXPECT_EQ(bad.exit_code(), 1);
+    EXPECT_CONTAINS(bad.output, "sweep: setting knd=lnas, seed 1:");
+    EXPECT_CONTAINS(bad.output, "knd");
+    EXPECT_FALSE(fs::exists(out.path)) << "a refused sweep wrote its folder";
 }
 
 #ifdef HNAS_MPIEXEC

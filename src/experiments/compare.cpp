@@ -173,7 +173,9 @@ Comparison compare(const std::vector<TrialResult>& results, int64_t bootstrap_sa
                     const Json none = Json::object();
                     const Json& pa = ra.value("per_example", none);
                     const Json& pb = rb.value("per_example", none);
-                    if (!pa.contains(metric) || !pb.contains(metric) || pa.at(metric).size() != pb.at(metric).size() ||
+                    // The same test set, decoded and scored the same way.
+                    const bool same_test = ra.value("test_settings", none) == rb.value("test_settings", none);
+                    if (!same_test || !pa.contains(metric) || !pb.contains(metric) || pa.at(metric).size() != pb.at(metric).size() ||
                         (!ea.empty() && pa.at(metric).size() != ea.size())) {
                         per_example = false;
                         break;

@@ -363,9 +363,9 @@ private:
 SweepOutcome run_sweep(const SweepOptions& options, distributed::Communicator& world) {
     HNAS_CHECK(options.parallel >= 1, "sweep: --parallel must be at least 1, got ", options.parallel);
     HNAS_CHECK(!options.settings.empty(), "sweep: no settings");
-    std::vector<Trial> trials = plan_trials(options);
+    // Everything is checked before the sweep's folder is written.
+    SweepRunner runner(options, world, plan_trials(options));
     write_or_check_record(options, world);
-    SweepRunner runner(options, world, std::move(trials));
     SweepOutcome outcome = runner.run();
     const bool any_result = std::any_of(options.settings.begin(), options.settings.end(), [&](const Setting& setting) {
         const fs::path folder = fs::path(options.out) / setting.name;
