@@ -12,6 +12,7 @@
 #include "experiments/compare.h"
 #include "experiments/grid.h"
 #include "experiments/run_result.h"
+#include "train/run_directory.h"
 #include "test_support.h"
 
 namespace hnas::experiments {
@@ -240,6 +241,28 @@ TEST(Sweep, KilledAndRerunTrainsEachTrialOnceThenCompares) {
     const testing::Outcome refused = testing::run_hnas(other, scratch);
     EXPECT_EQ(refused.exit_code(), 1);
     EXPECT_CONTAINS(refused.output, "holds another sweep (its settings differ");
+}
+
+TEST(Sweep, SigtermStopsTheTrialsAtACheckpointAndARerunContinues) {
+    const auto& scratch = SweepEnvironment::get().scratch;
+    const testing::RunDir out(scratch, "sigterm");
+    std::vector<std::string> command{HNAS_EXECUTABLE};
+    for (const std::string& arg : sweep_args(out.path.string(), 1)) command.push_back(arg);
+    const testing::Subprocess first = testing::start_subprocess(command, scratch.path("sigterm.log"));
+    const fs::path trial = out.path / "kind=lnas" / "seed-1";
+    const bool started = testing::wait_until([&] { return logged_steps(trial).size() >= 6; });
+    kill(first.pid, SIGTERM);
+    const int status = testing::finish(first);
+    ASSERT_TRUE(started) << first.output();
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGTERM) << testing::describe_status(status) << "\n"
+                                                                            << first.output();
+    EXPECT_CONTAINS(first.output(), "stopping 1 running trials");
+    if (!fs::exists(trial / kResultFile)) {  // stopped while training: at a checkpoint of the step it reached
+        EXPECT_FALSE(train::RunDirectory(trial).step_checkpoints().empty());
+    }
+    const testing::Outcome rerun = testing::run_hnas(sweep_args(out.path.string(), 1), scratch);
+    ASSERT_EQ(rerun.exit_code(), 0) << rerun.output;
+    expect_sweep_complete(out.path);
 }
 
 TEST(Sweep, RefusesMoreTrialsAtOnceThanCores) {
