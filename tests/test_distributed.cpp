@@ -158,19 +158,7 @@ testing::Subprocess start(const fs::path& run, int ranks, const std::vector<std:
         args.push_back(set);
     }
     args.insert(args.end(), extra.begin(), extra.end());
-    // CI runs as root, which Open MPI refuses without this consent.
-    std::vector<std::pair<std::string, std::string>> environment{{"OMPI_ALLOW_RUN_AS_ROOT", "1"},
-                                                                 {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}};
-#ifdef HNAS_SANITIZE
-    // Open MPI leaves allocations at exit that MPI_Finalize does not free, many made by MCA
-    // components it has already unloaded (so no suppression by library name can match them):
-    // LeakSanitizer would fail every rank. Leak checking stays on for the single-process runs
-    // and the rest of the suite; address and undefined-behaviour checks stay on for the ranks.
-    if (ranks > 0) {
-        const char* options = std::getenv("ASAN_OPTIONS");
-        environment.emplace_back("ASAN_OPTIONS", std::string(options ? options : "") + ":detect_leaks=0");
-    }
-#endif
+    const auto environment = ranks > 0 ? testing::mpirun_environment() : std::vector<std::pair<std::string, std::string>>{};
     return testing::start_subprocess(args, run.string() + ".log", environment);
 }
 

@@ -290,8 +290,7 @@ TEST(Sweep, MpiRanksShareTheTrialsWithoutOverlap) {
     std::vector<std::string> command{HNAS_MPIEXEC, "--oversubscribe", "-np", "2", "--mca", "btl", "self,tcp", "--mca",
                                      "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo", HNAS_EXECUTABLE};
     for (const std::string& arg : sweep_args(out.path.string(), 1)) command.push_back(arg);
-    const testing::Subprocess sweep = testing::start_subprocess(
-        command, scratch.path("mpi.log"), {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}});
+    const testing::Subprocess sweep = testing::start_subprocess(command, scratch.path("mpi.log"), testing::mpirun_environment());
     const int status = testing::finish(sweep, 600);
     ASSERT_EQ(status, 0) << testing::describe_status(status) << "\n" << sweep.output();
     expect_sweep_complete(out.path);
