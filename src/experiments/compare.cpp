@@ -9,7 +9,6 @@
 #include "base/atomic_file.h"
 #include "base/check.h"
 #include "base/number_format.h"
-#include "base/read_file.h"
 #include "experiments/run_result.h"
 #include "experiments/sweep.h"
 #include "eval/statistics.h"
@@ -19,13 +18,6 @@ namespace hnas::experiments {
 namespace fs = std::filesystem;
 
 namespace {
-
-TrialResult trial_of_run(const fs::path& run, Json result) {
-    const std::string folder = run.filename().string();
-    const bool seed_folder = folder.starts_with("seed-");
-    return {seed_folder ? run.parent_path().filename().string() : folder, result.value("seed", int64_t{0}), run.string(),
-            std::move(result)};
-}
 
 // The numbers a trial reports: its test metrics, then what its training reached.
 std::vector<std::pair<std::string, double>> numbers_of(const Json& result) {
@@ -54,27 +46,11 @@ std::string number_text(double value, double like) {
 std::vector<TrialResult> collect_results(const std::vector<std::string>& paths) {
     std::vector<TrialResult> results;
     for (const std::string& path : paths) {
-        HNAS_CHECK(fs::is_directory(path), "compare: ", path, " is not a folder");
-        if (auto result = read_run_result(path)) {
-            results.push_back(trial_of_run(path, std::move(*result)));
-            continue;
-        }
-        std::vector<fs::path> runs;
-        if (fs::exists(fs::path(path) / kSweepFile)) {
-            const Json sweep = parse_json(read_file((fs::path(path) / kSweepFile).string(), "sweep record"), "sweep record:");
-            for (const Json& setting : sweep.at("settings")) {
-                for (const Json& seed : sweep.at("seeds")) {
-                    runs.push_back(fs::path(path) / setting.at("name").get<std::string>() / ("seed-" + seed.dump()));
-                }
+        for (const RunPath& run : find_runs(path, kResultFile, "compare")) {
+            if (auto result = read_run_result(run.dir)) {
+                const int64_t seed = result->value("seed", int64_t{0});
+                results.push_back({run.setting, seed, run.dir.string(), std::move(*result)});
             }
-        } else {
-            for (const auto& entry : fs::recursive_directory_iterator(path)) {
-                if (entry.is_regular_file() && entry.path().filename() == kResultFile) runs.push_back(entry.path().parent_path());
-            }
-            std::sort(runs.begin(), runs.end());
-        }
-        for (const fs::path& run : runs) {
-            if (auto result = read_run_result(run)) results.push_back(trial_of_run(run, std::move(*result)));
         }
     }
     HNAS_CHECK(!results.empty(), "compare: no run with a result.json in ", paths.front(),

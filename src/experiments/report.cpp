@@ -43,35 +43,12 @@ RunLog read_run_log(const fs::path& run, std::string setting, std::string seed) 
     return log;
 }
 
-// The runs of each path, grouped by setting in order of appearance.
-std::vector<RunLog> find_runs(const std::vector<std::string>& paths) {
+// The runs of each path, in order.
+std::vector<RunLog> find_run_logs(const std::vector<std::string>& paths) {
     std::vector<RunLog> runs;
     for (const std::string& path : paths) {
-        HNAS_CHECK(fs::is_directory(path), "report: ", path, " is not a folder");
-        const fs::path root(path);
-        if (fs::exists(root / "metrics.jsonl")) {
-            const std::string name = root.filename().string();
-            const bool seed_folder = name.starts_with("seed-");
-            runs.push_back(read_run_log(root, seed_folder ? root.parent_path().filename().string() : name, seed_folder ? name : ""));
-        } else if (fs::exists(root / kSweepFile)) {
-            const Json sweep = parse_json(read_file((root / kSweepFile).string(), "sweep record"), "sweep record:");
-            for (const Json& setting : sweep.at("settings")) {
-                for (const Json& seed : sweep.at("seeds")) {
-                    const std::string name = setting.at("name").get<std::string>(), folder = "seed-" + seed.dump();
-                    runs.push_back(read_run_log(root / name / folder, name, folder));
-                }
-            }
-        } else {
-            std::vector<fs::path> found;
-            for (const auto& entry : fs::recursive_directory_iterator(root)) {
-                if (entry.is_regular_file() && entry.path().filename() == "metrics.jsonl") found.push_back(entry.path().parent_path());
-            }
-            std::sort(found.begin(), found.end());
-            for (const fs::path& run : found) {
-                const std::string name = run.filename().string();
-                const bool seed_folder = name.starts_with("seed-");
-                runs.push_back(read_run_log(run, seed_folder ? run.parent_path().filename().string() : name, seed_folder ? name : ""));
-            }
+        for (const RunPath& run : find_runs(path, "metrics.jsonl", "report")) {
+            runs.push_back(read_run_log(run.dir, run.setting, run.seed_folder));
         }
     }
     HNAS_CHECK(!runs.empty(), "report: no run (metrics.jsonl) in ", paths.front());
@@ -393,7 +370,7 @@ std::string settings_section(const std::vector<std::string>& paths, const std::v
 }  // namespace
 
 std::string report_html(const std::vector<std::string>& paths) {
-    const std::vector<RunLog> runs = find_runs(paths);
+    const std::vector<RunLog> runs = find_run_logs(paths);
     std::string title = "hnas report: ";
     for (size_t i = 0; i < paths.size(); ++i) title.append(i > 0 ? ", " : "").append(paths[i]);
     std::string html = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + html_escape(title) +

@@ -383,4 +383,37 @@ SweepOutcome run_sweep(const SweepOptions& options, distributed::Communicator& w
     return outcome;
 }
 
+namespace {
+
+RunPath run_path(const fs::path& dir) {
+    const std::string folder = dir.filename().string();
+    if (folder.starts_with("seed-")) return {dir, dir.parent_path().filename().string(), folder};
+    return {dir, folder, ""};
+}
+
+}  // namespace
+
+std::vector<RunPath> find_runs(const std::string& path, const std::string& marker, const char* command) {
+    HNAS_CHECK(fs::is_directory(path), command, ": ", path, " is not a folder");
+    const fs::path root(path);
+    if (fs::exists(root / marker)) return {run_path(root)};
+    std::vector<RunPath> runs;
+    if (fs::exists(root / kSweepFile)) {
+        const Json sweep = parse_json(read_file((root / kSweepFile).string(), "sweep record"), "sweep record " + path + ":");
+        for (const Json& setting : sweep.at("settings")) {
+            for (const Json& seed : sweep.at("seeds")) {
+                runs.push_back(run_path(root / setting.at("name").get<std::string>() / ("seed-" + seed.dump())));
+            }
+        }
+        return runs;
+    }
+    std::vector<fs::path> found;
+    for (const auto& entry : fs::recursive_directory_iterator(root)) {
+        if (entry.is_regular_file() && entry.path().filename() == marker) found.push_back(entry.path().parent_path());
+    }
+    std::sort(found.begin(), found.end());
+    for (const fs::path& dir : found) runs.push_back(run_path(dir));
+    return runs;
+}
+
 }  // namespace hnas::experiments

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -38,5 +39,16 @@ struct SweepOutcome {
 };
 
 SweepOutcome run_sweep(const SweepOptions& options, distributed::Communicator& world);
+
+// A run that hnas compare and hnas report read: its folder, its setting (the name of the folder above
+// a folder named seed-<k>, else its own name) and that seed folder's name ("" otherwise).
+struct RunPath {
+    std::filesystem::path dir;
+    std::string setting, seed_folder;
+};
+// The runs of `path`: the path itself when it holds `marker` (a file of every such run), a sweep's
+// trials in its order (sweep.json; whether they hold the marker yet or not), or every folder below it
+// holding `marker`, sorted. `command` names the caller in the error for a path that is not a folder.
+std::vector<RunPath> find_runs(const std::string& path, const std::string& marker, const char* command);
 
 }  // namespace hnas::experiments
