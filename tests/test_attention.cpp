@@ -1,9 +1,12 @@
 // The attention family: gradient checks of each kind (scores, θ, gain and bias, the prior's table),
 // each fused kernel against its composition from primitive ops, and the properties the papers claim,
-// over many random inputs with extreme scores and ragged padding.
+// over many random inputs with extreme scores and ragged padding; paper 002's variants (NAP as its
+// code computed it, unscaled scores, the MTE block, sum and max pooling).
 #include <cmath>
 
 #include "nn/attention.h"
+#include "data/batching.h"
+#include "nn/transformer_layer.h"
 #include "test_support.h"
 
 namespace hnas {
@@ -188,7 +191,7 @@ TEST(AttentionProperties, RowsSumToOneZerosWhereMaskedNoNaN) {
                             row += w;
                         }
                         const bool real_row = i < c.real_queries[static_cast<size_t>(b)];
-                        if (kind != "nap" && real_row) {
+                        if (nn::find_attention_kind(kind).rows_sum_to_one && real_row) {
                             ASSERT_NEAR(row, 1.0, 1e-5) << kind << " seed " << seed;
                         }
                     }
@@ -460,6 +463,168 @@ TEST(AttentionStatistics, KeyWeightSumsAreRecorded) {
         for (int64_t j = 0; j < 5; ++j) total += sums.data()[(1 * kHeads + h) * 5 + j];
         EXPECT_NEAR(total, 3.0, 1e-5);  // three real queries, each row sums to 1
         EXPECT_EQ(sums.data()[(1 * kHeads + h) * 5 + 4], 0.0f);  // a padded key gets nothing
+    }
+}
+
+// ---- paper 002's variants -----------------------------------------------------------------------------
+
+// NAP with the divisor of paper 002's code, σ + eps (eps 1e-3 there): the fused kernel equals its
+// definition and both match finite differences, with padding, causal one-key rows and rows whose
+// allowed scores are all equal (σ = 0).
+TEST(AttentionNap, StdPlusEpsMatchesItsDefinitionAndFiniteDifferences) {
+    nn::AttentionNormOptions options;
+    options.heads = kHeads;
+    options.nap = {ops::StandardizeDenominator::std_plus_eps, 1e-3f};
+    auto norm = nn::find_attention_kind("nap").make(options);
+    set_distinct_parameters(*norm);
+    for (const Setting& setting : settings()) {
+        Tensor scores = random_tensor({kBatch, kHeads, setting.queries, setting.keys}, 51, -2.0f, 2.0f);
+        for (int64_t j = 0; j < setting.keys; ++j) scores.data()[setting.keys + j] = 0.7f;  // query 1 of slice 0: σ = 0
+        Var fused_in(scores.clone(), true), reference_in(scores.clone(), true);
+        const Tensor upstream = random_tensor(scores.shape(), 52);
+        norm->normalize(fused_in, setting.mask).backward(upstream);
+        Var reference = norm->reference(reference_in, setting.mask);
+        reference.backward(upstream);
+        const Tensor fused = norm->normalize(Var(scores), setting.mask).value();
+        for (int64_t e = 0; e < scores.numel(); ++e) {
+            ASSERT_NEAR(fused.data()[e], reference.value().data()[e], 1e-5) << setting.name << " weight " << e;
+            const float expected = reference_in.grad().data()[e];  // up to 1/eps = 1000 on the σ = 0 row
+            ASSERT_NEAR(fused_in.grad().data()[e], expected, 5e-5 * (1.0 + std::abs(expected))) << setting.name << " gradient " << e;
+        }
+        // Finite differences away from σ = 0, where σ is not differentiable.
+        const Tensor smooth = random_tensor(scores.shape(), 53, -2.0f, 2.0f);
+        testing::check_gradients({smooth}, [&](const std::vector<Var>& v) { return norm->normalize(v[0], setting.mask); }, {},
+                                 "nap std_plus_eps/" + setting.name);
+    }
+}
+
+// A query with one allowed key (the first of every causal row) standardizes to the constant bias, so
+// its scores get exactly no gradient, for either divisor and whatever the upstream gradient.
+TEST(AttentionNap, ARowWithOneAllowedKeyGetsExactlyZeroGradient) {
+    for (const auto denominator : {ops::StandardizeDenominator::sqrt_variance_eps, ops::StandardizeDenominator::std_plus_eps}) {
+        nn::AttentionNormOptions options;
+        options.heads = kHeads;
+        options.nap = {denominator, 1e-5f};
+        auto norm = nn::find_attention_kind("nap").make(options);
+        set_distinct_parameters(*norm);
+        const Tensor valid = valid_prefix(6, {6, 4});
+        Var scores(random_tensor({kBatch, kHeads, 6, 6}, 61, -30.0f, 30.0f), true);
+        norm->normalize(scores, {valid, valid, true}).backward(random_tensor(scores.shape(), 62, -1e3f, 1e3f));
+        for (int64_t b = 0; b < kBatch; ++b)
+            for (int64_t h = 0; h < kHeads; ++h)
+                for (int64_t j = 0; j < 6; ++j) {
+                    EXPECT_EQ(at(scores.grad(), b, h, 0, j), 0.0f) << name_of(denominator) << " b " << b << " h " << h << " key " << j;
+                }
+    }
+}
+
+// score_scale none leaves QKᵀ unscaled: the same as the default 1/√K with the query projection × √K.
+TEST(AttentionScores, UnscaledScoresAreScaledScoresWithQueriesTimesSqrtK) {
+    nn::AttentionOptions options;
+    options.width = 8;
+    options.heads = kHeads;
+    options.kind = "lnas";
+    Rng init_a(5), dropout_a(6), init_b(5), dropout_b(6);
+    nn::MultiHeadAttention scaled(options, init_a, dropout_a);
+    options.score_scale = nn::ScoreScale::none;
+    nn::MultiHeadAttention unscaled(options, init_b, dropout_b);
+    const float sqrt_k = std::sqrt(static_cast<float>(options.width / options.heads));
+    for (const char* name : {"q_proj.weight", "q_proj.bias"}) {
+        Tensor& q = scaled.parameter(name).value();
+        for (int64_t e = 0; e < q.numel(); ++e) q.data()[e] *= sqrt_k;
+    }
+    const Tensor x = random_tensor({kBatch, 5, 8}, 71);
+    const Tensor valid = valid_prefix(5, {5, 3});
+    NoGradScope no_grad;
+    const Tensor a = scaled.forward(Var(x), Var(x), {valid, valid}).value();
+    const Tensor b = unscaled.forward(Var(x), Var(x), {valid, valid}).value();
+    for (int64_t e = 0; e < a.numel(); ++e) EXPECT_NEAR(a.data()[e], b.data()[e], 1e-5) << e;
+}
+
+nn::TransformerLayerOptions paper002_layer(nn::NormPlacement norm, nn::Mixer mixer, const std::string& kind) {
+    nn::TransformerLayerOptions o;
+    o.self_attention.width = 8;
+    o.self_attention.heads = kHeads;
+    o.self_attention.kind = kind;
+    o.hidden = 12;
+    o.norm = norm;
+    o.mixer = mixer;
+    o.mte_attention_norm = kind != "non";
+    return o;
+}
+
+// Inputs whose entries are 0.025 apart, so that no finite-difference step (at most ±0.01) changes which
+// position holds a maximum.
+Tensor spaced_inputs(const Shape& shape, uint64_t seed) {
+    Tensor x = Tensor::empty(shape);
+    std::vector<int64_t> order(static_cast<size_t>(x.numel()));
+    for (size_t e = 0; e < order.size(); ++e) order[e] = static_cast<int64_t>(e);
+    Rng rng(seed);
+    data::shuffle_in_place(order, rng);
+    for (int64_t e = 0; e < x.numel(); ++e) x.data()[e] = -1.0f + 0.025f * static_cast<float>(order[static_cast<size_t>(e)]);
+    return x;
+}
+
+// Every block and mixer of paper 002 against finite differences, inputs and parameters. Post-LN blocks
+// run with padding; MTE blocks without, since an MTE block's padded positions layer-normalize a
+// constant (the output bias) and their outputs, which no loss reads, are too steep for finite differences.
+TEST(Paper002Blocks, EveryBlockAndMixerMatchesFiniteDifferences) {
+    const Tensor x = spaced_inputs({kBatch, 5, 8}, 81);
+    for (const nn::NormPlacement norm : {nn::NormPlacement::post, nn::NormPlacement::mte}) {
+        const Tensor valid = valid_prefix(5, {5, norm == nn::NormPlacement::mte ? 5 : 3});
+        for (const auto& [mixer, kind] : std::vector<std::pair<nn::Mixer, std::string>>{
+                 {nn::Mixer::attention, "lnas"}, {nn::Mixer::attention, "nap"}, {nn::Mixer::attention, "non"},
+                 {nn::Mixer::sum, "lnas"}, {nn::Mixer::max, "lnas"}}) {
+            const std::string label = std::string(name_of(norm)) + "/" + name_of(mixer) + "/" + kind;
+            Rng init(8), dropout(9);
+            nn::TransformerLayer layer(paper002_layer(norm, mixer, kind), init, dropout);
+            const ops::AttentionMask mask{valid, valid};
+            testing::check_gradients({x}, [&](const std::vector<Var>& v) { return layer.forward(v[0], mask); }, {1e-2f, 3e-3},
+                                     label);
+            testing::check_parameter_gradients(layer, [&] { return layer.forward(Var(x), mask); }, {1e-2f, 3e-3},
+                                               label + " parameters");
+        }
+    }
+}
+
+// The MTE block is x + LN(f(x)) with f's own norms (paper 002 App. D), written out with generic ops.
+TEST(Paper002Blocks, MteBlockIsItsDefinition) {
+    Rng init(10), dropout(11);
+    nn::TransformerLayer layer(paper002_layer(nn::NormPlacement::mte, nn::Mixer::attention, "nap"), init, dropout);
+    const Tensor x = random_tensor({kBatch, 5, 8}, 82);
+    const Tensor valid = valid_prefix(5, {5, 3});
+    const ops::AttentionMask mask{valid, valid};
+    NoGradScope no_grad;
+    const auto p = [&](const std::string& name) { return layer.parameter(name); };
+    const auto norm = [&](const Var& v, const std::string& name) { return ops::layer_norm(v, p(name + ".weight"), p(name + ".bias")); };
+    const Var input(x);
+    const Var heads = layer.self_attention()->attend(input, input, mask);
+    const Var attended = ops::linear(ops::gelu(norm(heads, "self_attn_hidden_norm")), p("self_attn.out_proj.weight"),
+                                     p("self_attn.out_proj.bias"));
+    const Var h = ops::add(input, norm(attended, "self_attn_norm"));
+    const Var hidden = ops::gelu(norm(ops::linear(h, p("ffn.fc1.weight"), p("ffn.fc1.bias")), "ffn.hidden_norm"));
+    const Var expected = ops::add(h, norm(ops::linear(hidden, p("ffn.fc2.weight"), p("ffn.fc2.bias")), "ffn_norm"));
+    const Tensor actual = layer.forward(input, mask).value();
+    for (int64_t e = 0; e < actual.numel(); ++e) EXPECT_NEAR(actual.data()[e], expected.value().data()[e], 1e-5) << e;
+}
+
+// Sum and max pooling reduce over the real positions only and write 0 at padding (paper 002 §4).
+TEST(Paper002Blocks, PoolingSeesOnlyRealPositions) {
+    for (const nn::Mixer mixer : {nn::Mixer::sum, nn::Mixer::max}) {
+        Rng init(12), dropout(13);
+        nn::TransformerLayer layer(paper002_layer(nn::NormPlacement::post, mixer, "lnas"), init, dropout);
+        const Tensor valid = valid_prefix(5, {5, 3});
+        Tensor x = random_tensor({kBatch, 5, 8}, 83);
+        NoGradScope no_grad;
+        const Tensor before = layer.forward(Var(x), {valid, valid}).value();
+        for (int64_t t = 3; t < 5; ++t)
+            for (int64_t c = 0; c < 8; ++c) x.data()[(1 * 5 + t) * 8 + c] = 1e6f;  // padding of row 1, huge
+        const Tensor after = layer.forward(Var(x), {valid, valid}).value();
+        for (int64_t t = 0; t < 3; ++t)
+            for (int64_t c = 0; c < 8; ++c) {
+                const int64_t e = (1 * 5 + t) * 8 + c;
+                EXPECT_EQ(before.data()[e], after.data()[e]) << name_of(mixer) << " position " << t;
+            }
     }
 }
 

@@ -24,7 +24,7 @@ TEST_P(AttentionParity, OutputAndEveryGradientMatch) {
     options.kind = c.at("kind").get<std::string>();
     options.role = causal ? nn::AttentionRole::causal_self : nn::AttentionRole::bidirectional;
     if (attrs.contains("iterations")) options.kind_options.iterations = attrs.at("iterations").get<int>();
-    if (attrs.contains("eps")) options.kind_options.nap_eps = attrs.at("eps").get<float>();
+    if (attrs.contains("eps")) options.kind_options.nap.eps = attrs.at("eps").get<float>();
     if (attrs.contains("prior")) {
         const Json& prior = attrs.at("prior");
         options.prior = nn::RelativePositionOptions{prior.at("num_buckets").get<int64_t>(),

@@ -204,20 +204,28 @@ TEST(Config, HostileJsonIsAnErrorNamingTheFileAndTheKey) {
 
 TEST(Models, MemoryEstimateCountsTheParametersOfTheBuiltModel) {
     for (const std::string task : {"headline", "mlm"}) {
-        for (const bool pre_norm : {false, true}) {
-            Json raw = tiny_config(task);
-            raw["model"]["norm"] = pre_norm ? "pre" : "post";
-            if (task == "headline") raw["model"]["tie_embeddings"] = pre_norm;
-            const config::ExperimentConfig parsed = config::parse_experiment_config(raw);
-            Rng init(1), dropout(2);
-            const int64_t built = task == "headline" ? models::Seq2SeqModel(parsed.model, init, dropout).parameter_count()
-                                                     : models::BertModel(parsed.model, init, dropout).parameter_count();
-            const models::MemoryEstimate estimate = models::estimate_training_memory(parsed.model, {4, 16, 16, 64});
-            // Only the attention kinds' per-head scalars are left out (hnas: one u per head and layer).
-            const int64_t per_head_scalars = parsed.model.heads * parsed.model.encoder_layers;
-            EXPECT_EQ(estimate.parameters + per_head_scalars, built) << task << (pre_norm ? " pre-LN" : " post-LN");
-            EXPECT_EQ(estimate.parameter_bytes, 16 * estimate.parameters);
-            EXPECT_GT(estimate.activation_bytes, 0);
+        for (const std::string norm : {"post", "pre", "mte"}) {
+            for (const std::string mixer : {"attention", "sum", "max"}) {
+                for (const bool attention_norm : {true, false}) {
+                    if ((mixer != "attention" || !attention_norm) && norm != "mte") continue;
+                    const std::string label = task + " " + norm + " " + mixer + (attention_norm ? "" : " without attention norm");
+                    Json raw = tiny_config(task);
+                    raw["model"]["norm"] = norm;
+                    raw["model"]["mixer"] = mixer;
+                    raw["model"]["mte_attention_norm"] = attention_norm;
+                    if (task == "headline") raw["model"]["tie_embeddings"] = norm == "pre";
+                    const config::ExperimentConfig parsed = config::parse_experiment_config(raw);
+                    Rng init(1), dropout(2);
+                    const int64_t built = task == "headline" ? models::Seq2SeqModel(parsed.model, init, dropout).parameter_count()
+                                                             : models::BertModel(parsed.model, init, dropout).parameter_count();
+                    const models::MemoryEstimate estimate = models::estimate_training_memory(parsed.model, {4, 16, 16, 64});
+                    // Only the attention kinds' per-head scalars are left out (hnas: one u per head and layer).
+                    const int64_t per_head_scalars = mixer == "attention" ? parsed.model.heads * parsed.model.encoder_layers : 0;
+                    EXPECT_EQ(estimate.parameters + per_head_scalars, built) << label;
+                    EXPECT_EQ(estimate.parameter_bytes, 16 * estimate.parameters);
+                    EXPECT_GT(estimate.activation_bytes, 0);
+                }
+            }
         }
     }
 }

@@ -45,6 +45,9 @@ void parse_attention_stack(ConfigNode& node, int64_t layers, nn::AttentionRole r
             node.fail("kind", e.what());
         }
     }
+    stack.score_scale = node.choice("score_scale", stack.score_scale,
+                                    "the factor on QKᵀ: `inv_sqrt_head_width` 1/√(d_model/heads), or `none` (paper 000 "
+                                    "Eq. 1-8; paper 002's code for NAP)");
     nn::AttentionNormOptions& kinds = stack.kind_options;
     // hybrid_init is a probability u; 0 and 1 would need an infinite θ.
     kinds.hybrid_init = node.number("hybrid_init", kinds.hybrid_init,
@@ -52,7 +55,10 @@ void parse_attention_stack(ConfigNode& node, int64_t layers, nn::AttentionRole r
                                     1.0 - 1e-6);
     kinds.iterations = static_cast<int>(
         node.integer("sinkhorn_iterations", kinds.iterations, "`sinkhorn`: k, the alternations; 1 is `dnas`", 1, 1000));
-    kinds.nap_eps = node.number("nap_eps", kinds.nap_eps, "`nap`: added to the variance", 1e-12, 1.0);
+    kinds.nap.eps = node.number("nap_eps", kinds.nap.eps, "`nap`: the ε of `nap_denominator`", 1e-12, 1.0);
+    kinds.nap.denominator = node.choice("nap_denominator", kinds.nap.denominator,
+                                        "`nap`: what divides the centred scores: `sqrt_variance_eps` √(var + ε), as layer "
+                                        "norm; `std_plus_eps` σ + ε, as paper 002's code computed it (with ε 1e-3)");
     ConfigNode prior = node.child("prior", "the learned relative-position prior (T5 buckets, paper 003), below");
     nn::RelativePositionOptions options;
     const bool enabled = prior.boolean(
@@ -84,7 +90,15 @@ void parse_model(ConfigNode& node, Task task, ModelConfig& m) {
     if (seq2seq) m.decoder_layers = node.integer("decoder_layers", m.decoder_layers, "decoder layers", 1);
     m.activation = node.choice("activation", m.activation, "feed-forward activation (GELU in its erf form)");
     m.norm = node.choice("norm", m.norm,
-                         "post-LN `LN(x + f(x))` (the papers' setting) or pre-LN `x + f(LN(x))` with a final norm per stack");
+                         "post-LN `LN(x + f(x))` (the papers' setting), pre-LN `x + f(LN(x))` with a final norm per stack, "
+                         "or paper 002's MTE block `x + LN(f(x))` with layer norms on the attention's merged heads (then "
+                         "GELU) and on the feed-forward's hidden layer (App. D)");
+    m.mixer = node.choice("mixer", m.mixer,
+                          "what mixes the encoder's positions: `attention` (of `attention.encoder.kind`), or paper "
+                          "002's `sum` or `max` pooling over the real positions, broadcast back to each");
+    m.mte_attention_norm = node.boolean("mte_attention_norm", m.mte_attention_norm,
+                                        "`norm` mte: layer-normalize the attention's merged heads; paper 002's NON (kind "
+                                        "`non`) turns it off, its weights carrying 1/√n instead");
     m.positions = node.choice("positions", m.positions, "position embeddings");
     if (seq2seq) {
         m.max_source_positions = node.integer("max_source_positions", m.max_source_positions, "longest source", 1);

@@ -15,11 +15,17 @@ int64_t attention_parameters(const ModelConfig& c, const AttentionStackConfig& s
     return 4 * linear(c.width, c.width) + prior;
 }
 
-// A post- or pre-LN layer: its attention sublayers, their norms and the feed-forward block.
+// A layer: its mixer (attention, or pooling without parameters), cross-attention, their norms and the
+// feed-forward block; an MTE layer (paper 002) adds norms on the attention heads and the hidden layer.
 int64_t layer_parameters(const ModelConfig& c, const AttentionStackConfig& self, const AttentionStackConfig* cross) {
-    int64_t count = attention_parameters(c, self) + layer_norm(c.width);
+    const bool mte = c.norm == nn::NormPlacement::mte;
+    int64_t count = layer_norm(c.width);
+    if (cross || c.mixer == nn::Mixer::attention) {
+        count += attention_parameters(c, self) + (mte && c.mte_attention_norm ? layer_norm(c.width) : 0);
+    }
     if (cross) count += attention_parameters(c, *cross) + layer_norm(c.width);
-    return count + linear(c.width, c.ffn_width) + linear(c.ffn_width, c.width) + layer_norm(c.width);
+    count += linear(c.width, c.ffn_width) + linear(c.ffn_width, c.width) + layer_norm(c.width);
+    return count + (mte ? layer_norm(c.ffn_width) : 0);
 }
 
 int64_t embedding_parameters(const ModelConfig& c, int64_t positions, int64_t segments, bool norm) {

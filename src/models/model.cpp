@@ -7,7 +7,7 @@ std::vector<NamedAttention> Model::attentions() const {
     for (const LayerStack& stack : stacks()) {
         for (size_t i = 0; i < stack.layers.size(); ++i) {
             const std::string prefix = stack.name + ".layers." + std::to_string(i);
-            out.push_back({prefix + ".self_attn", &stack.layers[i]->self_attention()});
+            if (auto* self = stack.layers[i]->self_attention()) out.push_back({prefix + ".self_attn", self});
             if (auto* cross = stack.layers[i]->cross_attention()) out.push_back({prefix + ".cross_attn", cross});
         }
     }

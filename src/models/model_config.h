@@ -18,6 +18,7 @@ namespace hnas::models {
 struct AttentionStackConfig {
     std::vector<std::string> kinds{"lnas"};  // one name for every layer, or one per layer
     nn::AttentionNormOptions kind_options;
+    nn::ScoreScale score_scale = nn::ScoreScale::inv_sqrt_head_width;
     std::optional<nn::RelativePositionOptions> prior;
 };
 
@@ -49,6 +50,8 @@ struct ModelConfig {
     int64_t encoder_layers = 6, decoder_layers = 6;  // bert: encoder_layers only
     nn::Activation activation = nn::Activation::gelu;
     nn::NormPlacement norm = nn::NormPlacement::post;
+    nn::Mixer mixer = nn::Mixer::attention;  // of the encoder's layers (the decoder's always attend)
+    bool mte_attention_norm = true;          // norm mte: the layer norm on the attention's merged heads
     PositionEncoding positions = PositionEncoding::learned;
     int64_t max_source_positions = 128, max_target_positions = 64;  // bert: max_source_positions
     int64_t segments = 2;                                          // bert only

@@ -15,6 +15,7 @@ nn::AttentionOptions attention_options(const ModelConfig& config, const Attentio
     options.dropout = config.attention_dropout;
     options.kind = stack.kinds[index];
     options.kind_options = stack.kind_options;
+    options.score_scale = stack.score_scale;
     options.role = role;
     options.prior = stack.prior;
     return options;
@@ -44,6 +45,8 @@ nn::TransformerLayerOptions layer_options(const ModelConfig& config, const Atten
     options.ffn_dropout = config.ffn_dropout;
     options.norm = config.norm;
     options.layer_norm_eps = config.layer_norm_eps;
+    options.mixer = cross || role != nn::AttentionRole::bidirectional ? nn::Mixer::attention : config.mixer;
+    options.mte_attention_norm = config.mte_attention_norm;
     return options;
 }
 

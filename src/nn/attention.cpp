@@ -22,6 +22,7 @@ const AttentionOptions& validated(const AttentionOptions& options) {
 MultiHeadAttention::MultiHeadAttention(const AttentionOptions& options, Rng& init_rng, Rng& dropout_rng)
     : width_(validated(options).width),
       heads_(options.heads),
+      score_scale_(options.score_scale == ScoreScale::none ? 1.0f : 1.0f / std::sqrt(static_cast<float>(width_ / heads_))),
       kind_(options.kind),
       role_(options.role),
       q_proj_(register_module("q_proj", std::make_unique<Linear>(width_, width_, init_rng))),
@@ -48,8 +49,8 @@ Var MultiHeadAttention::merge_heads(const Var& x) const {
     return ops::reshape(merged, {merged.dim(0), merged.dim(1), width_});
 }
 
-Var MultiHeadAttention::forward(const Var& query, const Var& memory, const ops::AttentionMask& mask,
-                                AttentionCache* cache) const {
+Var MultiHeadAttention::attend(const Var& query, const Var& memory, const ops::AttentionMask& mask,
+                               AttentionCache* cache) const {
     HNAS_CHECK(query.rank() == 3 && memory.rank() == 3 && query.dim(2) == width_ && memory.dim(2) == width_ &&
                    query.dim(0) == memory.dim(0),
                "attention: query ", shape_str(query.shape()), " and memory ", shape_str(memory.shape()),
@@ -78,8 +79,7 @@ Var MultiHeadAttention::forward(const Var& query, const Var& memory, const ops::
         k = Var(cache->keys);
         v = Var(cache->values);
     }
-    const float scale = 1.0f / std::sqrt(static_cast<float>(width_ / heads_));
-    Var scores = ops::matmul(q, k, false, true, scale);  // (B, H, Tq, Tk)
+    Var scores = ops::matmul(q, k, false, true, score_scale_);  // (B, H, Tq, Tk)
     if (prior_) scores = ops::add(scores, prior_->forward(scores.dim(2), scores.dim(3), mask.query_offset));
     Var weights = cache ? norm_.normalize_step(scores, mask, cache->norm_state) : norm_.normalize(scores, mask);
     if (record_statistics_) {
@@ -89,7 +89,7 @@ Var MultiHeadAttention::forward(const Var& query, const Var& memory, const ops::
         key_weight_sums_ = ops::sum(Var(weights.value()), 2).value();  // (B, H, Tk)
     }
     weights = attention_dropout_.forward(weights);
-    return out_proj_.forward(merge_heads(ops::matmul(weights, v)));  // (B, Tq, D)
+    return merge_heads(ops::matmul(weights, v));  // (B, Tq, D)
 }
 
 }  // namespace hnas::nn

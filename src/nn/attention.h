@@ -13,10 +13,19 @@
 
 namespace hnas::nn {
 
+// The factor on QKᵀ before the normalization: 1/√K (Vaswani et al. 2017, as the papers trained) or 1
+// (paper 000 Eq. 1-8 write exp(q·k); paper 002's code leaves NAP's scores unscaled, its standardization
+// making any scale moot).
+enum class ScoreScale { inv_sqrt_head_width, none };
+inline constexpr EnumName<ScoreScale> kScoreScaleNames[]{{ScoreScale::inv_sqrt_head_width, "inv_sqrt_head_width"},
+                                                         {ScoreScale::none, "none"}};
+constexpr const auto& enum_names(ScoreScale) { return kScoreScaleNames; }
+
 struct AttentionOptions {
     int64_t width = 0, heads = 0;
     float dropout = 0.0f;                  // on the attention weights
     std::string kind = "lnas";             // a name from the registry
+    ScoreScale score_scale = ScoreScale::inv_sqrt_head_width;
     AttentionNormOptions kind_options;     // heads is filled in from `heads`
     AttentionRole role = AttentionRole::bidirectional;
     std::optional<RelativePositionOptions> prior;  // the preference prior, when on
@@ -41,7 +50,13 @@ public:
     // (the query's own input) and attends over every cached position; cross-attention reuses the
     // memory's keys and values projected at the first step.
     Var forward(const Var& query, const Var& memory, const ops::AttentionMask& mask,
-                AttentionCache* cache = nullptr) const;
+                AttentionCache* cache = nullptr) const {
+        return project_output(attend(query, memory, mask, cache));
+    }
+    // forward() in its two parts: the heads' outputs merged, (B, Tq, D), and the output projection of
+    // them. Paper 002's MTE block normalizes the merged heads in between (nn/transformer_layer.h).
+    Var attend(const Var& query, const Var& memory, const ops::AttentionMask& mask, AttentionCache* cache = nullptr) const;
+    Var project_output(const Var& merged) const { return out_proj_.forward(merged); }
 
     // Statistics for the analyses, kept from the last forward while recording is on.
     void record_statistics(bool on) { record_statistics_ = on; }
@@ -55,6 +70,7 @@ private:
     Var merge_heads(const Var& x) const;  // (B, H, T, K) -> (B, T, D)
 
     int64_t width_, heads_;
+    float score_scale_;
     std::string kind_;
     AttentionRole role_;
     Linear& q_proj_;

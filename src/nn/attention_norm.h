@@ -19,7 +19,7 @@ struct AttentionNormOptions {
     int64_t heads = 1;
     float hybrid_init = 0.5f;   // hnas: the initial u = sigmoid(θ) of every head, in (0, 1)
     int iterations = 3;         // sinkhorn: alternations of query- and key-axis normalization
-    float nap_eps = 1e-5f;      // nap: added to the variance
+    ops::Standardization nap;   // nap: √(variance + eps) or σ + eps as the divisor
 };
 
 // A named per-head quantity a kind reports for analysis (hnas: u; nap: gain and bias).
@@ -59,6 +59,7 @@ struct AttentionKind {
     std::string name;
     std::string description;
     bool uses_later_queries;  // normalizes over all queries at once (not causal-safe)
+    bool rows_sum_to_one;     // each real query's weights are a distribution over its allowed keys
     std::function<std::unique_ptr<AttentionNorm>(const AttentionNormOptions&)> make;
 };
 

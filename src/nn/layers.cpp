@@ -17,14 +17,17 @@ Embedding::Embedding(int64_t vocabulary, int64_t width, float init_stddev, Rng& 
 }
 
 FeedForward::FeedForward(int64_t width, int64_t hidden, Activation activation, float dropout, Rng& init_rng,
-                         Rng& dropout_rng)
+                         Rng& dropout_rng, std::optional<float> hidden_norm_eps)
     : fc1_(register_module("fc1", std::make_unique<Linear>(width, hidden, init_rng))),
       fc2_(register_module("fc2", std::make_unique<Linear>(hidden, width, init_rng))),
       dropout_(register_module("dropout", std::make_unique<Dropout>(dropout, dropout_rng))),
-      activation_(activation) {}
+      activation_(activation) {
+    if (hidden_norm_eps) hidden_norm_ = &register_module("hidden_norm", std::make_unique<LayerNorm>(hidden, *hidden_norm_eps));
+}
 
 Var FeedForward::forward(const Var& x) const {
     Var hidden = fc1_.forward(x);  // (..., F)
+    if (hidden_norm_) hidden = hidden_norm_->forward(hidden);
     hidden = activation_ == Activation::gelu ? ops::gelu(hidden) : ops::relu(hidden);
     return fc2_.forward(dropout_.forward(hidden));  // (..., D)
 }

@@ -2,6 +2,8 @@
 // Shapes: B batch, T positions, D model width, F feed-forward width, V vocabulary.
 #pragma once
 
+#include <optional>
+
 #include "base/enum_names.h"
 #include "nn/module.h"
 #include "ops/ops.h"
@@ -55,15 +57,18 @@ enum class Activation { relu, gelu };
 inline constexpr EnumName<Activation> kActivationNames[]{{Activation::relu, "relu"}, {Activation::gelu, "gelu"}};
 constexpr const auto& enum_names(Activation) { return kActivationNames; }
 
-// FFN(x) = W₂ · dropout(act(W₁·x + b₁)) + b₂, with W₁ (F, D) and W₂ (D, F).
+// FFN(x) = W₂ · dropout(act(W₁·x + b₁)) + b₂, with W₁ (F, D) and W₂ (D, F); with a hidden norm
+// (paper 002's MTE block), act(LN(W₁·x + b₁)).
 class FeedForward : public Module {
 public:
-    FeedForward(int64_t width, int64_t hidden, Activation activation, float dropout, Rng& init_rng, Rng& dropout_rng);
+    FeedForward(int64_t width, int64_t hidden, Activation activation, float dropout, Rng& init_rng, Rng& dropout_rng,
+                std::optional<float> hidden_norm_eps = std::nullopt);
     Var forward(const Var& x) const;
 
 private:
     Linear& fc1_;
     Linear& fc2_;
+    LayerNorm* hidden_norm_ = nullptr;
     Dropout& dropout_;
     Activation activation_;
 };

@@ -2,14 +2,43 @@
 
 namespace hnas::nn {
 
+namespace {
+std::optional<float> ffn_hidden_norm(const TransformerLayerOptions& o) {
+    return o.norm == NormPlacement::mte ? std::optional<float>(o.layer_norm_eps) : std::nullopt;
+}
+
+// (B, T, 1): 1 at the real positions of a (B, T, D) input, from the keys' validity (all real if none).
+Tensor real_positions(const Var& x, const ops::AttentionMask& mask) {
+    if (!mask.key_valid.defined()) return Tensor::full({x.dim(0), x.dim(1), 1}, 1.0f);
+    return mask.key_valid.reshape({x.dim(0), x.dim(1), 1});
+}
+
+// (B, T, 1): 0 at real positions and −1e9 at padding, so that a maximum never picks padding.
+Tensor padding_penalty(const Tensor& real) {
+    Tensor penalty = Tensor::empty(real.shape());
+    for (int64_t t = 0; t < real.numel(); ++t) penalty.data()[t] = real.data()[t] > 0.5f ? 0.0f : -1e9f;
+    return penalty;
+}
+}  // namespace
+
 TransformerLayer::TransformerLayer(const TransformerLayerOptions& o, Rng& init_rng, Rng& dropout_rng)
-    : pre_norm_(o.norm == NormPlacement::pre),
-      self_attn_(register_module("self_attn", std::make_unique<MultiHeadAttention>(o.self_attention, init_rng, dropout_rng))),
+    : norm_(o.norm),
+      mixer_(o.mixer),
+      self_attn_(o.mixer == Mixer::attention
+                     ? &register_module("self_attn", std::make_unique<MultiHeadAttention>(o.self_attention, init_rng, dropout_rng))
+                     : nullptr),
       self_attn_norm_(register_module("self_attn_norm", std::make_unique<LayerNorm>(o.self_attention.width, o.layer_norm_eps))),
       ffn_(register_module("ffn", std::make_unique<FeedForward>(o.self_attention.width, o.hidden, o.activation,
-                                                                 o.ffn_dropout, init_rng, dropout_rng))),
+                                                                 o.ffn_dropout, init_rng, dropout_rng, ffn_hidden_norm(o)))),
       ffn_norm_(register_module("ffn_norm", std::make_unique<LayerNorm>(o.self_attention.width, o.layer_norm_eps))),
       dropout_(register_module("dropout", std::make_unique<Dropout>(o.residual_dropout, dropout_rng))) {
+    HNAS_CHECK(o.mixer == Mixer::attention || (!o.cross_attention && o.self_attention.role == AttentionRole::bidirectional),
+               "transformer layer: ", name_of(o.mixer), " pooling sees every position, so it mixes only bidirectional ",
+               "encoder layers, not ", name_of(o.self_attention.role));
+    if (self_attn_ && o.norm == NormPlacement::mte && o.mte_attention_norm) {
+        attention_hidden_norm_ =
+            &register_module("self_attn_hidden_norm", std::make_unique<LayerNorm>(o.self_attention.width, o.layer_norm_eps));
+    }
     if (o.cross_attention) {
         cross_attn_ = &register_module("cross_attn", std::make_unique<MultiHeadAttention>(*o.cross_attention, init_rng, dropout_rng));
         cross_attn_norm_ = &register_module("cross_attn_norm", std::make_unique<LayerNorm>(o.self_attention.width, o.layer_norm_eps));
@@ -18,8 +47,27 @@ TransformerLayer::TransformerLayer(const TransformerLayerOptions& o, Rng& init_r
 
 template <typename Branch>
 Var TransformerLayer::sublayer(const Var& x, const LayerNorm& norm, Branch branch) const {
-    if (pre_norm_) return ops::add(x, dropout_.forward(branch(norm.forward(x))));
+    switch (norm_) {
+    case NormPlacement::pre: return ops::add(x, dropout_.forward(branch(norm.forward(x))));
+    case NormPlacement::mte: return ops::add(x, dropout_.forward(norm.forward(branch(x))));
+    case NormPlacement::post: break;
+    }
     return norm.forward(ops::add(x, dropout_.forward(branch(x))));
+}
+
+Var TransformerLayer::mix(const Var& x, const ops::AttentionMask& mask, AttentionCache* cache) const {
+    if (mixer_ != Mixer::attention) {
+        // paper 002 §4: sum- or max-reduce over the real positions, then broadcast to each of them
+        const Var real(real_positions(x, mask));  // (B, T, 1)
+        const Var pooled = mixer_ == Mixer::sum ? ops::sum(ops::mul(x, real), 1, true)
+                                                : ops::max(ops::add(x, Var(padding_penalty(real.value()))), 1, true);
+        return ops::mul(pooled, real);  // (B, 1, D) · (B, T, 1) -> (B, T, D), 0 at padding
+    }
+    if (norm_ != NormPlacement::mte) return self_attn_->forward(x, x, mask, cache);
+    // paper 002 App. D: the merged heads layer-normalized (or, for NON, scaled in its weights), then GELU
+    Var heads = self_attn_->attend(x, x, mask, cache);  // (B, T, D)
+    if (attention_hidden_norm_) heads = attention_hidden_norm_->forward(heads);
+    return self_attn_->project_output(ops::gelu(heads));
 }
 
 Var TransformerLayer::forward(const Var& x, const ops::AttentionMask& self_mask, const Var& memory,
@@ -28,7 +76,7 @@ Var TransformerLayer::forward(const Var& x, const ops::AttentionMask& self_mask,
                cross_attn_ ? "a decoder layer needs the encoder's memory" : "an encoder layer takes no memory");
     AttentionCache* self_cache = cache ? &cache->self : nullptr;
     AttentionCache* cross_cache = cache ? &cache->cross : nullptr;
-    Var h = sublayer(x, self_attn_norm_, [&](const Var& in) { return self_attn_.forward(in, in, self_mask, self_cache); });
+    Var h = sublayer(x, self_attn_norm_, [&](const Var& in) { return mix(in, self_mask, self_cache); });
     if (cross_attn_) {
         h = sublayer(h, *cross_attn_norm_,
                      [&](const Var& in) { return cross_attn_->forward(in, memory, memory_mask, cross_cache); });

@@ -1,7 +1,10 @@
-// One Transformer layer: self-attention, optional cross-attention over a memory (decoder layers), and
-// a feed-forward block, each wrapped in dropout + residual + layer norm. Post-LN (Vaswani et al. 2017,
-// the papers' setting) normalizes after each residual sum: x = LN(x + f(x)); pre-LN normalizes the
-// branch input instead, x = x + f(LN(x)), and leaves the final norm to the stack.
+// One Transformer layer: a token mixer (self-attention, or paper 002's sum or max pooling), optional
+// cross-attention over a memory (decoder layers), and a feed-forward block, each wrapped in dropout +
+// residual + layer norm. Post-LN (Vaswani et al. 2017, the papers' setting) normalizes after each
+// residual sum: x = LN(x + f(x)); pre-LN normalizes the branch input instead, x = x + f(LN(x)), and
+// leaves the final norm to the stack; paper 002's MTE block (§4, App. D) normalizes the branch output,
+// x = x + LN(f(x)), and inside the branches the attention's merged heads (then GELU) and the
+// feed-forward's hidden layer.
 #pragma once
 
 #include <optional>
@@ -11,9 +14,16 @@
 namespace hnas::nn {
 
 // Where each block's layer norm sits: after the residual sum (post-LN) or on the branch input (pre-LN).
-enum class NormPlacement { post, pre };
-inline constexpr EnumName<NormPlacement> kNormPlacementNames[]{{NormPlacement::post, "post"}, {NormPlacement::pre, "pre"}};
+enum class NormPlacement { post, pre, mte };
+inline constexpr EnumName<NormPlacement> kNormPlacementNames[]{
+    {NormPlacement::post, "post"}, {NormPlacement::pre, "pre"}, {NormPlacement::mte, "mte"}};
 constexpr const auto& enum_names(NormPlacement) { return kNormPlacementNames; }
+
+// What mixes information across positions (paper 002, §4): attention, or the sum or the maximum over
+// the real positions, broadcast back to every position (no parameters).
+enum class Mixer { attention, sum, max };
+inline constexpr EnumName<Mixer> kMixerNames[]{{Mixer::attention, "attention"}, {Mixer::sum, "sum"}, {Mixer::max, "max"}};
+constexpr const auto& enum_names(Mixer) { return kMixerNames; }
 
 struct TransformerLayerOptions {
     AttentionOptions self_attention;                  // width, heads, kind, role, prior, attention dropout
@@ -24,6 +34,10 @@ struct TransformerLayerOptions {
     float ffn_dropout = 0.0f;                         // inside the feed-forward, after the activation
     NormPlacement norm = NormPlacement::post;
     float layer_norm_eps = 1e-5f;
+    Mixer mixer = Mixer::attention;  // of the self-attention sub-block (the other sub-blocks stay)
+    // MTE only: the layer norm on the attention's merged heads; paper 002's NON replaces it by the
+    // 1/√n its weights carry (kind `non`).
+    bool mte_attention_norm = true;
 };
 
 // A decoder layer's state between decoding steps.
@@ -44,17 +58,22 @@ public:
     Var forward(const Var& x, const ops::AttentionMask& self_mask, const Var& memory = Var(),
                 const ops::AttentionMask& memory_mask = {}, LayerCache* cache = nullptr) const;
 
-    MultiHeadAttention& self_attention() { return self_attn_; }
+    // Null when the layer mixes by sum or max pooling.
+    MultiHeadAttention* self_attention() { return self_attn_; }
     MultiHeadAttention* cross_attention() { return cross_attn_; }
 
 private:
     // One sub-block: the residual sum of x and dropout(branch), normalized before or after.
     template <typename Branch>
     Var sublayer(const Var& x, const LayerNorm& norm, Branch branch) const;
+    // The first sub-block's branch: self-attention or pooling over the positions, (B, T, D).
+    Var mix(const Var& x, const ops::AttentionMask& mask, AttentionCache* cache) const;
 
-    bool pre_norm_;
-    MultiHeadAttention& self_attn_;
+    NormPlacement norm_;
+    Mixer mixer_;
+    MultiHeadAttention* self_attn_;
     LayerNorm& self_attn_norm_;
+    LayerNorm* attention_hidden_norm_ = nullptr;  // MTE
     MultiHeadAttention* cross_attn_ = nullptr;
     LayerNorm* cross_attn_norm_ = nullptr;
     FeedForward& ffn_;

@@ -46,12 +46,15 @@ Var log_normalize(const Var& L, const AttentionMask& mask, NormalizeAxis axis) {
 
 Var masked_exp(const Var& L, const AttentionMask& mask) { return mul(exp(L), Var(allowed_entries(mask, L.shape()))); }
 
-Var masked_standardize(const Var& S, const AttentionMask& mask, float eps) {
+Var masked_standardize(const Var& S, const AttentionMask& mask, const Standardization& form) {
     const Var allowed(allowed_entries(mask, S.shape()));
     const Var count = add_scalar(sum(allowed, -1, true), 1e-20f);  // no division by 0 for empty rows
     const Var centered = mul(sub(S, div(sum(mul(S, allowed), -1, true), count)), allowed);
     const Var variance = div(sum(mul(centered, centered), -1, true), count);
-    return mul(centered, rsqrt(add_scalar(variance, eps)));
+    if (form.denominator == StandardizeDenominator::sqrt_variance_eps) return mul(centered, rsqrt(add_scalar(variance, form.eps)));
+    // σ = √variance; the 1e-30 only keeps √'s derivative finite where every allowed score is equal
+    // (there the centred scores, and so their gradient through σ, are 0).
+    return div(centered, add_scalar(sqrt(add_scalar(variance, 1e-30f)), form.eps));
 }
 
 }  // namespace hnas::ops

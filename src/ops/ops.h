@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "autograd/variable.h"
+#include "base/enum_names.h"
 #include "base/rng.h"
 
 namespace hnas::ops {
@@ -97,9 +98,20 @@ enum class NormalizeAxis { keys, queries, queries_prefix };
 // normalize_attention.cpp: exp of the scores after the given log-normalization steps ({keys} is LNAS,
 // {queries, keys} DNAS, k repetitions of that Sinkhorn-k, {queries_prefix, keys} causal DNAS).
 Var normalize_attention(const Var& scores, const AttentionMask& mask, const std::vector<NormalizeAxis>& steps);
+// How a standardization divides the centred scores: by √(variance + eps), layer norm's form, or by
+// σ + eps, the form of paper 002's code (normalize_masked in OliverRichter/normalized-attention, eps 1e-3).
+enum class StandardizeDenominator { sqrt_variance_eps, std_plus_eps };
+inline constexpr EnumName<StandardizeDenominator> kStandardizeDenominatorNames[]{
+    {StandardizeDenominator::sqrt_variance_eps, "sqrt_variance_eps"}, {StandardizeDenominator::std_plus_eps, "std_plus_eps"}};
+constexpr const auto& enum_names(StandardizeDenominator) { return kStandardizeDenominatorNames; }
+struct Standardization {
+    StandardizeDenominator denominator = StandardizeDenominator::sqrt_variance_eps;
+    float eps = 1e-5f;
+};
 // standardize_attention.cpp: normalized attention pooling (paper 002, Eq. 1): per query, the allowed
-// scores standardized with their mean and biased variance (+ eps), then gain[h]·z + bias[h]; gain, bias (H).
-Var standardize_attention(const Var& scores, const Var& gain, const Var& bias, const AttentionMask& mask, float eps);
+// scores standardized with their mean and biased variance, then gain[h]·z + bias[h]; gain, bias (H).
+Var standardize_attention(const Var& scores, const Var& gain, const Var& bias, const AttentionMask& mask,
+                          const Standardization& form);
 // hybrid_attention.cpp: HNAS (paper 004, Alg. 1): u[h]·DNAS(S) + (1 − u[h])·LNAS(S), u = sigmoid(theta), theta (H).
 Var hybrid_attention(const Var& scores, const Var& theta, const AttentionMask& mask);
 
@@ -112,7 +124,7 @@ Tensor allowed_entries(const AttentionMask& mask, const Shape& scores);
 Var log_normalize(const Var& L, const AttentionMask& mask, NormalizeAxis axis);
 // exp(L), exactly 0 where not allowed.
 Var masked_exp(const Var& L, const AttentionMask& mask);
-// Per query, (S − mean) / √(variance + eps) over the allowed keys (biased variance), 0 elsewhere.
-Var masked_standardize(const Var& S, const AttentionMask& mask, float eps);
+// Per query, (S − mean) / √(variance + eps) or / (σ + eps) over the allowed keys (biased variance), 0 elsewhere.
+Var masked_standardize(const Var& S, const AttentionMask& mask, const Standardization& form);
 
 }  // namespace hnas::ops

@@ -9,10 +9,19 @@ namespace hnas::ops {
 
 namespace {
 
-// One slice: out = gain·z + bias over allowed entries (0 elsewhere), z = (S − μ)·rstd per query, with
-// μ and rstd = 1/√(var + eps) kept per query (0 for a query with nothing allowed).
+// Per query row, what the backward needs of the forward: μ, r (the factor z = (S − μ)·r) and the
+// coefficient c of z in the variance term of the adjoint (see the backward).
+template <typename Float>
+struct RowStatistics {
+    Float* mean;
+    Float* r;
+    Float* c;
+};
+
+// One slice: out = gain·z + bias over allowed entries (0 elsewhere), z = (S − μ)·r per query, with
+// r = 1/√(var + eps) or 1/(σ + eps) (form.denominator); every statistic 0 for a query with nothing allowed.
 void standardize_attention_forward(const float* S, const SliceMask& allowed, const AttentionDims& d, float gain,
-                                   float bias, float eps, float* out, float* mean, float* rstd) {
+                                   float bias, const Standardization& form, float* out, RowStatistics<float> row_stats) {
     for (int64_t i = 0; i < d.queries; ++i) {
         const float* row = S + i * d.keys;
         float* out_row = out + i * d.keys;
@@ -20,7 +29,7 @@ void standardize_attention_forward(const float* S, const SliceMask& allowed, con
         int64_t count = 0;
         for (int64_t j = 0; j < d.keys; ++j)
             if (allowed.allowed(i, j)) total += row[j], ++count;
-        mean[i] = rstd[i] = 0.0f;
+        row_stats.mean[i] = row_stats.r[i] = row_stats.c[i] = 0.0f;
         if (count == 0) {
             std::fill(out_row, out_row + d.keys, 0.0f);
             continue;
@@ -29,10 +38,20 @@ void standardize_attention_forward(const float* S, const SliceMask& allowed, con
         double squares = 0.0;
         for (int64_t j = 0; j < d.keys; ++j)
             if (allowed.allowed(i, j)) squares += (row[j] - mu) * (row[j] - mu);
-        const float r = 1.0f / std::sqrt(static_cast<float>(squares / static_cast<double>(count)) + eps);
+        const float variance = static_cast<float>(squares / static_cast<double>(count));
+        float r = 0.0f, c = 0.0f;
+        if (form.denominator == StandardizeDenominator::sqrt_variance_eps) {
+            r = 1.0f / std::sqrt(variance + form.eps);
+            c = 1.0f;
+        } else {
+            const float sigma = std::sqrt(variance);
+            r = 1.0f / (sigma + form.eps);
+            c = sigma > 0.0f ? (sigma + form.eps) / sigma : 0.0f;  // σ = 0: z = 0, and |·|'s subgradient 0
+        }
         for (int64_t j = 0; j < d.keys; ++j) out_row[j] = allowed.allowed(i, j) ? gain * (row[j] - mu) * r + bias : 0.0f;
-        mean[i] = mu;
-        rstd[i] = r;
+        row_stats.mean[i] = mu;
+        row_stats.r[i] = r;
+        row_stats.c[i] = c;
     }
 }
 
@@ -41,17 +60,17 @@ struct HeadGradients {
 };
 
 // One slice: dS into `dS` (null: not wanted) and the slice's parts of dgain and dbias.
-HeadGradients standardize_attention_backward(const float* S, const float* g, const float* mean, const float* rstd,
-                                             float gain, const SliceMask& allowed, const AttentionDims& d, float* dS,
-                                             bool accumulate) {
+HeadGradients standardize_attention_backward(const float* S, const float* g, RowStatistics<const float> row_stats, float gain,
+                                             const SliceMask& allowed, const AttentionDims& d, float* dS, bool accumulate) {
     HeadGradients parts;
     for (int64_t i = 0; i < d.queries; ++i) {
         const int64_t row = i * d.keys;
+        const float mean = row_stats.mean[i], r = row_stats.r[i], c = row_stats.c[i];
         double sum_dz = 0.0, sum_dz_z = 0.0;
         int64_t count = 0;
         for (int64_t j = 0; j < d.keys; ++j) {
             if (!allowed.allowed(i, j)) continue;
-            const float z = (S[row + j] - mean[i]) * rstd[i];
+            const float z = (S[row + j] - mean) * r;
             // forward: out = gain·z + bias, so dz = g·gain, dgain = Σ g ⊙ z, dbias = Σ g
             sum_dz += g[row + j] * gain;
             sum_dz_z += g[row + j] * gain * z;
@@ -60,14 +79,19 @@ HeadGradients standardize_attention_backward(const float* S, const float* g, con
             ++count;
         }
         if (!dS) continue;
-        const float mean_dz = count ? static_cast<float>(sum_dz / static_cast<double>(count)) : 0.0f;
-        const float mean_dz_z = count ? static_cast<float>(sum_dz_z / static_cast<double>(count)) : 0.0f;
+        // A row of one allowed key standardizes to z = 0 whatever its score, so its gradient is exactly
+        // 0; the general formula would leave the rounding of dz − mean(dz) (a contracted multiply-add)
+        // times r, up to 1/√eps.
+        const bool constant = count <= 1;
+        const float mean_dz = constant ? 0.0f : static_cast<float>(sum_dz / static_cast<double>(count));
+        const float mean_dz_z = constant ? 0.0f : static_cast<float>(sum_dz_z / static_cast<double>(count));
         for (int64_t j = 0; j < d.keys; ++j) {
-            // forward: z = (S − μ)·rstd over allowed keys, as layer norm: dS = rstd·(dz − mean(dz) − z·mean(dz ⊙ z))
+            // forward: z = (S − μ)·r over allowed keys; as layer norm, dS = r·(dz − mean(dz) − c·z·mean(dz ⊙ z))
+            // with c = 1 for r = 1/√(var + eps) and c = (σ + eps)/σ for r = 1/(σ + eps)
             float value = 0.0f;
-            if (allowed.allowed(i, j)) {
-                const float z = (S[row + j] - mean[i]) * rstd[i];
-                value = rstd[i] * (g[row + j] * gain - mean_dz - z * mean_dz_z);
+            if (allowed.allowed(i, j) && !constant) {
+                const float z = (S[row + j] - mean) * r;
+                value = r * (g[row + j] * gain - mean_dz - c * z * mean_dz_z);
             }
             write_gradient(dS[row + j], value, accumulate);
         }
@@ -77,26 +101,32 @@ HeadGradients standardize_attention_backward(const float* S, const float* g, con
 
 }  // namespace
 
-Var standardize_attention(const Var& scores, const Var& gain, const Var& bias, const AttentionMask& mask, float eps) {
+Var standardize_attention(const Var& scores, const Var& gain, const Var& bias, const AttentionMask& mask,
+                          const Standardization& form) {
     const AttentionDims d = check_attention_shapes(scores, mask, "standardize_attention");
     HNAS_CHECK(gain.shape() == Shape{d.heads} && bias.shape() == Shape{d.heads}, "standardize_attention: gain ",
                shape_str(gain.shape()), " and bias ", shape_str(bias.shape()), " must be (", d.heads, ")");
     Tensor weights = Tensor::empty(scores.shape());
-    Tensor row_mean = Tensor::empty({d.slices(), d.queries}), row_rstd = Tensor::empty({d.slices(), d.queries});
-    const int64_t n = d.slice();
+    // Per (slice, query): μ, r and c (RowStatistics).
+    Tensor stats = Tensor::empty({3, d.slices(), d.queries});
+    const int64_t n = d.slice(), rows = d.slices() * d.queries;
+    const auto row_statistics = [rows, queries = d.queries]<typename Float>(Float* all, int64_t s) {
+        Float* base = all + s * queries;
+        return RowStatistics<Float>{base, base + rows, base + 2 * rows};
+    };
     const Tensor S = scores.value(), g = gain.value(), b = bias.value();
     for_each_slice(d, [&](int64_t s, SliceScratch&) {
         const int64_t h = s % d.heads;
-        standardize_attention_forward(S.data() + s * n, SliceMask(mask, d, s / d.heads), d, g.data()[h], b.data()[h], eps,
-                                      weights.data() + s * n, row_mean.data() + s * d.queries, row_rstd.data() + s * d.queries);
+        standardize_attention_forward(S.data() + s * n, SliceMask(mask, d, s / d.heads), d, g.data()[h], b.data()[h], form,
+                                      weights.data() + s * n, row_statistics(stats.data(), s));
     });
     return make_result("standardize_attention", weights, {scores, gain, bias}, [=](const Tensor& dy, GradSink& sink) {
         std::vector<double> dgain(static_cast<size_t>(d.slices())), dbias(static_cast<size_t>(d.slices()));
         WantedGradient dscores = wanted_gradient(sink, 0);
         for_each_slice(d, [&](int64_t s, SliceScratch&) {
             const HeadGradients parts = standardize_attention_backward(
-                S.data() + s * n, dy.data() + s * n, row_mean.data() + s * d.queries, row_rstd.data() + s * d.queries,
-                g.data()[s % d.heads], SliceMask(mask, d, s / d.heads), d, dscores.slice(s, n), dscores.accumulate);
+                S.data() + s * n, dy.data() + s * n, row_statistics(stats.data(), s), g.data()[s % d.heads], SliceMask(mask, d, s / d.heads), d,
+                dscores.slice(s, n), dscores.accumulate);
             dgain[static_cast<size_t>(s)] = parts.gain;
             dbias[static_cast<size_t>(s)] = parts.bias;
         });

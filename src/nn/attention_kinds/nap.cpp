@@ -8,16 +8,16 @@ namespace hnas::nn {
 namespace {
 class Nap : public AttentionNorm {
 public:
-    explicit Nap(const AttentionNormOptions& options) : eps_(options.nap_eps) {
+    explicit Nap(const AttentionNormOptions& options) : form_(options.nap) {
         gain_ = register_parameter("gain", Tensor::full({options.heads}, 1.0f));
         bias_ = register_parameter("bias", Tensor::zeros({options.heads}));
     }
     Var normalize(const Var& scores, const ops::AttentionMask& mask) const override {
-        return ops::standardize_attention(scores, gain_, bias_, mask, eps_);
+        return ops::standardize_attention(scores, gain_, bias_, mask, form_);
     }
     Var reference(const Var& scores, const ops::AttentionMask& mask) const override {
         const Shape per_head{1, gain_.numel(), 1, 1};
-        const Var affine = ops::add(ops::mul(ops::masked_standardize(scores, mask, eps_), ops::reshape(gain_, per_head)),
+        const Var affine = ops::add(ops::mul(ops::masked_standardize(scores, mask, form_), ops::reshape(gain_, per_head)),
                                     ops::reshape(bias_, per_head));
         return ops::mul(affine, Var(ops::allowed_entries(mask, scores.shape())));  // Eq. 1, 0 where not allowed
     }
@@ -27,7 +27,7 @@ public:
 
 private:
     Var gain_, bias_;  // (H)
-    float eps_;
+    ops::Standardization form_;
 };
 }  // namespace
 

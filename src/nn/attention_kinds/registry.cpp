@@ -11,15 +11,17 @@ std::unique_ptr<AttentionNorm> make_hnas(const AttentionNormOptions&);
 std::unique_ptr<AttentionNorm> make_sinkhorn(const AttentionNormOptions&);
 std::unique_ptr<AttentionNorm> make_dnas_causal(const AttentionNormOptions&);
 std::unique_ptr<AttentionNorm> make_nap(const AttentionNormOptions&);
+std::unique_ptr<AttentionNorm> make_non(const AttentionNormOptions&);
 
 const std::vector<AttentionKind>& attention_kinds() {
     static const std::vector<AttentionKind> kinds{
-        {"lnas", "softmax over keys for each query (the standard Transformer)", false, make_lnas},
-        {"dnas", "normalize exp(S) over queries for each key, then over keys (paper 000, Eq. 6-8)", true, make_dnas},
-        {"hnas", "u·DNAS + (1−u)·LNAS with a trainable u per head (paper 004)", true, make_hnas},
-        {"sinkhorn", "k alternations of query- and key-axis normalization (k = 1 is dnas)", true, make_sinkhorn},
-        {"dnas_causal", "DNAS whose query-axis normalizer of query i runs over queries ≤ i only", false, make_dnas_causal},
-        {"nap", "logits standardized per query with a gain and bias per head, no softmax (paper 002)", false, make_nap},
+        {"lnas", "softmax over keys for each query (the standard Transformer)", false, true, make_lnas},
+        {"dnas", "normalize exp(S) over queries for each key, then over keys (paper 000, Eq. 6-8)", true, true, make_dnas},
+        {"hnas", "u·DNAS + (1−u)·LNAS with a trainable u per head (paper 004)", true, true, make_hnas},
+        {"sinkhorn", "k alternations of query- and key-axis normalization (k = 1 is dnas)", true, true, make_sinkhorn},
+        {"dnas_causal", "DNAS whose query-axis normalizer of query i runs over queries ≤ i only", false, true, make_dnas_causal},
+        {"nap", "logits standardized per query with a gain and bias per head, no softmax (paper 002)", false, false, make_nap},
+        {"non", "the scores as weights, times 1/√(allowed keys): no normalization (paper 002, NON)", false, false, make_non},
     };
     return kinds;
 }
