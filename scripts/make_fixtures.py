@@ -1,12 +1,13 @@
 """PyTorch reference values for the C++ tests: writes tests/fixtures/ops.json (single
 ops), tests/fixtures/attention.json (whole multi-head attention layers),
 tests/fixtures/models.json (whole tiny seq2seq and BERT models, ids to loss),
-tests/fixtures/heads.json (the BERT heads of every task with their losses) and
-tests/fixtures/optim.json (a few parameters through five optimizer steps).
+tests/fixtures/heads.json (the BERT heads of every task with their losses),
+tests/fixtures/optim.json (a few parameters through five optimizer steps) and
+tests/fixtures/layers.json (encoder layers in every block and mixer of paper 002).
 
 This script is the only place Python touches those tests. The C++ tests read the
 JSON it writes, so the tests themselves never need Python. The files are committed;
-run this script again only when adding or changing a case. One run writes all five
+run this script again only when adding or changing a case. One run writes all six
 files; each uses its own random stream, so a change to one leaves the others
 byte-identical.
 
@@ -531,12 +532,14 @@ def build_shape_ops():
 # attention.json. The reference is written out by hand below, in float64; masked entries
 # are replaced (torch.where), never added to, so no -inf or NaN can reach a gradient.
 
-ATTENTION_KINDS = ("lnas", "dnas", "hnas", "sinkhorn", "dnas_causal", "nap")
+ATTENTION_KINDS = ("lnas", "dnas", "hnas", "sinkhorn", "dnas_causal", "nap", "non")
+PROBABILITY_KINDS = ("lnas", "dnas", "hnas", "sinkhorn", "dnas_causal")  # rows sum to 1
 PARAMETER_NAMES = ("q_proj.weight", "q_proj.bias", "k_proj.weight", "k_proj.bias",
                    "v_proj.weight", "v_proj.bias", "out_proj.weight", "out_proj.bias")
 WIDTH, HEADS, BATCH = 8, 2, 2
 SINKHORN_ITERATIONS = 3
 NAP_EPS = 1e-5
+PAPER002_NAP_EPS = 1e-3
 HYBRID_THETA = [-1.2, 0.4]
 NAP_GAIN, NAP_BIAS = [1.3, 0.8], [0.1, -0.2]
 PRIOR_BUCKETS, PRIOR_MAX_DISTANCE = 8, 16
@@ -607,7 +610,10 @@ def normalize(kind, s, allowed, params, attrs):
     if kind == "dnas_causal":
         return torch_attention.dnas_causal(s, allowed)
     if kind == "nap":
-        return torch_attention.nap(s, allowed, params["norm.gain"], params["norm.bias"], attrs["eps"])
+        return torch_attention.nap(s, allowed, params["norm.gain"], params["norm.bias"], attrs["eps"],
+                                   attrs.get("denominator", "sqrt_variance_eps"))
+    if kind == "non":
+        return torch_attention.non(s, allowed)
     raise ValueError(kind)
 
 
@@ -621,10 +627,10 @@ def merge_heads(t):  # (B, H, L, K) -> (B, L, D)
     return t.transpose(1, 2).reshape(b, length, h * k)
 
 
-def attention_scores(x, memory, params, prior, heads=HEADS):
+def attention_scores(x, memory, params, prior, heads=HEADS, scaled=True):
     q = split_heads(F.linear(x, params["q_proj.weight"], params["q_proj.bias"]), heads)
     k = split_heads(F.linear(memory, params["k_proj.weight"], params["k_proj.bias"]), heads)
-    s = q @ k.transpose(-1, -2) / math.sqrt(x.shape[-1] // heads)
+    s = q @ k.transpose(-1, -2) / (math.sqrt(x.shape[-1] // heads) if scaled else 1.0)
     if prior is not None:
         buckets = bucket_matrix(s.shape[-2], s.shape[-1], prior["bidirectional"]).long()
         s = s + params["relative_bias.weight"][buckets].permute(2, 0, 1).unsqueeze(0)  # (1, H, Lq, Lk)
@@ -632,7 +638,7 @@ def attention_scores(x, memory, params, prior, heads=HEADS):
 
 
 def attention_layer(kind, attrs, x, memory, allowed, params, heads=HEADS):
-    s = attention_scores(x, memory, params, attrs.get("prior"), heads)
+    s = attention_scores(x, memory, params, attrs.get("prior"), heads, attrs.get("score_scale") != "none")
     a = normalize(kind, s, allowed, params, attrs)
     v = split_heads(F.linear(memory, params["v_proj.weight"], params["v_proj.bias"]), heads)
     out = F.linear(merge_heads(a @ v), params["out_proj.weight"], params["out_proj.bias"])
@@ -660,6 +666,7 @@ def check_normalizations(name, kind, s, allowed, key_valid, query_valid):
         "dnas_causal": torch_attention.dnas_causal(s, allowed),
         "nap": torch_attention.nap(s, allowed, torch.tensor(NAP_GAIN, dtype=torch.float64),
                         torch.tensor(NAP_BIAS, dtype=torch.float64), NAP_EPS),
+        "non": torch_attention.non(s, allowed),
     }
     row_has_key = allowed.any(dim=-1)                                   # (B, H, Lq)
     valid_rows = row_has_key & (query_valid.reshape(BATCH, 1, -1) == 1)
@@ -667,7 +674,7 @@ def check_normalizations(name, kind, s, allowed, key_valid, query_valid):
     for k, a in results.items():
         assert not torch.isnan(a).any(), (name, k)
         assert (a[~allowed] == 0).all(), (name, k, "nonzero weight at a non-allowed entry")
-        if k != "nap":
+        if k in PROBABILITY_KINDS:
             sums = a.sum(dim=-1)
             assert (sums[valid_rows] - 1).abs().max() < 1e-12, (name, k, "rows must sum to 1")
             assert (sums[~row_has_key] == 0).all(), (name, k)
@@ -734,8 +741,10 @@ def check_against_torch_mha(name, x, memory, params, allowed, attrs, out, a, que
     assert (ref_a[rows] - a[rows]).abs().max() < 1e-12, (name, "lnas weights vs nn.MultiheadAttention")
 
 
-def add_attention_case(kind, setting, lq, lk, self_attention, causal, key_valid, query_valid, prior=None):
-    """Record one attention layer case. key_valid (B, Lk) and query_valid (B, Lq) are 0/1 lists."""
+def add_attention_case(kind, setting, lq, lk, self_attention, causal, key_valid, query_valid, prior=None,
+                       paper002_nap=False):
+    """Record one attention layer case. key_valid (B, Lk) and query_valid (B, Lq) are 0/1 lists.
+    paper002_nap: NAP as paper 002's code computes it (sigma + eps with eps 1e-3, unscaled scores)."""
     name = f"{kind}_{setting}"
     assert kind in ATTENTION_KINDS, kind
     assert all(c["name"] != name for c in attention_cases), f"duplicate case name {name}"
@@ -746,6 +755,9 @@ def add_attention_case(kind, setting, lq, lk, self_attention, causal, key_valid,
         attrs["iterations"] = SINKHORN_ITERATIONS
     if kind == "nap":
         attrs["eps"] = NAP_EPS
+    if paper002_nap:
+        assert kind == "nap"
+        attrs.update({"eps": PAPER002_NAP_EPS, "denominator": "std_plus_eps", "score_scale": "none"})
     if prior is not None:
         attrs["prior"] = {"num_buckets": PRIOR_BUCKETS, "max_distance": PRIOR_MAX_DISTANCE,
                           "bidirectional": prior == "bidirectional"}
@@ -827,8 +839,127 @@ def build_attention():
     add_attention_case("dnas_causal", "causal_prior", 10, 10, True, True, pad2, pad2, prior="causal")
     add_attention_case("lnas", "cross_prior", 6, 10, False, False, pad3, [[1] * 6, [1] * 5 + [0]],
                        prior="bidirectional")
+    # NAP as paper 002's code computes it; no causal case: sigma is not differentiable at a one-key row
+    add_attention_case("nap", "paper002_self_padded", 5, 5, True, False,
+                       [[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], [[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], paper002_nap=True)
     s = torch.cat(score_scale)
     print(f"attention scores at allowed entries: std {s.std().item():.3f}, max |s| {s.abs().max().item():.3f}")
+
+
+# ---------------------------------------------------------------- paper 002's blocks and mixers
+# One encoder layer (src/nn/transformer_layer.h) per (block, mixer, kind) that paper 002 compares:
+# BERT's post-LN block and the MTE block of its App. D, mixing by attention (softmax, NAP, NON) or by
+# sum or max pooling; written to layers.json. Inputs are (B, L, D) with ragged padding; the gradient
+# flowing in is 0 at padded positions, as every loss leaves them out.
+
+LAYERS_SEED = 20240612  # its own stream again
+LAYERS_PATH = os.path.join(FIXTURE_DIR, "layers.json")
+LAYERS_MAX_BYTES = 400 * 1024
+LAYER_WIDTH, LAYER_HEADS, LAYER_HIDDEN, LAYER_LENGTH = 8, 2, 12, 5
+LAYER_KEY_VALID = [[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]]
+layer_cases = []
+
+
+def block_parameter_names(norm, mixer, kind):
+    names = []
+    if mixer == "attention":
+        names += ["self_attn." + n for n in PARAMETER_NAMES]
+        if kind == "nap":
+            names += ["self_attn.norm.gain", "self_attn.norm.bias"]
+    names += ["self_attn_norm.weight", "self_attn_norm.bias"]
+    names += ["ffn.fc1.weight", "ffn.fc1.bias", "ffn.fc2.weight", "ffn.fc2.bias"]
+    if norm == "mte":
+        names += ["ffn.hidden_norm.weight", "ffn.hidden_norm.bias"]
+    names += ["ffn_norm.weight", "ffn_norm.bias"]
+    if norm == "mte" and mixer == "attention" and kind != "non":
+        names += ["self_attn_hidden_norm.weight", "self_attn_hidden_norm.bias"]
+    return names
+
+
+def block_parameter(name):
+    d, f = LAYER_WIDTH, LAYER_HIDDEN
+    if name.endswith("norm.gain"):
+        return uniform((LAYER_HEADS,), 0.5, 1.5)
+    if name.endswith("norm.bias") and name.startswith("self_attn.norm"):
+        return uniform((LAYER_HEADS,), -0.3, 0.3)
+    width = f if name.startswith("ffn.hidden_norm") else d
+    if "norm" in name:
+        return uniform((width,), 0.5, 1.5) if name.endswith("weight") else uniform((width,), -0.2, 0.2)
+    shape = {"ffn.fc1.weight": (f, d), "ffn.fc1.bias": (f,), "ffn.fc2.weight": (d, f), "ffn.fc2.bias": (d,)}.get(name)
+    if shape is None:
+        shape = (d, d) if name.endswith("weight") else (d,)
+    return uniform(shape, -0.5, 0.5) if name.endswith("weight") else uniform(shape, -0.1, 0.1)
+
+
+def paper002_block(norm, mixer, kind, attrs, x, key_valid, p):
+    """The layer in float64: x (B, L, D), key_valid (B, L) 0/1, p by hnas's parameter names."""
+    real = key_valid.unsqueeze(-1)  # (B, L, 1)
+
+    def layer_norm(h, name):
+        return F.layer_norm(h, (h.shape[-1],), p[name + ".weight"], p[name + ".bias"], LN_EPS)
+
+    def mix(h):
+        if mixer == "sum":
+            return (h * real).sum(dim=1, keepdim=True) * real
+        if mixer == "max":
+            return (h + (real - 1) * 1e9).max(dim=1, keepdim=True).values * real
+        attention = {n[len("self_attn."):]: v for n, v in p.items() if n.startswith("self_attn.")}
+        allowed = allowed_mask(key_valid, key_valid, False, LAYER_HEADS)
+        s = attention_scores(h, h, attention, None, LAYER_HEADS, attrs.get("score_scale") != "none")
+        a = normalize(kind, s, allowed, attention, attrs)
+        v = split_heads(F.linear(h, attention["v_proj.weight"], attention["v_proj.bias"]), LAYER_HEADS)
+        heads = merge_heads(a @ v)
+        if norm == "mte":  # paper 002 App. D: the merged heads normalized (NON: by its 1/sqrt(n)), then GELU
+            heads = F.gelu(heads if kind == "non" else layer_norm(heads, "self_attn_hidden_norm"))
+        return F.linear(heads, attention["out_proj.weight"], attention["out_proj.bias"])
+
+    def ffn(h):
+        hidden = F.linear(h, p["ffn.fc1.weight"], p["ffn.fc1.bias"])
+        if norm == "mte":
+            hidden = layer_norm(hidden, "ffn.hidden_norm")
+        return F.linear(F.gelu(hidden), p["ffn.fc2.weight"], p["ffn.fc2.bias"])
+
+    def sublayer(h, name, branch):
+        return layer_norm(h + branch(h), name) if norm == "post" else h + layer_norm(branch(h), name)
+
+    return sublayer(sublayer(x, "self_attn_norm", mix), "ffn_norm", ffn)
+
+
+def add_layer_case(norm, mixer, kind, paper002_nap=False):
+    name = f"{norm}_{mixer}" + (f"_{kind}" if mixer == "attention" else "") + ("_paper002" if paper002_nap else "")
+    attrs = {"eps": PAPER002_NAP_EPS, "denominator": "std_plus_eps", "score_scale": "none"} if paper002_nap else (
+        {"eps": NAP_EPS} if kind == "nap" else {})
+    x_value = uniform((BATCH, LAYER_LENGTH, LAYER_WIDTH), -2.0, 2.0)
+    key_valid = torch.tensor(LAYER_KEY_VALID, dtype=torch.float32)
+    params = {n: block_parameter(n) for n in block_parameter_names(norm, mixer, kind)}
+    grad_out = uniform((BATCH, LAYER_LENGTH, LAYER_WIDTH)) * key_valid.unsqueeze(-1)
+
+    x = x_value.double().requires_grad_(True)
+    ref = {k: t.double().requires_grad_(True) for k, t in params.items()}
+    out = paper002_block(norm, mixer, kind, attrs, x, key_valid.double(), ref)
+    (out * grad_out.double()).sum().backward()
+    assert not torch.isnan(out).any(), name
+    grads = {"x": tensor_json(x.grad, F64_DIGITS)}
+    for k, v in ref.items():
+        grads[k] = tensor_json(v.grad, F64_DIGITS)
+    layer_cases.append({
+        "name": name, "norm": norm, "mixer": mixer, "kind": kind, "attrs": attrs,
+        "width": LAYER_WIDTH, "heads": LAYER_HEADS, "hidden": LAYER_HIDDEN, "layer_norm_eps": LN_EPS,
+        "inputs": {"x": tensor_json(x_value, F32_DIGITS), "key_valid": tensor_json(key_valid, F32_DIGITS)},
+        "parameters": {k: tensor_json(t, F32_DIGITS) for k, t in params.items()},
+        "output": tensor_json(out.detach().contiguous(), F64_DIGITS),
+        "grad_output": tensor_json(grad_out, F32_DIGITS),
+        "grads": grads,
+    })
+
+
+def build_layers():
+    for norm in ("post", "mte"):
+        for kind in ("lnas", "nap", "non"):
+            add_layer_case(norm, "attention", kind)
+        add_layer_case(norm, "sum", "lnas")
+        add_layer_case(norm, "max", "lnas")
+    add_layer_case("mte", "attention", "nap", paper002_nap=True)
 
 
 # ---------------------------------------------------------------- whole models
@@ -1487,6 +1618,10 @@ def main():
     gen.manual_seed(OPTIM_SEED)
     build_optim()
     write(OPTIM_PATH, optim_cases, OPTIM_MAX_BYTES)
+
+    gen.manual_seed(LAYERS_SEED)
+    build_layers()
+    write(LAYERS_PATH, layer_cases, LAYERS_MAX_BYTES)
 
 
 if __name__ == "__main__":

@@ -56,9 +56,18 @@ def dnas_causal(s, allowed):
     return softmax_over_keys(s - c, allowed)
 
 
-def nap(s, allowed, gain, bias, eps):
+def nap(s, allowed, gain, bias, eps, denominator="sqrt_variance_eps"):
+    """denominator sqrt_variance_eps divides by sqrt(var + eps); std_plus_eps by sigma + eps, as paper
+    002's code (normalize_masked in OliverRichter/normalized-attention) does."""
     count = allowed.to(s.dtype).sum(dim=-1, keepdim=True).clamp(min=1)
     mean = zero_outside(s, allowed).sum(dim=-1, keepdim=True) / count
     var = zero_outside((s - mean) ** 2, allowed).sum(dim=-1, keepdim=True) / count
-    a = gain.reshape(1, -1, 1, 1) * (s - mean) / torch.sqrt(var + eps) + bias.reshape(1, -1, 1, 1)
+    divisor = torch.sqrt(var + eps) if denominator == "sqrt_variance_eps" else torch.sqrt(var) + eps
+    a = gain.reshape(1, -1, 1, 1) * (s - mean) / divisor + bias.reshape(1, -1, 1, 1)
     return zero_outside(a, allowed)
+
+
+def non(s, allowed):
+    """Paper 002's NON: the scores as weights, times 1/sqrt(n) for a query with n allowed keys."""
+    count = allowed.to(s.dtype).sum(dim=-1, keepdim=True).clamp(min=1)
+    return zero_outside(s, allowed) / torch.sqrt(count)

@@ -1,8 +1,10 @@
 // PyTorch parity of a whole multi-head attention layer for every attention kind: self-attention padded
-// on both axes, cross-attention with L_q ≠ L_k, causal self-attention and the relative-position prior.
-// Fixtures: tests/fixtures/attention.json, written by scripts/make_fixtures.py (float64 reference from
-// the same float32 inputs): the output and the gradients of the inputs and of every parameter by name.
+// on both axes, cross-attention with L_q ≠ L_k, causal self-attention and the relative-position prior
+// (tests/fixtures/attention.json); and of whole encoder layers in every block and mixer of paper 002
+// (tests/fixtures/layers.json). Both written by scripts/make_fixtures.py (float64 reference from the
+// same float32 inputs): the output and the gradients of the inputs and of every parameter by name.
 #include "nn/attention.h"
+#include "nn/transformer_layer.h"
 #include "test_support.h"
 
 namespace hnas {
@@ -10,6 +12,18 @@ namespace {
 
 using testing::Json;
 using testing::json_tensor;
+
+// Copies the fixture's parameters into the module by name; the two sets must be the same.
+void set_parameters(const nn::Module& module, const Json& parameters) {
+    const auto named_parameters = module.named_parameters();
+    ASSERT_EQ(named_parameters.size(), parameters.size());
+    for (const auto& named : named_parameters) {
+        ASSERT_TRUE(parameters.contains(named.name)) << "fixture lacks " << named.name;
+        const Tensor value = json_tensor(parameters.at(named.name));
+        ASSERT_EQ(value.shape(), named.parameter.shape()) << named.name;
+        std::copy_n(value.data(), value.numel(), const_cast<Var&>(named.parameter).value().data());
+    }
+}
 
 class AttentionParity : public ::testing::TestWithParam<std::string> {};
 
@@ -25,6 +39,12 @@ TEST_P(AttentionParity, OutputAndEveryGradientMatch) {
     options.role = causal ? nn::AttentionRole::causal_self : nn::AttentionRole::bidirectional;
     if (attrs.contains("iterations")) options.kind_options.iterations = attrs.at("iterations").get<int>();
     if (attrs.contains("eps")) options.kind_options.nap.eps = attrs.at("eps").get<float>();
+    if (attrs.contains("denominator")) {
+        options.kind_options.nap.denominator = parse_enum<ops::StandardizeDenominator>(attrs.at("denominator").get<std::string>(), "denominator");
+    }
+    if (attrs.contains("score_scale")) {
+        options.score_scale = parse_enum<nn::ScoreScale>(attrs.at("score_scale").get<std::string>(), "score_scale");
+    }
     if (attrs.contains("prior")) {
         const Json& prior = attrs.at("prior");
         options.prior = nn::RelativePositionOptions{prior.at("num_buckets").get<int64_t>(),
@@ -34,15 +54,8 @@ TEST_P(AttentionParity, OutputAndEveryGradientMatch) {
     Rng init(1), dropout(2);
     nn::MultiHeadAttention attention(options, init, dropout);
 
-    // The module's parameters and the fixture's are the same set, by name.
+    set_parameters(attention, c.at("parameters"));
     const auto parameters = attention.named_parameters();
-    ASSERT_EQ(parameters.size(), c.at("parameters").size());
-    for (const auto& named : parameters) {
-        ASSERT_TRUE(c.at("parameters").contains(named.name)) << "fixture lacks " << named.name;
-        const Tensor value = json_tensor(c.at("parameters").at(named.name));
-        ASSERT_EQ(value.shape(), named.parameter.shape()) << named.name;
-        std::copy_n(value.data(), value.numel(), const_cast<Var&>(named.parameter).value().data());
-    }
 
     const Json& inputs = c.at("inputs");
     Var x(json_tensor(inputs.at("x")), true);
@@ -71,6 +84,47 @@ TEST_P(AttentionParity, OutputAndEveryGradientMatch) {
             EXPECT_NEAR(sums.data()[s * keys + j], column, 1e-5) << GetParam() << " key " << j;
         }
 }
+
+class LayerParity : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LayerParity, OutputAndEveryGradientMatch) {
+    const Json& c = testing::fixture_case("layers.json", GetParam());
+    const Json& attrs = c.at("attrs");
+    nn::TransformerLayerOptions options;
+    options.self_attention.width = c.at("width").get<int64_t>();
+    options.self_attention.heads = c.at("heads").get<int64_t>();
+    options.self_attention.kind = c.at("kind").get<std::string>();
+    if (attrs.contains("eps")) options.self_attention.kind_options.nap.eps = attrs.at("eps").get<float>();
+    if (attrs.contains("denominator")) {
+        options.self_attention.kind_options.nap.denominator =
+            parse_enum<ops::StandardizeDenominator>(attrs.at("denominator").get<std::string>(), "denominator");
+    }
+    if (attrs.contains("score_scale")) {
+        options.self_attention.score_scale = parse_enum<nn::ScoreScale>(attrs.at("score_scale").get<std::string>(), "score_scale");
+    }
+    options.hidden = c.at("hidden").get<int64_t>();
+    options.norm = parse_enum<nn::NormPlacement>(c.at("norm").get<std::string>(), "norm");
+    options.mixer = parse_enum<nn::Mixer>(c.at("mixer").get<std::string>(), "mixer");
+    options.mte_attention_norm = options.self_attention.kind != "non";
+    options.layer_norm_eps = c.at("layer_norm_eps").get<float>();
+    Rng init(1), dropout(2);
+    nn::TransformerLayer layer(options, init, dropout);
+    set_parameters(layer, c.at("parameters"));
+
+    Var x(json_tensor(c.at("inputs").at("x")), true);
+    const Tensor key_valid = json_tensor(c.at("inputs").at("key_valid"));
+    Var output = layer.forward(x, {key_valid, key_valid});
+    testing::expect_close(output.value(), c.at("output"), 1e-5, 1e-4, GetParam() + " output");
+    output.backward(json_tensor(c.at("grad_output")));
+    testing::expect_close(x.grad(), c.at("grads").at("x"), 1e-5, 1e-3, GetParam() + " grad x");
+    for (const auto& named : layer.named_parameters()) {
+        ASSERT_TRUE(named.parameter.grad().defined()) << named.name;
+        testing::expect_close(named.parameter.grad(), c.at("grads").at(named.name), 1e-5, 1e-3, GetParam() + " grad " + named.name);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Paper002, LayerParity, ::testing::ValuesIn(testing::fixture_case_names("layers.json")),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 INSTANTIATE_TEST_SUITE_P(Kind, AttentionParity, ::testing::ValuesIn(testing::fixture_case_names("attention.json")),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });

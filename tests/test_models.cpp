@@ -228,6 +228,22 @@ TEST(Models, MemoryEstimateCountsTheParametersOfTheBuiltModel) {
             }
         }
     }
+    // Paper 002's symbol encoder, for each of its outputs and with or without positions (nap: gain and
+    // bias per head are the scalars left out).
+    for (const auto& [problem, output] : std::vector<std::pair<std::string, std::string>>{
+             {"case_distinction", "every_position"}, {"case_distinction", "first_position"}, {"mode", "first_position"}}) {
+        const Json raw = {{"task", "synthetic"},
+                          {"model", {{"vocab_size", 107}, {"d_model", 16}, {"heads", 2}, {"norm", "mte"},
+                                     {"positions", problem == "mode" ? "none" : "learned"},
+                                     {"attention", {{"encoder", {{"kind", "nap"}}}}}}},
+                          {"data", {{"problem", problem}, {"output", output}}}};
+        const config::ExperimentConfig parsed = config::parse_experiment_config(raw);
+        Rng init(1), dropout(2);
+        const int64_t built = models::build_model(parsed.model, init, dropout)->parameter_count();
+        const int64_t per_head_scalars = 2 * parsed.model.heads * parsed.model.encoder_layers;
+        EXPECT_EQ(models::estimate_training_memory(parsed.model, {4, 16, 0, 0}).parameters + per_head_scalars, built)
+            << problem << " " << output;
+    }
 }
 
 TEST(Models, TinyModelsBuildAndLearn) {

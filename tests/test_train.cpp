@@ -129,6 +129,22 @@ Json span_config(const TrainEnvironment& env) {
             {"checkpoint", {{"every", 100}}}};
 }
 
+// Paper 002's case distinction, small: MTE blocks mixing with NAP as its code computed it.
+Json synthetic_config() {
+    return {{"task", "synthetic"},
+            {"seed", 7},
+            {"model",
+             {{"d_model", 32}, {"heads", 4}, {"ffn_dim", 64}, {"encoder_layers", 1}, {"norm", "mte"},
+              {"attention", {{"encoder", {{"kind", "nap"}, {"nap_denominator", "std_plus_eps"}, {"nap_eps", 1e-3},
+                                          {"score_scale", "none"}}}}}}},
+            {"data", {{"problem", "case_distinction"}, {"length", 16}, {"valid_length", 8}, {"valid_batches", 2},
+                      {"batch_sentences", 16}}},
+            {"train", {{"learning_rate", 3e-3}, {"steps", 60}, {"log_every", 1}}},
+            {"validation", {{"every", 0}}},
+            {"checkpoint", {{"every", 100}}},
+            {"test", {{"batches", 3}}}};
+}
+
 std::string first_line(std::istream& in) {
     std::string line;
     std::getline(in, line);
@@ -161,7 +177,7 @@ train::TrainResult run(const Json& raw, const fs::path& dir, bool resume = false
 
 TEST(Trainer, LossFallsOnEveryTask) {
     const auto& env = TrainEnvironment::get();
-    for (const Json& raw : {headline_config(env), mlm_config(env), classify_config(env), span_config(env)}) {
+    for (const Json& raw : {headline_config(env), mlm_config(env), classify_config(env), span_config(env), synthetic_config()}) {
         RunDir dir("falls_" + raw.at("task").get<std::string>());
         run(raw, dir.path);
         const std::vector<double> losses = testing::logged_losses(dir.path);
@@ -277,6 +293,32 @@ TEST(Trainer, ValidationRecordsTheAttentionDiagnostics) {
 
 // Classification (GLUE-style): the labels the config leaves to the data are collected from the
 // training file and kept in the resolved config; validation reports GLUE's metrics.
+// Paper 002's tasks: accuracy overall, per case and at the training length; the symbol vocabulary
+// travels in the checkpoint; `hnas test` scores a test stream of its own, one 0/1 per example.
+TEST(Trainer, SyntheticTaskReportsAccuracyPerCaseAndTests) {
+    RunDir dir("synthetic");
+    run(synthetic_config(), dir.path);
+    const Json validation = last_validation(dir.path);
+    for (const char* metric : {"validation_accuracy", "validation_accuracy_at_train_length", "validation_accuracy_argmin",
+                               "validation_accuracy_first", "validation_accuracy_argmax"}) {
+        ASSERT_TRUE(validation.contains(metric)) << metric << " in " << validation.dump();
+        EXPECT_GE(validation.at(metric).get<double>(), 0.0);
+        EXPECT_LE(validation.at(metric).get<double>(), 1.0);
+    }
+    // The diagnostics measured the symbol sequences (no specials added): 8 keys per row.
+    ASSERT_TRUE(validation.contains("diagnostics"));
+    const decode::TrainedCheckpoint trained = decode::read_trained_checkpoint((dir.path / "best.ckpt").string());
+    EXPECT_EQ(trained.tokenizer.vocab_size(), data::kNumSpecialIds + 100);
+    EXPECT_EQ(trained.tokenizer.encode("0 17 99"), (std::vector<int32_t>{data::kNumSpecialIds, data::kNumSpecialIds + 17,
+                                                                        data::kNumSpecialIds + 99}));
+    const tasks::TestResult result = tasks::task_definition(config::Task::synthetic).test(trained);
+    ASSERT_EQ(result.per_example.at("accuracy").size(), 3u * 16u);
+    double right = 0.0;
+    for (const double hit : result.per_example.at("accuracy")) right += hit;
+    EXPECT_DOUBLE_EQ(result.metrics.at("accuracy").get<double>(), right / 48.0);
+    EXPECT_EQ(result.settings.at("length").get<int64_t>(), 8);
+}
+
 TEST(Trainer, ClassificationKeepsItsLabelsAndReportsGlueMetrics) {
     const auto& env = TrainEnvironment::get();
     Json raw = classify_config(env);
@@ -404,7 +446,7 @@ TEST(Trainer, WordPieceTokenizerTravelsInCheckpoints) {
 
 TEST(Trainer, ResumedRunIsBitIdentical) {
     const auto& env = TrainEnvironment::get();
-    for (Json raw : {headline_config(env), mlm_config(env), classify_config(env), span_config(env)}) {
+    for (Json raw : {headline_config(env), mlm_config(env), classify_config(env), span_config(env), synthetic_config()}) {
         raw["train"]["steps"] = 12;
         raw["validation"]["every"] = 5;  // validation in between must not disturb the training stream
         const std::string task = raw.at("task");

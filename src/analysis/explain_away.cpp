@@ -11,6 +11,7 @@ std::vector<int32_t> encoder_input(const config::ExperimentConfig& config, const
                                    const std::string& text) {
     const auto& model = config.model;
     std::vector<int32_t> ids = tokenizer.encode(text);
+    if (model.architecture == models::Architecture::symbols) return ids;  // symbols, no specials
     if (model.architecture == models::Architecture::seq2seq) {
         const int64_t longest = std::min(config.data.max_source, model.max_source_positions);
         if (static_cast<int64_t>(ids.size()) > longest) ids.resize(static_cast<size_t>(longest));
@@ -88,7 +89,9 @@ ExplainAwayReport measure_key_weights(const models::Model& model, const std::vec
                 }
                 head.min_ratio = std::min(head.min_ratio, sum / bound);
                 const double bin = std::floor(std::log(sum) - options.ln_low);  // log(0) = -inf: below the range
-                if (bin < 0) {
+                if (!(sum >= 0.0)) {  // and NaN, which no bin holds
+                    ++head.negative;
+                } else if (bin < 0) {
                     ++head.below_range;
                 } else if (bin >= static_cast<double>(bins)) {
                     ++head.above_range;
@@ -133,7 +136,7 @@ Json to_json(const ExplainAwayReport& report) {
                              {"median_sum", head.median_sum},
                              {"ln_histogram",
                               {{"edges", edges}, {"counts", head.histogram}, {"below_range", head.below_range},
-                               {"above_range", head.above_range}}}});
+                               {"above_range", head.above_range}, {"negative", head.negative}}}});
         }
         attentions.push_back({{"name", attention.name}, {"kind", attention.kind}, {"heads", heads}});
     }

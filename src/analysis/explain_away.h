@@ -1,4 +1,4 @@
-// The explaining-away statistic (paper 004, Sec. 3 and Fig. 1): for every real key j of a sequence,
+// The explaining-away statistic (paper 004, §4: Definition 1, Theorem 2 and Fig. 1): for every real key j of a sequence,
 // the total weight Σ_i A_ij its queries give it. Under softmax attention (LNAS) a key can be "explained
 // away" (total weight near 0: no query uses it); doubly-normalized attention guarantees Σ_i A_ij ≥ 1/L
 // for L real keys (paper 000, Lemma 1). Measured on the encoder self-attentions of a model: by
@@ -33,6 +33,7 @@ struct HeadKeyWeights {
     std::vector<int64_t> histogram;       // counts of ln Σ_i A_ij per unit bin from ln_low
     int64_t below_range = 0;              // sums below e^ln_low
     int64_t above_range = 0;              // sums at or above e^ln_high
+    int64_t negative = 0;                 // sums below 0 (nap and non weights may be negative) or NaN: no logarithm
 };
 
 struct AttentionKeyWeights {
@@ -62,7 +63,7 @@ ExplainAwayReport explain_away(const decode::TrainedModel& trained, const std::v
 
 // {"epsilon", "sequences", "attentions": [{"name", "kind", "heads": [{"head", "keys", "fraction_below_epsilon",
 //  "min_sum", "min_bound", "min_ratio", "median_sum",
-//  "ln_histogram": {"edges", "counts", "below_range", "above_range"}}]}]};
+//  "ln_histogram": {"edges", "counts", "below_range", "above_range", "negative"}}]}]};
 // scripts/plot_analysis.py draws it.
 Json to_json(const ExplainAwayReport& report);
 

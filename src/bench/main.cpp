@@ -94,7 +94,7 @@ void bench_linear(int warmup, int repeats, hnas::backend::MatmulPrecision precis
     }
 }
 
-// The attention layer of the papers' comparison (batch 32, 4 heads, L = 128, d = 256), forward and
+// One attention layer at a fixed reference shape (batch 32, 4 heads, L = 128, d = 256), forward and
 // backward, each kind timed in alternating rounds and reported relative to lnas.
 void bench_attention(int warmup, int repeats, const std::vector<std::string>& only) {
     using namespace hnas;

@@ -109,7 +109,7 @@ void parse_model(ConfigNode& node, Task task, ModelConfig& m) {
         m.embedding_norm = node.boolean("embedding_norm", m.embedding_norm,
                                         "layer norm after the embedding sum (BERT has it always; needed to map BERT's "
                                         "under `init_from`)");
-    } else {
+    } else if (task != Task::synthetic) {  // synthetic: the positions follow data.length and data.valid_length
         m.max_source_positions = node.integer("max_positions", m.max_source_positions, "longest sequence", 1);
         m.segments = node.integer("segments", m.segments, "segment (sentence A/B) embeddings", 1);
     }
@@ -242,6 +242,31 @@ void parse_data(ConfigNode& node, Task task, DataConfig& d) {
                                            "SQuAD 2.0: answer \"\" when the null score exceeds the best span's by more than this");
             if (d.max_query + 3 >= d.max_seq) node.fail("max_query", "leaves no room for the context in max_seq pieces");
         }
+    } else if (task == Task::synthetic) {
+        d.problem = node.choice("problem", d.problem,
+                                "paper 002's task: `case_distinction` (if 64 occurs, the position of the minimum; else if 50 "
+                                "occurs, position 0; else the position of the maximum, §5.1) or `mode` (the most frequent "
+                                "symbol, the smallest on ties, §5.3); fresh random sequences every batch");
+        d.symbols = node.integer("symbols", d.problem == data::SyntheticProblem::mode ? 10 : d.symbols,
+                                 Doc("S, the alphabet 0 … S−1", "100; `mode`: 10"),
+                                 d.problem == data::SyntheticProblem::mode ? 2 : data::kArgminMarker + 1, 100000);
+        d.length = node.integer("length", d.length, "N, the training sequences' length", 2, 100000);
+        d.valid_length = node.integer("valid_length", d.problem == data::SyntheticProblem::mode ? 256 : d.valid_length,
+                                      Doc("the validation and test sequences' length (the paper's generalization test)",
+                                          "64; `mode`: 256"),
+                                      2, 100000);
+        d.valid_batches = node.integer("valid_batches", d.valid_batches, "validation batches of `batch_sentences` rows", 1);
+        d.output = node.choice("output", d.problem == data::SyntheticProblem::mode ? data::SyntheticOutput::first_position : d.output,
+                               Doc("where the model answers: `every_position` (one logit per position, §5.1) or "
+                                   "`first_position` (the first state projected to N positions, §5.2, or to S symbols for `mode`)",
+                                   "`every_position`; `mode`: `first_position`"));
+        if (d.problem == data::SyntheticProblem::mode && d.output == data::SyntheticOutput::every_position) {
+            node.fail("output", "is every_position, but mode finding answers with a symbol: use first_position");
+        }
+        if (d.output == data::SyntheticOutput::first_position && d.problem == data::SyntheticProblem::case_distinction &&
+            d.valid_length > d.length) {
+            node.fail("valid_length", "exceeds length: first_position case distinction has one class per training position");
+        }
     } else {
         d.train_sources = parse_sources(node, "train_sources", d.train_sources,
                                         "text files; `unit` is what a document is: the whole `file`, a blank-line "
@@ -319,6 +344,8 @@ std::vector<std::string> metrics_of(Task task, bool regression) {
         case Task::classify: return regression ? std::vector<std::string>{"pearson", "loss", "spearman"}
                                                : std::vector<std::string>{"accuracy", "loss", "f1", "mcc"};
         case Task::span: return {"f1", "loss", "exact_match"};
+        case Task::synthetic:
+            return {"accuracy", "loss", "accuracy_at_train_length", "accuracy_argmin", "accuracy_first", "accuracy_argmax"};
     }
     return {};
 }
@@ -363,6 +390,11 @@ void parse_test(ConfigNode& node, Task task, const DataConfig& data, TestConfig&
         t.max_length = node.integer("max_length", t.max_length, "most tokens before eos", 1);
         t.no_repeat_ngram = node.integer("no_repeat_ngram", t.no_repeat_ngram, "no n-gram of this size twice (0: off)", 0);
         t.batch = node.integer("batch", t.batch, "articles decoded together", 1);
+    } else if (task == Task::synthetic) {
+        t.batches = node.integer("batches", t.batches,
+                                 "test batches of `data.batch_sentences` rows at `data.valid_length`, from a stream of their "
+                                 "own (the same for every run and seed, so settings are compared on the same examples)",
+                                 1);
     } else if (task == Task::classify || task == Task::span) {
         t.file = node.text("file", t.file, Doc("the labelled test file, in the training file's format", "`data.valid_file`"));
         if (t.file.empty()) {
@@ -374,12 +406,50 @@ void parse_test(ConfigNode& node, Task task, const DataConfig& data, TestConfig&
 
 }  // namespace
 
+// Paper 002's defaults (§4 and the authors' train.py and models.py): d 128, 4 heads, 2 layers, FFN 4·d,
+// no dropout, 3,200 batches of 32 with Adam (Keras's: ε 1e-7, no weight decay) at 0.3^7 decaying
+// linearly to 0 without warm-up or clipping, Keras's layer-norm ε 1e-3, validation every 100 batches.
+ExperimentConfig synthetic_defaults(ExperimentConfig config) {
+    models::ModelConfig& m = config.model;
+    m.architecture = models::Architecture::symbols;
+    m.width = 128;
+    m.heads = 4;
+    m.ffn_width = models::kFfnPerWidth * m.width;
+    m.encoder_layers = 2;
+    m.embedding_dropout = m.attention_dropout = m.residual_dropout = m.ffn_dropout = 0.0f;
+    m.scale_embeddings = false;
+    m.layer_norm_eps = 1e-3f;
+    TrainConfig& t = config.train;
+    t.optimizer.weight_decay = 0.0f;
+    t.optimizer.epsilon = 1e-7f;
+    t.schedule.learning_rate = 2.187e-4;  // 0.3^7
+    t.schedule.kind = optim::ScheduleKind::linear;
+    t.schedule.warmup_steps = 0;
+    t.steps = 3200;
+    t.clip_norm = 0.0;
+    t.log_every = 100;
+    config.validation.every = 100;
+    config.checkpoint.every = 800;
+    return config;
+}
+
 ExperimentConfig defaults_for(Task task) {
     ExperimentConfig config;
     config.task = task;
+    if (task == Task::synthetic) return synthetic_defaults(config);
     if (task != Task::headline) config.model = models::bert_base();
     if (task == Task::span) config.data.max_seq = 384;
     return config;
+}
+
+void set_symbol_output(ExperimentConfig& config) {
+    if (config.task != Task::synthetic) return;
+    const DataConfig& d = config.data;
+    models::SymbolOutput& output = config.model.symbol_output;
+    output.per_position = d.output == data::SyntheticOutput::every_position;
+    output.positions = d.problem == data::SyntheticProblem::case_distinction;
+    output.classes = output.per_position ? 0 : output.positions ? d.length : d.symbols;
+    config.model.max_source_positions = std::max(d.length, d.valid_length);
 }
 
 void set_bert_heads(ExperimentConfig& config) {
@@ -419,6 +489,7 @@ ExperimentConfig parse_experiment_config(const Json& raw, KeyLog* log) {
     parse_train(train, task, config.train);
     root.finish_child("train", train);
     set_bert_heads(config);
+    set_symbol_output(config);
     ConfigNode validation = root.child("validation", "validation cadence and metric, below");
     parse_validation(validation, task, config.data, config.validation);
     if (config.validation.metric == "rouge_l" && config.validation.decode_examples == 0) {

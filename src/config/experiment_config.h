@@ -10,6 +10,7 @@
 #include "backend/matmul.h"
 #include "config/config_node.h"
 #include "data/mlm.h"
+#include "data/synthetic.h"
 #include "data/tokenizer.h"
 #include "models/model_config.h"
 #include "optim/optimizer.h"
@@ -18,9 +19,9 @@
 namespace hnas::config {
 
 // The training objectives (src/tasks/), named in configs as "task": the one vocabulary of task names.
-enum class Task { headline, mlm, classify, span };
-inline constexpr EnumName<Task> kTaskNames[]{
-    {Task::headline, "headline"}, {Task::mlm, "mlm"}, {Task::classify, "classify"}, {Task::span, "span"}};
+enum class Task { headline, mlm, classify, span, synthetic };
+inline constexpr EnumName<Task> kTaskNames[]{{Task::headline, "headline"}, {Task::mlm, "mlm"}, {Task::classify, "classify"},
+                                             {Task::span, "span"}, {Task::synthetic, "synthetic"}};
 constexpr const auto& enum_names(Task) { return kTaskNames; }
 
 // The tokenizer: an existing SentencePiece model or WordPiece vocab.txt, or a SentencePiece model
@@ -56,6 +57,11 @@ struct DataConfig {
     // answers of at most max_answer pieces, SQuAD 2.0's no-answer when null − best span > null_threshold
     int64_t doc_stride = 128, max_query = 64, max_answer = 30;
     double null_threshold = 0.0;
+    // synthetic (paper 002): the problem, its alphabet and lengths, where the output is read, and the
+    // validation batches (drawn once, from a stream independent of the run's seed)
+    data::SyntheticProblem problem = data::SyntheticProblem::case_distinction;
+    int64_t symbols = 100, length = 128, valid_length = 64, valid_batches = 32;
+    data::SyntheticOutput output = data::SyntheticOutput::every_position;
     // every task
     int64_t batch_sentences = 32, batch_tokens = 0;
     // Lines with invalid UTF-8 or control bytes (a file damaged by a crash): an error, or left out
@@ -105,6 +111,8 @@ struct TestConfig {
     double length_penalty = 1.0;
     // classify and span: the labelled test file; empty: data.valid_file
     std::string file;
+    // synthetic: batches of a test stream of its own (at data.valid_length)
+    int64_t batches = 100;
 };
 
 struct CheckpointConfig {
@@ -134,6 +142,8 @@ ExperimentConfig defaults_for(Task task);
 
 // The heads of a BERT-style model from the task and its options (also after a task fills in labels).
 void set_bert_heads(ExperimentConfig& config);
+// A synthetic task's model output and positions, from its data options.
+void set_symbol_output(ExperimentConfig& config);
 
 // Parses and validates `raw`; a `log` given collects every key read (for key_tables).
 ExperimentConfig parse_experiment_config(const Json& raw, KeyLog* log = nullptr);

@@ -25,6 +25,13 @@ inline constexpr EnumName<SyntheticProblem> kSyntheticProblemNames[]{{SyntheticP
                                                                      {SyntheticProblem::mode, "mode"}};
 constexpr const auto& enum_names(SyntheticProblem) { return kSyntheticProblemNames; }
 
+// Where a model reads its answer (paper 002 Fig. 2): a logit at every position (a distribution over the
+// positions, §5.1), or the first position's state projected to classes (§5.2, §5.3).
+enum class SyntheticOutput { every_position, first_position };
+inline constexpr EnumName<SyntheticOutput> kSyntheticOutputNames[]{{SyntheticOutput::every_position, "every_position"},
+                                                                   {SyntheticOutput::first_position, "first_position"}};
+constexpr const auto& enum_names(SyntheticOutput) { return kSyntheticOutputNames; }
+
 // Which rule of case distinction decided a label (paper 002, Fig. 2 pseudo code).
 enum class DistinctionCase { argmin, first, argmax };
 inline constexpr EnumName<DistinctionCase> kDistinctionCaseNames[]{

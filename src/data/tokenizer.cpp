@@ -217,6 +217,13 @@ Tokenizer Tokenizer::from_vocabulary(const std::string& vocab_text, const std::s
     return Tokenizer(std::move(state));
 }
 
+Tokenizer Tokenizer::symbols(int32_t count) {
+    HNAS_CHECK(count > 0, "symbol tokenizer: needs at least one symbol, got ", count);
+    std::string vocab = "[PAD]\n[UNK]\n[BOS]\n[EOS]\n[CLS]\n[SEP]\n[MASK]";
+    for (int32_t symbol = 0; symbol < count; ++symbol) vocab.append("\n").append(std::to_string(symbol));
+    return from_vocabulary(vocab, "symbol vocabulary");
+}
+
 Tokenizer Tokenizer::load_wordpiece(const std::string& path) {
     return from_vocabulary(read_file(path, "the WordPiece vocabulary"), path);
 }

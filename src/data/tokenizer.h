@@ -102,6 +102,9 @@ public:
     static Tokenizer load_wordpiece(const std::string& path);
     // From the bytes of a model (serialized_model()), e.g. as stored in a checkpoint.
     static Tokenizer from_serialized(const std::string& bytes);
+    // The symbols "0" … "count−1" as whole words after the special pieces, as a WordPiece vocabulary
+    // (paper 002's synthetic tasks): symbol s has id kNumSpecialIds + s, and "17 3" encodes to those ids.
+    static Tokenizer symbols(int32_t count);
 
     TokenizerKind kind() const;
     // The model as bytes, to store in a checkpoint: a SentencePiece model proto, or for WordPiece the

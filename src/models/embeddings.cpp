@@ -21,7 +21,7 @@ EmbeddingSum::EmbeddingSum(int64_t width, const EmbeddingOptions& options, Rng& 
     if (options.positions == PositionEncoding::learned) {
         learned_positions_ = &register_module(
             "positions", std::make_unique<nn::Embedding>(options.max_positions, width, options.init_stddev, init_rng));
-    } else {
+    } else if (options.positions == PositionEncoding::sinusoidal) {
         fixed_positions_ = sinusoidal_positions(options.max_positions, width);
     }
     if (options.segments > 0) {
@@ -35,8 +35,9 @@ Var EmbeddingSum::forward(const nn::Embedding& tokens, const Tensor& ids, const 
                           int64_t first_position) const {
     HNAS_CHECK(ids.rank() == 2, "embeddings: ids must be (B, T), got ", shape_str(ids.shape()));
     const int64_t length = ids.dim(1), end = first_position + length;
-    HNAS_CHECK(first_position >= 0 && end <= options_.max_positions, "embeddings: positions ", first_position, "..",
-               end - 1, " exceed the ", options_.max_positions, " positions of the model");
+    HNAS_CHECK(first_position >= 0 && (options_.positions == PositionEncoding::none || end <= options_.max_positions),
+               "embeddings: positions ", first_position, "..", end - 1, " exceed the ", options_.max_positions,
+               " positions of the model");
     Var x = tokens.forward(ids);  // (B, T, D)
     if (options_.token_scale != 1.0f) x = ops::scale(x, options_.token_scale);
     std::vector<int32_t> position_ids(static_cast<size_t>(length));
@@ -44,7 +45,7 @@ Var EmbeddingSum::forward(const nn::Embedding& tokens, const Tensor& ids, const 
     const Tensor positions = Tensor::from_ints({1, length}, position_ids);
     if (learned_positions_) {
         x = ops::add(x, learned_positions_->forward(positions));  // (1, T, D) broadcast over B
-    } else {
+    } else if (fixed_positions_.defined()) {
         x = ops::add(x, ops::slice(Var(fixed_positions_), 0, first_position, end));  // (T, D) broadcast over B
     }
     if (segments_) {

@@ -35,6 +35,13 @@ int64_t embedding_parameters(const ModelConfig& c, int64_t positions, int64_t se
 
 int64_t parameter_count(const ModelConfig& c) {
     int64_t count = c.vocab_size * c.width;  // the token embedding
+    if (c.architecture == Architecture::symbols) {
+        count += embedding_parameters(c, c.max_source_positions, 0, c.embedding_norm);
+        count += c.encoder_layers * layer_parameters(c, c.encoder_attention, nullptr);
+        count += linear(c.width, c.symbol_output.per_position ? 1 : c.symbol_output.classes);
+        if (c.norm == nn::NormPlacement::pre) count += layer_norm(c.width);
+        return count;
+    }
     if (c.architecture == Architecture::bert) {
         count += embedding_parameters(c, c.max_source_positions, c.segments, /*norm=*/true);
         count += c.encoder_layers * layer_parameters(c, c.encoder_attention, nullptr);

@@ -25,7 +25,8 @@ struct AttentionStackConfig {
 // Padding's token id, fixed by the tokenizer (src/data/tokenizer.h); losses ignore it.
 constexpr int32_t kPadId = 0;
 
-enum class Architecture { seq2seq, bert };
+// seq2seq: Seq2SeqModel; bert: BertModel; symbols: SymbolEncoder (paper 002's synthetic tasks).
+enum class Architecture { seq2seq, bert, symbols };
 
 // The heads on a BERT-style encoder. The task decides which (src/tasks/); their parameters keep the
 // same names in every task, so a fine-tuning run loads a pretrained encoder by name.
@@ -35,14 +36,23 @@ struct BertHeads {
     int64_t classes = 0;          // classification from the pooled [CLS]; 1: one regression output
     bool span = false;            // span extraction: start and end logits at every position
 };
-enum class PositionEncoding { learned, sinusoidal };
-inline constexpr EnumName<PositionEncoding> kPositionEncodingNames[]{{PositionEncoding::learned, "learned"}, {PositionEncoding::sinusoidal, "sinusoidal"}};
+enum class PositionEncoding { learned, sinusoidal, none };
+inline constexpr EnumName<PositionEncoding> kPositionEncodingNames[]{
+    {PositionEncoding::learned, "learned"}, {PositionEncoding::sinusoidal, "sinusoidal"}, {PositionEncoding::none, "none"}};
 constexpr const auto& enum_names(PositionEncoding) { return kPositionEncodingNames; }
+
+// The output of a SymbolEncoder, set by the synthetic task from its problem: one logit per position,
+// or `classes` logits from the first position, which are positions (cut to the sequence) or symbols.
+struct SymbolOutput {
+    bool per_position = true;
+    int64_t classes = 0;
+    bool positions = false;
+};
 
 // The feed-forward width per unit of model width (Vaswani et al. 2017), unless a config sets it.
 constexpr int64_t kFfnPerWidth = 4;
 
-// The defaults are the encoder-decoder's (the papers' Transformer-base); bert_base() gives BERT's.
+// The defaults are the encoder-decoder's (Vaswani et al.'s Transformer-base; the papers' models are 12 layers of d 768); bert_base() gives BERT's.
 struct ModelConfig {
     Architecture architecture = Architecture::seq2seq;
     int64_t vocab_size = 0;
@@ -61,6 +71,7 @@ struct ModelConfig {
     bool embedding_norm = false;  // layer norm after the embedding sum (always on for bert)
     float layer_norm_eps = 1e-5f; // of every layer norm (BERT's public checkpoints: 1e-12)
     BertHeads bert_heads;         // bert only
+    SymbolOutput symbol_output;   // symbols only
     AttentionStackConfig encoder_attention, decoder_attention, cross_attention;
 };
 

@@ -5,14 +5,19 @@
 
 #include "models/bert.h"
 #include "models/seq2seq.h"
+#include "models/symbol_encoder.h"
 
 namespace hnas::models {
 
 std::unique_ptr<Model> build_model(const ModelConfig& config, Rng& init_rng, Rng& dropout_rng) {
     HNAS_CHECK(config.vocab_size > 0, "model: vocab_size is 0; set model.vocab_size or build the model after the ",
                "tokenizer has given it");
-    if (config.architecture == Architecture::seq2seq) return std::make_unique<Seq2SeqModel>(config, init_rng, dropout_rng);
-    return std::make_unique<BertModel>(config, init_rng, dropout_rng);
+    switch (config.architecture) {
+    case Architecture::seq2seq: return std::make_unique<Seq2SeqModel>(config, init_rng, dropout_rng);
+    case Architecture::bert: return std::make_unique<BertModel>(config, init_rng, dropout_rng);
+    case Architecture::symbols: return std::make_unique<SymbolEncoder>(config, init_rng, dropout_rng);
+    }
+    throw Error("model: unknown architecture");
 }
 
 std::vector<std::pair<std::string, int64_t>> group_parameter_counts(

@@ -10,7 +10,7 @@
 
 namespace hnas::models {
 
-// A Seq2SeqModel or a BertModel, as the config's architecture says.
+// A Seq2SeqModel, a BertModel or a SymbolEncoder, as the config's architecture says.
 std::unique_ptr<Model> build_model(const ModelConfig& config, Rng& init_rng, Rng& dropout_rng);
 
 // Parameter counts grouped by module kind: layer indices fold together ("encoder.layers.*.ffn") and the

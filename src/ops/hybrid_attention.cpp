@@ -18,13 +18,13 @@ void hybrid_attention_forward(const float* S, const SliceMask& mask, const Atten
     float* column = SliceScratch::sized(scratch.per_key, d.keys);
     float* total = SliceScratch::sized(scratch.carry, d.keys);
     load_masked(S, mask, d.queries, d.keys, L);
-    column_logsumexp(L, d, column, total);  // DNAS's query step (Eq. 6), first: LNAS leaves L unchanged
+    column_logsumexp(L, d, column, total);  // DNAS's query step (paper 000, Eq. 7), first: LNAS leaves L unchanged
     for (int64_t i = 0; i < d.queries; ++i) {
         float* row = L + i * d.keys;
         softmax_row(row, d.keys, A_l + i * d.keys);  // A_l = softmax_keys(S) (Eq. 3)
 #pragma omp simd
         for (int64_t j = 0; j < d.keys; ++j) row[j] -= column[j];  // L1 = S − c
-        r[i] = softmax_row(row, d.keys, A_d + i * d.keys);  // A_d = softmax_keys(L1) (Eq. 7-8)
+        r[i] = softmax_row(row, d.keys, A_d + i * d.keys);  // A_d = softmax_keys(L1) (paper 000, Eq. 8)
 #pragma omp simd
         for (int64_t j = 0; j < d.keys; ++j) out[i * d.keys + j] = w * A_d[i * d.keys + j] + (1.0f - w) * A_l[i * d.keys + j];
     }

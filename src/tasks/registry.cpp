@@ -2,6 +2,7 @@
 #include "tasks/headline/headline_task.h"
 #include "tasks/mlm/mlm_task.h"
 #include "tasks/span/span_task.h"
+#include "tasks/synthetic/synthetic_task.h"
 
 namespace hnas::tasks {
 
@@ -11,6 +12,7 @@ const TaskDefinition& task_definition(config::Task task) {
         &mlm::definition(),
         &classify::definition(),
         &span::definition(),
+        &synthetic::definition(),
     };
     for (const TaskDefinition* definition : definitions) {
         if (definition->task == task) return *definition;

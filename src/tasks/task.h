@@ -114,6 +114,9 @@ struct TaskDefinition {
     // `hnas test`: the checkpoint scored on its config's test data (headline: beam search and ROUGE;
     // mlm: the validation loss; classify and span: `evaluate` on test.file).
     TestResult (*test)(const decode::TrainedCheckpoint& trained);
+    // The tokenizer a task's data fixes (synthetic: its symbols), used instead of a trained one; null:
+    // the config's tokenizer.
+    data::Tokenizer (*fixed_tokenizer)(const config::ExperimentConfig& config);
 };
 
 // The registry (registry.cpp): the definition of every task.

@@ -342,14 +342,16 @@ void Trainer::start() {
                        " already holds checkpoints; pass --resume to continue that run or choose another --out");
         }
         std::vector<tasks::DataFile> checked = files;
-        if (config_.tokenizer.model.empty() && !tokenizer_checkpoint(config_, resumed_, pretrained_)) {
+        if (config_.tokenizer.model.empty() && !tokenizer_checkpoint(config_, resumed_, pretrained_) && !definition_.fixed_tokenizer) {
             for (size_t i = 0; i < config_.tokenizer.inputs.size(); ++i) {
                 checked.push_back({fmt::format("tokenizer.inputs[{}]", i), config_.tokenizer.inputs[i], true});
             }
         }
         check_data_files(checked, config_);
-        check_memory(definition_, config_, expected_vocab_size(config_, tokenizer_checkpoint(config_, resumed_, pretrained_)),
-                     world_.local_size());
+        const int64_t vocab_size = definition_.fixed_tokenizer
+                                       ? definition_.fixed_tokenizer(config_).vocab_size()
+                                       : expected_vocab_size(config_, tokenizer_checkpoint(config_, resumed_, pretrained_));
+        check_memory(definition_, config_, vocab_size, world_.local_size());
     }
     if (options_.resume) {
         world_.broadcast(resume_path, "setup: the checkpoint to resume from");
@@ -359,6 +361,7 @@ void Trainer::start() {
     }
 
     tokenizer_ = [&] {
+        if (definition_.fixed_tokenizer) return RunTokenizer{definition_.fixed_tokenizer(config_), {}};
         if (const io::Checkpoint* source = tokenizer_checkpoint(config_, resumed_, pretrained_)) {
             return RunTokenizer{data::Tokenizer::from_serialized(source->bytes("tokenizer.model")), {}};
         }
@@ -601,6 +604,7 @@ Json Trainer::attention_diagnostics() const {
                                                       static_cast<double>(std::max<int64_t>(head.keys, 1)));
             entry["ln_histogram"].push_back(head.histogram);
             entry["below_range"].push_back(head.below_range);
+            entry["negative"].push_back(head.negative);
         }
         attentions[attention.name] = std::move(entry);
     }

@@ -12,8 +12,8 @@ public:
         return ops::normalize_attention(scores, mask, {ops::NormalizeAxis::queries, ops::NormalizeAxis::keys});
     }
     Var reference(const Var& scores, const ops::AttentionMask& mask) const override {
-        const Var over_queries = ops::log_normalize(scores, mask, ops::NormalizeAxis::queries);  // Eq. 6
-        return ops::masked_exp(ops::log_normalize(over_queries, mask, ops::NormalizeAxis::keys), mask);  // Eq. 7-8
+        const Var over_queries = ops::log_normalize(scores, mask, ops::NormalizeAxis::queries);  // Eq. 7
+        return ops::masked_exp(ops::log_normalize(over_queries, mask, ops::NormalizeAxis::keys), mask);  // Eq. 8
     }
 };
 }  // namespace

@@ -208,7 +208,7 @@ std::unique_ptr<Task> create(const config::ExperimentConfig& config, const data:
 
 const TaskDefinition& definition() {
     static const TaskDefinition classify{config::Task::classify, data_files, largest_batch, "", "data.max_seq", "examples",
-                                         complete_config, create, evaluate, predict, test_on_file<evaluate>};
+                                         complete_config, create, evaluate, predict, test_on_file<evaluate>, nullptr};
     return classify;
 }
 

@@ -184,7 +184,7 @@ TestResult test(const decode::TrainedCheckpoint& trained) {
 const TaskDefinition& definition() {
     static const TaskDefinition headline{config::Task::headline, data_files, largest_batch,
                                          ", model.decoder_layers", "data.max_source, data.max_target", "target tokens",
-                                         nullptr, create, nullptr, nullptr, test};
+                                         nullptr, create, nullptr, nullptr, test, nullptr};
     return headline;
 }
 

@@ -178,7 +178,7 @@ TestResult test(const decode::TrainedCheckpoint& trained) {
 
 const TaskDefinition& definition() {
     static const TaskDefinition mlm{config::Task::mlm, data_files, largest_batch, "", "data.max_seq", "masked tokens",
-                                    nullptr, create, nullptr, nullptr, test};
+                                    nullptr, create, nullptr, nullptr, test, nullptr};
     return mlm;
 }
 

@@ -209,7 +209,7 @@ std::vector<std::string> best_answers(const data::SquadFile& file, const std::ve
 
 const TaskDefinition& definition() {
     static const TaskDefinition span{config::Task::span, data_files, largest_batch, "", "data.max_seq, data.doc_stride",
-                                     "windows", nullptr, create, evaluate, predict, test_on_file<evaluate>};
+                                     "windows", nullptr, create, evaluate, predict, test_on_file<evaluate>, nullptr};
     return span;
 }
 

@@ -1,0 +1,63 @@
+#include "models/symbol_encoder.h"
+
+#include "models/seq2seq.h"
+
+namespace hnas::models {
+
+namespace {
+EmbeddingOptions symbol_embedding_options(const ModelConfig& config) {
+    EmbeddingOptions options;
+    options.max_positions = config.max_source_positions;
+    options.positions = config.positions;
+    options.norm = config.embedding_norm;
+    options.norm_eps = config.layer_norm_eps;
+    options.dropout = config.embedding_dropout;
+    return options;
+}
+
+int64_t output_width(const ModelConfig& config) {
+    return config.symbol_output.per_position ? 1 : config.symbol_output.classes;
+}
+}  // namespace
+
+SymbolEncoder::SymbolEncoder(const ModelConfig& config, Rng& init_rng, Rng& dropout_rng)
+    : Model(config),
+      // paper 002's code draws every weight from a normal of stddev 0.02 (truncated there)
+      tokens_(register_module("embedding", std::make_unique<nn::Embedding>(config.vocab_size, config.width, 0.02f, init_rng))),
+      embeddings_(register_module("encoder", std::make_unique<EmbeddingSum>(config.width, symbol_embedding_options(config),
+                                                                              init_rng, dropout_rng))),
+      output_([&]() -> nn::Linear& {
+          HNAS_CHECK(config.architecture == Architecture::symbols, "symbol encoder: the config describes another architecture");
+          HNAS_CHECK(output_width(config) > 0, "symbol encoder: the output has no classes (model.symbol_output)");
+          for (size_t i = 0; i < static_cast<size_t>(config.encoder_layers); ++i) {
+              layers_.push_back(&register_module(
+                  "encoder.layers." + std::to_string(i),
+                  std::make_unique<nn::TransformerLayer>(
+                      layer_options(config, config.encoder_attention, nn::AttentionRole::bidirectional, i, nullptr), init_rng,
+                      dropout_rng)));
+          }
+          if (config.norm == nn::NormPlacement::pre) {
+              final_norm_ = &register_module("encoder.final_norm", std::make_unique<nn::LayerNorm>(config.width, config.layer_norm_eps));
+          }
+          return register_module("output", std::make_unique<nn::Linear>(config.width, output_width(config), init_rng));
+      }()) {}
+
+Var SymbolEncoder::encode_tokens(const Tensor& ids, const Tensor& valid) const {
+    Var x = embeddings_.forward(tokens_, ids);  // (B, L, D)
+    const ops::AttentionMask mask{valid, valid};
+    for (const auto* layer : layers_) x = layer->forward(x, mask);
+    return final_norm_ ? final_norm_->forward(x) : x;
+}
+
+Var SymbolEncoder::logits(const Tensor& ids) const {
+    HNAS_CHECK(ids.rank() == 2, "symbol encoder: ids must be (B, L), got ", shape_str(ids.shape()));
+    const int64_t batch = ids.dim(0), length = ids.dim(1);
+    const Var states = encode_tokens(ids, Tensor::full({batch, length}, 1.0f));  // (B, L, D): no padding
+    if (config_.symbol_output.per_position) return ops::reshape(output_.forward(states), {batch, length});  // (B, L)
+    const Var first = ops::reshape(ops::slice(states, 1, 0, 1), {batch, config_.width});                     // (B, D)
+    const Var logits = output_.forward(first);                                                               // (B, C)
+    // First-token case distinction predicts a position: only the sequence's own positions are classes.
+    return config_.symbol_output.positions ? ops::slice(logits, 1, 0, std::min(config_.symbol_output.classes, length)) : logits;
+}
+
+}  // namespace hnas::models

@@ -1,0 +1,234 @@
+#include "tasks/synthetic/synthetic_task.h"
+
+#include <array>
+
+#include "base/hash.h"
+#include "models/symbol_encoder.h"
+#include "tasks/task_support.h"
+
+namespace hnas::tasks::synthetic {
+
+namespace {
+
+// The validation and test streams' seeds: fixed, so every run sees the same examples.
+constexpr uint64_t kValidationSeed = 0x7661'6c69'6400'0002ULL, kTestSeed = 0x7465'7374'0000'0003ULL;
+
+data::SyntheticOptions stream(const config::ExperimentConfig& config, int64_t length, uint64_t seed) {
+    data::SyntheticOptions o;
+    o.problem = config.data.problem;
+    o.symbols = static_cast<int32_t>(config.data.symbols);
+    o.length = length;
+    o.batch = config.data.batch_sentences;
+    o.seed = seed;
+    return o;
+}
+
+// A batch's rows [first, last) as the model's inputs: ids (rows, N) of data::Tokenizer::symbols and labels (rows).
+struct Examples {
+    Tensor ids, labels;
+    std::vector<data::DistinctionCase> rules;  // case distinction only
+};
+Examples examples_of(const data::SyntheticBatch& batch, int64_t first, int64_t last) {
+    const int64_t rows = last - first;
+    std::vector<int32_t> ids(static_cast<size_t>(rows * batch.length));
+    for (size_t e = 0; e < ids.size(); ++e) {
+        ids[e] = data::kNumSpecialIds + batch.symbols[static_cast<size_t>(first * batch.length) + e];
+    }
+    Examples examples{Tensor::from_ints({rows, batch.length}, ids),
+                      Tensor::from_ints({rows}, std::vector<int32_t>(batch.labels.begin() + first, batch.labels.begin() + last)),
+                      {}};
+    if (!batch.rules.empty()) examples.rules.assign(batch.rules.begin() + first, batch.rules.begin() + last);
+    return examples;
+}
+Examples examples_of(const data::SyntheticBatch& batch) { return examples_of(batch, 0, batch.rows); }
+
+// Right answers over examples, overall and per rule of case distinction, with each example's 0/1.
+struct Tally {
+    int64_t right = 0, total = 0;
+    std::array<int64_t, 3> rule_right{}, rule_total{};
+    std::vector<double> correct;
+
+    void add(const Tensor& logits, const Examples& examples) {
+        const std::vector<int32_t> predicted = argmax_rows(logits);
+        for (size_t row = 0; row < predicted.size(); ++row) {
+            const bool hit = predicted[row] == examples.labels.ints()[row];
+            right += hit;
+            ++total;
+            correct.push_back(hit ? 1.0 : 0.0);
+            if (examples.rules.empty()) continue;
+            const auto rule = static_cast<size_t>(examples.rules[row]);
+            rule_right[rule] += hit;
+            ++rule_total[rule];
+        }
+    }
+    double accuracy() const { return total > 0 ? static_cast<double>(right) / static_cast<double>(total) : 0.0; }
+    // "accuracy_argmin" etc.; a rule that never occurred is left out.
+    void add_rule_metrics(std::vector<Metric>& metrics) const {
+        for (const auto& [rule, name] : data::kDistinctionCaseNames) {
+            const auto r = static_cast<size_t>(rule);
+            if (rule_total[r] == 0) continue;
+            metrics.push_back({"accuracy_" + std::string(name), static_cast<double>(rule_right[r]) / static_cast<double>(rule_total[r])});
+        }
+    }
+};
+
+class SyntheticTask : public Task {
+public:
+    SyntheticTask(const config::ExperimentConfig& config, const data::Tokenizer& tokenizer, Rng& init, Rng& dropout)
+        : config_(config), train_(stream(config, config.data.length, config.seed)) {
+        HNAS_CHECK(tokenizer.vocab_size() == data::kNumSpecialIds + config.data.symbols, "synthetic task: the tokenizer has ",
+                   tokenizer.vocab_size(), " ids, not the ", data::kNumSpecialIds + config.data.symbols, " of ",
+                   config.data.symbols, " symbols");
+        model_ = std::make_unique<models::SymbolEncoder>(config.model, init, dropout);
+        for (int64_t k = 0; k < config.data.valid_batches; ++k) {
+            valid_.push_back(data::synthetic_batch(stream(config, config.data.valid_length, kValidationSeed), static_cast<uint64_t>(k)));
+            valid_at_train_length_.push_back(
+                data::synthetic_batch(stream(config, config.data.length, kValidationSeed + 1), static_cast<uint64_t>(k)));
+        }
+    }
+
+    models::Model& model() override { return *model_; }
+
+    // The first validation batch's sequences as text, which the symbol tokenizer encodes back to its ids.
+    std::vector<std::string> diagnostic_texts() const override {
+        std::vector<std::string> texts;
+        const data::SyntheticBatch& batch = valid_.front();
+        for (int64_t row = 0; row < batch.rows && texts.size() < kDiagnosticTexts; ++row) {
+            std::string text;
+            for (int64_t t = 0; t < batch.length; ++t) {
+                if (t > 0) text.push_back(' ');
+                text.append(std::to_string(batch.symbols[static_cast<size_t>(row * batch.length + t)]));
+            }
+            texts.push_back(std::move(text));
+        }
+        return texts;
+    }
+
+    BatchTokens next_batch(int rank, int ranks) override {
+        const data::SyntheticBatch batch = data::synthetic_batch(train_, next_batch_++);
+        const auto [first, last] = data::shard_rows(batch.rows, rank, ranks);
+        shard_ = examples_of(batch, first, last);
+        tokens_ = {batch.rows, last - first, batch.rows * batch.length};
+        return tokens_;
+    }
+
+    Var batch_loss() override {
+        if (tokens_.shard == 0) return Var(Tensor::scalar(0.0f));
+        return shard_part(ops::cross_entropy(model_->logits(shard_.ids), shard_.labels), tokens_.shard, tokens_.global);
+    }
+
+    data::DataPosition position() const override {
+        data::DataPosition p;
+        p.batch = static_cast<int64_t>(next_batch_);
+        p.examples = p.batch * train_.batch;
+        p.fingerprint = fingerprint();
+        return p;
+    }
+    void restore(const data::DataPosition& p) override {
+        HNAS_CHECK(p.fingerprint == fingerprint(), "synthetic task: the checkpoint's data position belongs to another ",
+                   "problem, alphabet, length, batch or seed");
+        next_batch_ = static_cast<uint64_t>(p.batch);
+    }
+
+    std::optional<Validation> validate() override {
+        EvaluationMode evaluation(*model_);
+        Validation result;
+        double weighted_loss = 0.0;
+        Tally tally;
+        for (const data::SyntheticBatch& batch : valid_) {
+            const Examples examples = examples_of(batch);
+            const Var logits = model_->logits(examples.ids);
+            weighted_loss += static_cast<double>(ops::cross_entropy(logits, examples.labels).item()) * static_cast<double>(batch.rows);
+            tally.add(logits.value(), examples);
+        }
+        result.tokens = tally.total;
+        result.loss = weighted_loss / static_cast<double>(tally.total);
+        result.metrics = {{"loss", result.loss}, {"accuracy", tally.accuracy()}};
+        result.metrics.push_back({"accuracy_at_train_length", accuracy_of(valid_at_train_length_).accuracy()});
+        tally.add_rule_metrics(result.metrics);
+        return result;
+    }
+
+    // `hnas test`: `batches` batches of the test stream at valid_length.
+    Tally test(int64_t batches) {
+        EvaluationMode evaluation(*model_);
+        Tally tally;
+        for (int64_t k = 0; k < batches; ++k) {
+            const data::SyntheticBatch batch =
+                data::synthetic_batch(stream(config_, config_.data.valid_length, kTestSeed), static_cast<uint64_t>(k));
+            const Examples examples = examples_of(batch);
+            tally.add(model_->logits(examples.ids).value(), examples);
+        }
+        return tally;
+    }
+
+private:
+    Tally accuracy_of(const std::vector<data::SyntheticBatch>& batches) const {
+        Tally tally;
+        for (const data::SyntheticBatch& batch : batches) {
+            const Examples examples = examples_of(batch);
+            tally.add(model_->logits(examples.ids).value(), examples);
+        }
+        return tally;
+    }
+
+    uint64_t fingerprint() const {
+        uint64_t hash = mix64(static_cast<uint64_t>(train_.problem));
+        for (const uint64_t value : {static_cast<uint64_t>(train_.symbols), static_cast<uint64_t>(train_.length),
+                                     static_cast<uint64_t>(train_.batch), train_.seed}) {
+            hash = hash_combine(hash, value);
+        }
+        return hash;
+    }
+
+    const config::ExperimentConfig& config_;
+    data::SyntheticOptions train_;
+    uint64_t next_batch_ = 0;
+    std::unique_ptr<models::SymbolEncoder> model_;
+    std::vector<data::SyntheticBatch> valid_, valid_at_train_length_;
+    Examples shard_;
+    BatchTokens tokens_;
+};
+
+std::vector<DataFile> data_files(const config::ExperimentConfig&) { return {}; }
+
+models::BatchShape largest_batch(const config::ExperimentConfig& config) {
+    models::BatchShape batch;
+    batch.rows = config.data.batch_sentences;
+    batch.source_length = std::max(config.data.length, config.data.valid_length);
+    return batch;
+}
+
+std::unique_ptr<Task> create(const config::ExperimentConfig& config, const data::Tokenizer& tokenizer, Rng& init, Rng& dropout) {
+    return std::make_unique<SyntheticTask>(config, tokenizer, init, dropout);
+}
+
+TestResult test(const decode::TrainedCheckpoint& trained) {
+    const config::ExperimentConfig& config = trained.config;
+    Rng init_rng(config.seed, 0), dropout_rng(0, 1);  // every parameter is then overwritten from the checkpoint
+    SyntheticTask task(config, trained.tokenizer, init_rng, dropout_rng);
+    models::load_parameters(trained.checkpoint, task.model());
+    const Tally tally = task.test(config.test.batches);
+    TestResult result;
+    std::vector<Metric> metrics{{"accuracy", tally.accuracy()}};
+    tally.add_rule_metrics(metrics);
+    for (const Metric& metric : metrics) result.metrics[metric.name] = metric.value;
+    result.per_example["accuracy"] = tally.correct;
+    result.settings = {{"problem", name_of(config.data.problem)}, {"length", config.data.valid_length},
+                       {"examples", tally.total}, {"stream", "test"}};
+    return result;
+}
+
+data::Tokenizer symbol_tokenizer(const config::ExperimentConfig& config) {
+    return data::Tokenizer::symbols(static_cast<int32_t>(config.data.symbols));
+}
+
+}  // namespace
+
+const TaskDefinition& definition() {
+    static const TaskDefinition synthetic{config::Task::synthetic, data_files, largest_batch, "", "data.length, data.valid_length",
+                                          "examples", nullptr, create, nullptr, nullptr, test, symbol_tokenizer};
+    return synthetic;
+}
+
+}  // namespace hnas::tasks::synthetic
