@@ -65,6 +65,20 @@ TEST(Grid, ListFile) {
     EXPECT_EQ(names_of(settings), (std::vector<std::string>{"kind=hnas,hybrid_init=0.5", "kind=lnas"}));
     EXPECT_CONTAINS(testing::error_of([&] { read_setting_list(scratch.write("bad.json", "[1]")); }),
                     "item 0 is a number, not an object of overrides");
+    // Named settings (paper 002's mixers differ in several keys at once) beside named-by-overrides ones.
+    const auto named = read_setting_list(scratch.write(
+        "named.json", R"([{"name": "NAP", "set": {"model.norm": "mte", "model.attention.encoder.kind": "nap"}},
+                          {"model.attention.encoder.kind": "lnas"}])"));
+    EXPECT_EQ(names_of(named), (std::vector<std::string>{"NAP", "kind=lnas"}));
+    EXPECT_EQ(named[0].assignments(), (std::vector<std::string>{"model.norm=\"mte\"", "model.attention.encoder.kind=\"nap\""}));
+    EXPECT_CONTAINS(testing::error_of([&] {
+                        read_setting_list(scratch.write("slash.json", R"([{"name": "a/b", "set": {"seed": 1}}])"));
+                    }),
+                    "item 0 must be {\"name\": a folder name");
+    EXPECT_CONTAINS(testing::error_of([&] {
+                        read_setting_list(scratch.write("twice.json", R"([{"name": "A", "set": {"seed": 1}}, {"name": "A", "set": {"seed": 2}}])"));
+                    }),
+                    "two settings are both named A");
 }
 
 // A result.json as `hnas test` writes it, with the given test metric and per-example scores.

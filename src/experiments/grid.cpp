@@ -45,6 +45,10 @@ void name_settings(std::vector<Setting>& settings, const std::string& source) {
     }
     std::set<std::string> names;
     for (Setting& setting : settings) {
+        if (!setting.name.empty()) {  // named by its list file
+            HNAS_CHECK(names.insert(setting.name).second, source, ": two settings are both named ", setting.name);
+            continue;
+        }
         std::string name;
         for (const Override& o : setting.overrides) {
             if (!name.empty()) name.push_back(',');
@@ -125,7 +129,17 @@ std::vector<Setting> read_setting_list(const std::string& path) {
         HNAS_CHECK(list[i].is_object(), "setting list ", path, ": item ", i, " is a ", list[i].type_name(),
                    ", not an object of overrides");
         Setting setting;
-        for (const auto& [key, value] : list[i].items()) setting.overrides.push_back({key, value});
+        const Json* overrides = &list[i];
+        if (list[i].contains("name") && list[i].contains("set")) {  // {"name": "NAP", "set": {overrides}}
+            const Json& name = list[i].at("name");
+            HNAS_CHECK(list[i].size() == 2 && name.is_string() && !name.get<std::string>().empty() &&
+                           value_text(name) == name.get<std::string>() && list[i].at("set").is_object(),
+                       "setting list ", path, ": item ", i, " must be {\"name\": a folder name of letters, digits, ",
+                       "'.', '-', '+' and '_', \"set\": {overrides}}, got ", list[i].dump());
+            setting.name = name.get<std::string>();
+            overrides = &list[i].at("set");
+        }
+        for (const auto& [key, value] : overrides->items()) setting.overrides.push_back({key, value});
         settings.push_back(std::move(setting));
     }
     name_settings(settings, "setting list " + path);

@@ -33,7 +33,8 @@ GridAxis parse_grid_axis(const std::string& argument);
 // Every combination of the axes' values, the first axis varying slowest; no axes: one setting, "base".
 std::vector<Setting> expand_grid(const std::vector<GridAxis>& axes);
 
-// `--list FILE`: a JSON array of objects, each the overrides of one setting ({"key": value, …}).
+// `--list FILE`: a JSON array of objects, each the overrides of one setting ({"key": value, …}), named
+// from them, or a named setting {"name": "NAP", "set": {"key": value, …}}.
 std::vector<Setting> read_setting_list(const std::string& path);
 
 }  // namespace hnas::experiments
