@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "base/json.h"
+#include "config/experiment_config.h"
 #include "distributed/communicator.h"
 #include "experiments/compare.h"
 #include "experiments/grid.h"
@@ -79,6 +80,19 @@ TEST(Grid, ListFile) {
                         read_setting_list(scratch.write("twice.json", R"([{"name": "A", "set": {"seed": 1}}, {"name": "A", "set": {"seed": 2}}])"));
                     }),
                     "two settings are both named A");
+}
+
+// The shipped setting lists (configs/sweeps/) apply to the configs they are for: every setting's
+// overrides parse on each of them.
+TEST(Grid, ShippedListsApplyToTheirConfigs) {
+    const std::string configs = std::string(HNAS_SOURCE_DIR) + "/configs/";
+    const auto mixers = read_setting_list(configs + "sweeps/paper002_mixers.json");
+    EXPECT_EQ(names_of(mixers), (std::vector<std::string>{"BERT", "MTE", "NAP", "NON", "sum", "max", "DNAS", "HNAS", "sinkhorn"}));
+    for (const char* base : {"paper002_cases.json", "paper002_cases_first_token.json", "paper002_mode.json"}) {
+        for (const Setting& setting : mixers) {
+            EXPECT_NO_THROW(config::load_experiment_config(configs + base, setting.assignments())) << base << " " << setting.name;
+        }
+    }
 }
 
 // A result.json as `hnas test` writes it, with the given test metric and per-example scores.

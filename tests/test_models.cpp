@@ -246,6 +246,31 @@ TEST(Models, MemoryEstimateCountsTheParametersOfTheBuiltModel) {
     }
 }
 
+// weight_init truncated_normal: every matrix (embeddings and projections) from N(0, 0.02²) cut at 2σ;
+// layer norms and biases keep their start.
+TEST(Models, TruncatedNormalInitDrawsEveryMatrixWithinTwoSigma) {
+    Json raw = tiny_config("mlm");
+    raw["model"]["weight_init"] = "truncated_normal";
+    const config::ExperimentConfig parsed = config::parse_experiment_config(raw);
+    Rng init(1), dropout(2);
+    const auto model = models::build_model(parsed.model, init, dropout);
+    double squares = 0.0;
+    int64_t count = 0;
+    for (const auto& named : model->named_parameters()) {
+        const Tensor& value = named.parameter.value();
+        if (value.rank() != 2) continue;
+        for (int64_t e = 0; e < value.numel(); ++e) {
+            ASSERT_LE(std::abs(value.data()[e]), 0.04f) << named.name;
+            squares += static_cast<double>(value.data()[e]) * value.data()[e];
+        }
+        count += value.numel();
+    }
+    // The standard deviation of N(0, 1) truncated at ±2 is 0.880.
+    EXPECT_NEAR(std::sqrt(squares / static_cast<double>(count)), 0.02 * 0.880, 0.0005);
+    EXPECT_EQ(model->parameter("encoder.layers.0.ffn_norm.weight").value().data()[0], 1.0f);
+    EXPECT_EQ(model->parameter("encoder.layers.0.ffn.fc1.bias").value().data()[0], 0.0f);
+}
+
 TEST(Models, TinyModelsBuildAndLearn) {
     for (const std::string task : {"headline", "mlm"}) {
         const config::ExperimentConfig parsed = config::parse_experiment_config(tiny_config(task));

@@ -159,6 +159,16 @@ TEST(Schedule, LinearWarmsUpThenDecaysToZeroAtTotal) {
     EXPECT_EQ(optim::learning_rate_at(no_warmup, 100), 0.0);
 }
 
+// BERT's form (paper 002's code, WarmUpThenLinDecaySchedule): warm-up, then the decay that began at step 0.
+TEST(Schedule, BertLinearDecaysFromStepZeroAfterWarmup) {
+    const auto o = schedule(ScheduleKind::bert_linear, 10, 100);
+    EXPECT_DOUBLE_EQ(optim::learning_rate_at(o, 5), 5e-4);
+    EXPECT_DOUBLE_EQ(optim::learning_rate_at(o, 10), 1e-3);
+    EXPECT_DOUBLE_EQ(optim::learning_rate_at(o, 11), 8.9e-4);  // 89 of 100 steps left: the drop after warm-up
+    EXPECT_DOUBLE_EQ(optim::learning_rate_at(o, 50), 5e-4);
+    EXPECT_EQ(optim::learning_rate_at(o, 100), 0.0);
+}
+
 TEST(Schedule, InverseSqrtWarmsUpThenDecaysAsOneOverRootStep) {
     const auto o = schedule(ScheduleKind::inverse_sqrt, 16, 0);
     EXPECT_DOUBLE_EQ(optim::learning_rate_at(o, 1), 6.25e-5);
@@ -215,6 +225,16 @@ TEST(ClipGradients, ReturnsTheGlobalNormAndScalesOnlyAboveMaxNorm) {
     EXPECT_TRUE(same_bits(parameters[1].parameter.grad(), Tensor::from_floats({2, 2}, {0.0f, 2.0f, 0.0f, 0.0f})));
     EXPECT_EQ(optim::clip_gradients(parameters, 2.5), 2.5);
     EXPECT_FALSE(parameters[2].parameter.grad().defined());
+}
+
+// Per tensor, each gradient is clipped on its own: a small one is left alone while a large one shrinks.
+TEST(ClipGradients, PerTensorClipsEachTensorToMaxNorm) {
+    std::vector<nn::NamedParameter> parameters = {{"a", Var(Tensor::zeros({3}), true)}, {"b", Var(Tensor::zeros({2, 2}), true)}};
+    set_grad(parameters[0].parameter, Tensor::from_floats({3}, {1.0f, -2.0f, 2.0f}));      // norm 3
+    set_grad(parameters[1].parameter, Tensor::from_floats({2, 2}, {0.0f, 4.0f, 0.0f, 0.0f}));  // norm 4
+    EXPECT_EQ(optim::clip_gradients(parameters, 3.5, optim::ClipScope::per_tensor), 5.0);  // the global norm before
+    EXPECT_TRUE(same_bits(parameters[0].parameter.grad(), Tensor::from_floats({3}, {1.0f, -2.0f, 2.0f})));
+    EXPECT_TRUE(same_bits(parameters[1].parameter.grad(), Tensor::from_floats({2, 2}, {0.0f, 3.5f, 0.0f, 0.0f})));
 }
 
 TEST(ClipGradients, LargeGradientsClipToMaxNorm) {

@@ -113,6 +113,9 @@ void parse_model(ConfigNode& node, Task task, ModelConfig& m) {
         m.max_source_positions = node.integer("max_positions", m.max_source_positions, "longest sequence", 1);
         m.segments = node.integer("segments", m.segments, "segment (sentence A/B) embeddings", 1);
     }
+    m.weight_init = node.choice("weight_init", m.weight_init,
+                                "`per_layer`: Xavier-uniform projections and normal embeddings; `truncated_normal`: every "
+                                "matrix from N(0, 0.02²) truncated at 2σ (BERT's initializer; paper 002's code for all weights)");
     m.layer_norm_eps = node.number("layer_norm_eps", m.layer_norm_eps,
                                    "ε of every layer norm (BERT's public checkpoints use 1e-12)", 1e-30, 1.0);
     ConfigNode dropout = node.child("dropout", "dropout rates, below");
@@ -302,14 +305,19 @@ void parse_train(ConfigNode& node, Task task, TrainConfig& t) {
     t.schedule.learning_rate = node.number("learning_rate", t.schedule.learning_rate, "peak learning rate", 0.0, 10.0);
     t.schedule.kind = node.choice("schedule", t.schedule.kind,
                                   "after `warmup_steps` of linear warm-up: constant, linear decay to 0 at `steps`, "
-                                  "lr·√(warmup/step), or a half cosine to `min_learning_rate`");
+                                  "lr·√(warmup/step), a half cosine to `min_learning_rate`, or `bert_linear`: the linear "
+                                  "decay counted from step 0, lr·(steps − step)/steps (BERT's and paper 002's code: a drop "
+                                  "at the end of warm-up)");
     t.schedule.warmup_steps = node.integer("warmup_steps", t.schedule.warmup_steps, "linear warm-up", 0);
     t.schedule.min_learning_rate = node.number("min_learning_rate", t.schedule.min_learning_rate,
                                                "end of the cosine schedule", 0.0, 10.0);
     t.steps = node.integer("steps", t.steps, "optimizer steps of the run", 1);
     t.schedule.total_steps = t.steps;
     t.gradient_accumulation = node.integer("gradient_accumulation", t.gradient_accumulation, "batches summed into one step", 1);
-    t.clip_norm = node.number("clip_norm", t.clip_norm, "global gradient-norm clipping; 0: none", 0.0);
+    t.clip_norm = node.number("clip_norm", t.clip_norm, "gradient-norm clipping; 0: none", 0.0);
+    t.clip_scope = node.choice("clip_scope", t.clip_scope,
+                               "what `clip_norm` bounds: the `global` norm of all gradients, or each tensor's norm on its "
+                               "own (`per_tensor`, TensorFlow's clip_by_norm per variable, as paper 002's code clipped)");
     if (task == Task::headline) {
         t.label_smoothing = node.number("label_smoothing", t.label_smoothing, "target distribution (1−ε)·one-hot + ε/V", 0.0, 0.99);
     }
@@ -407,7 +415,7 @@ void parse_test(ConfigNode& node, Task task, const DataConfig& data, TestConfig&
 }  // namespace
 
 // Paper 002's defaults (§4 and the authors' train.py and models.py): d 128, 4 heads, 2 layers, FFN 4·d,
-// no dropout, 3,200 batches of 32 with Adam (Keras's: ε 1e-7, no weight decay) at 0.3^7 decaying
+// every matrix from a truncated normal of stddev 0.02, no dropout, 3,200 batches of 32 with Adam (Keras's: ε 1e-7, no weight decay) at 0.3^7 decaying
 // linearly to 0 without warm-up or clipping, Keras's layer-norm ε 1e-3, validation every 100 batches.
 ExperimentConfig synthetic_defaults(ExperimentConfig config) {
     models::ModelConfig& m = config.model;
@@ -419,6 +427,7 @@ ExperimentConfig synthetic_defaults(ExperimentConfig config) {
     m.embedding_dropout = m.attention_dropout = m.residual_dropout = m.ffn_dropout = 0.0f;
     m.scale_embeddings = false;
     m.layer_norm_eps = 1e-3f;
+    m.weight_init = models::WeightInit::truncated_normal;
     TrainConfig& t = config.train;
     t.optimizer.weight_decay = 0.0f;
     t.optimizer.epsilon = 1e-7f;

@@ -75,6 +75,7 @@ struct TrainConfig {
     int64_t steps = 10000;
     int64_t gradient_accumulation = 1;
     double clip_norm = 1.0;           // 0: no clipping
+    optim::ClipScope clip_scope = optim::ClipScope::global;
     float label_smoothing = 0.1f;     // headline only
     // mlm only: the weight of ALBERT's sentence-order loss beside the masked-LM loss; 0: no SOP head.
     float sentence_order_weight = 1.0f;

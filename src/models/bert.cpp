@@ -60,6 +60,7 @@ BertModel::BertModel(const ModelConfig& config, Rng& init_rng, Rng& dropout_rng)
         classifier_ = &register_module("classifier", std::make_unique<nn::Linear>(config.width, heads.classes, init_rng));
     }
     if (heads.span) span_ = &register_module("span_head", std::make_unique<nn::Linear>(config.width, 2, init_rng));
+    apply_weight_init(init_rng);
 }
 
 nn::Linear& BertModel::head(nn::Linear* linear, const char* name) const {

@@ -1,5 +1,7 @@
 #include "models/model.h"
 
+#include <algorithm>
+
 namespace hnas::models {
 
 std::vector<NamedAttention> Model::attentions() const {
@@ -12,6 +14,15 @@ std::vector<NamedAttention> Model::attentions() const {
         }
     }
     return out;
+}
+
+void Model::apply_weight_init(Rng& init_rng) {
+    if (config_.weight_init == WeightInit::per_layer) return;
+    for (auto& named : named_parameters()) {
+        if (named.parameter.rank() != 2) continue;  // layer norms, biases and per-head scalars keep their start
+        const Tensor drawn = nn::init_truncated_normal(named.parameter.shape(), 0.02f, init_rng);
+        std::copy_n(drawn.data(), drawn.numel(), named.parameter.value().data());
+    }
 }
 
 }  // namespace hnas::models

@@ -38,6 +38,9 @@ public:
     std::vector<NamedAttention> attentions() const;
 
 protected:
+    // Every matrix redrawn as config.weight_init says (called last by each model's constructor).
+    void apply_weight_init(Rng& init_rng);
+
     ModelConfig config_;
 };
 

@@ -49,6 +49,14 @@ struct SymbolOutput {
     bool positions = false;
 };
 
+// How a model's matrices start: each layer's own initializer (Xavier for projections, normal for
+// embeddings), or every matrix from N(0, 0.02²) truncated at 2σ (BERT's initializer, and paper 002's code
+// for all its weights).
+enum class WeightInit { per_layer, truncated_normal };
+inline constexpr EnumName<WeightInit> kWeightInitNames[]{{WeightInit::per_layer, "per_layer"},
+                                                         {WeightInit::truncated_normal, "truncated_normal"}};
+constexpr const auto& enum_names(WeightInit) { return kWeightInitNames; }
+
 // The feed-forward width per unit of model width (Vaswani et al. 2017), unless a config sets it.
 constexpr int64_t kFfnPerWidth = 4;
 
@@ -70,6 +78,7 @@ struct ModelConfig {
     bool scale_embeddings = true; // seq2seq: token embeddings times sqrt(width)
     bool embedding_norm = false;  // layer norm after the embedding sum (always on for bert)
     float layer_norm_eps = 1e-5f; // of every layer norm (BERT's public checkpoints: 1e-12)
+    WeightInit weight_init = WeightInit::per_layer;
     BertHeads bert_heads;         // bert only
     SymbolOutput symbol_output;   // symbols only
     AttentionStackConfig encoder_attention, decoder_attention, cross_attention;

@@ -84,6 +84,7 @@ Seq2SeqModel::Seq2SeqModel(const ModelConfig& config, Rng& init_rng, Rng& dropou
     if (!config.tie_embeddings) {
         output_ = &register_module("output", std::make_unique<nn::Linear>(config.width, config.vocab_size, init_rng, false));
     }
+    apply_weight_init(init_rng);
 }
 
 Var Seq2SeqModel::encode(const Tensor& source_ids, const Tensor& source_valid) const {

@@ -22,7 +22,6 @@ int64_t output_width(const ModelConfig& config) {
 
 SymbolEncoder::SymbolEncoder(const ModelConfig& config, Rng& init_rng, Rng& dropout_rng)
     : Model(config),
-      // paper 002's code draws every weight from a normal of stddev 0.02 (truncated there)
       tokens_(register_module("embedding", std::make_unique<nn::Embedding>(config.vocab_size, config.width, 0.02f, init_rng))),
       embeddings_(register_module("encoder", std::make_unique<EmbeddingSum>(config.width, symbol_embedding_options(config),
                                                                               init_rng, dropout_rng))),
@@ -40,7 +39,9 @@ SymbolEncoder::SymbolEncoder(const ModelConfig& config, Rng& init_rng, Rng& drop
               final_norm_ = &register_module("encoder.final_norm", std::make_unique<nn::LayerNorm>(config.width, config.layer_norm_eps));
           }
           return register_module("output", std::make_unique<nn::Linear>(config.width, output_width(config), init_rng));
-      }()) {}
+      }()) {
+    apply_weight_init(init_rng);
+}
 
 Var SymbolEncoder::encode_tokens(const Tensor& ids, const Tensor& valid) const {
     Var x = embeddings_.forward(tokens_, ids);  // (B, L, D)

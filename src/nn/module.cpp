@@ -56,4 +56,14 @@ Tensor init_xavier_uniform(const Shape& shape, Rng& rng) {
 
 Tensor init_normal(const Shape& shape, float stddev, Rng& rng) { return normal_tensor(rng, shape, 0.0f, stddev); }
 
+Tensor init_truncated_normal(const Shape& shape, float stddev, Rng& rng) {
+    Tensor out = Tensor::empty(shape);
+    for (int64_t e = 0; e < out.numel(); ++e) {
+        float value = 0.0f;
+        do value = rng.normal(); while (std::abs(value) > 2.0f);  // redrawn beyond 2σ, as TensorFlow's initializer
+        out.data()[e] = stddev * value;
+    }
+    return out;
+}
+
 }  // namespace hnas::nn

@@ -52,8 +52,10 @@ private:
     bool training_ = true;
 };
 
-// Weight initializers: uniform Xavier/Glorot for projections, normal for embeddings.
+// Weight initializers: uniform Xavier/Glorot for projections, normal for embeddings, and the normal
+// truncated at 2σ (BERT's and paper 002's initializer for every matrix).
 Tensor init_xavier_uniform(const Shape& shape, Rng& rng);
 Tensor init_normal(const Shape& shape, float stddev, Rng& rng);
+Tensor init_truncated_normal(const Shape& shape, float stddev, Rng& rng);
 
 }  // namespace hnas::nn

@@ -85,28 +85,36 @@ void Optimizer::load(const io::Checkpoint& checkpoint, int64_t step) {
     step_ = step;
 }
 
-double clip_gradients(const std::vector<nn::NamedParameter>& parameters, double max_norm) {
-    double squares = 0.0;
-    for (const auto& named : parameters) {
-        const Tensor grad = named.parameter.grad();
-        if (!grad.defined()) continue;
-        const float* g = grad.data();
-        double sum = 0.0;
+namespace {
+double squared_norm(const Tensor& grad) {
+    const float* g = grad.data();
+    double sum = 0.0;
 #pragma omp parallel for simd reduction(+ : sum) schedule(static) if (grad.numel() >= kernels::kParallelGrain)
-        for (int64_t i = 0; i < grad.numel(); ++i) sum += static_cast<double>(g[i]) * g[i];
-        squares += sum;
-    }
-    const double norm = std::sqrt(squares);
-    if (max_norm > 0.0 && norm > max_norm) {
-        const float factor = static_cast<float>(max_norm / norm);
-        for (const auto& named : parameters) {
-            Tensor grad = named.parameter.grad();
-            if (!grad.defined()) continue;
-            float* g = grad.data();
-            const int64_t n = grad.numel();
+    for (int64_t i = 0; i < grad.numel(); ++i) sum += static_cast<double>(g[i]) * g[i];
+    return sum;
+}
+
+void scale_gradient(Tensor grad, float factor) {
+    float* g = grad.data();
+    const int64_t n = grad.numel();
 #pragma omp parallel for simd schedule(static) if (n >= kernels::kParallelGrain)
-            for (int64_t i = 0; i < n; ++i) g[i] *= factor;
-        }
+    for (int64_t i = 0; i < n; ++i) g[i] *= factor;
+}
+}  // namespace
+
+double clip_gradients(const std::vector<nn::NamedParameter>& parameters, double max_norm, ClipScope scope) {
+    std::vector<double> squares(parameters.size(), 0.0);
+    double total = 0.0;
+    for (size_t p = 0; p < parameters.size(); ++p) {
+        const Tensor grad = parameters[p].parameter.grad();
+        if (grad.defined()) total += squares[p] = squared_norm(grad);
+    }
+    const double norm = std::sqrt(total);
+    if (max_norm <= 0.0) return norm;
+    for (size_t p = 0; p < parameters.size(); ++p) {
+        const Tensor grad = parameters[p].parameter.grad();
+        const double own = scope == ClipScope::global ? norm : std::sqrt(squares[p]);
+        if (grad.defined() && own > max_norm) scale_gradient(grad, static_cast<float>(max_norm / own));
     }
     return norm;
 }

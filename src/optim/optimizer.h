@@ -51,8 +51,15 @@ private:
     int64_t step_ = 0;
 };
 
-// Scales all gradients so their global L2 norm is at most max_norm (when max_norm > 0); returns the
-// norm before clipping. Accumulated in double, in a fixed order: deterministic.
-double clip_gradients(const std::vector<nn::NamedParameter>& parameters, double max_norm);
+// What a clipping norm bounds: all gradients together (their global L2 norm), or each tensor's on its
+// own (TensorFlow's clip_by_norm per variable, as paper 002's code clipped BERT's gradients).
+enum class ClipScope { global, per_tensor };
+inline constexpr EnumName<ClipScope> kClipScopeNames[]{{ClipScope::global, "global"}, {ClipScope::per_tensor, "per_tensor"}};
+constexpr const auto& enum_names(ClipScope) { return kClipScopeNames; }
+
+// Scales the gradients so that their global L2 norm (or each tensor's, per_tensor) is at most
+// max_norm (when max_norm > 0); returns the global norm before clipping. Accumulated in double, in a
+// fixed order: deterministic.
+double clip_gradients(const std::vector<nn::NamedParameter>& parameters, double max_norm, ClipScope scope = ClipScope::global);
 
 }  // namespace hnas::optim

@@ -19,6 +19,9 @@ double learning_rate_at(const ScheduleOptions& o, int64_t step) {
         }
         case ScheduleKind::inverse_sqrt:
             return o.learning_rate * std::sqrt(static_cast<double>(std::max<int64_t>(o.warmup_steps, 1)) / static_cast<double>(step));
+        case ScheduleKind::bert_linear:
+            return o.learning_rate * static_cast<double>(std::max<int64_t>(o.total_steps - step, 0)) /
+                   static_cast<double>(std::max<int64_t>(o.total_steps, 1));
         case ScheduleKind::cosine: {
             const double progress = std::min(1.0, static_cast<double>(step - o.warmup_steps) /
                                                       static_cast<double>(std::max<int64_t>(o.total_steps - o.warmup_steps, 1)));

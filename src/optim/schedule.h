@@ -2,7 +2,9 @@
 // All but "constant" ramp up linearly over the warm-up steps, then:
 //   linear:       decay linearly to 0 at total_steps;
 //   inverse_sqrt: lr · √(warmup / step) (Vaswani et al. 2017);
-//   cosine:       half a cosine from lr down to min_lr at total_steps.
+//   cosine:       half a cosine from lr down to min_lr at total_steps;
+//   bert_linear:  lr · (total − step) / total, the linear decay counted from step 0 (BERT's
+//                 optimization.py, and paper 002's code after it): the rate drops at the end of warm-up.
 #pragma once
 
 #include <cstdint>
@@ -12,8 +14,12 @@
 
 namespace hnas::optim {
 
-enum class ScheduleKind { constant, linear, inverse_sqrt, cosine };
-inline constexpr EnumName<ScheduleKind> kScheduleKindNames[]{{ScheduleKind::constant, "constant"}, {ScheduleKind::linear, "linear"}, {ScheduleKind::inverse_sqrt, "inverse_sqrt"}, {ScheduleKind::cosine, "cosine"}};
+enum class ScheduleKind { constant, linear, inverse_sqrt, cosine, bert_linear };
+inline constexpr EnumName<ScheduleKind> kScheduleKindNames[]{{ScheduleKind::constant, "constant"},
+                                                             {ScheduleKind::linear, "linear"},
+                                                             {ScheduleKind::inverse_sqrt, "inverse_sqrt"},
+                                                             {ScheduleKind::cosine, "cosine"},
+                                                             {ScheduleKind::bert_linear, "bert_linear"}};
 constexpr const auto& enum_names(ScheduleKind) { return kScheduleKindNames; }
 
 struct ScheduleOptions {

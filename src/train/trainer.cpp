@@ -504,7 +504,7 @@ double Trainer::train_step(double& grad_norm, double& learning_rate) {
         reducer_->sum(world_, fmt::format("step {}: gradients", step));
         world_.sum(std::span<double>(&step_loss, 1), fmt::format("step {}: loss", step));
     }
-    grad_norm = optim::clip_gradients(parameters_, config_.train.clip_norm);
+    grad_norm = optim::clip_gradients(parameters_, config_.train.clip_norm, config_.train.clip_scope);
     if (!std::isfinite(grad_norm)) {
         throw Error("step " + std::to_string(step) + ": non-finite gradient in " + first_non_finite_gradient(parameters_) +
                     "; stopping without a checkpoint (the last good one is in " + run_.checkpoint_dir().string() + ")");
