@@ -20,9 +20,4 @@ start=$(date +%s)
 build/hnas sweep --config configs/gigaword_tiny.json --grid 'model.attention.encoder.kind=[lnas,dnas,hnas]' \
   --seeds 5 --out "$out" --parallel "$parallel"
 echo "sweep wall time: $(( $(date +%s) - start )) s"
-build/hnas report "$out"
-if command -v chromium >/dev/null; then
-  chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1000,6400 \
-    --screenshot="$out/report.png" "file://$(realpath "$out/report.html")" 2>/dev/null
-  echo "wrote $out/report.png"
-fi
+scripts/report_sweep.sh "$out"

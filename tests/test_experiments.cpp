@@ -86,11 +86,14 @@ TEST(Grid, ListFile) {
 // overrides parse on each of them.
 TEST(Grid, ShippedListsApplyToTheirConfigs) {
     const std::string configs = std::string(HNAS_SOURCE_DIR) + "/configs/";
-    const auto mixers = read_setting_list(configs + "sweeps/paper002_mixers.json");
-    EXPECT_EQ(names_of(mixers), (std::vector<std::string>{"BERT", "MTE", "NAP", "NON", "sum", "max", "DNAS", "HNAS", "sinkhorn"}));
-    for (const char* base : {"paper002_cases.json", "paper002_cases_first_token.json", "paper002_mode.json"}) {
-        for (const Setting& setting : mixers) {
-            EXPECT_NO_THROW(config::load_experiment_config(configs + base, setting.assignments())) << base << " " << setting.name;
+    for (const char* list : {"sweeps/paper002_mixers.json", "sweeps/paper002_mixers_d64.json"}) {
+        const auto mixers = read_setting_list(configs + list);
+        EXPECT_EQ(names_of(mixers), (std::vector<std::string>{"BERT", "MTE", "NAP", "NON", "sum", "max", "DNAS", "HNAS", "sinkhorn"}));
+        for (const char* base : {"paper002_cases.json", "paper002_cases_first_token.json", "paper002_mode.json"}) {
+            for (const Setting& setting : mixers) {
+                EXPECT_NO_THROW(config::load_experiment_config(configs + base, setting.assignments()))
+                    << list << " on " << base << ": " << setting.name;
+            }
         }
     }
 }

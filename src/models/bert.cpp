@@ -1,7 +1,5 @@
 #include "models/bert.h"
 
-#include "models/seq2seq.h"
-
 namespace hnas::models {
 
 namespace {
@@ -41,16 +39,7 @@ BertModel::BertModel(const ModelConfig& config, Rng& init_rng, Rng& dropout_rng)
           return register_module("pooler.dense", std::make_unique<nn::Linear>(config.width, config.width, init_rng));
       }()) {
     HNAS_CHECK(config.architecture == Architecture::bert, "bert model: the config describes another architecture");
-    for (size_t i = 0; i < static_cast<size_t>(config.encoder_layers); ++i) {
-        layers_.push_back(&register_module(
-            "encoder.layers." + std::to_string(i),
-            std::make_unique<nn::TransformerLayer>(
-                layer_options(config, config.encoder_attention, nn::AttentionRole::bidirectional, i, nullptr), init_rng,
-                dropout_rng)));
-    }
-    if (config.norm == nn::NormPlacement::pre) {
-        final_norm_ = &register_module("encoder.final_norm", std::make_unique<nn::LayerNorm>(config.width, config.layer_norm_eps));
-    }
+    encoder_ = register_encoder_stack(init_rng, dropout_rng);
     const BertHeads& heads = config.bert_heads;
     if (heads.sentence_order) {
         sentence_order_ = &register_module("sop_head", std::make_unique<nn::Linear>(config.width, 2, init_rng));
@@ -71,8 +60,7 @@ nn::Linear& BertModel::head(nn::Linear* linear, const char* name) const {
 Var BertModel::encode(const Tensor& input_ids, const Tensor& segment_ids, const Tensor& valid) const {
     Var x = embeddings_.forward(tokens_, input_ids, segment_ids);  // (B, L, D)
     const ops::AttentionMask mask{valid, valid};
-    for (const auto* layer : layers_) x = layer->forward(x, mask);
-    return final_norm_ ? final_norm_->forward(x) : x;
+    return encoder_.forward(x, mask);
 }
 
 Var BertModel::encode_tokens(const Tensor& ids, const Tensor& valid) const {

@@ -27,7 +27,7 @@ public:
     // input_ids, segment_ids (B, L), valid (B, L) -> states (B, L, D)
     Var encode(const Tensor& input_ids, const Tensor& segment_ids, const Tensor& valid) const;
     Var encode_tokens(const Tensor& ids, const Tensor& valid) const override;
-    std::vector<LayerStack> stacks() const override { return {{"encoder", layers_}}; }
+    std::vector<LayerStack> stacks() const override { return {{"encoder", encoder_.layers}}; }
 
     // states (B, L, D), flat positions b·L + t (N) -> logits (N, V)
     Var mlm_logits(const Var& states, const Tensor& masked_positions) const;
@@ -49,8 +49,7 @@ private:
 
     nn::Embedding& tokens_;
     EmbeddingSum& embeddings_;
-    std::vector<nn::TransformerLayer*> layers_;
-    nn::LayerNorm* final_norm_ = nullptr;  // pre-LN only
+    EncoderStack encoder_;
     nn::Linear* mlm_dense_ = nullptr;
     nn::LayerNorm* mlm_norm_ = nullptr;
     Var mlm_bias_;  // (V)

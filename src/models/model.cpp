@@ -4,6 +4,61 @@
 
 namespace hnas::models {
 
+namespace {
+
+nn::AttentionOptions attention_options(const ModelConfig& config, const AttentionStackConfig& stack,
+                                       nn::AttentionRole role, size_t index) {
+    HNAS_CHECK(index < stack.kinds.size(), "model: no attention kind for layer ", index);
+    nn::AttentionOptions options;
+    options.width = config.width;
+    options.heads = config.heads;
+    options.dropout = config.attention_dropout;
+    options.kind = stack.kinds[index];
+    options.kind_options = stack.kind_options;
+    options.score_scale = stack.score_scale;
+    options.role = role;
+    options.prior = stack.prior;
+    return options;
+}
+
+}  // namespace
+
+nn::TransformerLayerOptions layer_options(const ModelConfig& config, const AttentionStackConfig& self,
+                                          nn::AttentionRole role, size_t index, const AttentionStackConfig* cross) {
+    nn::TransformerLayerOptions options;
+    options.self_attention = attention_options(config, self, role, index);
+    if (cross) options.cross_attention = attention_options(config, *cross, nn::AttentionRole::decoder_cross, index);
+    options.hidden = config.ffn_width;
+    options.activation = config.activation;
+    options.residual_dropout = config.residual_dropout;
+    options.ffn_dropout = config.ffn_dropout;
+    options.norm = config.norm;
+    options.layer_norm_eps = config.layer_norm_eps;
+    options.mixer = cross || role != nn::AttentionRole::bidirectional ? nn::Mixer::attention : config.mixer;
+    options.mte_attention_norm = config.mte_attention_norm;
+    return options;
+}
+
+Var EncoderStack::forward(Var x, const ops::AttentionMask& mask) const {
+    for (const auto* layer : layers) x = layer->forward(x, mask);
+    return final_norm ? final_norm->forward(x) : x;
+}
+
+EncoderStack Model::register_encoder_stack(Rng& init_rng, Rng& dropout_rng) {
+    EncoderStack stack;
+    for (size_t i = 0; i < static_cast<size_t>(config_.encoder_layers); ++i) {
+        stack.layers.push_back(&register_module(
+            "encoder.layers." + std::to_string(i),
+            std::make_unique<nn::TransformerLayer>(
+                layer_options(config_, config_.encoder_attention, nn::AttentionRole::bidirectional, i, nullptr), init_rng,
+                dropout_rng)));
+    }
+    if (config_.norm == nn::NormPlacement::pre) {
+        stack.final_norm = &register_module("encoder.final_norm", std::make_unique<nn::LayerNorm>(config_.width, config_.layer_norm_eps));
+    }
+    return stack;
+}
+
 std::vector<NamedAttention> Model::attentions() const {
     std::vector<NamedAttention> out;
     for (const LayerStack& stack : stacks()) {

@@ -24,6 +24,19 @@ struct NamedAttention {
     nn::MultiHeadAttention* attention;
 };
 
+// The layer options of stack layer `index` from the model config.
+nn::TransformerLayerOptions layer_options(const ModelConfig& config, const AttentionStackConfig& self,
+                                          nn::AttentionRole role, size_t index, const AttentionStackConfig* cross);
+
+// An encoder of bidirectional layers ("encoder.layers.<i>") and, pre-LN, its final norm
+// ("encoder.final_norm"): the stack of BertModel and SymbolEncoder.
+struct EncoderStack {
+    std::vector<nn::TransformerLayer*> layers;
+    nn::LayerNorm* final_norm = nullptr;
+    // x (B, L, D) -> (B, L, D)
+    Var forward(Var x, const ops::AttentionMask& mask) const;
+};
+
 class Model : public nn::Module {
 public:
     explicit Model(const ModelConfig& config) : config_(config) {}
@@ -38,6 +51,8 @@ public:
     std::vector<NamedAttention> attentions() const;
 
 protected:
+    // Registers config.encoder_layers layers (and a pre-LN final norm) on this model.
+    EncoderStack register_encoder_stack(Rng& init_rng, Rng& dropout_rng);
     // Every matrix redrawn as config.weight_init says (called last by each model's constructor).
     void apply_weight_init(Rng& init_rng);
 

@@ -6,21 +6,6 @@ namespace hnas::models {
 
 namespace {
 
-nn::AttentionOptions attention_options(const ModelConfig& config, const AttentionStackConfig& stack,
-                                       nn::AttentionRole role, size_t index) {
-    HNAS_CHECK(index < stack.kinds.size(), "model: no attention kind for layer ", index);
-    nn::AttentionOptions options;
-    options.width = config.width;
-    options.heads = config.heads;
-    options.dropout = config.attention_dropout;
-    options.kind = stack.kinds[index];
-    options.kind_options = stack.kind_options;
-    options.score_scale = stack.score_scale;
-    options.role = role;
-    options.prior = stack.prior;
-    return options;
-}
-
 EmbeddingOptions embedding_options(const ModelConfig& config, int64_t max_positions) {
     EmbeddingOptions options;
     options.max_positions = max_positions;
@@ -33,22 +18,6 @@ EmbeddingOptions embedding_options(const ModelConfig& config, int64_t max_positi
 }
 
 }  // namespace
-
-nn::TransformerLayerOptions layer_options(const ModelConfig& config, const AttentionStackConfig& self,
-                                          nn::AttentionRole role, size_t index, const AttentionStackConfig* cross) {
-    nn::TransformerLayerOptions options;
-    options.self_attention = attention_options(config, self, role, index);
-    if (cross) options.cross_attention = attention_options(config, *cross, nn::AttentionRole::decoder_cross, index);
-    options.hidden = config.ffn_width;
-    options.activation = config.activation;
-    options.residual_dropout = config.residual_dropout;
-    options.ffn_dropout = config.ffn_dropout;
-    options.norm = config.norm;
-    options.layer_norm_eps = config.layer_norm_eps;
-    options.mixer = cross || role != nn::AttentionRole::bidirectional ? nn::Mixer::attention : config.mixer;
-    options.mte_attention_norm = config.mte_attention_norm;
-    return options;
-}
 
 Seq2SeqModel::Seq2SeqModel(const ModelConfig& config, Rng& init_rng, Rng& dropout_rng)
     : Model(config),

@@ -60,8 +60,4 @@ private:
     nn::Linear* output_ = nullptr;                 // untied output projection only
 };
 
-// The layer options of stack layer `index` from the model config (shared with ⟨BERT,BERT⟩ mapping).
-nn::TransformerLayerOptions layer_options(const ModelConfig& config, const AttentionStackConfig& self,
-                                          nn::AttentionRole role, size_t index, const AttentionStackConfig* cross);
-
 }  // namespace hnas::models

@@ -1,7 +1,5 @@
 #include "models/symbol_encoder.h"
 
-#include "models/seq2seq.h"
-
 namespace hnas::models {
 
 namespace {
@@ -28,16 +26,7 @@ SymbolEncoder::SymbolEncoder(const ModelConfig& config, Rng& init_rng, Rng& drop
       output_([&]() -> nn::Linear& {
           HNAS_CHECK(config.architecture == Architecture::symbols, "symbol encoder: the config describes another architecture");
           HNAS_CHECK(output_width(config) > 0, "symbol encoder: the output has no classes (model.symbol_output)");
-          for (size_t i = 0; i < static_cast<size_t>(config.encoder_layers); ++i) {
-              layers_.push_back(&register_module(
-                  "encoder.layers." + std::to_string(i),
-                  std::make_unique<nn::TransformerLayer>(
-                      layer_options(config, config.encoder_attention, nn::AttentionRole::bidirectional, i, nullptr), init_rng,
-                      dropout_rng)));
-          }
-          if (config.norm == nn::NormPlacement::pre) {
-              final_norm_ = &register_module("encoder.final_norm", std::make_unique<nn::LayerNorm>(config.width, config.layer_norm_eps));
-          }
+          encoder_ = register_encoder_stack(init_rng, dropout_rng);
           return register_module("output", std::make_unique<nn::Linear>(config.width, output_width(config), init_rng));
       }()) {
     apply_weight_init(init_rng);
@@ -45,9 +34,7 @@ SymbolEncoder::SymbolEncoder(const ModelConfig& config, Rng& init_rng, Rng& drop
 
 Var SymbolEncoder::encode_tokens(const Tensor& ids, const Tensor& valid) const {
     Var x = embeddings_.forward(tokens_, ids);  // (B, L, D)
-    const ops::AttentionMask mask{valid, valid};
-    for (const auto* layer : layers_) x = layer->forward(x, mask);
-    return final_norm_ ? final_norm_->forward(x) : x;
+    return encoder_.forward(x, {valid, valid});
 }
 
 Var SymbolEncoder::logits(const Tensor& ids) const {

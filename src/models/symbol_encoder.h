@@ -19,7 +19,7 @@ public:
     SymbolEncoder(const ModelConfig& config, Rng& init_rng, Rng& dropout_rng);
 
     Var encode_tokens(const Tensor& ids, const Tensor& valid) const override;  // (B, L) -> (B, L, D)
-    std::vector<LayerStack> stacks() const override { return {{"encoder", layers_}}; }
+    std::vector<LayerStack> stacks() const override { return {{"encoder", encoder_.layers}}; }
 
     // ids (B, L) -> logits (B, L) over the positions, or (B, min(C, L)) or (B, C) over classes (see above).
     Var logits(const Tensor& ids) const;
@@ -27,8 +27,7 @@ public:
 private:
     nn::Embedding& tokens_;
     EmbeddingSum& embeddings_;
-    std::vector<nn::TransformerLayer*> layers_;
-    nn::LayerNorm* final_norm_ = nullptr;  // pre-LN only
+    EncoderStack encoder_;
     nn::Linear& output_;
 };
 
