@@ -4,13 +4,9 @@ namespace hnas::models {
 
 namespace {
 EmbeddingOptions bert_embedding_options(const ModelConfig& config) {
-    EmbeddingOptions options;
-    options.max_positions = config.max_source_positions;
-    options.positions = config.positions;
+    EmbeddingOptions options = embedding_options(config, config.max_source_positions);
     options.segments = config.segments;
-    options.norm = true;
-    options.norm_eps = config.layer_norm_eps;
-    options.dropout = config.embedding_dropout;
+    options.norm = true;  // BERT normalizes the embedding sum always
     return options;
 }
 

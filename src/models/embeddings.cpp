@@ -14,6 +14,17 @@ Tensor sinusoidal_positions(int64_t positions, int64_t width) {
     return table;
 }
 
+EmbeddingOptions embedding_options(const ModelConfig& config, int64_t max_positions) {
+    EmbeddingOptions options;
+    options.max_positions = max_positions;
+    options.positions = config.positions;
+    options.token_scale = config.scale_embeddings ? std::sqrt(static_cast<float>(config.width)) : 1.0f;
+    options.norm = config.embedding_norm;
+    options.norm_eps = config.layer_norm_eps;
+    options.dropout = config.embedding_dropout;
+    return options;
+}
+
 EmbeddingSum::EmbeddingSum(int64_t width, const EmbeddingOptions& options, Rng& init_rng, Rng& dropout_rng)
     : options_(options),
       width_(width),

@@ -21,6 +21,9 @@ struct EmbeddingOptions {
     float init_stddev = 0.02f;  // of learned position and segment tables
 };
 
+// The embedding settings of a model config for a stack of `max_positions` positions, without segments.
+EmbeddingOptions embedding_options(const ModelConfig& config, int64_t max_positions);
+
 // Sums a token embedding (owned elsewhere, possibly shared) with this module's positions and segments.
 class EmbeddingSum : public nn::Module {
 public:

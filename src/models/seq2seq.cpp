@@ -4,21 +4,6 @@
 
 namespace hnas::models {
 
-namespace {
-
-EmbeddingOptions embedding_options(const ModelConfig& config, int64_t max_positions) {
-    EmbeddingOptions options;
-    options.max_positions = max_positions;
-    options.positions = config.positions;
-    options.token_scale = config.scale_embeddings ? std::sqrt(static_cast<float>(config.width)) : 1.0f;
-    options.norm = config.embedding_norm;
-    options.norm_eps = config.layer_norm_eps;
-    options.dropout = config.embedding_dropout;
-    return options;
-}
-
-}  // namespace
-
 Seq2SeqModel::Seq2SeqModel(const ModelConfig& config, Rng& init_rng, Rng& dropout_rng)
     : Model(config),
       // Token embeddings ~ N(0, D^-1/2), so that after the sqrt(D) scale they have unit variance.

@@ -3,16 +3,6 @@
 namespace hnas::models {
 
 namespace {
-EmbeddingOptions symbol_embedding_options(const ModelConfig& config) {
-    EmbeddingOptions options;
-    options.max_positions = config.max_source_positions;
-    options.positions = config.positions;
-    options.norm = config.embedding_norm;
-    options.norm_eps = config.layer_norm_eps;
-    options.dropout = config.embedding_dropout;
-    return options;
-}
-
 int64_t output_width(const ModelConfig& config) {
     return config.symbol_output.per_position ? 1 : config.symbol_output.classes;
 }
@@ -21,7 +11,7 @@ int64_t output_width(const ModelConfig& config) {
 SymbolEncoder::SymbolEncoder(const ModelConfig& config, Rng& init_rng, Rng& dropout_rng)
     : Model(config),
       tokens_(register_module("embedding", std::make_unique<nn::Embedding>(config.vocab_size, config.width, 0.02f, init_rng))),
-      embeddings_(register_module("encoder", std::make_unique<EmbeddingSum>(config.width, symbol_embedding_options(config),
+      embeddings_(register_module("encoder", std::make_unique<EmbeddingSum>(config.width, embedding_options(config, config.max_source_positions),
                                                                               init_rng, dropout_rng))),
       output_([&]() -> nn::Linear& {
           HNAS_CHECK(config.architecture == Architecture::symbols, "symbol encoder: the config describes another architecture");
