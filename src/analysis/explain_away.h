@@ -1,6 +1,7 @@
-// The explaining-away statistic (paper 004, §4: Definition 1, Theorem 2 and Fig. 1): for every real key j of a sequence,
-// the total weight Σ_i A_ij its queries give it. Under softmax attention (LNAS) a key can be "explained
-// away" (total weight near 0: no query uses it); doubly-normalized attention guarantees Σ_i A_ij ≥ 1/L
+// The explaining-away statistic (paper 004, §4: Definition 1, Theorem 2 and Fig. 1): for every real
+// key j of a sequence, the total weight Σ_i A_ij its queries give it. Under softmax attention (LNAS) a
+// key can be "explained away" (total weight near 0: no query uses it); doubly-normalized attention
+// guarantees Σ_i A_ij ≥ 1/L
 // for L real keys (paper 000, Lemma 1). Measured on the encoder self-attentions of a model: by
 // `hnas analyze explain-away` on a checkpoint, and by the trainer at each validation (metrics.jsonl).
 #pragma once

@@ -414,15 +414,15 @@ void parse_test(ConfigNode& node, Task task, const DataConfig& data, TestConfig&
 
 }  // namespace
 
-// Paper 002's defaults (§4 and the authors' train.py and models.py): d 128, 4 heads, 2 layers, FFN 4·d,
-// every matrix from a truncated normal of stddev 0.02, no dropout, 3,200 batches of 32 with Adam (Keras's: ε 1e-7, no weight decay) at 0.3^7 decaying
-// linearly to 0 without warm-up or clipping, Keras's layer-norm ε 1e-3, validation every 100 batches.
+// Paper 002's defaults (§4 and the authors' train.py and models.py): d 128, 4 heads, 2 layers, FFN 4·d
+// (the parser's default), every matrix from a truncated normal of stddev 0.02, no dropout, 3,200
+// batches of 32 with Adam (Keras's: ε 1e-7, no weight decay) at 0.3^7 decaying linearly to 0 (the
+// schedule's default, no warm-up) without clipping, Keras's layer-norm ε 1e-3, validation every 100.
 ExperimentConfig synthetic_defaults(ExperimentConfig config) {
     models::ModelConfig& m = config.model;
     m.architecture = models::Architecture::symbols;
     m.width = 128;
     m.heads = 4;
-    m.ffn_width = models::kFfnPerWidth * m.width;
     m.encoder_layers = 2;
     m.embedding_dropout = m.attention_dropout = m.residual_dropout = m.ffn_dropout = 0.0f;
     m.scale_embeddings = false;
@@ -432,8 +432,6 @@ ExperimentConfig synthetic_defaults(ExperimentConfig config) {
     t.optimizer.weight_decay = 0.0f;
     t.optimizer.epsilon = 1e-7f;
     t.schedule.learning_rate = 2.187e-4;  // 0.3^7
-    t.schedule.kind = optim::ScheduleKind::linear;
-    t.schedule.warmup_steps = 0;
     t.steps = 3200;
     t.clip_norm = 0.0;
     t.log_every = 100;

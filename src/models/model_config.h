@@ -60,7 +60,8 @@ constexpr const auto& enum_names(WeightInit) { return kWeightInitNames; }
 // The feed-forward width per unit of model width (Vaswani et al. 2017), unless a config sets it.
 constexpr int64_t kFfnPerWidth = 4;
 
-// The defaults are the encoder-decoder's (Vaswani et al.'s Transformer-base; the papers' models are 12 layers of d 768); bert_base() gives BERT's.
+// The defaults are the encoder-decoder's (Vaswani et al.'s Transformer-base; the papers' models have
+// 12 layers of d 768); bert_base() gives BERT's.
 struct ModelConfig {
     Architecture architecture = Architecture::seq2seq;
     int64_t vocab_size = 0;

@@ -1,7 +1,7 @@
 // Models in checkpoints: parameters are stored as entries named by their dotted paths, so a
 // checkpoint, a PyTorch fixture and a log line all name a tensor the same way. Also ⟨BERT,BERT⟩
-// initialization (paper 000 §7.2 and Table 2, after Goodman et al. 2019; Rothe et al. 2020): a seq2seq model's encoder and decoder both
-// start from a masked-LM checkpoint.
+// initialization (paper 000 §7.2 and Table 2, after Goodman et al. 2019; Rothe et al. 2020): a
+// seq2seq model's encoder and decoder both start from a masked-LM checkpoint.
 #pragma once
 
 #include <string>

@@ -28,7 +28,7 @@ private:
     nn::Embedding& tokens_;
     EmbeddingSum& embeddings_;
     EncoderStack encoder_;
-    nn::Linear& output_;
+    nn::Linear* output_;
 };
 
 }  // namespace hnas::models

@@ -1,5 +1,5 @@
-// The preference prior over positions (paper 003, §7, Eq. 19-20): T5's learned relative-position bias, one
-// scalar per head per bucket of the relative distance j − i, added to the scores before any
+// The preference prior over positions (paper 003, §7, Eq. 19-20): T5's learned relative-position
+// bias, one scalar per head per bucket of the relative distance j − i, added to the scores before any
 // normalization. Buckets are exact for short distances and logarithmic up to max_distance; encoders
 // and cross-attention use bidirectional buckets, causal self-attention buckets of past distances only.
 #pragma once

@@ -1,4 +1,5 @@
-// lnas: softmax over the keys of each query, A_ij = exp(S_ij) / Σ_j' exp(S_ij') (paper 000, Eq. 1; Eq. 3 with uniform priors).
+// lnas: softmax over the keys of each query, A_ij = exp(S_ij) / Σ_j' exp(S_ij') (paper 000, Eq. 1;
+// Eq. 3 with uniform priors).
 #include "nn/attention_norm.h"
 
 namespace hnas::nn {

@@ -4,6 +4,7 @@
 // in place of its layer norm (model.mte_attention_norm false). No fused kernel: the composed form is
 // two elementwise products.
 #include <cmath>
+#include <numeric>
 
 #include "nn/attention_norm.h"
 
@@ -11,24 +12,24 @@ namespace hnas::nn {
 
 namespace {
 
-// (B, 1, Lq, 1): 1/√(allowed keys of each query), 1 for a query with none (its weights are all 0).
-Tensor inverse_sqrt_key_counts(const Tensor& allowed) {
-    const int64_t batch = allowed.dim(0), queries = allowed.dim(2), keys = allowed.dim(3);
-    Tensor scale = Tensor::empty({batch, 1, queries, 1});
-    for (int64_t row = 0; row < batch * queries; ++row) {
-        double count = 0.0;
-        for (int64_t j = 0; j < keys; ++j) count += allowed.data()[row * keys + j];
-        scale.data()[row] = 1.0f / std::sqrt(static_cast<float>(std::max(count, 1.0)));
+// (B, 1, Lq, Lk): 1/√n at the n allowed keys of each query, 0 elsewhere.
+Tensor scaled_allowed_entries(const ops::AttentionMask& mask, const Shape& scores) {
+    Tensor weights = ops::allowed_entries(mask, scores);
+    const int64_t keys = weights.dim(3);
+    for (int64_t row = 0; keys > 0 && row < weights.numel() / keys; ++row) {
+        float* entries = weights.data() + row * keys;
+        const float count = std::accumulate(entries, entries + keys, 0.0f);  // of 0/1 entries: exact
+        const float scale = count > 0.0f ? 1.0f / std::sqrt(count) : 0.0f;
+        for (int64_t j = 0; j < keys; ++j) entries[j] *= scale;
     }
-    return scale;
+    return weights;
 }
 
 class Non : public AttentionNorm {
 public:
     Var normalize(const Var& scores, const ops::AttentionMask& mask) const override { return reference(scores, mask); }
     Var reference(const Var& scores, const ops::AttentionMask& mask) const override {
-        const Tensor allowed = ops::allowed_entries(mask, scores.shape());  // (B, 1, Lq, Lk)
-        return ops::mul(ops::mul(scores, Var(allowed)), Var(inverse_sqrt_key_counts(allowed)));
+        return ops::mul(scores, Var(scaled_allowed_entries(mask, scores.shape())));
     }
 };
 
