@@ -3,11 +3,12 @@ ops), tests/fixtures/attention.json (whole multi-head attention layers),
 tests/fixtures/models.json (whole tiny seq2seq and BERT models, ids to loss),
 tests/fixtures/heads.json (the BERT heads of every task with their losses),
 tests/fixtures/optim.json (a few parameters through five optimizer steps) and
-tests/fixtures/layers.json (encoder layers in every block and mixer of paper 002).
+tests/fixtures/layers.json (encoder layers in every block and mixer of paper 002) and
+tests/fixtures/multiview.json (paper 004's multi-view attention model, boxes to loss).
 
 This script is the only place Python touches those tests. The C++ tests read the
 JSON it writes, so the tests themselves never need Python. The files are committed;
-run this script again only when adding or changing a case. One run writes all six
+run this script again only when adding or changing a case. One run writes all seven
 files; each uses its own random stream, so a change to one leaves the others
 byte-identical.
 
@@ -1568,6 +1569,100 @@ def dump(value, indent=0):
     return json.dumps(value, allow_nan=False)
 
 
+# ---------------------------------------------------------------- multi-view model
+# Paper 004's multi-view attention model (src/models/multiview.h) from three views' boxes to the loss,
+# per attention kind and pooling baseline; written to multiview.json. Ragged padding in every view.
+
+MULTIVIEW_SEED = 20240613  # its own stream again
+MULTIVIEW_PATH = os.path.join(FIXTURE_DIR, "multiview.json")
+MULTIVIEW_MAX_BYTES = 400 * 1024
+MV_WIDTH, MV_READOUT, MV_CLASSES = 8, 12, 6
+MV_VALID = ([[1, 1, 1], [1, 1, 0]], [[1, 1, 1, 1], [1, 1, 0, 0]], [[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
+MV_LABELS = [4, 1]
+multiview_cases = []
+
+
+def multiview_parameter_names(mixer, kind):
+    names = []
+    if mixer == "attention":
+        for m in (1, 2):
+            prefix = f"fusion.views.{m}."
+            names += [prefix + n for n in ("q_proj.weight", "q_proj.bias", "k_proj.weight", "k_proj.bias")]
+            if kind == "hnas":
+                names.append(prefix + "norm.hybrid_theta")
+    names += ["fusion.norm.weight", "fusion.norm.bias"]
+    for n in ("per_box", "pooled", "output"):
+        names += [f"readout.{n}.weight", f"readout.{n}.bias"]
+    return names
+
+
+def multiview_parameter(name, heads):
+    d, h, c = MV_WIDTH, MV_READOUT, MV_CLASSES
+    if name.endswith("hybrid_theta"):
+        return uniform((heads,), -1.0, 1.0)
+    if name == "fusion.norm.weight":
+        return uniform((d,), 0.5, 1.5)
+    if name == "fusion.norm.bias":
+        return uniform((d,), -0.2, 0.2)
+    shape = {"readout.per_box": (h, d), "readout.pooled": (h, h), "readout.output": (c, h)}.get(name.rsplit(".", 1)[0], (d, d))
+    # Larger query and key weights give sharp attention, where the kinds differ most.
+    scale = 1.5 if "_proj" in name else 0.5
+    return uniform(shape, -scale, scale) if name.endswith("weight") else uniform(shape[:1], -0.1, 0.1)
+
+
+def multiview_model(kind, mixer, heads, views, valids, p):
+    """Logits (B, C) in float64: views[v] (B, L_v, D), valids[v] (B, L_v) 0/1, p by hnas's names."""
+    real = valids[0].unsqueeze(-1)
+    total = views[0]
+    for m in (1, 2):
+        x, valid = views[m], valids[m]
+        if mixer == "attention":
+            prefix = f"fusion.views.{m}."
+            attention = {n[len(prefix):]: v for n, v in p.items() if n.startswith(prefix)}
+            s = attention_scores(views[0], x, attention, None, heads, True)
+            a = normalize(kind, s, allowed_mask(valid, valids[0], False, heads), attention, {"iterations": 3})
+            total = total + merge_heads(a @ split_heads(x, heads))  # untransformed values (App. B)
+        elif mixer == "sum":
+            total = total + (x * valid.unsqueeze(-1)).sum(dim=1, keepdim=True)
+        else:
+            total = total + (x + (valid.unsqueeze(-1) - 1) * 1e9).max(dim=1, keepdim=True).values
+    fused = F.layer_norm(total, (MV_WIDTH,), p["fusion.norm.weight"], p["fusion.norm.bias"], LN_EPS) * real
+    per_box = F.gelu(F.linear(fused, p["readout.per_box.weight"], p["readout.per_box.bias"])) * real
+    pooled = F.gelu(F.linear(per_box.sum(dim=1), p["readout.pooled.weight"], p["readout.pooled.bias"]))
+    return F.linear(pooled, p["readout.output.weight"], p["readout.output.bias"])
+
+
+def add_multiview_case(kind, mixer, heads=1):
+    name = (kind if mixer == "attention" else mixer) + (f"_heads{heads}" if heads > 1 else "")
+    valids = [torch.tensor(v, dtype=torch.float32) for v in MV_VALID]
+    views = [uniform((BATCH, v.shape[1], MV_WIDTH), -1.5, 1.5) * v.unsqueeze(-1) for v in valids]
+    params = {n: multiview_parameter(n, heads) for n in multiview_parameter_names(mixer, kind)}
+    ref = {k: t.double().requires_grad_(True) for k, t in params.items()}
+    logits = multiview_model(kind, mixer, heads, [v.double() for v in views], [v.double() for v in valids], ref)
+    loss = F.cross_entropy(logits, torch.tensor(MV_LABELS))
+    loss.backward()
+    assert not torch.isnan(logits).any(), name
+    multiview_cases.append({
+        "name": name, "kind": kind, "mixer": mixer, "heads": heads,
+        "width": MV_WIDTH, "readout": MV_READOUT, "classes": MV_CLASSES, "layer_norm_eps": LN_EPS,
+        "inputs": {**{f"features_{v}": tensor_json(views[v], F32_DIGITS) for v in range(3)},
+                   **{f"valid_{v}": tensor_json(valids[v], F32_DIGITS) for v in range(3)},
+                   "labels": MV_LABELS},
+        "parameters": {k: tensor_json(t, F32_DIGITS) for k, t in params.items()},
+        "logits": tensor_json(logits.detach(), F64_DIGITS),
+        "loss": round(loss.item(), F64_DIGITS),
+        "grads": {k: tensor_json(v.grad, F64_DIGITS) for k, v in ref.items()},
+    })
+
+
+def build_multiview():
+    for kind in ("lnas", "dnas", "hnas", "sinkhorn"):
+        add_multiview_case(kind, "attention")
+    add_multiview_case("dnas", "attention", heads=2)
+    add_multiview_case("lnas", "sum")
+    add_multiview_case("lnas", "max")
+
+
 def write(path, cases, max_bytes):
     doc = {
         "generator": "scripts/make_fixtures.py",
@@ -1622,6 +1717,10 @@ def main():
     gen.manual_seed(LAYERS_SEED)
     build_layers()
     write(LAYERS_PATH, layer_cases, LAYERS_MAX_BYTES)
+
+    gen.manual_seed(MULTIVIEW_SEED)
+    build_multiview()
+    write(MULTIVIEW_PATH, multiview_cases, MULTIVIEW_MAX_BYTES)
 
 
 if __name__ == "__main__":

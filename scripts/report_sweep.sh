@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # hnas report's page of a sweep (OUT/report.html) and, when Chromium is installed, its screenshot
-# (OUT/report.png): what scripts/sweep_kinds.sh and scripts/sweep_paper002.sh end with.
+# (OUT/report.png): what scripts/sweep_kinds.sh and scripts/sweep_settings.sh end with.
 #   scripts/report_sweep.sh OUT
 set -euo pipefail
 cd "$(dirname "$0")/.."

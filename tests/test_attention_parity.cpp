@@ -1,8 +1,12 @@
 // PyTorch parity of a whole multi-head attention layer for every attention kind: self-attention padded
 // on both axes, cross-attention with L_q ≠ L_k, causal self-attention and the relative-position prior
 // (tests/fixtures/attention.json); and of whole encoder layers in every block and mixer of paper 002
-// (tests/fixtures/layers.json). Both written by scripts/make_fixtures.py (float64 reference from the
-// same float32 inputs): the output and the gradients of the inputs and of every parameter by name.
+// (tests/fixtures/layers.json); and of paper 004's whole multi-view model, boxes to loss, per kind and
+// pooling baseline (tests/fixtures/multiview.json). All written by scripts/make_fixtures.py (float64
+// reference from the same float32 inputs): the output and the gradients of the inputs and of every
+// parameter by name.
+#include "config/experiment_config.h"
+#include "models/multiview.h"
 #include "nn/attention.h"
 #include "nn/transformer_layer.h"
 #include "test_support.h"
@@ -122,6 +126,39 @@ TEST_P(LayerParity, OutputAndEveryGradientMatch) {
         testing::expect_close(named.parameter.grad(), c.at("grads").at(named.name), 1e-5, 1e-3, GetParam() + " grad " + named.name);
     }
 }
+
+class MultiviewParity : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MultiviewParity, LogitsLossAndEveryGradientMatch) {
+    const Json& c = testing::fixture_case("multiview.json", GetParam());
+    const auto classes = c.at("classes").get<int64_t>();
+    const Json raw = {{"task", "multiview"},
+                      {"model", {{"d_model", c.at("width")}, {"heads", c.at("heads")}, {"ffn_dim", c.at("readout")},
+                                 {"mixer", c.at("mixer")}, {"layer_norm_eps", c.at("layer_norm_eps")},
+                                 {"attention", {{"encoder", {{"kind", c.at("kind")}}}}}}},
+                      {"data", {{"colors", 2}, {"count_classes", classes / 2}}}};
+    const config::ExperimentConfig config = config::parse_experiment_config(raw);
+    Rng init(1), dropout(2);
+    models::MultiviewModel model(config.model, init, dropout);
+    set_parameters(model, c.at("parameters"));
+    const Json& inputs = c.at("inputs");
+    models::MultiviewInput views;
+    for (size_t v = 0; v < views.size(); ++v) {
+        views[v] = {json_tensor(inputs.at("features_" + std::to_string(v))), json_tensor(inputs.at("valid_" + std::to_string(v)))};
+    }
+    const Var logits = model.logits(views);
+    testing::expect_close(logits.value(), c.at("logits"), 1e-5, 1e-4, GetParam() + " logits");
+    Var loss = ops::cross_entropy(logits, Tensor::from_ints({2}, inputs.at("labels").get<std::vector<int32_t>>()));
+    EXPECT_NEAR(loss.item(), c.at("loss").get<double>(), 1e-5) << GetParam();
+    loss.backward();
+    for (const auto& named : model.named_parameters()) {
+        ASSERT_TRUE(named.parameter.grad().defined()) << named.name;
+        testing::expect_close(named.parameter.grad(), c.at("grads").at(named.name), 1e-5, 1e-3, GetParam() + " grad " + named.name);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Paper004, MultiviewParity, ::testing::ValuesIn(testing::fixture_case_names("multiview.json")),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 INSTANTIATE_TEST_SUITE_P(Paper002, LayerParity, ::testing::ValuesIn(testing::fixture_case_names("layers.json")),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });

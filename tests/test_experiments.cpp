@@ -96,6 +96,11 @@ TEST(Grid, ShippedListsApplyToTheirConfigs) {
             }
         }
     }
+    const auto views = read_setting_list(configs + "sweeps/paper004_multiview.json");
+    EXPECT_EQ(names_of(views), (std::vector<std::string>{"pooled_sum", "pooled_max", "LNAS", "DNAS", "HNAS", "sinkhorn"}));
+    for (const Setting& setting : views) {
+        EXPECT_NO_THROW(config::load_experiment_config(configs + "paper004_multiview.json", setting.assignments())) << setting.name;
+    }
 }
 
 // A result.json as `hnas test` writes it, with the given test metric and per-example scores.

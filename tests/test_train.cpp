@@ -145,6 +145,19 @@ Json synthetic_config() {
             {"test", {{"batches", 3}}}};
 }
 
+// Paper 004's multi-view attention, small: HNAS fusing scenes of 4 to 8 objects.
+Json multiview_config() {
+    return {{"task", "multiview"},
+            {"seed", 7},
+            {"model", {{"d_model", 16}, {"ffn_dim", 32}, {"attention", {{"encoder", {{"kind", "hnas"}}}}}}},
+            {"data", {{"objects_min", 4}, {"objects_max", 8}, {"colors", 2}, {"count_classes", 4}, {"valid_batches", 2},
+                      {"batch_sentences", 16}}},
+            {"train", {{"learning_rate", 3e-3}, {"warmup_steps", 0}, {"steps", 60}, {"log_every", 1}}},
+            {"validation", {{"every", 0}}},
+            {"checkpoint", {{"every", 100}}},
+            {"test", {{"batches", 3}}}};
+}
+
 std::string first_line(std::istream& in) {
     std::string line;
     std::getline(in, line);
@@ -177,7 +190,8 @@ train::TrainResult run(const Json& raw, const fs::path& dir, bool resume = false
 
 TEST(Trainer, LossFallsOnEveryTask) {
     const auto& env = TrainEnvironment::get();
-    for (const Json& raw : {headline_config(env), mlm_config(env), classify_config(env), span_config(env), synthetic_config()}) {
+    for (const Json& raw : {headline_config(env), mlm_config(env), classify_config(env), span_config(env), synthetic_config(),
+                            multiview_config()}) {
         RunDir dir("falls_" + raw.at("task").get<std::string>());
         run(raw, dir.path);
         const std::vector<double> losses = testing::logged_losses(dir.path);
@@ -319,6 +333,41 @@ TEST(Trainer, SyntheticTaskReportsAccuracyPerCaseAndTests) {
     EXPECT_EQ(result.settings.at("length").get<int64_t>(), 8);
 }
 
+// Paper 004's multi-view task: accuracy of the pair and of each part; the diagnostics measured both
+// fusion attentions (keys per row as many as that view's boxes) and HNAS's u; `hnas test` scores a
+// test stream of its own, one 0/1 per example.
+TEST(Trainer, MultiviewTaskReportsItsPartsDiagnosticsAndTests) {
+    RunDir dir("multiview");
+    run(multiview_config(), dir.path);
+    const Json validation = last_validation(dir.path);
+    for (const char* metric : {"validation_accuracy", "validation_accuracy_color", "validation_accuracy_count"}) {
+        ASSERT_TRUE(validation.contains(metric)) << metric << " in " << validation.dump();
+        EXPECT_GE(validation.at(metric).get<double>(), 0.0);
+        EXPECT_LE(validation.at(metric).get<double>(), 1.0);
+    }
+    EXPECT_LE(validation.at("validation_accuracy").get<double>(), validation.at("validation_accuracy_color").get<double>());
+    const Json& diagnostics = validation.at("diagnostics");
+    EXPECT_EQ(diagnostics.at("sequences").get<int64_t>(), 16);
+    for (const char* name : {"fusion.views.1", "fusion.views.2"}) {
+        const Json& attention = diagnostics.at("attentions").at(name);
+        EXPECT_EQ(attention.at("kind"), "hnas");
+        int64_t keys = attention.at("below_range").at(0).get<int64_t>() + attention.at("negative").at(0).get<int64_t>();
+        for (const Json& count : attention.at("ln_histogram").at(0)) keys += count.get<int64_t>();
+        // Each object is in one secondary view: 16 scenes of 4 to 8 objects between the two views.
+        EXPECT_GE(keys, 1) << name;
+        EXPECT_LE(keys, 16 * 8) << name;
+        EXPECT_TRUE(diagnostics.at("hybrid_u_mean").contains(name)) << name;
+    }
+    const decode::TrainedCheckpoint trained = decode::read_trained_checkpoint((dir.path / "best.ckpt").string());
+    EXPECT_EQ(trained.tokenizer.vocab_size(), data::kNumSpecialIds);
+    const tasks::TestResult result = tasks::task_definition(config::Task::multiview).test(trained);
+    ASSERT_EQ(result.per_example.at("accuracy").size(), 3u * 16u);
+    double right = 0.0;
+    for (const double hit : result.per_example.at("accuracy")) right += hit;
+    EXPECT_DOUBLE_EQ(result.metrics.at("accuracy").get<double>(), right / 48.0);
+    EXPECT_GE(result.metrics.at("accuracy_count").get<double>(), result.metrics.at("accuracy").get<double>());
+}
+
 TEST(Trainer, ClassificationKeepsItsLabelsAndReportsGlueMetrics) {
     const auto& env = TrainEnvironment::get();
     Json raw = classify_config(env);
@@ -446,7 +495,8 @@ TEST(Trainer, WordPieceTokenizerTravelsInCheckpoints) {
 
 TEST(Trainer, ResumedRunIsBitIdentical) {
     const auto& env = TrainEnvironment::get();
-    for (Json raw : {headline_config(env), mlm_config(env), classify_config(env), span_config(env), synthetic_config()}) {
+    for (Json raw : {headline_config(env), mlm_config(env), classify_config(env), span_config(env), synthetic_config(),
+                     multiview_config()}) {
         raw["train"]["steps"] = 12;
         raw["validation"]["every"] = 5;  // validation in between must not disturb the training stream
         const std::string task = raw.at("task");

@@ -24,56 +24,71 @@ std::vector<int32_t> encoder_input(const config::ExperimentConfig& config, const
     return ids;
 }
 
-ExplainAwayReport measure_key_weights(const models::Model& model, const std::vector<std::vector<int32_t>>& all_rows,
+models::DiagnosticForward encoder_forward(const models::Model& model, std::vector<std::vector<int32_t>> rows, int64_t batch) {
+    const auto* token_model = dynamic_cast<const models::TokenModel*>(&model);
+    HNAS_CHECK(token_model, "explain-away: this model reads no token ids (", name_of(model.config().architecture),
+               "); its task measures it on its own inputs during training");
+    HNAS_CHECK(batch >= 1, "explain-away: the batch must be >= 1, got ", batch);
+    return [token_model, rows = std::move(rows), batch](size_t index) -> int64_t {
+        const size_t start = index * static_cast<size_t>(batch);
+        if (start >= rows.size()) return 0;
+        const size_t end = std::min(rows.size(), start + static_cast<size_t>(batch));
+        size_t longest = 1;
+        for (size_t r = start; r < end; ++r) longest = std::max(longest, rows[r].size());
+        const auto count = static_cast<int64_t>(end - start), width = static_cast<int64_t>(longest);
+        std::vector<int32_t> ids(static_cast<size_t>(count * width), data::kPadId);
+        std::vector<float> valid(ids.size(), 0.0f);
+        for (size_t r = start; r < end; ++r) {
+            const auto offset = static_cast<std::ptrdiff_t>((r - start) * longest);
+            std::copy(rows[r].begin(), rows[r].end(), ids.begin() + offset);
+            std::fill_n(valid.begin() + offset, rows[r].size(), 1.0f);
+        }
+        token_model->encode_tokens(Tensor::from_ints({count, width}, ids), Tensor::from_floats({count, width}, valid));
+        return count;
+    };
+}
+
+ExplainAwayReport measure_key_weights(const models::Model& model, const models::DiagnosticForward& forward,
                                       const ExplainAwayOptions& options) {
     HNAS_CHECK(options.epsilon > 0, "explain-away: epsilon must be > 0, got ", options.epsilon);
-    HNAS_CHECK(options.batch >= 1 && options.ln_high > options.ln_low,
-               "explain-away: the batch must be >= 1 and the histogram range non-empty");
+    HNAS_CHECK(options.ln_high > options.ln_low, "explain-away: the histogram range must be non-empty");
     NoGradScope no_grad;
-    std::vector<std::pair<std::string, nn::MultiHeadAttention*>> encoder;
+    std::vector<std::pair<std::string, nn::MultiHeadAttention*>> measured;
     for (const auto& [name, attention] : model.attentions()) {
-        if (name.rfind("encoder.", 0) == 0) encoder.emplace_back(name, attention);
+        if (attention->role() == nn::AttentionRole::bidirectional) measured.emplace_back(name, attention);
     }
     ExplainAwayReport report{options, 0, {}};
-    std::vector<std::vector<std::vector<std::pair<double, double>>>> sums(encoder.size());  // (sum, 1/L) per head
-    for (size_t a = 0; a < encoder.size(); ++a) {
-        encoder[a].second->record_statistics(true);
-        report.attentions.push_back({encoder[a].first, encoder[a].second->kind(), {}});
+    std::vector<std::vector<std::vector<std::pair<double, double>>>> sums(measured.size());  // (sum, 1/L) per head
+    for (size_t a = 0; a < measured.size(); ++a) {
+        measured[a].second->record_statistics(true);
+        report.attentions.push_back({measured[a].first, measured[a].second->kind(), {}});
     }
-    for (size_t start = 0; start < all_rows.size(); start += static_cast<size_t>(options.batch)) {
-        const size_t end = std::min(all_rows.size(), start + static_cast<size_t>(options.batch));
-        const std::vector<std::vector<int32_t>> rows(all_rows.begin() + static_cast<std::ptrdiff_t>(start),
-                                                     all_rows.begin() + static_cast<std::ptrdiff_t>(end));
-        size_t longest = 1;
-        for (const auto& row : rows) longest = std::max(longest, row.size());
-        const auto batch = static_cast<int64_t>(rows.size()), width = static_cast<int64_t>(longest);
-        std::vector<int32_t> ids(static_cast<size_t>(batch * width), data::kPadId);
-        std::vector<float> valid(ids.size(), 0.0f);
-        for (size_t b = 0; b < rows.size(); ++b) {
-            std::copy(rows[b].begin(), rows[b].end(), ids.begin() + static_cast<std::ptrdiff_t>(b * longest));
-            std::fill_n(valid.begin() + static_cast<std::ptrdiff_t>(b * longest), rows[b].size(), 1.0f);
-        }
-        const Tensor id_tensor = Tensor::from_ints({batch, width}, ids), valid_tensor = Tensor::from_floats({batch, width}, valid);
-        model.encode_tokens(id_tensor, valid_tensor);
-        for (size_t a = 0; a < encoder.size(); ++a) {
-            const Tensor& key_sums = encoder[a].second->key_weight_sums();  // (B, H, L)
-            const int64_t heads = key_sums.dim(1);
+    for (size_t index = 0;; ++index) {
+        const int64_t batch = forward(index);
+        if (batch == 0) break;
+        for (size_t a = 0; a < measured.size(); ++a) {
+            const Tensor& key_sums = measured[a].second->key_weight_sums();  // (B, H, Lk)
+            const Tensor& key_valid = measured[a].second->recorded_key_valid();  // (B, Lk) or undefined
+            const int64_t heads = key_sums.dim(1), keys = key_sums.dim(2);
             sums[a].resize(static_cast<size_t>(heads));
             for (int64_t b = 0; b < batch; ++b) {
-                const double bound = 1.0 / static_cast<double>(rows[static_cast<size_t>(b)].size());
-                for (int64_t h = 0; h < heads; ++h)
-                    for (size_t j = 0; j < rows[static_cast<size_t>(b)].size(); ++j) {
-                        const double sum = key_sums.data()[(b * heads + h) * width + static_cast<int64_t>(j)];
-                        sums[a][static_cast<size_t>(h)].emplace_back(sum, bound);
-                    }
+                std::vector<int64_t> real;
+                for (int64_t j = 0; j < keys; ++j) {
+                    if (!key_valid.defined() || key_valid.data()[b * keys + j] > 0.5f) real.push_back(j);
+                }
+                const double bound = 1.0 / static_cast<double>(std::max<size_t>(real.size(), 1));
+                for (int64_t h = 0; h < heads; ++h) {
+                    const float* head_sums = key_sums.data() + (b * heads + h) * keys;
+                    for (const int64_t j : real) sums[a][static_cast<size_t>(h)].emplace_back(head_sums[j], bound);
+                }
             }
         }
         report.sequences += batch;
     }
-    for (const auto& [name, attention] : encoder) attention->record_statistics(false);
+    for (const auto& [name, attention] : measured) attention->record_statistics(false);
 
     const auto bins = static_cast<size_t>(options.ln_high - options.ln_low);
-    for (size_t a = 0; a < encoder.size(); ++a) {
+    for (size_t a = 0; a < measured.size(); ++a) {
         for (auto& keys : sums[a]) {
             HeadKeyWeights head;
             head.keys = static_cast<int64_t>(keys.size());
@@ -115,7 +130,8 @@ ExplainAwayReport explain_away(const decode::TrainedModel& trained, const std::v
                                                    : texts.size();
     std::vector<std::vector<int32_t>> rows;
     for (size_t i = 0; i < count; ++i) rows.push_back(encoder_input(trained.config, trained.tokenizer, texts[i]));
-    return measure_key_weights(*trained.model, rows, options);  // load_trained_model's model is in evaluation mode
+    // load_trained_model's model is in evaluation mode
+    return measure_key_weights(*trained.model, encoder_forward(*trained.model, std::move(rows), options.batch), options);
 }
 
 Json to_json(const ExplainAwayReport& report) {

@@ -2,7 +2,7 @@
 // key j of a sequence, the total weight Σ_i A_ij its queries give it. Under softmax attention (LNAS) a
 // key can be "explained away" (total weight near 0: no query uses it); doubly-normalized attention
 // guarantees Σ_i A_ij ≥ 1/L
-// for L real keys (paper 000, Lemma 1). Measured on the encoder self-attentions of a model: by
+// for L real keys (paper 000, Lemma 1). Measured on the bidirectional attentions of a model: by
 // `hnas analyze explain-away` on a checkpoint, and by the trainer at each validation (metrics.jsonl).
 #pragma once
 
@@ -53,9 +53,13 @@ struct ExplainAwayReport {
 std::vector<int32_t> encoder_input(const config::ExperimentConfig& config, const data::Tokenizer& tokenizer,
                                    const std::string& text);
 
-// Runs the model's encoder over `rows` (encoder_input's) and gathers the per-key weight sums of every
-// encoder self-attention, per head. The caller turns dropout off.
-ExplainAwayReport measure_key_weights(const models::Model& model, const std::vector<std::vector<int32_t>>& rows,
+// A forward pass of a token model's encoder over `rows` (encoder_input's), `batch` rows at a time.
+models::DiagnosticForward encoder_forward(const models::Model& model, std::vector<std::vector<int32_t>> rows, int64_t batch);
+
+// Runs `forward` over its batches and gathers the per-key weight sums of every bidirectional attention
+// of the model (the encoder self-attentions; the multi-view model's fusion), per head, each key's
+// Lemma 1 bound 1/L from the real keys of its row. The caller turns dropout off.
+ExplainAwayReport measure_key_weights(const models::Model& model, const models::DiagnosticForward& forward,
                                       const ExplainAwayOptions& options);
 
 // measure_key_weights over the first options.max_sequences texts, with dropout off.

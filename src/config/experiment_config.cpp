@@ -77,15 +77,44 @@ void parse_attention_stack(ConfigNode& node, int64_t layers, nn::AttentionRole r
     node.finish_child("prior", prior);
 }
 
-void parse_model(ConfigNode& node, Task task, ModelConfig& m) {
-    const bool seq2seq = task == Task::headline;
-    m.vocab_size = node.integer("vocab_size", m.vocab_size, "the vocabulary; 0 takes the tokenizer's", 0);
-    m.width = node.integer("d_model", m.width, "model width", 1);
+// The multi-view model (models/multiview.h): one fusion attention, then the readout.
+void parse_multiview_model(ConfigNode& node, ModelConfig& m) {
+    m.width = node.integer("d_model", m.width, "model width (multiview: the boxes' feature width)", 1);
     m.heads = node.integer("heads", m.heads, "attention heads; must divide `d_model`", 1);
     if (m.width % m.heads != 0) {
         node.fail("heads", std::to_string(m.heads) + " heads do not divide d_model = " + std::to_string(m.width));
     }
-    m.ffn_width = node.integer("ffn_dim", models::kFfnPerWidth * m.width, Doc("feed-forward width", "4 · `d_model`"), 1);
+    m.ffn_width = node.integer("ffn_dim", m.ffn_width, "feed-forward width (multiview: the readout's)", 1);
+    m.mixer = node.choice("mixer", m.mixer,
+                          "what mixes the encoder's positions: `attention` (of `attention.encoder.kind`), or paper "
+                          "002's `sum` or `max` pooling over the real positions, broadcast back to each");
+    m.weight_init = node.choice("weight_init", m.weight_init,
+                                "`per_layer`: Xavier-uniform projections and normal embeddings; `truncated_normal`: every "
+                                "matrix from N(0, 0.02²) truncated at 2σ (BERT's initializer; paper 002's code for all weights)");
+    m.layer_norm_eps = node.number("layer_norm_eps", m.layer_norm_eps,
+                                   "ε of every layer norm (BERT's public checkpoints use 1e-12)", 1e-30, 1.0);
+    ConfigNode dropout = node.child("dropout", "dropout rates, below");
+    m.attention_dropout = dropout.number("attention", m.attention_dropout, "on the attention weights", 0.0, 0.99);
+    node.finish_child("dropout", dropout);
+    ConfigNode attention = node.child(
+        "attention", "one object per attention stack: `encoder`, and for headline models `decoder` and `cross`, below");
+    ConfigNode fusion = attention.child("encoder", "self-attention of the encoder; multiview: primary boxes over a secondary view's");
+    parse_attention_stack(fusion, 1, nn::AttentionRole::bidirectional, m.encoder_attention);
+    attention.finish_child("encoder", fusion);
+    node.finish_child("attention", attention);
+}
+
+void parse_model(ConfigNode& node, Task task, ModelConfig& m) {
+    if (task == Task::multiview) return parse_multiview_model(node, m);
+    const bool seq2seq = task == Task::headline;
+    m.vocab_size = node.integer("vocab_size", m.vocab_size, "the vocabulary; 0 takes the tokenizer's", 0);
+    m.width = node.integer("d_model", m.width, "model width (multiview: the boxes' feature width)", 1);
+    m.heads = node.integer("heads", m.heads, "attention heads; must divide `d_model`", 1);
+    if (m.width % m.heads != 0) {
+        node.fail("heads", std::to_string(m.heads) + " heads do not divide d_model = " + std::to_string(m.width));
+    }
+    m.ffn_width = node.integer("ffn_dim", models::kFfnPerWidth * m.width,
+                               Doc("feed-forward width (multiview: the readout's)", "4 · `d_model`"), 1);
     m.encoder_layers = node.integer("encoder_layers", m.encoder_layers, "encoder layers", 1);
     if (seq2seq) m.decoder_layers = node.integer("decoder_layers", m.decoder_layers, "decoder layers", 1);
     m.activation = node.choice("activation", m.activation, "feed-forward activation (GELU in its erf form)");
@@ -128,7 +157,7 @@ void parse_model(ConfigNode& node, Task task, ModelConfig& m) {
 
     ConfigNode attention = node.child(
         "attention", "one object per attention stack: `encoder`, and for headline models `decoder` and `cross`, below");
-    ConfigNode encoder = attention.child("encoder", "self-attention of the encoder");
+    ConfigNode encoder = attention.child("encoder", "self-attention of the encoder; multiview: primary boxes over a secondary view's");
     parse_attention_stack(encoder, m.encoder_layers, nn::AttentionRole::bidirectional, m.encoder_attention);
     attention.finish_child("encoder", encoder);
     if (seq2seq) {
@@ -270,6 +299,17 @@ void parse_data(ConfigNode& node, Task task, DataConfig& d) {
             d.valid_length > d.length) {
             node.fail("valid_length", "exceeds length: first_position case distinction has one class per training position");
         }
+    } else if (task == Task::multiview) {
+        d.objects_min = node.integer("objects_min", d.objects_min, "fewest objects in a scene", 1, 100);
+        d.objects_max = node.integer("objects_max", d.objects_max,
+                                     "most objects in a scene (each secondary view has one box per object, up to 100)",
+                                     d.objects_min, 100);
+        d.colors = node.integer("colors", d.colors, "K, the objects' colors", 2, 64);
+        d.count_classes = node.integer("count_classes", d.count_classes,
+                                       "the count of color-0 objects is a class 0 … C−2, or C−1 for that many or more", 2, 101);
+        d.primary_recall = node.number("primary_recall", d.primary_recall,
+                                       "the chance the primary view detects an object (the marked one always)", 1e-3, 1.0);
+        d.valid_batches = node.integer("valid_batches", d.valid_batches, "validation batches of `batch_sentences` rows", 1);
     } else {
         d.train_sources = parse_sources(node, "train_sources", d.train_sources,
                                         "text files; `unit` is what a document is: the whole `file`, a blank-line "
@@ -354,6 +394,7 @@ std::vector<std::string> metrics_of(Task task, bool regression) {
         case Task::span: return {"f1", "loss", "exact_match"};
         case Task::synthetic:
             return {"accuracy", "loss", "accuracy_at_train_length", "accuracy_argmin", "accuracy_first", "accuracy_argmax"};
+        case Task::multiview: return {"accuracy", "loss", "accuracy_color", "accuracy_count"};
     }
     return {};
 }
@@ -398,10 +439,11 @@ void parse_test(ConfigNode& node, Task task, const DataConfig& data, TestConfig&
         t.max_length = node.integer("max_length", t.max_length, "most tokens before eos", 1);
         t.no_repeat_ngram = node.integer("no_repeat_ngram", t.no_repeat_ngram, "no n-gram of this size twice (0: off)", 0);
         t.batch = node.integer("batch", t.batch, "articles decoded together", 1);
-    } else if (task == Task::synthetic) {
+    } else if (task == Task::synthetic || task == Task::multiview) {
         t.batches = node.integer("batches", t.batches,
-                                 "test batches of `data.batch_sentences` rows at `data.valid_length`, from a stream of their "
-                                 "own (the same for every run and seed, so settings are compared on the same examples)",
+                                 "test batches of `data.batch_sentences` rows (synthetic: at `data.valid_length`), from a "
+                                 "stream of their own (the same for every run and seed, so settings are compared on the same "
+                                 "examples)",
                                  1);
     } else if (task == Task::classify || task == Task::span) {
         t.file = node.text("file", t.file, Doc("the labelled test file, in the training file's format", "`data.valid_file`"));
@@ -440,16 +482,42 @@ ExperimentConfig synthetic_defaults(ExperimentConfig config) {
     return config;
 }
 
+// The multi-view task (paper 004 App. B used one head, Adam and a searched attention dropout): d 64
+// features, a readout of 128, no dropout, 10,000 batches of 32 at 3e-3 with warm-up and linear decay
+// (at 1e-3 or 3,000 batches LNAS had not yet learned to align the views).
+ExperimentConfig multiview_defaults(ExperimentConfig config) {
+    models::ModelConfig& m = config.model;
+    m.architecture = models::Architecture::multiview;
+    m.width = 64;
+    m.heads = 1;
+    m.ffn_width = 128;
+    m.attention_dropout = 0.0f;
+    TrainConfig& t = config.train;
+    t.optimizer.weight_decay = 0.0f;
+    t.schedule.learning_rate = 3e-3;
+    t.schedule.warmup_steps = 100;
+    t.steps = 10000;
+    t.log_every = 200;
+    config.validation.every = 1000;
+    config.checkpoint.every = 2500;
+    return config;
+}
+
 ExperimentConfig defaults_for(Task task) {
     ExperimentConfig config;
     config.task = task;
     if (task == Task::synthetic) return synthetic_defaults(config);
+    if (task == Task::multiview) return multiview_defaults(config);
     if (task != Task::headline) config.model = models::bert_base();
     if (task == Task::span) config.data.max_seq = 384;
     return config;
 }
 
-void set_symbol_output(ExperimentConfig& config) {
+void set_task_output(ExperimentConfig& config) {
+    if (config.task == Task::multiview) {
+        config.model.multiview_classes = config.data.colors * config.data.count_classes;
+        return;
+    }
     if (config.task != Task::synthetic) return;
     const DataConfig& d = config.data;
     models::SymbolOutput& output = config.model.symbol_output;
@@ -472,9 +540,10 @@ void set_bert_heads(ExperimentConfig& config) {
 ExperimentConfig parse_experiment_config(const Json& raw, KeyLog* log) {
     ConfigNode root(raw, "", log);
     const Task task = root.choice("task", Task::headline,
-                                  "headline generation (encoder-decoder), masked-LM pretraining (BERT-style encoder), or "
+                                  "headline generation (encoder-decoder), masked-LM pretraining (BERT-style encoder), "
                                   "fine-tuning a BERT-style encoder on classification (GLUE-style TSV) or extractive "
-                                  "question answering (SQuAD JSON); the task layer is `src/tasks/`");
+                                  "question answering (SQuAD JSON), paper 002's `synthetic` tasks, or paper 004's "
+                                  "`multiview` attention on synthetic scenes; the task layer is `src/tasks/`");
     ExperimentConfig config = defaults_for(task);
     config.seed = static_cast<uint64_t>(root.integer(
         "seed", static_cast<int64_t>(config.seed), "seeds initialization, dropout and data order (separate streams)", 0));
@@ -496,7 +565,7 @@ ExperimentConfig parse_experiment_config(const Json& raw, KeyLog* log) {
     parse_train(train, task, config.train);
     root.finish_child("train", train);
     set_bert_heads(config);
-    set_symbol_output(config);
+    set_task_output(config);
     ConfigNode validation = root.child("validation", "validation cadence and metric, below");
     parse_validation(validation, task, config.data, config.validation);
     if (config.validation.metric == "rouge_l" && config.validation.decode_examples == 0) {

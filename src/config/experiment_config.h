@@ -19,9 +19,10 @@
 namespace hnas::config {
 
 // The training objectives (src/tasks/), named in configs as "task": the one vocabulary of task names.
-enum class Task { headline, mlm, classify, span, synthetic };
-inline constexpr EnumName<Task> kTaskNames[]{{Task::headline, "headline"}, {Task::mlm, "mlm"}, {Task::classify, "classify"},
-                                             {Task::span, "span"}, {Task::synthetic, "synthetic"}};
+enum class Task { headline, mlm, classify, span, synthetic, multiview };
+inline constexpr EnumName<Task> kTaskNames[]{{Task::headline, "headline"}, {Task::mlm, "mlm"},
+                                             {Task::classify, "classify"}, {Task::span, "span"},
+                                             {Task::synthetic, "synthetic"}, {Task::multiview, "multiview"}};
 constexpr const auto& enum_names(Task) { return kTaskNames; }
 
 // The tokenizer: an existing SentencePiece model or WordPiece vocab.txt, or a SentencePiece model
@@ -62,6 +63,10 @@ struct DataConfig {
     data::SyntheticProblem problem = data::SyntheticProblem::case_distinction;
     int64_t symbols = 100, length = 128, valid_length = 64, valid_batches = 32;
     data::SyntheticOutput output = data::SyntheticOutput::every_position;
+    // multiview (paper 004 §6.1, data/multiview.h): objects per scene, colors, the count's classes, and
+    // the share of objects the primary view detects; valid_batches as for synthetic
+    int64_t objects_min = 8, objects_max = 32, colors = 4, count_classes = 8;
+    double primary_recall = 0.5;
     // every task
     int64_t batch_sentences = 32, batch_tokens = 0;
     // Lines with invalid UTF-8 or control bytes (a file damaged by a crash): an error, or left out
@@ -112,7 +117,7 @@ struct TestConfig {
     double length_penalty = 1.0;
     // classify and span: the labelled test file; empty: data.valid_file
     std::string file;
-    // synthetic: batches of a test stream of its own (at data.valid_length)
+    // synthetic (at data.valid_length) and multiview: batches of a test stream of their own
     int64_t batches = 100;
 };
 
@@ -143,8 +148,8 @@ ExperimentConfig defaults_for(Task task);
 
 // The heads of a BERT-style model from the task and its options (also after a task fills in labels).
 void set_bert_heads(ExperimentConfig& config);
-// A synthetic task's model output and positions, from its data options.
-void set_symbol_output(ExperimentConfig& config);
+// A synthetic task's model output and positions, and a multiview task's classes, from its data options.
+void set_task_output(ExperimentConfig& config);
 
 // Parses and validates `raw`; a `log` given collects every key read (for key_tables).
 ExperimentConfig parse_experiment_config(const Json& raw, KeyLog* log = nullptr);

@@ -218,7 +218,7 @@ Tokenizer Tokenizer::from_vocabulary(const std::string& vocab_text, const std::s
 }
 
 Tokenizer Tokenizer::symbols(int32_t count) {
-    HNAS_CHECK(count > 0, "symbol tokenizer: needs at least one symbol, got ", count);
+    HNAS_CHECK(count >= 0, "symbol tokenizer: needs a count of symbols >= 0, got ", count);
     std::string vocab = "[PAD]\n[UNK]\n[BOS]\n[EOS]\n[CLS]\n[SEP]\n[MASK]";
     for (int32_t symbol = 0; symbol < count; ++symbol) vocab.append("\n").append(std::to_string(symbol));
     return from_vocabulary(vocab, "symbol vocabulary");

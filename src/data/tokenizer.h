@@ -104,6 +104,7 @@ public:
     static Tokenizer from_serialized(const std::string& bytes);
     // The symbols "0" … "count−1" as whole words after the special pieces, as a WordPiece vocabulary
     // (paper 002's synthetic tasks): symbol s has id kNumSpecialIds + s, and "17 3" encodes to those ids.
+    // 0 symbols: the special ids alone, for a task that reads no text (multiview).
     static Tokenizer symbols(int32_t count);
 
     TokenizerKind kind() const;

@@ -19,7 +19,7 @@ public:
 }  // namespace
 
 BertModel::BertModel(const ModelConfig& config, Rng& init_rng, Rng& dropout_rng)
-    : Model(config),
+    : TokenModel(config),
       tokens_(register_module("embeddings.tokens", std::make_unique<nn::Embedding>(config.vocab_size, config.width, 0.02f, init_rng))),
       embeddings_(register_module("embeddings", std::make_unique<EmbeddingSum>(config.width, bert_embedding_options(config),
                                                                                init_rng, dropout_rng))),

@@ -20,7 +20,7 @@ struct SpanLogits {
     Var start, end;
 };
 
-class BertModel : public Model {
+class BertModel : public TokenModel {
 public:
     BertModel(const ModelConfig& config, Rng& init_rng, Rng& dropout_rng);
 

@@ -34,6 +34,11 @@ int64_t embedding_parameters(const ModelConfig& c, int64_t positions, int64_t se
 }
 
 int64_t parameter_count(const ModelConfig& c) {
+    if (c.architecture == Architecture::multiview) {  // two fusion attentions without value projections, the readout
+        const int64_t fusion = c.mixer == nn::Mixer::attention ? 2 * 2 * linear(c.width, c.width) : 0;
+        return fusion + layer_norm(c.width) + linear(c.width, c.ffn_width) + linear(c.ffn_width, c.ffn_width) +
+               linear(c.ffn_width, c.multiview_classes);
+    }
     int64_t count = c.vocab_size * c.width;  // the token embedding
     if (c.architecture == Architecture::symbols) {
         count += embedding_parameters(c, c.max_source_positions, 0, c.embedding_norm);
@@ -79,6 +84,10 @@ MemoryEstimate estimate_training_memory(const ModelConfig& config, const BatchSh
     estimate.parameters = parameter_count(config);
     estimate.parameter_bytes = kParameterCopies * kFloatBytes * estimate.parameters;
     const int64_t sources = batch.rows * batch.source_length, targets = batch.rows * batch.target_length;
+    if (config.architecture == Architecture::multiview) {  // two attentions per primary box, the readout
+        estimate.activation_bytes = kFloatBytes * sources * (2 * attention_floats(config, batch.source_length) + ffn_floats(config));
+        return estimate;
+    }
     int64_t floats = sources * config.encoder_layers * (attention_floats(config, batch.source_length) + ffn_floats(config));
     if (config.architecture == Architecture::seq2seq) {
         floats += targets * config.decoder_layers *

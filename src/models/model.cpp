@@ -44,7 +44,7 @@ Var EncoderStack::forward(Var x, const ops::AttentionMask& mask) const {
     return final_norm ? final_norm->forward(x) : x;
 }
 
-EncoderStack Model::register_encoder_stack(Rng& init_rng, Rng& dropout_rng) {
+EncoderStack TokenModel::register_encoder_stack(Rng& init_rng, Rng& dropout_rng) {
     EncoderStack stack;
     for (size_t i = 0; i < static_cast<size_t>(config_.encoder_layers); ++i) {
         stack.layers.push_back(&register_module(
@@ -59,7 +59,7 @@ EncoderStack Model::register_encoder_stack(Rng& init_rng, Rng& dropout_rng) {
     return stack;
 }
 
-std::vector<NamedAttention> Model::attentions() const {
+std::vector<NamedAttention> TokenModel::attentions() const {
     std::vector<NamedAttention> out;
     for (const LayerStack& stack : stacks()) {
         for (size_t i = 0; i < stack.layers.size(); ++i) {

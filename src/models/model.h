@@ -1,8 +1,9 @@
-// What every model offers the code above it (the tasks, the trainer, the analyses): its config, its
-// encoder run on its own, its layer stacks and every attention by name. Seq2SeqModel and BertModel
-// derive from it, so nothing above src/models/ needs to know which one it holds to analyse it.
+// What every model offers the code above it (the tasks, the trainer, the analyses): its config and
+// every attention by name, so nothing above src/models/ needs to know which model it holds to analyse
+// it; a TokenModel also runs its encoder on token ids on its own and lists its layer stacks.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -37,26 +38,41 @@ struct EncoderStack {
     Var forward(Var x, const ops::AttentionMask& mask) const;
 };
 
+// A forward pass over batch `index` of fixed inputs, run for what the attentions record while recording
+// is on (nn::MultiHeadAttention::record_statistics); returns the rows it ran, 0 past the last batch.
+using DiagnosticForward = std::function<int64_t(size_t index)>;
+
 class Model : public nn::Module {
 public:
     explicit Model(const ModelConfig& config) : config_(config) {}
 
     const ModelConfig& config() const { return config_; }
-    // ids (B, L), valid (B, L) -> the encoder's states (B, L, D); a BERT-style model sees one segment.
-    virtual Var encode_tokens(const Tensor& ids, const Tensor& valid) const = 0;
-    // The layer stacks, encoder first.
-    virtual std::vector<LayerStack> stacks() const = 0;
-    std::vector<nn::TransformerLayer*> encoder_layers() const { return stacks().front().layers; }
-    // Every attention, stack by stack in layer order: self-attention, then cross-attention.
-    std::vector<NamedAttention> attentions() const;
+    // Every attention by parameter path, in the order the model runs them.
+    virtual std::vector<NamedAttention> attentions() const = 0;
 
 protected:
-    // Registers config.encoder_layers layers (and a pre-LN final norm) on this model.
-    EncoderStack register_encoder_stack(Rng& init_rng, Rng& dropout_rng);
     // Every matrix redrawn as config.weight_init says (called last by each model's constructor).
     void apply_weight_init(Rng& init_rng);
 
     ModelConfig config_;
+};
+
+// A model that reads token ids (Seq2SeqModel, BertModel, SymbolEncoder): its encoder runs on its own,
+// and its attentions live in layer stacks.
+class TokenModel : public Model {
+public:
+    using Model::Model;
+
+    // ids (B, L), valid (B, L) -> the encoder's states (B, L, D); a BERT-style model sees one segment.
+    virtual Var encode_tokens(const Tensor& ids, const Tensor& valid) const = 0;
+    // The layer stacks, encoder first.
+    virtual std::vector<LayerStack> stacks() const = 0;
+    // Stack by stack in layer order: self-attention, then cross-attention.
+    std::vector<NamedAttention> attentions() const override;
+
+protected:
+    // Registers config.encoder_layers layers (and a pre-LN final norm) on this model.
+    EncoderStack register_encoder_stack(Rng& init_rng, Rng& dropout_rng);
 };
 
 }  // namespace hnas::models

@@ -25,8 +25,14 @@ struct AttentionStackConfig {
 // Padding's token id, fixed by the tokenizer (src/data/tokenizer.h); losses ignore it.
 constexpr int32_t kPadId = 0;
 
-// seq2seq: Seq2SeqModel; bert: BertModel; symbols: SymbolEncoder (paper 002's synthetic tasks).
-enum class Architecture { seq2seq, bert, symbols };
+// seq2seq: Seq2SeqModel; bert: BertModel; symbols: SymbolEncoder (paper 002's synthetic tasks);
+// multiview: MultiviewModel (paper 004's multi-view attention).
+enum class Architecture { seq2seq, bert, symbols, multiview };
+inline constexpr EnumName<Architecture> kArchitectureNames[]{{Architecture::seq2seq, "seq2seq"},
+                                                             {Architecture::bert, "bert"},
+                                                             {Architecture::symbols, "symbols"},
+                                                             {Architecture::multiview, "multiview"}};
+constexpr const auto& enum_names(Architecture) { return kArchitectureNames; }
 
 // The heads on a BERT-style encoder. The task decides which (src/tasks/); their parameters keep the
 // same names in every task, so a fine-tuning run loads a pretrained encoder by name.
@@ -82,6 +88,7 @@ struct ModelConfig {
     WeightInit weight_init = WeightInit::per_layer;
     BertHeads bert_heads;         // bert only
     SymbolOutput symbol_output;   // symbols only
+    int64_t multiview_classes = 0; // multiview only: the classes of its label
     AttentionStackConfig encoder_attention, decoder_attention, cross_attention;
 };
 

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "models/bert.h"
+#include "models/multiview.h"
 #include "models/seq2seq.h"
 #include "models/symbol_encoder.h"
 
@@ -16,6 +17,7 @@ std::unique_ptr<Model> build_model(const ModelConfig& config, Rng& init_rng, Rng
     case Architecture::seq2seq: return std::make_unique<Seq2SeqModel>(config, init_rng, dropout_rng);
     case Architecture::bert: return std::make_unique<BertModel>(config, init_rng, dropout_rng);
     case Architecture::symbols: return std::make_unique<SymbolEncoder>(config, init_rng, dropout_rng);
+    case Architecture::multiview: return std::make_unique<MultiviewModel>(config, init_rng, dropout_rng);
     }
     throw Error("model: unknown architecture");
 }

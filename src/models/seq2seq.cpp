@@ -5,7 +5,7 @@
 namespace hnas::models {
 
 Seq2SeqModel::Seq2SeqModel(const ModelConfig& config, Rng& init_rng, Rng& dropout_rng)
-    : Model(config),
+    : TokenModel(config),
       // Token embeddings ~ N(0, D^-1/2), so that after the sqrt(D) scale they have unit variance.
       tokens_(register_module("embedding", std::make_unique<nn::Embedding>(
                                                config.vocab_size, config.width,

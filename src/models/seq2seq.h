@@ -21,7 +21,7 @@ struct DecoderState {
     void keep_rows(const std::vector<int64_t>& rows);
 };
 
-class Seq2SeqModel : public Model {
+class Seq2SeqModel : public TokenModel {
 public:
     // Dropout masks come from dropout_rng, which the caller keeps (its state goes into checkpoints).
     Seq2SeqModel(const ModelConfig& config, Rng& init_rng, Rng& dropout_rng);

@@ -9,7 +9,7 @@ int64_t output_width(const ModelConfig& config) {
 }  // namespace
 
 SymbolEncoder::SymbolEncoder(const ModelConfig& config, Rng& init_rng, Rng& dropout_rng)
-    : Model(config),
+    : TokenModel(config),
       tokens_(register_module("embedding", std::make_unique<nn::Embedding>(config.vocab_size, config.width, 0.02f, init_rng))),
       embeddings_(register_module("encoder", std::make_unique<EmbeddingSum>(
                                                  config.width, embedding_options(config, config.max_source_positions), init_rng,

@@ -14,7 +14,7 @@
 
 namespace hnas::models {
 
-class SymbolEncoder : public Model {
+class SymbolEncoder : public TokenModel {
 public:
     SymbolEncoder(const ModelConfig& config, Rng& init_rng, Rng& dropout_rng);
 

@@ -27,8 +27,8 @@ MultiHeadAttention::MultiHeadAttention(const AttentionOptions& options, Rng& ini
       role_(options.role),
       q_proj_(register_module("q_proj", std::make_unique<Linear>(width_, width_, init_rng))),
       k_proj_(register_module("k_proj", std::make_unique<Linear>(width_, width_, init_rng))),
-      v_proj_(register_module("v_proj", std::make_unique<Linear>(width_, width_, init_rng))),
-      out_proj_(register_module("out_proj", std::make_unique<Linear>(width_, width_, init_rng))),
+      v_proj_(options.project_values ? &register_module("v_proj", std::make_unique<Linear>(width_, width_, init_rng)) : nullptr),
+      out_proj_(options.project_values ? &register_module("out_proj", std::make_unique<Linear>(width_, width_, init_rng)) : nullptr),
       norm_(register_module("norm", find_attention_kind(options.kind).make(with_heads(options.kind_options, heads_)))),
       attention_dropout_(register_module("dropout", std::make_unique<Dropout>(options.dropout, dropout_rng))) {
     if (options.prior) prior_ = &register_module("relative_bias", std::make_unique<RelativePositionBias>(heads_, *options.prior));
@@ -61,14 +61,14 @@ Var MultiHeadAttention::attend(const Var& query, const Var& memory, const ops::A
     Var k, v;                                     // (B, H, Tk, K)
     if (!cache) {
         k = split_heads(k_proj_.forward(memory));
-        v = split_heads(v_proj_.forward(memory));
+        v = split_heads(v_proj_ ? v_proj_->forward(memory) : memory);
     } else {
         HNAS_CHECK(role_ != AttentionRole::bidirectional && query.dim(1) == 1, "attention: step-by-step decoding takes ",
                    "one query position in a decoder attention, got ", shape_str(query.shape()), " in ",
                    name_of(role_));
         const bool grows = role_ == AttentionRole::causal_self;
         if (grows || !cache->keys.defined()) {
-            Var new_keys = split_heads(k_proj_.forward(memory)), new_values = split_heads(v_proj_.forward(memory));
+            Var new_keys = split_heads(k_proj_.forward(memory)), new_values = split_heads(v_proj_ ? v_proj_->forward(memory) : memory);
             if (grows && cache->keys.defined()) {
                 new_keys = ops::concat({Var(cache->keys), new_keys}, 2);
                 new_values = ops::concat({Var(cache->values), new_values}, 2);
@@ -87,6 +87,7 @@ Var MultiHeadAttention::attend(const Var& query, const Var& memory, const ops::A
         // the sum over real queries.
         NoGradScope no_grad;
         key_weight_sums_ = ops::sum(Var(weights.value()), 2).value();  // (B, H, Tk)
+        recorded_key_valid_ = mask.key_valid;
     }
     weights = attention_dropout_.forward(weights);
     return merge_heads(ops::matmul(weights, v));  // (B, Tq, D)

@@ -29,6 +29,9 @@ struct AttentionOptions {
     AttentionNormOptions kind_options;     // heads is filled in from `heads`
     AttentionRole role = AttentionRole::bidirectional;
     std::optional<RelativePositionOptions> prior;  // the preference prior, when on
+    // false: the values are the memory itself and the heads' merged output is the result (paper 004
+    // App. B's multi-view attention, which found untransformed values better): no v or output projection.
+    bool project_values = true;
 };
 
 // What a decoder attention keeps between the steps of step-by-step decoding.
@@ -56,14 +59,17 @@ public:
     // forward() in its two parts: the heads' outputs merged, (B, Tq, D), and the output projection of
     // them. Paper 002's MTE block normalizes the merged heads in between (nn/transformer_layer.h).
     Var attend(const Var& query, const Var& memory, const ops::AttentionMask& mask, AttentionCache* cache = nullptr) const;
-    Var project_output(const Var& merged) const { return out_proj_.forward(merged); }
+    Var project_output(const Var& merged) const { return out_proj_ ? out_proj_->forward(merged) : merged; }
 
     // Statistics for the analyses, kept from the last forward while recording is on.
     void record_statistics(bool on) { record_statistics_ = on; }
     // Σ_i A_ij over real queries for every key: (B, H, Tk) (the explaining-away statistic).
     const Tensor& key_weight_sums() const { return key_weight_sums_; }
+    // The last forward's key mask, (B, Tk) of 1 real / 0 padding; undefined: every key was real.
+    const Tensor& recorded_key_valid() const { return recorded_key_valid_; }
     std::vector<HeadValues> head_values() const { return norm_.head_values(); }
     const std::string& kind() const { return kind_; }
+    AttentionRole role() const { return role_; }
 
 private:
     Var split_heads(const Var& x) const;  // (B, T, D) -> (B, H, T, K)
@@ -75,13 +81,13 @@ private:
     AttentionRole role_;
     Linear& q_proj_;
     Linear& k_proj_;
-    Linear& v_proj_;
-    Linear& out_proj_;
+    Linear* v_proj_ = nullptr;    // null without project_values
+    Linear* out_proj_ = nullptr;
     AttentionNorm& norm_;
     RelativePositionBias* prior_ = nullptr;
     Dropout& attention_dropout_;
     bool record_statistics_ = false;
-    mutable Tensor key_weight_sums_;
+    mutable Tensor key_weight_sums_, recorded_key_valid_;
 };
 
 }  // namespace hnas::nn

@@ -7,10 +7,10 @@ std::optional<float> ffn_hidden_norm(const TransformerLayerOptions& o) {
     return o.norm == NormPlacement::mte ? std::optional<float>(o.layer_norm_eps) : std::nullopt;
 }
 
-// (B, T, 1): 1 at the real positions of a (B, T, D) input, from the keys' validity (all real if none).
-Tensor real_positions(const Var& x, const ops::AttentionMask& mask) {
-    if (!mask.key_valid.defined()) return Tensor::full({x.dim(0), x.dim(1), 1}, 1.0f);
-    return mask.key_valid.reshape({x.dim(0), x.dim(1), 1});
+// (B, T, 1): 1 at the real positions of a (B, T, D) input, from their validity (B, T) (all real if undefined).
+Tensor real_positions(const Var& x, const Tensor& valid) {
+    if (!valid.defined()) return Tensor::full({x.dim(0), x.dim(1), 1}, 1.0f);
+    return valid.reshape({x.dim(0), x.dim(1), 1});
 }
 
 // (B, T, 1): 0 at real positions and −1e9 at padding, so that a maximum never picks padding.
@@ -20,6 +20,13 @@ Tensor padding_penalty(const Tensor& real) {
     return penalty;
 }
 }  // namespace
+
+Var pool_positions(const Var& x, const Tensor& valid, Mixer mixer) {
+    HNAS_CHECK(mixer != Mixer::attention, "pool_positions: attention is not a pooling");
+    const Var real(real_positions(x, valid));  // (B, T, 1)
+    return mixer == Mixer::sum ? ops::sum(ops::mul(x, real), 1, true)
+                               : ops::max(ops::add(x, Var(padding_penalty(real.value()))), 1, true);
+}
 
 TransformerLayer::TransformerLayer(const TransformerLayerOptions& o, Rng& init_rng, Rng& dropout_rng)
     : norm_(o.norm),
@@ -58,10 +65,7 @@ Var TransformerLayer::sublayer(const Var& x, const LayerNorm& norm, Branch branc
 Var TransformerLayer::mix(const Var& x, const ops::AttentionMask& mask, AttentionCache* cache) const {
     if (mixer_ != Mixer::attention) {
         // paper 002 §4: sum- or max-reduce over the real positions, then broadcast to each of them
-        const Var real(real_positions(x, mask));  // (B, T, 1)
-        const Var pooled = mixer_ == Mixer::sum ? ops::sum(ops::mul(x, real), 1, true)
-                                                : ops::max(ops::add(x, Var(padding_penalty(real.value()))), 1, true);
-        return ops::mul(pooled, real);  // (B, 1, D) · (B, T, 1) -> (B, T, D), 0 at padding
+        return ops::mul(pool_positions(x, mask.key_valid, mixer_), Var(real_positions(x, mask.key_valid)));  // 0 at padding
     }
     if (norm_ != NormPlacement::mte) return self_attn_->forward(x, x, mask, cache);
     // paper 002 App. D: the merged heads layer-normalized (or, for NON, scaled in its weights), then GELU

@@ -24,6 +24,8 @@ constexpr const auto& enum_names(NormPlacement) { return kNormPlacementNames; }
 enum class Mixer { attention, sum, max };
 inline constexpr EnumName<Mixer> kMixerNames[]{{Mixer::attention, "attention"}, {Mixer::sum, "sum"}, {Mixer::max, "max"}};
 constexpr const auto& enum_names(Mixer) { return kMixerNames; }
+// The sum or the maximum of x (B, T, D) over its real positions (valid (B, T), undefined: all real): (B, 1, D).
+Var pool_positions(const Var& x, const Tensor& valid, Mixer mixer);
 
 struct TransformerLayerOptions {
     AttentionOptions self_attention;                  // width, heads, kind, role, prior, attention dropout

@@ -1,6 +1,7 @@
 #include "tasks/classify/classify_task.h"
 #include "tasks/headline/headline_task.h"
 #include "tasks/mlm/mlm_task.h"
+#include "tasks/multiview/multiview_task.h"
 #include "tasks/span/span_task.h"
 #include "tasks/synthetic/synthetic_task.h"
 
@@ -13,6 +14,7 @@ const TaskDefinition& task_definition(config::Task task) {
         &classify::definition(),
         &span::definition(),
         &synthetic::definition(),
+        &multiview::definition(),
     };
     for (const TaskDefinition* definition : definitions) {
         if (definition->task == task) return *definition;

@@ -65,6 +65,9 @@ public:
     // the first validation source), on which the trainer measures the attention diagnostics at each
     // validation; empty: none.
     virtual std::vector<std::string> diagnostic_texts() const { return {}; }
+    // For a task whose inputs are not text: a forward pass over a fixed batch of its validation inputs,
+    // on which the trainer measures the same diagnostics; empty: none.
+    virtual models::DiagnosticForward diagnostic_forward() { return {}; }
     // A new run's start from `init_from`: by default every parameter the checkpoint holds by name
     // (heads it lacks start fresh).
     virtual models::InitReport initialize_from(const io::Checkpoint& pretrained) {

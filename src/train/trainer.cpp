@@ -304,7 +304,7 @@ private:
     int64_t window_steps_ = 0, first_step_ = 0;
     int64_t window_targets_ = 0, window_input_tokens_ = 0;  // BatchTokens::global and ::input
     double last_loss_ = 0.0;
-    std::vector<std::vector<int32_t>> diagnostic_rows_;  // the encoder inputs the diagnostics measure
+    models::DiagnosticForward diagnostic_forward_;  // over the inputs the diagnostics measure; empty: none
 };
 
 Trainer::Trainer(const config::ExperimentConfig& config, const TrainOptions& options)
@@ -423,9 +423,13 @@ void Trainer::start() {
     learning_rate_.total_steps = config_.train.steps - state_.schedule_offset;
     if (distributed_) reducer_.emplace(parameters_);
     check_replicas();
+    std::vector<std::vector<int32_t>> diagnostic_rows;
     for (const std::string& text : task_->diagnostic_texts()) {
-        diagnostic_rows_.push_back(analysis::encoder_input(run_config_, tokenizer_->tokenizer, text));
+        diagnostic_rows.push_back(analysis::encoder_input(run_config_, tokenizer_->tokenizer, text));
     }
+    diagnostic_forward_ = diagnostic_rows.empty() ? task_->diagnostic_forward()
+                                                  : analysis::encoder_forward(task_->model(), std::move(diagnostic_rows),
+                                                                              analysis::ExplainAwayOptions{}.batch);
 }
 
 TrainResult Trainer::run() {
@@ -578,7 +582,7 @@ bool Trainer::validate() {
         ++state_.stale_validations;
     }
     record["best_metric"] = *state_.best_metric;
-    if (!diagnostic_rows_.empty()) record["diagnostics"] = attention_diagnostics();
+    if (diagnostic_forward_) record["diagnostics"] = attention_diagnostics();
     metrics_.write(record);
     spdlog::info("validation at step {}: loss {:.4f}  perplexity {:.2f}{}{}", step, portable(result->loss),
                  portable(std::exp(result->loss)), metrics_text, improved ? "  (best)" : "");
@@ -586,14 +590,14 @@ bool Trainer::validate() {
     return config_.validation.patience == 0 || state_.stale_validations < config_.validation.patience;
 }
 
-// The papers' diagnostics on a fixed validation batch (issue #16), per encoder self-attention and head:
+// The papers' diagnostics on a fixed validation batch (issue #16), per bidirectional attention and head:
 // the smallest per-key weight sum min_j Σ_i A_ij (paper 000 Fig. 1 follows it over training), its ratio
 // to Lemma 1's bound 1/L, the share of keys below ε, and the histogram of ln Σ_i A_ij down to e^-40
 // (paper 004 Fig. 1); and each hnas layer's head-averaged u.
 Json Trainer::attention_diagnostics() const {
     models::Model& model = task_->model();
     const tasks::EvaluationMode evaluation(model);
-    const analysis::ExplainAwayReport report = analysis::measure_key_weights(model, diagnostic_rows_, {});
+    const analysis::ExplainAwayReport report = analysis::measure_key_weights(model, diagnostic_forward_, {});
     Json attentions = Json::object();
     for (const analysis::AttentionKeyWeights& attention : report.attentions) {
         Json entry = {{"kind", attention.kind}};

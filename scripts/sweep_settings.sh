@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# One config over a list of named settings (configs/sweeps/*.json) × 5 seeds, each trial trained and
+# tested by `hnas sweep`, then the comparison (OUT/comparison.md), the report and its screenshot.
+# Rerunning continues an interrupted sweep.
+#   scripts/sweep_settings.sh CONFIG LIST [--out OUT] [--parallel P] [--set k=v …]
+#   OUT default runs/<config name>_<list name>
+# Paper 002's mixers on case distinction (issue #17):
+#   scripts/sweep_settings.sh configs/paper002_cases.json configs/sweeps/paper002_mixers_d64.json
+# Paper 004's multi-view attention, every kind and the no-attention baselines:
+#   scripts/sweep_settings.sh configs/paper004_multiview.json configs/sweeps/paper004_multiview.json
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+usage="usage: scripts/sweep_settings.sh CONFIG LIST [--out OUT] [--parallel P] [--set k=v …]"
+config=""
+list=""
+out=""
+parallel=2
+sets=()
+while (($#)); do
+  case "$1" in
+    --out) out=$2; shift 2 ;;
+    --parallel) parallel=$2; shift 2 ;;
+    --set) sets+=(--set "$2"); shift 2 ;;
+    -*) echo "$usage" >&2; exit 2 ;;
+    *)
+      if [ -z "$config" ]; then config=$1; elif [ -z "$list" ]; then list=$1; else echo "$usage" >&2; exit 2; fi
+      shift ;;
+  esac
+done
+if [ -z "$config" ] || [ -z "$list" ]; then echo "$usage" >&2; exit 2; fi
+[ -n "$out" ] || out=runs/$(basename "$config" .json)_$(basename "$list" .json)
+scripts/setup.sh
+start=$(date +%s)
+build/hnas sweep --config "$config" --list "$list" --seeds 5 --out "$out" --parallel "$parallel" "${sets[@]}"
+echo "sweep wall time: $(( $(date +%s) - start )) s"
+scripts/report_sweep.sh "$out"

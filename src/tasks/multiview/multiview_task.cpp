@@ -1,0 +1,217 @@
+#include "tasks/multiview/multiview_task.h"
+
+#include "base/hash.h"
+#include "data/multiview.h"
+#include "models/multiview.h"
+#include "tasks/task_support.h"
+
+namespace hnas::tasks::multiview {
+
+namespace {
+
+static_assert(data::kMultiviewViews == models::kViews, "the data's views are the model's");
+
+// The validation, diagnostic and test streams' seeds: fixed, so every run sees the same scenes.
+constexpr uint64_t kValidationSeed = 0x7661'6c69'6400'0004ULL, kTestSeed = 0x7465'7374'0000'0005ULL;
+
+data::MultiviewOptions stream(const config::ExperimentConfig& config, uint64_t seed) {
+    const config::DataConfig& d = config.data;
+    data::MultiviewOptions o;
+    o.objects_min = d.objects_min;
+    o.objects_max = d.objects_max;
+    o.colors = static_cast<int32_t>(d.colors);
+    o.count_classes = static_cast<int32_t>(d.count_classes);
+    o.primary_recall = static_cast<float>(d.primary_recall);
+    o.width = config.model.width;
+    o.batch = d.batch_sentences;
+    o.seed = seed;
+    return o;
+}
+
+// A batch's rows [first, last) as the model's inputs, with their labels and label parts.
+struct Examples {
+    models::MultiviewInput views;
+    Tensor labels;
+    std::vector<data::MultiviewLabel> parts;
+};
+Examples examples_of(const data::MultiviewBatch& batch, int64_t first, int64_t last) {
+    const int64_t rows = last - first;
+    Examples examples;
+    for (size_t v = 0; v < examples.views.size(); ++v) {
+        const data::ViewBoxes& boxes = batch.views[v];
+        const auto feature_at = [&](int64_t row) { return boxes.features.begin() + row * boxes.boxes * batch.width; };
+        const auto valid_at = [&](int64_t row) { return boxes.valid.begin() + row * boxes.boxes; };
+        examples.views[v].features =
+            Tensor::from_floats({rows, boxes.boxes, batch.width}, std::vector<float>(feature_at(first), feature_at(last)));
+        examples.views[v].valid = Tensor::from_floats({rows, boxes.boxes}, std::vector<float>(valid_at(first), valid_at(last)));
+    }
+    examples.labels = Tensor::from_ints({rows}, std::vector<int32_t>(batch.labels.begin() + first, batch.labels.begin() + last));
+    examples.parts.assign(batch.parts.begin() + first, batch.parts.begin() + last);
+    return examples;
+}
+Examples examples_of(const data::MultiviewBatch& batch) { return examples_of(batch, 0, batch.rows); }
+
+// Right answers: the pair, and each part of it read off the predicted class.
+struct Tally {
+    int64_t right = 0, color_right = 0, count_right = 0, total = 0;
+    std::vector<double> correct;
+
+    void add(const Tensor& logits, const Examples& examples, int32_t count_classes) {
+        const std::vector<int32_t> predicted = argmax_rows(logits);
+        for (size_t row = 0; row < predicted.size(); ++row) {
+            const data::MultiviewLabel& truth = examples.parts[row];
+            const bool color = predicted[row] / count_classes == truth.color, count = predicted[row] % count_classes == truth.count;
+            right += color && count;
+            color_right += color;
+            count_right += count;
+            ++total;
+            correct.push_back(color && count ? 1.0 : 0.0);
+        }
+    }
+    double share(int64_t hits) const { return total > 0 ? static_cast<double>(hits) / static_cast<double>(total) : 0.0; }
+    std::vector<Metric> metrics() const {
+        return {{"accuracy", share(right)}, {"accuracy_color", share(color_right)}, {"accuracy_count", share(count_right)}};
+    }
+};
+
+class MultiviewTask : public Task {
+public:
+    MultiviewTask(const config::ExperimentConfig& config, Rng& init, Rng& dropout)
+        : config_(config),
+          train_(stream(config, config.seed)),
+          model_(std::make_unique<models::MultiviewModel>(config.model, init, dropout)) {
+        const data::MultiviewGenerator validation(stream(config, kValidationSeed));
+        for (int64_t k = 0; k < config.data.valid_batches; ++k) valid_.push_back(validation.batch(static_cast<uint64_t>(k)));
+    }
+
+    models::Model& model() override { return *model_; }
+
+    // The first validation batch (only its rows, which the attentions record).
+    models::DiagnosticForward diagnostic_forward() override {
+        return [this](size_t index) -> int64_t {
+            if (index > 0) return 0;
+            const Examples examples = examples_of(valid_.front());
+            model_->logits(examples.views);
+            return valid_.front().rows;
+        };
+    }
+
+    BatchTokens next_batch(int rank, int ranks) override {
+        const data::MultiviewBatch batch = train_.batch(next_batch_++);
+        const auto [first, last] = data::shard_rows(batch.rows, rank, ranks);
+        if (first < last) shard_ = examples_of(batch, first, last);
+        int64_t boxes = 0;
+        for (const data::ViewBoxes& view : batch.views) {
+            for (const float v : view.valid) boxes += v > 0.5f;
+        }
+        tokens_ = {batch.rows, last - first, boxes};
+        return tokens_;
+    }
+
+    Var batch_loss() override {
+        if (tokens_.shard == 0) return Var(Tensor::scalar(0.0f));
+        return shard_part(ops::cross_entropy(model_->logits(shard_.views), shard_.labels), tokens_.shard, tokens_.global);
+    }
+
+    data::DataPosition position() const override {
+        data::DataPosition p;
+        p.batch = static_cast<int64_t>(next_batch_);
+        p.examples = p.batch * train_.options().batch;
+        p.fingerprint = fingerprint();
+        return p;
+    }
+    void restore(const data::DataPosition& p) override {
+        HNAS_CHECK(p.fingerprint == fingerprint(), "multiview task: the checkpoint's data position belongs to other scenes, ",
+                   "detectors, batch or seed");
+        next_batch_ = static_cast<uint64_t>(p.batch);
+    }
+
+    std::optional<Validation> validate() override {
+        EvaluationMode evaluation(*model_);
+        double weighted_loss = 0.0;
+        Tally tally;
+        for (const data::MultiviewBatch& batch : valid_) {
+            const Examples examples = examples_of(batch);
+            const Var logits = model_->logits(examples.views);
+            weighted_loss += static_cast<double>(ops::cross_entropy(logits, examples.labels).item()) * static_cast<double>(batch.rows);
+            tally.add(logits.value(), examples, train_.options().count_classes);
+        }
+        Validation result;
+        result.tokens = tally.total;
+        result.loss = weighted_loss / static_cast<double>(tally.total);
+        result.metrics = {{"loss", result.loss}};
+        for (const Metric& metric : tally.metrics()) result.metrics.push_back(metric);
+        return result;
+    }
+
+    // `hnas test`: `batches` batches of the test stream.
+    Tally test(int64_t batches) {
+        EvaluationMode evaluation(*model_);
+        const data::MultiviewGenerator test_stream(stream(config_, kTestSeed));
+        Tally tally;
+        for (int64_t k = 0; k < batches; ++k) {
+            const Examples examples = examples_of(test_stream.batch(static_cast<uint64_t>(k)));
+            tally.add(model_->logits(examples.views).value(), examples, train_.options().count_classes);
+        }
+        return tally;
+    }
+
+private:
+    uint64_t fingerprint() const {
+        const data::MultiviewOptions& o = train_.options();
+        uint64_t hash = mix64(static_cast<uint64_t>(o.objects_min));
+        for (const uint64_t value : {static_cast<uint64_t>(o.objects_max), static_cast<uint64_t>(o.colors),
+                                     static_cast<uint64_t>(o.count_classes), static_cast<uint64_t>(o.primary_recall * 1e6f),
+                                     static_cast<uint64_t>(o.width), static_cast<uint64_t>(o.batch), o.seed}) {
+            hash = hash_combine(hash, value);
+        }
+        return hash;
+    }
+
+    const config::ExperimentConfig& config_;
+    data::MultiviewGenerator train_;
+    uint64_t next_batch_ = 0;
+    std::unique_ptr<models::MultiviewModel> model_;
+    std::vector<data::MultiviewBatch> valid_;
+    Examples shard_;
+    BatchTokens tokens_;
+};
+
+std::vector<DataFile> data_files(const config::ExperimentConfig&) { return {}; }
+
+models::BatchShape largest_batch(const config::ExperimentConfig& config) {
+    models::BatchShape batch;
+    batch.rows = config.data.batch_sentences;
+    batch.source_length = config.data.objects_max;
+    return batch;
+}
+
+std::unique_ptr<Task> create(const config::ExperimentConfig& config, const data::Tokenizer&, Rng& init, Rng& dropout) {
+    return std::make_unique<MultiviewTask>(config, init, dropout);
+}
+
+TestResult test(const decode::TrainedCheckpoint& trained) {
+    const config::ExperimentConfig& config = trained.config;
+    Rng init_rng(config.seed, 0), dropout_rng(0, 1);  // every parameter is then overwritten from the checkpoint
+    MultiviewTask task(config, init_rng, dropout_rng);
+    models::load_parameters(trained.checkpoint, task.model());
+    const Tally tally = task.test(config.test.batches);
+    TestResult result;
+    for (const Metric& metric : tally.metrics()) result.metrics[metric.name] = metric.value;
+    result.per_example["accuracy"] = tally.correct;
+    result.settings = {{"examples", tally.total}, {"stream", "test"}};
+    return result;
+}
+
+// The task reads no text: its checkpoints carry a tokenizer of the special ids alone.
+data::Tokenizer no_text(const config::ExperimentConfig&) { return data::Tokenizer::symbols(0); }
+
+}  // namespace
+
+const TaskDefinition& definition() {
+    static const TaskDefinition multiview{config::Task::multiview, data_files, largest_batch, "", "data.objects_max",
+                                          "examples", nullptr, create, nullptr, nullptr, test, no_text};
+    return multiview;
+}
+
+}  // namespace hnas::tasks::multiview
