@@ -77,54 +77,10 @@ void parse_attention_stack(ConfigNode& node, int64_t layers, nn::AttentionRole r
     node.finish_child("prior", prior);
 }
 
-// The multi-view model (models/multiview.h): one fusion attention, then the readout.
-void parse_multiview_model(ConfigNode& node, ModelConfig& m) {
-    m.width = node.integer("d_model", m.width, "model width (multiview: the boxes' feature width)", 1);
-    m.heads = node.integer("heads", m.heads, "attention heads; must divide `d_model`", 1);
-    if (m.width % m.heads != 0) {
-        node.fail("heads", std::to_string(m.heads) + " heads do not divide d_model = " + std::to_string(m.width));
-    }
-    m.ffn_width = node.integer("ffn_dim", m.ffn_width, "feed-forward width (multiview: the readout's)", 1);
-    m.mixer = node.choice("mixer", m.mixer,
-                          "what mixes the encoder's positions: `attention` (of `attention.encoder.kind`), or paper "
-                          "002's `sum` or `max` pooling over the real positions, broadcast back to each");
-    m.weight_init = node.choice("weight_init", m.weight_init,
-                                "`per_layer`: Xavier-uniform projections and normal embeddings; `truncated_normal`: every "
-                                "matrix from N(0, 0.02²) truncated at 2σ (BERT's initializer; paper 002's code for all weights)");
-    m.layer_norm_eps = node.number("layer_norm_eps", m.layer_norm_eps,
-                                   "ε of every layer norm (BERT's public checkpoints use 1e-12)", 1e-30, 1.0);
-    ConfigNode dropout = node.child("dropout", "dropout rates, below");
-    m.attention_dropout = dropout.number("attention", m.attention_dropout, "on the attention weights", 0.0, 0.99);
-    node.finish_child("dropout", dropout);
-    ConfigNode attention = node.child(
-        "attention", "one object per attention stack: `encoder`, and for headline models `decoder` and `cross`, below");
-    ConfigNode fusion = attention.child("encoder", "self-attention of the encoder; multiview: primary boxes over a secondary view's");
-    parse_attention_stack(fusion, 1, nn::AttentionRole::bidirectional, m.encoder_attention);
-    attention.finish_child("encoder", fusion);
-    node.finish_child("attention", attention);
-}
-
-void parse_model(ConfigNode& node, Task task, ModelConfig& m) {
-    if (task == Task::multiview) return parse_multiview_model(node, m);
+// The keys of models that read tokens through layer stacks: the attention block's options, positions
+// and embeddings.
+void parse_token_model(ConfigNode& node, Task task, ModelConfig& m) {
     const bool seq2seq = task == Task::headline;
-    m.vocab_size = node.integer("vocab_size", m.vocab_size, "the vocabulary; 0 takes the tokenizer's", 0);
-    m.width = node.integer("d_model", m.width, "model width (multiview: the boxes' feature width)", 1);
-    m.heads = node.integer("heads", m.heads, "attention heads; must divide `d_model`", 1);
-    if (m.width % m.heads != 0) {
-        node.fail("heads", std::to_string(m.heads) + " heads do not divide d_model = " + std::to_string(m.width));
-    }
-    m.ffn_width = node.integer("ffn_dim", models::kFfnPerWidth * m.width,
-                               Doc("feed-forward width (multiview: the readout's)", "4 · `d_model`"), 1);
-    m.encoder_layers = node.integer("encoder_layers", m.encoder_layers, "encoder layers", 1);
-    if (seq2seq) m.decoder_layers = node.integer("decoder_layers", m.decoder_layers, "decoder layers", 1);
-    m.activation = node.choice("activation", m.activation, "feed-forward activation (GELU in its erf form)");
-    m.norm = node.choice("norm", m.norm,
-                         "post-LN `LN(x + f(x))` (the papers' setting), pre-LN `x + f(LN(x))` with a final norm per stack, "
-                         "or paper 002's MTE block `x + LN(f(x))` with layer norms on the attention's merged heads (then "
-                         "GELU) and on the feed-forward's hidden layer (App. D)");
-    m.mixer = node.choice("mixer", m.mixer,
-                          "what mixes the encoder's positions: `attention` (of `attention.encoder.kind`), or paper "
-                          "002's `sum` or `max` pooling over the real positions, broadcast back to each");
     m.mte_attention_norm = node.boolean("mte_attention_norm", m.mte_attention_norm,
                                         "`norm` mte: layer-normalize the attention's merged heads; paper 002's NON (kind "
                                         "`non`) turns it off, its weights carrying 1/√n instead");
@@ -142,23 +98,53 @@ void parse_model(ConfigNode& node, Task task, ModelConfig& m) {
         m.max_source_positions = node.integer("max_positions", m.max_source_positions, "longest sequence", 1);
         m.segments = node.integer("segments", m.segments, "segment (sentence A/B) embeddings", 1);
     }
+}
+
+// Every task's model; the multi-view model (one fusion attention, then a readout) reads no tokens and
+// has no layer stack, so it takes only the keys it uses.
+void parse_model(ConfigNode& node, Task task, ModelConfig& m) {
+    const bool seq2seq = task == Task::headline, layered = task != Task::multiview;
+    if (layered) m.vocab_size = node.integer("vocab_size", m.vocab_size, "the vocabulary; 0 takes the tokenizer's", 0);
+    m.width = node.integer("d_model", m.width, "model width (multiview: the boxes' feature width)", 1);
+    m.heads = node.integer("heads", m.heads, "attention heads; must divide `d_model`", 1);
+    if (m.width % m.heads != 0) {
+        node.fail("heads", std::to_string(m.heads) + " heads do not divide d_model = " + std::to_string(m.width));
+    }
+    m.ffn_width = node.integer("ffn_dim", models::kFfnPerWidth * m.width,
+                               Doc("feed-forward width (multiview: the readout's)", "4 · `d_model`"), 1);
+    if (layered) {
+        m.encoder_layers = node.integer("encoder_layers", m.encoder_layers, "encoder layers", 1);
+        if (seq2seq) m.decoder_layers = node.integer("decoder_layers", m.decoder_layers, "decoder layers", 1);
+        m.activation = node.choice("activation", m.activation, "feed-forward activation (GELU in its erf form)");
+        m.norm = node.choice("norm", m.norm,
+                             "post-LN `LN(x + f(x))` (the papers' setting), pre-LN `x + f(LN(x))` with a final norm per "
+                             "stack, or paper 002's MTE block `x + LN(f(x))` with layer norms on the attention's merged "
+                             "heads (then GELU) and on the feed-forward's hidden layer (App. D)");
+    }
+    m.mixer = node.choice("mixer", m.mixer,
+                          "what mixes the encoder's positions: `attention` (of `attention.encoder.kind`), or paper "
+                          "002's `sum` or `max` pooling over the real positions, broadcast back to each (multiview: "
+                          "over a secondary view's boxes, the no-attention baseline)");
+    if (layered) parse_token_model(node, task, m);
     m.weight_init = node.choice("weight_init", m.weight_init,
                                 "`per_layer`: Xavier-uniform projections and normal embeddings; `truncated_normal`: every "
                                 "matrix from N(0, 0.02²) truncated at 2σ (BERT's initializer; paper 002's code for all weights)");
     m.layer_norm_eps = node.number("layer_norm_eps", m.layer_norm_eps,
                                    "ε of every layer norm (BERT's public checkpoints use 1e-12)", 1e-30, 1.0);
     ConfigNode dropout = node.child("dropout", "dropout rates, below");
-    m.embedding_dropout = dropout.number("embedding", m.embedding_dropout, "after the embedding sum", 0.0, 0.99);
+    if (layered) m.embedding_dropout = dropout.number("embedding", m.embedding_dropout, "after the embedding sum", 0.0, 0.99);
     m.attention_dropout = dropout.number("attention", m.attention_dropout, "on the attention weights", 0.0, 0.99);
-    m.residual_dropout = dropout.number("residual", m.residual_dropout,
-                                        "on every sub-layer's output before the residual sum", 0.0, 0.99);
-    m.ffn_dropout = dropout.number("ffn", m.ffn_dropout, "inside the feed-forward, after the activation", 0.0, 0.99);
+    if (layered) {
+        m.residual_dropout = dropout.number("residual", m.residual_dropout,
+                                            "on every sub-layer's output before the residual sum", 0.0, 0.99);
+        m.ffn_dropout = dropout.number("ffn", m.ffn_dropout, "inside the feed-forward, after the activation", 0.0, 0.99);
+    }
     node.finish_child("dropout", dropout);
 
     ConfigNode attention = node.child(
         "attention", "one object per attention stack: `encoder`, and for headline models `decoder` and `cross`, below");
     ConfigNode encoder = attention.child("encoder", "self-attention of the encoder; multiview: primary boxes over a secondary view's");
-    parse_attention_stack(encoder, m.encoder_layers, nn::AttentionRole::bidirectional, m.encoder_attention);
+    parse_attention_stack(encoder, layered ? m.encoder_layers : 1, nn::AttentionRole::bidirectional, m.encoder_attention);
     attention.finish_child("encoder", encoder);
     if (seq2seq) {
         ConfigNode decoder = attention.child("decoder", "causal self-attention of the decoder");
@@ -483,14 +469,13 @@ ExperimentConfig synthetic_defaults(ExperimentConfig config) {
 }
 
 // The multi-view task (paper 004 App. B used one head, Adam and a searched attention dropout): d 64
-// features, a readout of 128, no dropout, 10,000 batches of 32 at 3e-3 with warm-up and linear decay
+// features, a readout of 4 · 64, no dropout, 10,000 batches of 32 at 3e-3 with warm-up and linear decay
 // (at 1e-3 or 3,000 batches LNAS had not yet learned to align the views).
 ExperimentConfig multiview_defaults(ExperimentConfig config) {
     models::ModelConfig& m = config.model;
     m.architecture = models::Architecture::multiview;
     m.width = 64;
     m.heads = 1;
-    m.ffn_width = 128;
     m.attention_dropout = 0.0f;
     TrainConfig& t = config.train;
     t.optimizer.weight_decay = 0.0f;

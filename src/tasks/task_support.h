@@ -69,6 +69,33 @@ Validation validation_loss(Batcher& batcher, const data::DataPosition& start, in
     return result;
 }
 
+// Where the training stream of a task whose batch k is drawn from (seed, k) alone stands (synthetic,
+// multiview): the next batch's index, saved with a fingerprint of everything that draws the batches,
+// so that a checkpoint of other data is refused on restore.
+class GeneratedBatches {
+public:
+    GeneratedBatches(const char* task, int64_t rows, uint64_t fingerprint) : task_(task), rows_(rows), fingerprint_(fingerprint) {}
+    uint64_t take() { return next_++; }  // the next batch's index
+    data::DataPosition position() const {
+        data::DataPosition p;
+        p.batch = static_cast<int64_t>(next_);
+        p.examples = p.batch * rows_;
+        p.fingerprint = fingerprint_;
+        return p;
+    }
+    void restore(const data::DataPosition& p) {
+        HNAS_CHECK(p.fingerprint == fingerprint_, task_, " task: the checkpoint's data position belongs to other data (another ",
+                   "problem, size, batch or seed)");
+        next_ = static_cast<uint64_t>(p.batch);
+    }
+
+private:
+    const char* task_;
+    int64_t rows_;
+    uint64_t fingerprint_;
+    uint64_t next_ = 0;
+};
+
 // The class of every row's largest logit (the first on a tie). logits (N, C)
 std::vector<int32_t> argmax_rows(const Tensor& logits);
 

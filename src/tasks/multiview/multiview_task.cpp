@@ -74,11 +74,23 @@ struct Tally {
     }
 };
 
+// Everything that draws the training batches.
+uint64_t fingerprint(const data::MultiviewOptions& o) {
+    uint64_t hash = mix64(static_cast<uint64_t>(o.objects_min));
+    for (const uint64_t value : {static_cast<uint64_t>(o.objects_max), static_cast<uint64_t>(o.colors),
+                                 static_cast<uint64_t>(o.count_classes), static_cast<uint64_t>(o.primary_recall * 1e6f),
+                                 static_cast<uint64_t>(o.width), static_cast<uint64_t>(o.batch), o.seed}) {
+        hash = hash_combine(hash, value);
+    }
+    return hash;
+}
+
 class MultiviewTask : public Task {
 public:
     MultiviewTask(const config::ExperimentConfig& config, Rng& init, Rng& dropout)
         : config_(config),
           train_(stream(config, config.seed)),
+          batches_("multiview", train_.options().batch, fingerprint(train_.options())),
           model_(std::make_unique<models::MultiviewModel>(config.model, init, dropout)) {
         const data::MultiviewGenerator validation(stream(config, kValidationSeed));
         for (int64_t k = 0; k < config.data.valid_batches; ++k) valid_.push_back(validation.batch(static_cast<uint64_t>(k)));
@@ -97,7 +109,7 @@ public:
     }
 
     BatchTokens next_batch(int rank, int ranks) override {
-        const data::MultiviewBatch batch = train_.batch(next_batch_++);
+        const data::MultiviewBatch batch = train_.batch(batches_.take());
         const auto [first, last] = data::shard_rows(batch.rows, rank, ranks);
         if (first < last) shard_ = examples_of(batch, first, last);
         int64_t boxes = 0;
@@ -113,18 +125,8 @@ public:
         return shard_part(ops::cross_entropy(model_->logits(shard_.views), shard_.labels), tokens_.shard, tokens_.global);
     }
 
-    data::DataPosition position() const override {
-        data::DataPosition p;
-        p.batch = static_cast<int64_t>(next_batch_);
-        p.examples = p.batch * train_.options().batch;
-        p.fingerprint = fingerprint();
-        return p;
-    }
-    void restore(const data::DataPosition& p) override {
-        HNAS_CHECK(p.fingerprint == fingerprint(), "multiview task: the checkpoint's data position belongs to other scenes, ",
-                   "detectors, batch or seed");
-        next_batch_ = static_cast<uint64_t>(p.batch);
-    }
+    data::DataPosition position() const override { return batches_.position(); }
+    void restore(const data::DataPosition& p) override { batches_.restore(p); }
 
     std::optional<Validation> validate() override {
         EvaluationMode evaluation(*model_);
@@ -157,20 +159,9 @@ public:
     }
 
 private:
-    uint64_t fingerprint() const {
-        const data::MultiviewOptions& o = train_.options();
-        uint64_t hash = mix64(static_cast<uint64_t>(o.objects_min));
-        for (const uint64_t value : {static_cast<uint64_t>(o.objects_max), static_cast<uint64_t>(o.colors),
-                                     static_cast<uint64_t>(o.count_classes), static_cast<uint64_t>(o.primary_recall * 1e6f),
-                                     static_cast<uint64_t>(o.width), static_cast<uint64_t>(o.batch), o.seed}) {
-            hash = hash_combine(hash, value);
-        }
-        return hash;
-    }
-
     const config::ExperimentConfig& config_;
     data::MultiviewGenerator train_;
-    uint64_t next_batch_ = 0;
+    GeneratedBatches batches_;
     std::unique_ptr<models::MultiviewModel> model_;
     std::vector<data::MultiviewBatch> valid_;
     Examples shard_;

@@ -72,10 +72,21 @@ struct Tally {
     }
 };
 
+// Everything that draws the training batches.
+uint64_t fingerprint(const data::SyntheticOptions& o) {
+    uint64_t hash = mix64(static_cast<uint64_t>(o.problem));
+    for (const uint64_t value : {static_cast<uint64_t>(o.symbols), static_cast<uint64_t>(o.length), static_cast<uint64_t>(o.batch), o.seed}) {
+        hash = hash_combine(hash, value);
+    }
+    return hash;
+}
+
 class SyntheticTask : public Task {
 public:
     SyntheticTask(const config::ExperimentConfig& config, const data::Tokenizer& tokenizer, Rng& init, Rng& dropout)
-        : config_(config), train_(stream(config, config.data.length, config.seed)) {
+        : config_(config),
+          train_(stream(config, config.data.length, config.seed)),
+          batches_("synthetic", train_.batch, fingerprint(train_)) {
         HNAS_CHECK(tokenizer.vocab_size() == data::kNumSpecialIds + config.data.symbols, "synthetic task: the tokenizer has ",
                    tokenizer.vocab_size(), " ids, not the ", data::kNumSpecialIds + config.data.symbols, " of ",
                    config.data.symbols, " symbols");
@@ -105,7 +116,7 @@ public:
     }
 
     BatchTokens next_batch(int rank, int ranks) override {
-        const data::SyntheticBatch batch = data::synthetic_batch(train_, next_batch_++);
+        const data::SyntheticBatch batch = data::synthetic_batch(train_, batches_.take());
         const auto [first, last] = data::shard_rows(batch.rows, rank, ranks);
         shard_ = examples_of(batch, first, last);
         tokens_ = {batch.rows, last - first, batch.rows * batch.length};
@@ -117,18 +128,8 @@ public:
         return shard_part(ops::cross_entropy(model_->logits(shard_.ids), shard_.labels), tokens_.shard, tokens_.global);
     }
 
-    data::DataPosition position() const override {
-        data::DataPosition p;
-        p.batch = static_cast<int64_t>(next_batch_);
-        p.examples = p.batch * train_.batch;
-        p.fingerprint = fingerprint();
-        return p;
-    }
-    void restore(const data::DataPosition& p) override {
-        HNAS_CHECK(p.fingerprint == fingerprint(), "synthetic task: the checkpoint's data position belongs to another ",
-                   "problem, alphabet, length, batch or seed");
-        next_batch_ = static_cast<uint64_t>(p.batch);
-    }
+    data::DataPosition position() const override { return batches_.position(); }
+    void restore(const data::DataPosition& p) override { batches_.restore(p); }
 
     std::optional<Validation> validate() override {
         EvaluationMode evaluation(*model_);
@@ -172,18 +173,9 @@ private:
         return tally;
     }
 
-    uint64_t fingerprint() const {
-        uint64_t hash = mix64(static_cast<uint64_t>(train_.problem));
-        for (const uint64_t value : {static_cast<uint64_t>(train_.symbols), static_cast<uint64_t>(train_.length),
-                                     static_cast<uint64_t>(train_.batch), train_.seed}) {
-            hash = hash_combine(hash, value);
-        }
-        return hash;
-    }
-
     const config::ExperimentConfig& config_;
     data::SyntheticOptions train_;
-    uint64_t next_batch_ = 0;
+    GeneratedBatches batches_;
     std::unique_ptr<models::SymbolEncoder> model_;
     std::vector<data::SyntheticBatch> valid_, valid_at_train_length_;
     Examples shard_;
