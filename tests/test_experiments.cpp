@@ -82,6 +82,22 @@ TEST(Grid, ListFile) {
                     "two settings are both named A");
 }
 
+// A list's settings at every grid point: a learning-rate sweep over named architectures.
+TEST(Grid, ListTimesGrid) {
+    const testing::ScratchDir scratch("hnas_grid_cross_");
+    const auto list = read_setting_list(scratch.write(
+        "list.json", R"([{"name": "NAP", "set": {"model.attention.encoder.kind": "nap"}}, {"model.norm": "post"}])"));
+    const std::vector<GridAxis> rates{parse_grid_axis("train.learning_rate=[0.001,0.003]")};
+    const auto settings = cross(list, rates);
+    EXPECT_EQ(names_of(settings), (std::vector<std::string>{"NAP,learning_rate=0.001", "NAP,learning_rate=0.003",
+                                                            "norm=post,learning_rate=0.001", "norm=post,learning_rate=0.003"}));
+    EXPECT_EQ(settings[1].assignments(),
+              (std::vector<std::string>{"model.attention.encoder.kind=\"nap\"", "train.learning_rate=0.003"}));
+    EXPECT_EQ(names_of(cross(list, {})), names_of(list));
+    EXPECT_CONTAINS(testing::error_of([&] { cross(list, {parse_grid_axis("model.norm=[mte,pre]")}); }),
+                    "--grid model.norm: the list's setting norm=post sets it too");
+}
+
 // The shipped setting lists (configs/sweeps/) apply to the configs they are for: every setting's
 // overrides parse on each of them.
 TEST(Grid, ShippedListsApplyToTheirConfigs) {

@@ -29,7 +29,9 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
     auto& s = options->sweep;
     command->add_option("--config", s.config, "Base experiment config (JSON)")->required()->check(CLI::ExistingFile);
     command->add_option("--grid", options->grids, "key.path=[v1,v2,…]: one value per setting (repeatable; grids multiply)");
-    command->add_option("--list", options->list, "A JSON array of override objects, one setting each (instead of --grid)")
+    command->add_option("--list", options->list,
+                        "A JSON array of override objects or named settings, one setting each; with --grid, each of them "
+                        "at every grid point")
         ->check(CLI::ExistingFile);
     command->add_option("--set", s.overrides, "Override a config value in every trial: key.path=value (repeatable)");
     command->add_option("--seeds", s.seeds, "Trials per setting, seeds --first-seed, --first-seed + 1, …")
@@ -42,14 +44,10 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
         ->check(positive_number<double>());
     command->callback([options, &exit_code] {
         auto& o = *options;
-        HNAS_CHECK(o.grids.empty() || o.list.empty(), "sweep: give --grid or --list, not both");
-        if (o.list.empty()) {
-            std::vector<experiments::GridAxis> axes;
-            for (const std::string& grid : o.grids) axes.push_back(experiments::parse_grid_axis(grid));
-            o.sweep.settings = experiments::expand_grid(axes);
-        } else {
-            o.sweep.settings = experiments::read_setting_list(o.list);
-        }
+        std::vector<experiments::GridAxis> axes;
+        for (const std::string& grid : o.grids) axes.push_back(experiments::parse_grid_axis(grid));
+        o.sweep.settings = o.list.empty() ? experiments::expand_grid(axes)
+                                          : experiments::cross(experiments::read_setting_list(o.list), axes);
         o.sweep.executable = std::filesystem::read_symlink("/proc/self/exe").string();
         // Under mpirun the ranks share the trials out; each trial itself is one process.
         const auto world = distributed::connect(600.0);

@@ -120,6 +120,27 @@ std::vector<Setting> expand_grid(const std::vector<GridAxis>& axes) {
     return settings;
 }
 
+std::vector<Setting> cross(const std::vector<Setting>& list, const std::vector<GridAxis>& axes) {
+    if (axes.empty()) return list;
+    const std::vector<Setting> grid = expand_grid(axes);
+    std::vector<Setting> settings;
+    for (const Setting& listed : list) {
+        for (const Setting& combination : grid) {
+            Setting setting = listed;
+            for (const Override& o : combination.overrides) {
+                for (const Override& given : listed.overrides) {
+                    HNAS_CHECK(given.key != o.key, "--grid ", o.key, ": the list's setting ", listed.name, " sets it too");
+                }
+                setting.overrides.push_back(o);
+            }
+            setting.name = listed.name + "," + combination.name;
+            settings.push_back(std::move(setting));
+        }
+    }
+    name_settings(settings, "--list with --grid");
+    return settings;
+}
+
 std::vector<Setting> read_setting_list(const std::string& path) {
     const Json list = parse_json(read_file(path, "setting list"), "setting list " + path + ": not valid JSON:");
     HNAS_CHECK(list.is_array() && !list.empty(), "setting list ", path,

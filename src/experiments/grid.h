@@ -32,6 +32,10 @@ GridAxis parse_grid_axis(const std::string& argument);
 
 // Every combination of the axes' values, the first axis varying slowest; no axes: one setting, "base".
 std::vector<Setting> expand_grid(const std::vector<GridAxis>& axes);
+// Each setting of `list` (read_setting_list's) with each combination of the axes: "NAP" and
+// learning_rate=[1e-3, 3e-3] give "NAP,learning_rate=0.001" and "NAP,learning_rate=0.003" (a learning-
+// rate sweep over named architectures). A key may not be in both.
+std::vector<Setting> cross(const std::vector<Setting>& list, const std::vector<GridAxis>& axes);
 
 // `--list FILE`: a JSON array of objects, each the overrides of one setting ({"key": value, …}), named
 // from them, or a named setting {"name": "NAP", "set": {"key": value, …}}.
