@@ -93,7 +93,7 @@ public:
           batches_("multiview", train_.options().batch, fingerprint(train_.options())),
           model_(std::make_unique<models::MultiviewModel>(config.model, init, dropout)) {
         const data::MultiviewGenerator validation(stream(config, kValidationSeed));
-        for (int64_t k = 0; k < config.data.valid_batches; ++k) valid_.push_back(validation.batch(static_cast<uint64_t>(k)));
+        for (int64_t k = 0; k < config.data.valid_batches; ++k) valid_.push_back(examples_of(validation.batch(static_cast<uint64_t>(k))));
     }
 
     models::Model& model() override { return *model_; }
@@ -102,9 +102,8 @@ public:
     models::DiagnosticForward diagnostic_forward() override {
         return [this](size_t index) -> int64_t {
             if (index > 0) return 0;
-            const Examples examples = examples_of(valid_.front());
-            model_->logits(examples.views);
-            return valid_.front().rows;
+            model_->logits(valid_.front().views);
+            return valid_.front().labels.dim(0);
         };
     }
 
@@ -132,10 +131,10 @@ public:
         EvaluationMode evaluation(*model_);
         double weighted_loss = 0.0;
         Tally tally;
-        for (const data::MultiviewBatch& batch : valid_) {
-            const Examples examples = examples_of(batch);
+        for (const Examples& examples : valid_) {
             const Var logits = model_->logits(examples.views);
-            weighted_loss += static_cast<double>(ops::cross_entropy(logits, examples.labels).item()) * static_cast<double>(batch.rows);
+            weighted_loss += static_cast<double>(ops::cross_entropy(logits, examples.labels).item()) *
+                             static_cast<double>(examples.labels.dim(0));
             tally.add(logits.value(), examples, train_.options().count_classes);
         }
         Validation result;
@@ -163,7 +162,7 @@ private:
     data::MultiviewGenerator train_;
     GeneratedBatches batches_;
     std::unique_ptr<models::MultiviewModel> model_;
-    std::vector<data::MultiviewBatch> valid_;
+    std::vector<Examples> valid_;  // the fixed validation scenes, as the model reads them
     Examples shard_;
     BatchTokens tokens_;
 };
