@@ -1,6 +1,7 @@
 // `hnas report` (issue #16): the HTML page of a sweep holds its tables and charts and refers to no
 // other file; rendered by headless Chromium (Debian's chromium; scripts/setup.sh installs it under CI),
 // its DOM holds the expected tables and its screenshot is not blank.
+#include <fmt/format.h>
 #include <zlib.h>
 
 #include <filesystem>
@@ -70,6 +71,7 @@ TEST(Report, HoldsTablesAndChartsAndNoExternalReference) {
     EXPECT_CONTAINS(html, "<table class=\"results\">");
     EXPECT_CONTAINS(html, "<td>kind=hnas</td><td>2</td><td>22.50 ± 0.50");
     EXPECT_CONTAINS(html, "<table class=\"pairs\">");
+    EXPECT_EQ(html.find("<h2>Against"), std::string::npos) << "no numeric key varies in this sweep";
     EXPECT_CONTAINS(html, "head-average u per layer");
     EXPECT_CONTAINS(html, "<td>encoder.layers.1.self_attention</td><td>0.200</td><td>0.350</td>");
     EXPECT_CONTAINS(html, "rouge_l on validation");
@@ -85,6 +87,42 @@ TEST(Report, HoldsTablesAndChartsAndNoExternalReference) {
         }
     }
     EXPECT_CONTAINS(testing::error_of([&] { report_html({(scratch.root / "none").string()}); }), "is not a folder");
+}
+
+// A learning-rate sweep over two named architectures (`--list` × `--grid`): the report draws each
+// metric against the rate, one line per architecture, and only for the key that varies within them.
+TEST(Report, DrawsEachMetricAgainstANumericGridKey) {
+    const testing::ScratchDir scratch("hnas_report_axis_");
+    Json settings = Json::array();
+    const std::vector<double> rates = {0.001, 0.0001, 0.01};  // not in order: the axis sorts them
+    for (const std::string architecture : {"MTE", "NAP"}) {
+        for (const double rate : rates) {
+            const std::string name = architecture + ",learning_rate=" + fmt::format("{:g}", rate);
+            settings.push_back({{"name", name},
+                                {"overrides", {{"model.d_model", 32}, {"model.mixer", architecture}, {"train.learning_rate", rate}}}});
+            for (int seed = 1; seed <= 2; ++seed) {
+                const fs::path run = scratch.root / name / ("seed-" + std::to_string(seed));
+                fs::create_directories(run);
+                testing::write_file((run / "metrics.jsonl").string(), Json{{"step", 10}, {"loss", 1.0}}.dump() + "\n");
+                const double accuracy = (architecture == "NAP" ? 90.0 : 50.0) + 1000 * rate + seed;
+                testing::write_file((run / kResultFile).string(), Json{{"seed", seed}, {"metrics", {{"accuracy", accuracy}}}}.dump());
+            }
+        }
+    }
+    testing::write_file((scratch.root / kSweepFile).string(),
+                        Json{{"config", "configs/paper002_cases.json"}, {"overrides", Json::array()}, {"settings", settings},
+                             {"seeds", {1, 2}}}.dump());
+    const std::string html = report_html({scratch.root.string()});
+    EXPECT_CONTAINS(html, "<h2>Against train.learning_rate</h2>");
+    EXPECT_EQ(html.find("<h2>Against model.d_model"), std::string::npos) << "d_model is the same in every setting";
+    EXPECT_CONTAINS(html, "aria-label=\"accuracy against train.learning_rate\"");
+    // The rates in order as the axis's labels, and the architectures (the names' shared part) in the legend.
+    const size_t low = html.find(">0.0001</text>"), middle = html.find(">0.001</text>"), high = html.find(">0.01</text>");
+    ASSERT_NE(high, std::string::npos);
+    EXPECT_LT(low, middle);
+    EXPECT_LT(middle, high);
+    EXPECT_CONTAINS(html, ">MTE</text>");
+    EXPECT_CONTAINS(html, ">NAP</text>");
 }
 
 // The pixels of an 8-bit RGB or RGBA PNG (non-interlaced), as Chromium's screenshots are.

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "base/check.h"
@@ -297,16 +298,21 @@ std::string number_cell(const Json& summary) {
                        number_text(summary.at("min").get<double>(), mean), number_text(summary.at("max").get<double>(), mean));
 }
 
-std::string comparison_section(const std::vector<std::string>& paths) {
+// The comparison of the paths' results; none before any run has a result.json.
+std::optional<Comparison> comparison_of(const std::vector<std::string>& paths) {
     std::vector<TrialResult> results;
     try {
         results = collect_results(paths);
     } catch (const Error&) {
-        return "<h2>Results</h2>\n<p>No run has a result yet (<code>hnas test RUN_DIR</code> writes one).</p>\n";
+        return std::nullopt;
     }
-    const Comparison comparison = compare(results);
+    return compare(results);
+}
+
+std::string comparison_section(const std::optional<Comparison>& comparison) {
+    if (!comparison) return "<h2>Results</h2>\n<p>No run has a result yet (<code>hnas test RUN_DIR</code> writes one).</p>\n";
     std::vector<std::string> metrics;
-    for (const Json& setting : comparison.json.at("settings")) {
+    for (const Json& setting : comparison->json.at("settings")) {
         for (const auto& [metric, summary] : setting.at("metrics").items()) {
             if (std::find(metrics.begin(), metrics.end(), metric) == metrics.end()) metrics.push_back(metric);
         }
@@ -315,7 +321,7 @@ std::string comparison_section(const std::vector<std::string>& paths) {
                        "</caption>\n<tr><th>setting</th><th>seeds</th>";
     for (const std::string& metric : metrics) html += "<th>" + html_escape(metric) + "</th>";
     html += "</tr>\n";
-    for (const Json& setting : comparison.json.at("settings")) {
+    for (const Json& setting : comparison->json.at("settings")) {
         html += fmt::format("<tr><td>{}</td><td>{}</td>", html_escape(setting.at("setting").get<std::string>()),
                             setting.at("seeds").size());
         for (const std::string& metric : metrics) {
@@ -324,11 +330,15 @@ std::string comparison_section(const std::vector<std::string>& paths) {
         html += "</tr>\n";
     }
     html += "</table>\n";
-    if (comparison.json.at("pairs").empty()) return html;
-    html += "<table class=\"pairs\"><caption>paired differences a − b on shared seeds: Cohen's d_z, the permutation test "
-            "over seeds, the bootstrap over test examples</caption>\n<tr><th>a</th><th>b</th><th>metric</th><th>seeds</th>"
-            "<th>a − b</th><th>d_z</th><th>p (seeds)</th><th>p (examples)</th></tr>\n";
-    for (const Json& pair : comparison.json.at("pairs")) {
+    const Json& pairs = comparison->json.at("pairs");
+    if (pairs.empty()) return html;
+    // Folded: with many settings the pairs outnumber everything else on the page.
+    html += fmt::format("<details><summary>{} paired differences a − b on shared seeds: Cohen's d_z, the permutation test "
+                        "over seeds, the bootstrap over test examples</summary>\n<table class=\"pairs\">\n<tr><th>a</th>"
+                        "<th>b</th><th>metric</th><th>seeds</th><th>a − b</th><th>d_z</th><th>p (seeds)</th>"
+                        "<th>p (examples)</th></tr>\n",
+                        pairs.size());
+    for (const Json& pair : pairs) {
         const double p_seeds = pair.at("permutation").at("p_value").get<double>();
         html += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.4g}</td><td>{:.2f}</td><td>{:.4f}</td><td>{}</td></tr>\n",
                             html_escape(pair.at("a").get<std::string>()), html_escape(pair.at("b").get<std::string>()),
@@ -337,15 +347,139 @@ std::string comparison_section(const std::vector<std::string>& paths) {
                             p_seeds,
                             pair.contains("bootstrap") ? fmt::format("{:.4f}", pair.at("bootstrap").at("p_value").get<double>()) : "");
     }
-    return html + "</table>\n";
+    return html + "</table></details>\n";
 }
 
-std::string settings_section(const std::vector<std::string>& paths, const std::vector<RunLog>& runs) {
-    std::string html = "<h2>Settings</h2>\n";
+// The sweep records (sweep.json) of the paths that are sweeps.
+std::vector<std::pair<std::string, Json>> sweep_records(const std::vector<std::string>& paths) {
+    std::vector<std::pair<std::string, Json>> records;
     for (const std::string& path : paths) {
         const fs::path record = fs::path(path) / kSweepFile;
-        if (!fs::exists(record)) continue;
-        const Json sweep = parse_json(read_file(record.string(), "sweep record"), "sweep record:");
+        if (fs::exists(record)) records.emplace_back(path, parse_json(read_file(record.string(), "sweep record"), "sweep record:"));
+    }
+    return records;
+}
+
+// A numeric key along which a sweep's settings vary with their other overrides fixed: its values, and
+// per group of settings that share the other overrides, the setting at each value.
+struct NumericAxis {
+    std::string key;
+    std::vector<double> values;  // sorted
+    struct Group {
+        std::string label;
+        std::map<double, std::string> setting_at;
+    };
+    std::vector<Group> groups;
+};
+
+// The name components ("NAP", "kind=dnas") every one of `names` has, joined by commas.
+std::string common_components(const std::vector<std::string>& names) {
+    auto components = [](const std::string& name) {
+        std::vector<std::string> out;
+        for (size_t start = 0;;) {
+            const size_t comma = name.find(',', start);
+            out.push_back(name.substr(start, comma - start));
+            if (comma == std::string::npos) return out;
+            start = comma + 1;
+        }
+    };
+    std::string label;
+    for (const std::string& component : components(names.front())) {
+        const bool everywhere = std::all_of(names.begin(), names.end(), [&](const std::string& name) {
+            const auto others = components(name);
+            return std::find(others.begin(), others.end(), component) != others.end();
+        });
+        if (everywhere) label += (label.empty() ? "" : ",") + component;
+    }
+    return label.empty() ? "all settings" : label;
+}
+
+// The keys every setting of `sweep` sets to a number, taking at least two values within each group of
+// settings whose other overrides agree (a learning-rate grid, alone or crossed with a list).
+std::vector<NumericAxis> numeric_axes(const Json& sweep) {
+    const Json& settings = sweep.at("settings");
+    std::vector<NumericAxis> axes;
+    if (settings.size() < 2) return axes;
+    for (const auto& [key, first_value] : settings.front().at("overrides").items()) {
+        const bool numeric = std::all_of(settings.begin(), settings.end(), [&](const Json& setting) {
+            const Json& overrides = setting.at("overrides");
+            return overrides.contains(key) && overrides.at(key).is_number();
+        });
+        if (!numeric) continue;
+        NumericAxis axis{key, {}, {}};
+        std::map<std::string, size_t> group_of;  // the other overrides → group
+        std::vector<std::vector<std::string>> names;
+        for (const Json& setting : settings) {
+            Json others = setting.at("overrides");
+            const double value = others.at(key).get<double>();
+            others.erase(key);
+            const auto [at, inserted] = group_of.emplace(others.dump(), axis.groups.size());
+            if (inserted) axis.groups.push_back({}), names.emplace_back();
+            axis.groups[at->second].setting_at[value] = setting.at("name").get<std::string>();
+            names[at->second].push_back(setting.at("name").get<std::string>());
+            if (std::find(axis.values.begin(), axis.values.end(), value) == axis.values.end()) axis.values.push_back(value);
+        }
+        const bool varies = std::all_of(axis.groups.begin(), axis.groups.end(), [](const NumericAxis::Group& group) {
+            return group.setting_at.size() >= 2;
+        });
+        if (!varies) continue;
+        for (size_t g = 0; g < axis.groups.size(); ++g) axis.groups[g].label = common_components(names[g]);
+        std::sort(axis.values.begin(), axis.values.end());
+        axes.push_back(std::move(axis));
+    }
+    return axes;
+}
+
+// Per metric, its mean over seeds against each numeric axis of the sweeps, one thick line per group and
+// its worst and best seed as thin ones: paper 002's Figs. 3, 5 and 7 give min, mean and max per
+// learning rate, which says how robust each architecture is to the rate.
+std::string axis_section(const std::vector<std::pair<std::string, Json>>& sweeps, const std::optional<Comparison>& comparison) {
+    if (!comparison) return "";
+    std::map<std::string, const Json*> summary_of;  // setting → its metrics
+    std::vector<std::string> metrics;
+    for (const Json& setting : comparison->json.at("settings")) {
+        summary_of[setting.at("setting").get<std::string>()] = &setting.at("metrics");
+        for (const auto& [metric, summary] : setting.at("metrics").items()) {
+            if (std::find(metrics.begin(), metrics.end(), metric) == metrics.end()) metrics.push_back(metric);
+        }
+    }
+    std::string html;
+    for (const auto& [path, sweep] : sweeps) {
+        for (const NumericAxis& axis : numeric_axes(sweep)) {
+            html += fmt::format("<h2>Against {}</h2>\n<p>Sweep <code>{}</code>: per setting the mean over seeds at each value "
+                                "(thick), the worst and the best seed (thin).</p>\n",
+                                html_escape(axis.key), html_escape(path));
+            for (const std::string& metric : metrics) {
+                Chart chart{metric + " against " + axis.key, axis.key, metric, {}, true, {}};
+                for (const double value : axis.values) chart.x_tick_labels.push_back(fmt::format("{:g}", value));
+                for (size_t g = 0; g < axis.groups.size(); ++g) {
+                    Series mean{axis.groups[g].label, series_color(g), 2.5, 1.0, {}};
+                    Series low{"", series_color(g), 1.0, 0.4, {}}, high = low;
+                    for (const auto& [value, setting] : axis.groups[g].setting_at) {
+                        const auto found = summary_of.find(setting);
+                        if (found == summary_of.end() || !found->second->contains(metric)) continue;
+                        const Json& summary = found->second->at(metric);
+                        const double x = static_cast<double>(
+                            std::lower_bound(axis.values.begin(), axis.values.end(), value) - axis.values.begin());
+                        mean.points.emplace_back(x, summary.at("mean").get<double>());
+                        low.points.emplace_back(x, summary.at("min").get<double>());
+                        high.points.emplace_back(x, summary.at("max").get<double>());
+                    }
+                    if (mean.points.empty()) continue;
+                    chart.series.push_back(std::move(low));
+                    chart.series.push_back(std::move(high));
+                    chart.series.push_back(std::move(mean));
+                }
+                if (!chart.series.empty()) html += svg_line_chart(chart);
+            }
+        }
+    }
+    return html;
+}
+
+std::string settings_section(const std::vector<std::pair<std::string, Json>>& sweeps, const std::vector<RunLog>& runs) {
+    std::string html = "<h2>Settings</h2>\n";
+    for (const auto& [path, sweep] : sweeps) {
         html += fmt::format("<p>Sweep <code>{}</code>: base config <code>{}</code>{}, seeds {}.</p>\n", html_escape(path),
                             html_escape(sweep.at("config").get<std::string>()),
                             sweep.at("overrides").empty() ? "" : ", with --set " + html_escape(sweep.at("overrides").dump()),
@@ -379,8 +513,11 @@ std::string report_html(const std::vector<std::string>& paths) {
                        "text-align:right}td:first-child,th:first-child{text-align:left}caption{text-align:left;"
                        "font-style:italic}svg.chart{display:block;margin:1em 0}</style></head>\n<body>\n<h1>" +
                        html_escape(title) + "</h1>\n";
-    html += settings_section(paths, runs);
-    html += comparison_section(paths);
+    const auto sweeps = sweep_records(paths);
+    const std::optional<Comparison> comparison = comparison_of(paths);
+    html += settings_section(sweeps, runs);
+    html += comparison_section(comparison);
+    html += axis_section(sweeps, comparison);
     html += "<h2>Training</h2>\n<p>Each seed a thin line, the mean over seeds a thick one.</p>\n";
     html += svg_line_chart(curves(runs, false, key_value("loss"), "training loss", "loss"));
     html += svg_line_chart(curves(runs, true, key_value("validation_loss"), "validation loss", "loss"));
