@@ -198,7 +198,7 @@ Same top level and tensor format T. One case is one optimizer run of 5 steps on 
 same few parameters, each step from the given gradients:
 
     {
-      "name": "adamw",                              unique; also the kind: adamw adam lamb
+      "name": "adamw",                              unique; also the kind: adamw adam lamb lamb_albert
       "kind": "adamw",
       "options": {"learning_rate": 0.01, "beta1": 0.9, "beta2": 0.999, "epsilon": 1e-08,
                   "weight_decay": 0.1},             lr constant over the steps
@@ -219,6 +219,10 @@ on the others, m = v = 0 at the start and every moment per element:
          v = b2 v + (1 - b2) g^2, m^ = m / (1 - b1^t), v^ = v / (1 - b2^t),
          r = m^ / (sqrt(v^) + eps) + lambda w, w <- w - lr (||w|| / ||r||) r, the norms per
          tensor and the ratio 1 when either is 0 (phi = identity)
+  lamb_albert  LAMB as google-research/albert's lamb_optimizer.py computes it (paper 004
+         pretrained BERT with it), written out below: no bias correction (r = m / (sqrt(v) + eps)
+         + lambda w), and the ratio 1 on the tensors weight decay skips; eps 1e-6 as ALBERT's;
+         beta1 and beta2 as float32 values (see lamb_albert_steps)
 The references run in float64 from the float32 values. layer.bias starts at 0, so LAMB's
 first step takes the ratio-1 branch there; layer.weight's first gradient has an exact 0.
 """
@@ -1445,7 +1449,8 @@ def build_heads():
 OPTIM_SEED = 20240610  # its own stream again
 OPTIM_STEPS = 5
 OPTIM_LR, OPTIM_BETA1, OPTIM_BETA2, OPTIM_EPS = 1e-2, 0.9, 0.999, 1e-8
-OPTIM_DECAY = {"adamw": 0.1, "adam": 0.1, "lamb": 0.01}
+OPTIM_DECAY = {"adamw": 0.1, "adam": 0.1, "lamb": 0.01, "lamb_albert": 0.01}
+OPTIM_EPS_ALBERT = 1e-6  # ALBERT's optimization.py gives its LAMBOptimizer epsilon=1e-6
 OPTIM_GRAD_SCALES = (1.0, 0.5, 2.0, 0.1, 1.0)  # per step, so the moments see changing magnitudes
 optim_cases = []
 
@@ -1526,14 +1531,40 @@ def lamb_steps(params, grads, decay):
     return steps
 
 
+def lamb_albert_steps(params, grads, decay):
+    """ALBERT's lamb_optimizer.py: m, v uncorrected; ratio only where weight decay applies."""
+    w = {k: v.double() for k, v in params.items()}
+    m = {k: torch.zeros_like(v) for k, v in w.items()}
+    v2 = {k: torch.zeros_like(v) for k, v in w.items()}
+    # The betas as float32 holds them, as the C++ optimizer (and ALBERT's TensorFlow) runs them: without
+    # bias correction nothing cancels float32(1 - 0.999)'s 1.3e-5 relative offset from 0.001.
+    beta1, beta2 = (torch.tensor(b, dtype=torch.float32).item() for b in (OPTIM_BETA1, OPTIM_BETA2))
+    steps = []
+    for g in grads:
+        for k in w:
+            adapted = not no_weight_decay(k)  # exclude_from_layer_adaptation = exclude_from_weight_decay
+            gk = g[k].double()
+            m[k] = beta1 * m[k] + (1 - beta1) * gk
+            v2[k] = beta2 * v2[k] + (1 - beta2) * gk * gk
+            update = m[k] / (torch.sqrt(v2[k]) + OPTIM_EPS_ALBERT) + (decay * w[k] if adapted else 0.0)
+            w_norm, u_norm = w[k].norm().item(), update.norm().item()
+            ratio = w_norm / u_norm if adapted and w_norm > 0 and u_norm > 0 else 1.0
+            w[k] = w[k] - ratio * OPTIM_LR * update
+        steps.append(dict(w))
+    return steps
+
+
 def build_optim():
     params, grads = optim_inputs()
     decayed = [k for k in params if not no_weight_decay(k)]
     assert decayed == ["layer.weight"]
-    for kind in ("adamw", "adam", "lamb"):
+    for kind in ("adamw", "adam", "lamb", "lamb_albert"):
         decay = OPTIM_DECAY[kind]
+        eps = OPTIM_EPS_ALBERT if kind == "lamb_albert" else OPTIM_EPS
         if kind == "lamb":
             steps = lamb_steps(params, grads, decay)
+        elif kind == "lamb_albert":
+            steps = lamb_albert_steps(params, grads, decay)
         else:
             steps = torch_optimizer_steps(kind, params, grads, decay)
             by_hand = adam_by_hand(kind, params, grads, decay)
@@ -1545,7 +1576,7 @@ def build_optim():
             "name": kind,
             "kind": kind,
             "options": {"learning_rate": OPTIM_LR, "beta1": OPTIM_BETA1, "beta2": OPTIM_BETA2,
-                        "epsilon": OPTIM_EPS, "weight_decay": decay},
+                        "epsilon": eps, "weight_decay": decay},
             "decayed": decayed,
             "parameters": {k: tensor_json(t, F32_DIGITS) for k, t in params.items()},
             "grads": [{k: tensor_json(t, F32_DIGITS) for k, t in g.items()} for g in grads],

@@ -103,6 +103,38 @@ TEST(AttentionGradients, MultiHeadAttentionWithPriorAllParameters) {
     }
 }
 
+// T5's prior, shared by a stack's layers (`prior.shared`): its bias computed once and added in two
+// attentions of different kinds; its table's gradient, the sum over both, passes the finite-difference
+// check. An attention with a prior of its own refuses a shared one.
+TEST(AttentionGradients, PriorSharedByTwoAttentions) {
+    nn::RelativePositionBias prior(kHeads, {8, 16, true});
+    Tensor table = prior.parameter("weight").value();  // shares the parameter's storage
+    const Tensor values = random_tensor(table.shape(), 35, -0.5f, 0.5f);
+    std::copy_n(values.data(), values.numel(), table.data());
+    nn::AttentionOptions options;
+    options.width = 8;
+    options.heads = kHeads;
+    Rng init(3), dropout(4);
+    options.kind = "lnas";
+    nn::MultiHeadAttention first(options, init, dropout);
+    options.kind = "dnas";
+    nn::MultiHeadAttention second(options, init, dropout);
+    const Tensor x = random_tensor({kBatch, 6, 8}, 36);
+    const Tensor valid = valid_prefix(6, {6, 4});
+    const ops::AttentionMask mask{valid, valid};
+    auto two_layers = [&] {
+        const Var bias = prior.forward(6, 6);
+        const Var h = first.forward(Var(x), Var(x), mask, nullptr, bias);
+        return second.forward(h, h, mask, nullptr, bias);
+    };
+    testing::check_parameter_gradients(prior, two_layers, {1e-2f, 3e-3}, "shared prior");
+
+    options.prior = nn::RelativePositionOptions{8, 16, true};
+    nn::MultiHeadAttention own(options, init, dropout);
+    EXPECT_CONTAINS(testing::error_of([&] { own.forward(Var(x), Var(x), mask, nullptr, prior.forward(6, 6)); }),
+                    "in an attention without a prior of its own");
+}
+
 // ---- fused kernels against their definitions ----------------------------------------------------
 
 // Every registered kind's normalize() (its fused kernel) against its reference() (its definition from
@@ -231,6 +263,47 @@ TEST(AttentionProperties, HnasIsLnasAtZeroAndDnasAtOne) {
             const Tensor pure = reference->normalize(Var(c.scores), c.mask).value();
             for (int64_t e = 0; e < mixed.numel(); ++e) ASSERT_NEAR(mixed.data()[e], pure.data()[e], 1e-6);
         }
+    }
+}
+
+// hybrid_per layer (paper 000 §6): one θ for all heads. Its weights are those of one θ per head all set
+// to that value, its gradient is the sum of theirs, it passes the finite-difference check, and its
+// fused kernel matches its definition.
+TEST(AttentionProperties, HnasWithOneUPerLayerIsEveryHeadSharingIt) {
+    nn::AttentionNormOptions options;
+    options.heads = kHeads;
+    options.hybrid_init = 0.3f;
+    auto per_head = nn::find_attention_kind("hnas").make(options);
+    options.hybrid_per = nn::HybridPer::layer;
+    auto per_layer = nn::find_attention_kind("hnas").make(options);
+    ASSERT_EQ(per_layer->parameter("hybrid_theta").value().shape(), (Shape{1}));
+    for (const Setting& setting : settings()) {
+        if (setting.mask.causal) continue;
+        const Tensor scores = random_tensor({kBatch, kHeads, setting.queries, setting.keys}, 51, -3.0f, 3.0f);
+        const Tensor upstream = random_tensor(scores.shape(), 52);
+        per_head->zero_grad();
+        per_layer->zero_grad();
+        Var a = per_head->normalize(Var(scores), setting.mask);
+        a.backward(upstream);
+        Var b = per_layer->normalize(Var(scores), setting.mask);
+        b.backward(upstream);
+        for (int64_t e = 0; e < a.numel(); ++e) ASSERT_EQ(a.value().data()[e], b.value().data()[e]) << setting.name;
+        double summed = 0.0;
+        for (int64_t h = 0; h < kHeads; ++h) summed += per_head->parameter("hybrid_theta").grad().data()[h];
+        EXPECT_NEAR(per_layer->parameter("hybrid_theta").grad().data()[0], summed, 1e-6 * (1.0 + std::fabs(summed)))
+            << setting.name;
+        EXPECT_NE(summed, 0.0);
+        testing::check_parameter_gradients(
+            *per_layer, [&] { return per_layer->normalize(Var(scores), setting.mask); }, {}, "hnas per layer/" + setting.name);
+        per_layer->zero_grad();
+        Var fused = per_layer->normalize(Var(scores), setting.mask);
+        fused.backward(upstream);
+        const float fused_grad = per_layer->parameter("hybrid_theta").grad().data()[0];
+        per_layer->zero_grad();
+        Var reference = per_layer->reference(Var(scores), setting.mask);
+        reference.backward(upstream);
+        for (int64_t e = 0; e < fused.numel(); ++e) ASSERT_NEAR(fused.value().data()[e], reference.value().data()[e], 1e-6);
+        EXPECT_NEAR(per_layer->parameter("hybrid_theta").grad().data()[0], fused_grad, 1e-5 * (1.0 + std::fabs(fused_grad)));
     }
 }
 

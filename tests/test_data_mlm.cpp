@@ -280,6 +280,28 @@ TEST(Masking, UnigramMaskingAndTinySequences) {
     EXPECT_EQ(specials, (std::vector<int32_t>{kClsId, kSepId, kSepId, kPadId}));
 }
 
+// BERT's cap: never more than max_predictions tokens selected, and it binds (these sequences of ~125
+// tokens select about 19 uncapped); the n-grams kept still cover whole words.
+TEST(Masking, MaxPredictionsCapsTheSelectedTokens) {
+    hnas::data::MaskingOptions options;
+    options.max_predictions = 10;
+    hnas::Rng rng(9), uncapped_rng(9);
+    size_t at_cap = 0, uncapped_above = 0;
+    for (const std::vector<int32_t>& sequence : text_sequences(200)) {
+        std::vector<int32_t> ids = sequence, uncapped_ids = sequence;
+        const auto result = hnas::data::mask_sequence(ids, tokenizer(), options, rng);
+        ASSERT_LE(result.positions.size(), 10u);
+        ASSERT_GE(result.positions.size(), 1u);
+        int32_t words = 0;
+        for (const int32_t n : result.ngram_words) words += n;
+        ASSERT_LE(static_cast<size_t>(words), result.positions.size());
+        at_cap += result.positions.size() >= 8;
+        uncapped_above += hnas::data::mask_sequence(uncapped_ids, tokenizer(), {}, uncapped_rng).positions.size() > 10;
+    }
+    EXPECT_GT(at_cap, 150u);
+    EXPECT_GT(uncapped_above, 150u);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Sequences
 

@@ -19,28 +19,35 @@ using testing::random_tensor;
 struct DecoderSetup {
     std::string decoder_kind, cross_kind;
     bool prior, pre_norm;
+    bool shared_prior = false;  // T5's: one table per stack (encoder, decoder self and cross), not per layer
 };
 
 void PrintTo(const DecoderSetup& s, std::ostream* out) {
     *out << "decoder " << s.decoder_kind << ", cross " << s.cross_kind << (s.prior ? ", prior" : "")
+         << (s.shared_prior ? " shared by each stack" : "")
          << (s.pre_norm ? ", pre-LN" : ", post-LN");
 }
 
 std::string setup_name(const ::testing::TestParamInfo<DecoderSetup>& info) {
     const auto& s = info.param;
-    return s.decoder_kind + "_" + s.cross_kind + (s.prior ? "_prior" : "") + (s.pre_norm ? "_preln" : "_postln");
+    return s.decoder_kind + "_" + s.cross_kind + (s.prior ? "_prior" : "") + (s.shared_prior ? "_shared" : "") +
+           (s.pre_norm ? "_preln" : "_postln");
 }
 
 std::unique_ptr<models::Seq2SeqModel> tiny_model(const DecoderSetup& setup, uint64_t seed, int64_t vocabulary = 40) {
-    Json decoder = {{"kind", setup.decoder_kind}};
+    Json encoder = {{"kind", "dnas"}}, decoder = {{"kind", setup.decoder_kind}}, cross = {{"kind", setup.cross_kind}};
     if (setup.prior) decoder["prior"] = {{"enabled", true}, {"buckets", 8}, {"max_distance", 16}};
+    if (setup.shared_prior) {
+        decoder["prior"]["shared"] = true;
+        for (Json* stack : {&encoder, &cross}) (*stack)["prior"] = decoder["prior"];
+    }
     const Json raw = {{"task", "headline"},
                       {"seed", seed},
                       {"model",
                        {{"vocab_size", vocabulary}, {"d_model", 32}, {"heads", 4}, {"ffn_dim", 48}, {"encoder_layers", 2},
                         {"decoder_layers", 2}, {"max_source_positions", 16}, {"max_target_positions", 12},
                         {"norm", setup.pre_norm ? "pre" : "post"},
-                        {"attention", {{"encoder", {{"kind", "dnas"}}}, {"decoder", decoder}, {"cross", {{"kind", setup.cross_kind}}}}}}}};
+                        {"attention", {{"encoder", encoder}, {"decoder", decoder}, {"cross", cross}}}}}};
     const auto parsed = config::parse_experiment_config(raw);
     static Rng dropout(1, 1);
     Rng init(seed, 0);
@@ -155,7 +162,9 @@ INSTANTIATE_TEST_SUITE_P(DecoderKinds, CachedDecoding,
                                          DecoderSetup{"lnas", "dnas_causal", false, false},
                                          DecoderSetup{"dnas_causal", "dnas_causal", true, true},
                                          DecoderSetup{"nap", "nap", false, false},
-                                         DecoderSetup{"lnas", "lnas", true, false}),
+                                         DecoderSetup{"lnas", "lnas", true, false},
+                                         DecoderSetup{"lnas", "lnas", true, false, true},
+                                         DecoderSetup{"dnas_causal", "dnas_causal", true, true, true}),
                          setup_name);
 
 TEST(BeamSearch, BeamOneIsGreedy) {

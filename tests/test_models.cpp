@@ -11,6 +11,7 @@
 #include "models/memory_estimate.h"
 #include "models/model_factory.h"
 #include "models/model_io.h"
+#include "models/seq2seq.h"
 #include "test_support.h"
 
 namespace hnas {
@@ -243,6 +244,80 @@ TEST(Models, MemoryEstimateCountsTheParametersOfTheBuiltModel) {
         const int64_t per_head_scalars = 2 * parsed.model.heads * parsed.model.encoder_layers;
         EXPECT_EQ(models::estimate_training_memory(parsed.model, {4, 16, 0, 0}).parameters + per_head_scalars, built)
             << problem << " " << output;
+    }
+}
+
+// T5's prior shared by each stack (`prior.shared`): one table per stack and none in the layers; the
+// model computes what a model whose layers each hold that table computes, the shared table's gradient
+// is the sum of theirs, and the memory estimate counts it once.
+TEST(Models, SharedPriorIsEveryLayerHoldingTheSameTable) {
+    for (const std::string task : {"headline", "mlm"}) {
+        Json per_layer = tiny_config(task), shared = tiny_config(task);
+        const std::vector<std::string> stacks =
+            task == "headline" ? std::vector<std::string>{"encoder", "decoder", "cross"} : std::vector<std::string>{"encoder"};
+        for (const std::string& stack : stacks) {
+            const Json prior = {{"enabled", true}, {"buckets", 8}, {"max_distance", 16}};
+            per_layer["model"]["attention"][stack]["prior"] = prior;
+            shared["model"]["attention"][stack]["prior"] = prior;
+            shared["model"]["attention"][stack]["prior"]["shared"] = true;
+        }
+        const config::ExperimentConfig a = config::parse_experiment_config(per_layer), b = config::parse_experiment_config(shared);
+        Rng init_a(1), dropout_a(2), init_b(1), dropout_b(2);
+        const auto layered = models::build_model(a.model, init_a, dropout_a);
+        const auto stacked = models::build_model(b.model, init_b, dropout_b);
+        // Each stack's table at random, and the same table in each layer of the other model.
+        struct Owner {
+            std::string table, stack, attention;  // the shared table; its layers' stack and attention
+        };
+        std::vector<Owner> owners{{"encoder.relative_bias.weight", "encoder", "self_attn"}};
+        if (task == "headline") {
+            owners.push_back({"decoder.relative_bias.weight", "decoder", "self_attn"});
+            owners.push_back({"decoder.cross_relative_bias.weight", "decoder", "cross_attn"});
+        }
+        auto layer_table = [](const Owner& owner, int layer) {
+            return owner.stack + ".layers." + std::to_string(layer) + "." + owner.attention + ".relative_bias.weight";
+        };
+        for (size_t o = 0; o < owners.size(); ++o) {
+            Tensor table = stacked->parameter(owners[o].table).value();
+            const Tensor values = testing::random_tensor(table.shape(), 60 + o, -1.0f, 1.0f);
+            std::copy_n(values.data(), values.numel(), table.data());
+            for (int layer = 0; layer < 2; ++layer) {
+                Tensor own = layered->parameter(layer_table(owners[o], layer)).value();
+                std::copy_n(values.data(), values.numel(), own.data());
+            }
+            EXPECT_CONTAINS(testing::error_of([&] { stacked->parameter(layer_table(owners[o], 0)); }), "relative_bias");
+        }
+        EXPECT_EQ(layered->parameter_count() - stacked->parameter_count(), static_cast<int64_t>(owners.size()) * 8 * 4) << task;
+        const int64_t per_head_scalars = b.model.heads * b.model.encoder_layers;  // hnas's u, left out of the estimate
+        EXPECT_EQ(models::estimate_training_memory(b.model, {4, 16, 16, 64}).parameters + per_head_scalars,
+                  stacked->parameter_count()) << task;
+
+        const Tensor ids = Tensor::from_ints({2, 6}, {5, 9, 12, 7, 30, 8, 6, 11, 40, 13, 0, 0});
+        const Tensor valid = Tensor::from_floats({2, 6}, {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0});
+        auto loss_of = [&](const models::Model& model) {
+            if (task == "headline") {
+                const auto& seq2seq = dynamic_cast<const models::Seq2SeqModel&>(model);
+                const Tensor targets = Tensor::from_ints({2, 4}, {1, 14, 15, 16, 1, 17, 18, 0});
+                const Tensor outputs = Tensor::from_ints({2, 4}, {14, 15, 16, 2, 17, 18, 2, 0});
+                return seq2seq.loss(ids, valid, targets, outputs, Tensor::from_floats({2, 4}, {1, 1, 1, 1, 1, 1, 1, 0}), 0.0f);
+            }
+            const Var states = dynamic_cast<const models::TokenModel&>(model).encode_tokens(ids, valid);
+            return ops::sum_all(ops::mul(states, Var(testing::random_tensor(states.shape(), 64))));
+        };
+        Var loss_a = loss_of(*layered), loss_b = loss_of(*stacked);
+        EXPECT_EQ(loss_a.value().data()[0], loss_b.value().data()[0]) << task;
+        loss_a.backward();
+        loss_b.backward();
+        for (const Owner& owner : owners) {
+            const Tensor grad = stacked->parameter(owner.table).grad();
+            const Tensor g0 = layered->parameter(layer_table(owner, 0)).grad(), g1 = layered->parameter(layer_table(owner, 1)).grad();
+            double norm = 0.0;
+            for (int64_t e = 0; e < grad.numel(); ++e) {
+                EXPECT_NEAR(grad.data()[e], g0.data()[e] + g1.data()[e], 1e-5) << task << " " << owner.table << " element " << e;
+                norm += std::fabs(grad.data()[e]);
+            }
+            EXPECT_GT(norm, 0.0) << owner.table;
+        }
     }
 }
 

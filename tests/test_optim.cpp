@@ -1,6 +1,6 @@
-// Optimizers and learning-rate schedules: Adam, AdamW and LAMB over five steps against
-// tests/fixtures/optim.json (torch.optim's Adam and AdamW, LAMB written out from You et al. 2019;
-// scripts/make_fixtures.py), the no_weight_decay rule, every schedule at hand-computed steps, gradient
+// Optimizers and learning-rate schedules: Adam, AdamW, LAMB and ALBERT's LAMB over five steps against
+// tests/fixtures/optim.json (torch.optim's Adam and AdamW, LAMB written out from You et al. 2019 and
+// from ALBERT's lamb_optimizer.py; scripts/make_fixtures.py), the no_weight_decay rule, every schedule at hand-computed steps, gradient
 // clipping, parameters without a gradient, and a save/load round trip that resumes bit-identically.
 #include <unistd.h>
 
@@ -53,7 +53,7 @@ OptimizerOptions fixture_options(const Json& c) {
     const std::string kind = c.at("kind").get<std::string>();
     const Json& o = c.at("options");
     OptimizerOptions options;
-    options.kind = kind == "adam" ? OptimizerKind::adam : kind == "adamw" ? OptimizerKind::adamw : OptimizerKind::lamb;
+    options.kind = parse_enum<OptimizerKind>(kind, "optimizer");
     options.beta1 = o.at("beta1").get<float>();
     options.beta2 = o.at("beta2").get<float>();
     options.epsilon = o.at("epsilon").get<float>();
@@ -105,7 +105,7 @@ TEST_P(OptimizerParity, FiveStepsMatchTheReference) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Optim, OptimizerParity, ::testing::Values("adamw", "adam", "lamb"),
+INSTANTIATE_TEST_SUITE_P(Optim, OptimizerParity, ::testing::Values("adamw", "adam", "lamb", "lamb_albert"),
                          [](const auto& info) { return info.param; });
 
 // ---- which parameters are decayed --------------------------------------------------------------------
@@ -275,7 +275,7 @@ protected:
 };
 
 TEST_F(OptimizerFiles, ParameterWithoutGradientIsLeftAlone) {
-    for (OptimizerKind kind : {OptimizerKind::adam, OptimizerKind::adamw, OptimizerKind::lamb}) {
+    for (OptimizerKind kind : {OptimizerKind::adam, OptimizerKind::adamw, OptimizerKind::lamb, OptimizerKind::lamb_albert}) {
         OptimizerOptions options;
         options.kind = kind;
         options.weight_decay = 0.1f;  // would move "idle.weight" if it were touched
@@ -345,7 +345,7 @@ TEST_P(OptimizerResume, LoadedRunContinuesBitIdentically) {
     EXPECT_TRUE(fresh_differs) << "the moments should matter: without them the run must diverge";
 }
 
-INSTANTIATE_TEST_SUITE_P(Optim, OptimizerResume, ::testing::Values("adamw", "adam", "lamb"),
+INSTANTIATE_TEST_SUITE_P(Optim, OptimizerResume, ::testing::Values("adamw", "adam", "lamb", "lamb_albert"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

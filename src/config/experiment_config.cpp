@@ -53,6 +53,9 @@ void parse_attention_stack(ConfigNode& node, int64_t layers, nn::AttentionRole r
     kinds.hybrid_init = node.number("hybrid_init", kinds.hybrid_init,
                                     "`hnas`: the initial u of every head (the papers used 0.5, and 0.1 for headlines)", 1e-6,
                                     1.0 - 1e-6);
+    kinds.hybrid_per = node.choice("hybrid_per", kinds.hybrid_per,
+                                   "`hnas`: one trainable u per `head` (paper 004, Eq. 12) or per `layer`, shared by its "
+                                   "heads (paper 000 §6)");
     kinds.iterations = static_cast<int>(
         node.integer("sinkhorn_iterations", kinds.iterations, "`sinkhorn`: k, the alternations; 1 is `dnas`", 1, 1000));
     kinds.nap.eps = node.number("nap_eps", kinds.nap.eps, "`nap`: the ε of `nap_denominator`", 1e-12, 1.0);
@@ -72,6 +75,9 @@ void parse_attention_stack(ConfigNode& node, int64_t layers, nn::AttentionRole r
                                          "distance where the logarithmic buckets end; more than `buckets` / 2",
                                          options.buckets / 2 + 1);
     options.bidirectional = role != nn::AttentionRole::causal_self;
+    stack.share_prior = prior.boolean("shared", stack.share_prior,
+                                      "one table for all layers of the stack, its bias computed once per forward, as T5 "
+                                      "has it (paper 003 §7 takes T5's prior); false: each layer learns its own");
     stack.prior.reset();
     if (enabled) stack.prior = options;
     node.finish_child("prior", prior);
@@ -308,6 +314,11 @@ void parse_data(ConfigNode& node, Task task, DataConfig& d) {
                                           0.0, 1.0);
         d.masking.max_ngram = static_cast<int>(node.integer(
             "max_ngram", d.masking.max_ngram, "n-gram masking of whole words with p(n) ∝ 1/n over n ≤ `max_ngram` (ALBERT)", 1, 3));
+        d.masking.max_predictions = node.integer("max_predictions", d.masking.max_predictions,
+                                                 "at most this many tokens selected per sequence (BERT's "
+                                                 "`max_predictions_per_seq`, 20 at 128 tokens): an n-gram that would "
+                                                 "pass it is left out; 0: no cap",
+                                                 0);
     }
     d.batch_sentences = node.integer("batch_sentences", d.batch_sentences, "rows per batch; 0: no limit", 0);
     d.batch_tokens = node.integer("batch_tokens", d.batch_tokens, "padded tokens per batch (rows × longest row); 0: no limit", 0);
@@ -321,8 +332,10 @@ void parse_data(ConfigNode& node, Task task, DataConfig& d) {
 
 void parse_train(ConfigNode& node, Task task, TrainConfig& t) {
     t.optimizer.kind = node.choice("optimizer", t.optimizer.kind,
-                                   "Adam (L2 weight decay in the gradient), AdamW (decoupled decay) or LAMB (per-tensor trust "
-                                   "ratio, You et al. 2019)");
+                                   "Adam (L2 weight decay in the gradient), AdamW (decoupled decay), LAMB (per-tensor trust "
+                                   "ratio, You et al. 2019), or `lamb_albert`: LAMB as ALBERT's code (paper 004's "
+                                   "pretraining) has it, without bias correction and without the trust ratio on biases and "
+                                   "norms (ALBERT used `epsilon` 1e-6)");
     t.optimizer.beta1 = node.number("beta1", t.optimizer.beta1, "Adam's first-moment decay", 0.0, 0.999999);
     t.optimizer.beta2 = node.number("beta2", t.optimizer.beta2, "Adam's second-moment decay", 0.0, 0.999999);
     t.optimizer.epsilon = node.number("epsilon", t.optimizer.epsilon, "Adam's ε", 1e-20, 1.0);

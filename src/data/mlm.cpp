@@ -193,7 +193,10 @@ MaskingResult mask_sequence(std::span<int32_t> ids, const Tokenizer& tokenizer, 
         };
         while (cursor < order.size() && !fits(order[cursor])) ++cursor;
         if (cursor == order.size()) break;  // no room left (only in nearly fully masked sequences)
-        const uint32_t w = order[cursor++];
+        const uint32_t w = order[cursor];
+        const auto tokens = static_cast<size_t>(words[w + n - 1].end - words[w].begin);
+        if (options.max_predictions > 0 && selected.size() + tokens > static_cast<size_t>(options.max_predictions)) continue;
+        ++cursor;
         for (size_t k = 0; k < n; ++k) covered[w + k] = 1;
         for (int32_t t = words[w].begin; t < words[w + n - 1].end; ++t) {
             int32_t& token = ids[static_cast<size_t>(t)];

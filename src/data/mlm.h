@@ -46,6 +46,7 @@ std::vector<std::string_view> split_sentences(std::string_view text);
 struct MaskingOptions {
     double mask_prob = 0.15;         // fraction of the non-special tokens selected for prediction
     int max_ngram = 3;               // n-gram lengths n = 1..max_ngram words, p(n) ∝ 1/n (ALBERT)
+    int64_t max_predictions = 0;     // a cap on the selected tokens per sequence (BERT's, 20 at 128 tokens); 0: none
     double mask_token_prob = 0.8;    // selected token → [MASK]
     double random_token_prob = 0.1;  // selected token → a random ordinary piece; the rest stay unchanged
 };
@@ -66,8 +67,9 @@ struct MaskingResult {
 // masked lengths follow p(n) exactly. (ALBERT's reference code fills a fixed quota of
 // round(mask_prob × tokens) and shortens an n-gram that would overshoot it, which moves about a
 // third of the 3-grams to shorter lengths: 0.64 / 0.24 / 0.12 for n = 1, 2, 3 measured on sotu.txt
-// against 6/11, 3/11, 2/11.) Each selected token independently becomes [MASK] (80 %), a random
-// ordinary piece (10 %) or stays (10 %).
+// against 6/11, 3/11, 2/11.) With max_predictions, an n-gram that would take the selected tokens past
+// it is left out, as BERT's create_pretraining_data.py leaves out a word that would. Each selected token
+// independently becomes [MASK] (80 %), a random ordinary piece (10 %) or stays (10 %).
 MaskingResult mask_sequence(std::span<int32_t> ids, const Tokenizer& tokenizer, const MaskingOptions& options,
                             Rng& rng);
 

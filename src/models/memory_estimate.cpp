@@ -10,9 +10,17 @@ constexpr int64_t kParameterCopies = 4;  // value, gradient, first and second mo
 int64_t linear(int64_t in, int64_t out, bool bias = true) { return in * out + (bias ? out : 0); }
 int64_t layer_norm(int64_t width) { return 2 * width; }
 
+int64_t prior_parameters(const ModelConfig& c, const AttentionStackConfig& stack) {
+    return stack.prior ? stack.prior->buckets * c.heads : 0;
+}
+
 int64_t attention_parameters(const ModelConfig& c, const AttentionStackConfig& stack) {
-    const int64_t prior = stack.prior ? stack.prior->buckets * c.heads : 0;
-    return 4 * linear(c.width, c.width) + prior;
+    return 4 * linear(c.width, c.width) + (stack.share_prior ? 0 : prior_parameters(c, stack));
+}
+
+// The priors shared by the layers of a stack (T5): one table each.
+int64_t shared_prior_parameters(const ModelConfig& c, const AttentionStackConfig& stack) {
+    return stack.share_prior ? prior_parameters(c, stack) : 0;
 }
 
 // A layer: its mixer (attention, or pooling without parameters), cross-attention, their norms and the
@@ -43,6 +51,7 @@ int64_t parameter_count(const ModelConfig& c) {
     if (c.architecture == Architecture::symbols) {
         count += embedding_parameters(c, c.max_source_positions, 0, c.embedding_norm);
         count += c.encoder_layers * layer_parameters(c, c.encoder_attention, nullptr);
+        if (c.mixer == nn::Mixer::attention) count += shared_prior_parameters(c, c.encoder_attention);
         count += linear(c.width, c.symbol_output.per_position ? 1 : c.symbol_output.classes);
         if (c.norm == nn::NormPlacement::pre) count += layer_norm(c.width);
         return count;
@@ -50,6 +59,7 @@ int64_t parameter_count(const ModelConfig& c) {
     if (c.architecture == Architecture::bert) {
         count += embedding_parameters(c, c.max_source_positions, c.segments, /*norm=*/true);
         count += c.encoder_layers * layer_parameters(c, c.encoder_attention, nullptr);
+        if (c.mixer == nn::Mixer::attention) count += shared_prior_parameters(c, c.encoder_attention);
         const BertHeads& heads = c.bert_heads;
         if (heads.masked_lm) count += linear(c.width, c.width) + layer_norm(c.width) + c.vocab_size;
         count += linear(c.width, c.width);  // pooler
@@ -62,6 +72,8 @@ int64_t parameter_count(const ModelConfig& c) {
              embedding_parameters(c, c.max_target_positions, 0, c.embedding_norm);
     count += c.encoder_layers * layer_parameters(c, c.encoder_attention, nullptr);
     count += c.decoder_layers * layer_parameters(c, c.decoder_attention, &c.cross_attention);
+    if (c.mixer == nn::Mixer::attention) count += shared_prior_parameters(c, c.encoder_attention);
+    count += shared_prior_parameters(c, c.decoder_attention) + shared_prior_parameters(c, c.cross_attention);
     if (c.norm == nn::NormPlacement::pre) count += 2 * layer_norm(c.width);
     if (!c.tie_embeddings) count += linear(c.width, c.vocab_size, false);
     return count;

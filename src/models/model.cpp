@@ -17,7 +17,7 @@ nn::AttentionOptions attention_options(const ModelConfig& config, const Attentio
     options.kind_options = stack.kind_options;
     options.score_scale = stack.score_scale;
     options.role = role;
-    options.prior = stack.prior;
+    if (!stack.share_prior) options.prior = stack.prior;
     return options;
 }
 
@@ -40,7 +40,9 @@ nn::TransformerLayerOptions layer_options(const ModelConfig& config, const Atten
 }
 
 Var EncoderStack::forward(Var x, const ops::AttentionMask& mask) const {
-    for (const auto* layer : layers) x = layer->forward(x, mask);
+    nn::StackPriors priors;
+    if (prior) priors.self = prior->forward(x.dim(1), x.dim(1));  // once for every layer, as T5
+    for (const auto* layer : layers) x = layer->forward(x, mask, Var(), {}, nullptr, priors);
     return final_norm ? final_norm->forward(x) : x;
 }
 
@@ -56,7 +58,15 @@ EncoderStack TokenModel::register_encoder_stack(Rng& init_rng, Rng& dropout_rng)
     if (config_.norm == nn::NormPlacement::pre) {
         stack.final_norm = &register_module("encoder.final_norm", std::make_unique<nn::LayerNorm>(config_.width, config_.layer_norm_eps));
     }
+    if (config_.mixer == nn::Mixer::attention) {
+        stack.prior = register_stack_prior("encoder.relative_bias", config_.encoder_attention);
+    }
     return stack;
+}
+
+nn::RelativePositionBias* TokenModel::register_stack_prior(const std::string& name, const AttentionStackConfig& stack) {
+    if (!stack.prior || !stack.share_prior) return nullptr;
+    return &register_module(name, std::make_unique<nn::RelativePositionBias>(config_.heads, *stack.prior));
 }
 
 std::vector<NamedAttention> TokenModel::attentions() const {

@@ -34,9 +34,11 @@ nn::TransformerLayerOptions layer_options(const ModelConfig& config, const Atten
 struct EncoderStack {
     std::vector<nn::TransformerLayer*> layers;
     nn::LayerNorm* final_norm = nullptr;
+    nn::RelativePositionBias* prior = nullptr;  // "encoder.relative_bias", with a prior the layers share
     // x (B, L, D) -> (B, L, D)
     Var forward(Var x, const ops::AttentionMask& mask) const;
 };
+
 
 // A forward pass over batch `index` of fixed inputs, run for what the attentions record while recording
 // is on (nn::MultiHeadAttention::record_statistics); returns the rows it ran, 0 past the last batch.
@@ -71,8 +73,10 @@ public:
     std::vector<NamedAttention> attentions() const override;
 
 protected:
-    // Registers config.encoder_layers layers (and a pre-LN final norm) on this model.
+    // Registers config.encoder_layers layers (and a pre-LN final norm, and a shared prior) on this model.
     EncoderStack register_encoder_stack(Rng& init_rng, Rng& dropout_rng);
+    // The prior `stack` shares over its layers, registered as `name`; null unless it has one.
+    nn::RelativePositionBias* register_stack_prior(const std::string& name, const AttentionStackConfig& stack);
 };
 
 }  // namespace hnas::models

@@ -20,6 +20,9 @@ struct AttentionStackConfig {
     nn::AttentionNormOptions kind_options;
     nn::ScoreScale score_scale = nn::ScoreScale::inv_sqrt_head_width;
     std::optional<nn::RelativePositionOptions> prior;
+    // One prior table for all layers of the stack, its bias computed once per forward (T5); false: one
+    // table per layer.
+    bool share_prior = false;
 };
 
 // Padding's token id, fixed by the tokenizer (src/data/tokenizer.h); losses ignore it.

@@ -24,6 +24,7 @@ namespace {
 std::string bert_source(const std::string& target) {
     auto starts = [&](const std::string& head) { return target.rfind(head, 0) == 0; };
     if (target == "embedding.weight") return "embeddings.tokens.weight";
+    if (target == "encoder.relative_bias.weight") return target;  // the encoder's shared prior (T5)
     if (target == "encoder.positions.weight" || target == "decoder.positions.weight") return "embeddings.positions.weight";
     if (starts("encoder.norm.") || starts("decoder.norm.")) return "embeddings.norm." + target.substr(target.find(".norm.") + 6);
     for (const char* stack : {"encoder.layers.", "decoder.layers."}) {

@@ -17,13 +17,7 @@ Seq2SeqModel::Seq2SeqModel(const ModelConfig& config, Rng& init_rng, Rng& dropou
                                                         config.width, embedding_options(config, config.max_target_positions),
                                                         init_rng, dropout_rng))) {
     HNAS_CHECK(config.architecture == Architecture::seq2seq, "seq2seq model: the config describes another architecture");
-    for (size_t i = 0; i < static_cast<size_t>(config.encoder_layers); ++i) {
-        encoder_layers_.push_back(&register_module(
-            "encoder.layers." + std::to_string(i),
-            std::make_unique<nn::TransformerLayer>(
-                layer_options(config, config.encoder_attention, nn::AttentionRole::bidirectional, i, nullptr), init_rng,
-                dropout_rng)));
-    }
+    encoder_ = register_encoder_stack(init_rng, dropout_rng);
     for (size_t i = 0; i < static_cast<size_t>(config.decoder_layers); ++i) {
         decoder_layers_.push_back(&register_module(
             "decoder.layers." + std::to_string(i),
@@ -32,9 +26,10 @@ Seq2SeqModel::Seq2SeqModel(const ModelConfig& config, Rng& init_rng, Rng& dropou
                                                    init_rng, dropout_rng)));
     }
     if (config.norm == nn::NormPlacement::pre) {
-        encoder_final_norm_ = &register_module("encoder.final_norm", std::make_unique<nn::LayerNorm>(config.width, config.layer_norm_eps));
         decoder_final_norm_ = &register_module("decoder.final_norm", std::make_unique<nn::LayerNorm>(config.width, config.layer_norm_eps));
     }
+    decoder_prior_ = register_stack_prior("decoder.relative_bias", config.decoder_attention);
+    cross_prior_ = register_stack_prior("decoder.cross_relative_bias", config.cross_attention);
     if (!config.tie_embeddings) {
         output_ = &register_module("output", std::make_unique<nn::Linear>(config.width, config.vocab_size, init_rng, false));
     }
@@ -42,16 +37,18 @@ Seq2SeqModel::Seq2SeqModel(const ModelConfig& config, Rng& init_rng, Rng& dropou
 }
 
 Var Seq2SeqModel::encode(const Tensor& source_ids, const Tensor& source_valid) const {
-    Var x = source_embeddings_.forward(tokens_, source_ids);  // (B, S, D)
-    const ops::AttentionMask mask{source_valid, source_valid};
-    for (const auto* layer : encoder_layers_) x = layer->forward(x, mask);
-    return encoder_final_norm_ ? encoder_final_norm_->forward(x) : x;
+    return encoder_.forward(source_embeddings_.forward(tokens_, source_ids), {source_valid, source_valid});  // (B, S, D)
 }
 
 Var Seq2SeqModel::run_decoder(Var y, const ops::AttentionMask& self_mask, const Var& memory,
                               const ops::AttentionMask& memory_mask, std::vector<nn::LayerCache>* caches) const {
+    // The shared priors' biases, once for every layer: queries from query_offset on, over every key so far.
+    nn::StackPriors priors;
+    const int64_t queries = y.dim(1);
+    if (decoder_prior_) priors.self = decoder_prior_->forward(queries, self_mask.query_offset + queries, self_mask.query_offset);
+    if (cross_prior_) priors.cross = cross_prior_->forward(queries, memory.dim(1), memory_mask.query_offset);
     for (size_t i = 0; i < decoder_layers_.size(); ++i) {
-        y = decoder_layers_[i]->forward(y, self_mask, memory, memory_mask, caches ? &(*caches)[i] : nullptr);
+        y = decoder_layers_[i]->forward(y, self_mask, memory, memory_mask, caches ? &(*caches)[i] : nullptr, priors);
     }
     return decoder_final_norm_ ? decoder_final_norm_->forward(y) : y;
 }

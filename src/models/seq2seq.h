@@ -43,7 +43,7 @@ public:
 
     Var encode_tokens(const Tensor& ids, const Tensor& valid) const override { return encode(ids, valid); }
     std::vector<LayerStack> stacks() const override {
-        return {{"encoder", encoder_layers_}, {"decoder", decoder_layers_}};
+        return {{"encoder", encoder_.layers}, {"decoder", decoder_layers_}};
     }
     std::vector<nn::TransformerLayer*> decoder_layers() const { return decoder_layers_; }
 
@@ -54,9 +54,12 @@ private:
     nn::Embedding& tokens_;
     EmbeddingSum& source_embeddings_;
     EmbeddingSum& target_embeddings_;
-    std::vector<nn::TransformerLayer*> encoder_layers_, decoder_layers_;
-    nn::LayerNorm* encoder_final_norm_ = nullptr;  // pre-LN only
-    nn::LayerNorm* decoder_final_norm_ = nullptr;
+    EncoderStack encoder_;
+    std::vector<nn::TransformerLayer*> decoder_layers_;
+    nn::LayerNorm* decoder_final_norm_ = nullptr;  // pre-LN only
+    // The priors the decoder's layers share (T5), for self- and cross-attention; null without.
+    nn::RelativePositionBias* decoder_prior_ = nullptr;
+    nn::RelativePositionBias* cross_prior_ = nullptr;
     nn::Linear* output_ = nullptr;                 // untied output projection only
 };
 

@@ -50,7 +50,7 @@ Var MultiHeadAttention::merge_heads(const Var& x) const {
 }
 
 Var MultiHeadAttention::attend(const Var& query, const Var& memory, const ops::AttentionMask& mask,
-                               AttentionCache* cache) const {
+                               AttentionCache* cache, const Var& stack_prior) const {
     HNAS_CHECK(query.rank() == 3 && memory.rank() == 3 && query.dim(2) == width_ && memory.dim(2) == width_ &&
                    query.dim(0) == memory.dim(0),
                "attention: query ", shape_str(query.shape()), " and memory ", shape_str(memory.shape()),
@@ -81,6 +81,12 @@ Var MultiHeadAttention::attend(const Var& query, const Var& memory, const ops::A
     }
     Var scores = ops::matmul(q, k, false, true, score_scale_);  // (B, H, Tq, Tk)
     if (prior_) scores = ops::add(scores, prior_->forward(scores.dim(2), scores.dim(3), mask.query_offset));
+    if (stack_prior.defined()) {
+        HNAS_CHECK(!prior_ && stack_prior.shape() == (Shape{1, heads_, scores.dim(2), scores.dim(3)}), "attention: the stack's prior ",
+                   shape_str(stack_prior.shape()), " must be (1, ", heads_, ", ", scores.dim(2), ", ", scores.dim(3),
+                   ") for scores ", shape_str(scores.shape()), prior_ ? ", in an attention without a prior of its own" : "");
+        scores = ops::add(scores, stack_prior);
+    }
     Var weights = cache ? norm_.normalize_step(scores, mask, cache->norm_state) : norm_.normalize(scores, mask);
     if (record_statistics_) {
         // Padded queries and masked entries hold exactly zero weight, so a plain sum over queries is

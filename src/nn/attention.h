@@ -51,14 +51,16 @@ public:
     // With a cache (decoder attentions only), one decoding step: query (B, 1, D) at absolute position
     // mask.query_offset; causal self-attention takes the new position's keys and values from `memory`
     // (the query's own input) and attends over every cached position; cross-attention reuses the
-    // memory's keys and values projected at the first step.
-    Var forward(const Var& query, const Var& memory, const ops::AttentionMask& mask,
-                AttentionCache* cache = nullptr) const {
-        return project_output(attend(query, memory, mask, cache));
+    // memory's keys and values projected at the first step. `stack_prior`: the bias (1, H, Tq, Tk) of
+    // a prior the whole stack shares (T5's), added to the scores; only for an attention without its own.
+    Var forward(const Var& query, const Var& memory, const ops::AttentionMask& mask, AttentionCache* cache = nullptr,
+                const Var& stack_prior = Var()) const {
+        return project_output(attend(query, memory, mask, cache, stack_prior));
     }
     // forward() in its two parts: the heads' outputs merged, (B, Tq, D), and the output projection of
     // them. Paper 002's MTE block normalizes the merged heads in between (nn/transformer_layer.h).
-    Var attend(const Var& query, const Var& memory, const ops::AttentionMask& mask, AttentionCache* cache = nullptr) const;
+    Var attend(const Var& query, const Var& memory, const ops::AttentionMask& mask, AttentionCache* cache = nullptr,
+               const Var& stack_prior = Var()) const;
     Var project_output(const Var& merged) const { return out_proj_ ? out_proj_->forward(merged) : merged; }
 
     // Statistics for the analyses, kept from the last forward while recording is on.

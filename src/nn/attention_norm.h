@@ -14,10 +14,17 @@
 
 namespace hnas::nn {
 
+// hnas: one trainable u per head (paper 004, Eq. 12) or one per layer, shared by its heads (paper 000
+// §6: "a trainable variable u_l").
+enum class HybridPer { head, layer };
+inline constexpr EnumName<HybridPer> kHybridPerNames[]{{HybridPer::head, "head"}, {HybridPer::layer, "layer"}};
+constexpr const auto& enum_names(HybridPer) { return kHybridPerNames; }
+
 // Settings a kind may read; each kind uses only its own.
 struct AttentionNormOptions {
     int64_t heads = 1;
     float hybrid_init = 0.5f;   // hnas: the initial u = sigmoid(θ) of every head, in (0, 1)
+    HybridPer hybrid_per = HybridPer::head;
     int iterations = 3;         // sinkhorn: alternations of query- and key-axis normalization
     ops::Standardization nap;   // nap: √(variance + eps) or σ + eps as the divisor
 };

@@ -42,6 +42,12 @@ struct TransformerLayerOptions {
     bool mte_attention_norm = true;
 };
 
+// The biases (1, H, Lq, Lk) of the priors a stack shares over its layers (T5's relative-position bias,
+// computed once per forward); undefined where the stack has none, or where each attention has its own.
+struct StackPriors {
+    Var self, cross;
+};
+
 // A decoder layer's state between decoding steps.
 struct LayerCache {
     AttentionCache self, cross;
@@ -58,7 +64,8 @@ public:
     // x (B, T, D) -> (B, T, D); memory (B, S, D) and its mask only for layers with cross-attention.
     // With a cache, one step of step-by-step decoding (x is (B, 1, D); see MultiHeadAttention).
     Var forward(const Var& x, const ops::AttentionMask& self_mask, const Var& memory = Var(),
-                const ops::AttentionMask& memory_mask = {}, LayerCache* cache = nullptr) const;
+                const ops::AttentionMask& memory_mask = {}, LayerCache* cache = nullptr,
+                const StackPriors& priors = {}) const;
 
     // Null when the layer mixes by sum or max pooling.
     MultiHeadAttention* self_attention() { return self_attn_; }
@@ -69,7 +76,7 @@ private:
     template <typename Branch>
     Var sublayer(const Var& x, const LayerNorm& norm, Branch branch) const;
     // The first sub-block's branch: self-attention or pooling over the positions, (B, T, D).
-    Var mix(const Var& x, const ops::AttentionMask& mask, AttentionCache* cache) const;
+    Var mix(const Var& x, const ops::AttentionMask& mask, AttentionCache* cache, const Var& prior) const;
 
     NormPlacement norm_;
     Mixer mixer_;

@@ -34,21 +34,26 @@ void Optimizer::step(float learning_rate) {
         float *m = first_moment_[p].data(), *v = second_moment_[p].data();
         const float* g = grad.data();
         const int64_t n = parameter.numel();
-        if (options_.kind == OptimizerKind::lamb) {
+        if (options_.kind == OptimizerKind::lamb || options_.kind == OptimizerKind::lamb_albert) {
             // r = m̂ / (√v̂ + ε) + λ·w; w −= lr · (‖w‖ / ‖r‖) · r, the ratio 1 when either norm is 0.
+            // ALBERT's: m and v uncorrected, and the ratio 1 on biases, norms and the other undecayed tensors.
+            const bool albert = options_.kind == OptimizerKind::lamb_albert;
+            const float c1 = albert ? 1.0f : correction1, c2 = albert ? 1.0f : correction2;
             std::vector<float> update(static_cast<size_t>(n));
             double weight_norm = 0.0, update_norm = 0.0;
             for (int64_t i = 0; i < n; ++i) {
                 m[i] = beta1 * m[i] + (1.0f - beta1) * g[i];
                 v[i] = beta2 * v[i] + (1.0f - beta2) * g[i] * g[i];
-                const float r = (m[i] / correction1) / (std::sqrt(v[i] / correction2) + eps) + decay * w[i];
+                const float r = (m[i] / c1) / (std::sqrt(v[i] / c2) + eps) + decay * w[i];
                 update[static_cast<size_t>(i)] = r;
                 weight_norm += static_cast<double>(w[i]) * w[i];
                 update_norm += static_cast<double>(r) * r;
             }
             weight_norm = std::sqrt(weight_norm);
             update_norm = std::sqrt(update_norm);
-            const float trust = weight_norm > 0.0 && update_norm > 0.0 ? static_cast<float>(weight_norm / update_norm) : 1.0f;
+            const bool adapted = !albert || !no_weight_decay(parameters_[p].name);
+            const float trust = adapted && weight_norm > 0.0 && update_norm > 0.0 ? static_cast<float>(weight_norm / update_norm)
+                                                                                   : 1.0f;
             for (int64_t i = 0; i < n; ++i) w[i] -= learning_rate * trust * update[static_cast<size_t>(i)];
             continue;
         }

@@ -1,6 +1,8 @@
 // The optimizers: Adam (Kingma & Ba 2015, weight decay as an L2 term in the gradient), AdamW (decoupled
-// weight decay, Loshchilov & Hutter 2019) and LAMB (You et al. 2019, Algorithm 2: Adam's update scaled
-// per tensor by the trust ratio ‖w‖ / ‖update‖), which the paper pretrained BERT with. Parameters are
+// weight decay, Loshchilov & Hutter 2019), LAMB (You et al. 2019, Algorithm 2: Adam's update scaled
+// per tensor by the trust ratio ‖w‖ / ‖update‖), and LAMB as ALBERT's code has it (lamb_optimizer.py,
+// which paper 004 pretrained BERT with: no bias correction, and no trust ratio on the tensors weight
+// decay skips; ALBERT ran it with ε 1e-6). Parameters are
 // held by name; weight decay skips the ones no_weight_decay() names. The moments travel in
 // checkpoints, so a resumed run continues exactly.
 #pragma once
@@ -14,8 +16,11 @@
 
 namespace hnas::optim {
 
-enum class OptimizerKind { adam, adamw, lamb };
-inline constexpr EnumName<OptimizerKind> kOptimizerKindNames[]{{OptimizerKind::adam, "adam"}, {OptimizerKind::adamw, "adamw"}, {OptimizerKind::lamb, "lamb"}};
+enum class OptimizerKind { adam, adamw, lamb, lamb_albert };
+inline constexpr EnumName<OptimizerKind> kOptimizerKindNames[]{{OptimizerKind::adam, "adam"},
+                                                               {OptimizerKind::adamw, "adamw"},
+                                                               {OptimizerKind::lamb, "lamb"},
+                                                               {OptimizerKind::lamb_albert, "lamb_albert"}};
 constexpr const auto& enum_names(OptimizerKind) { return kOptimizerKindNames; }
 
 struct OptimizerOptions {
