@@ -148,6 +148,20 @@ TEST(Config, EveryShippedConfigParsesAndItsResolvedFormParsesToItself) {
 
 // configs/README.md holds the key tables `hnas inspect --defaults` prints, which come from the parser:
 // a default, range or description changed in the code and not in the file fails here.
+// The paper configs' parameter counts as docs/papers.md gives them (departures 7 and 8), from the
+// estimate that Models.MemoryEstimateCountsTheParametersOfTheBuiltModel holds to the built model (the
+// per-head scalars aside), without building 222M parameters here.
+TEST(Config, PaperConfigsHaveTheirDocumentedSizes) {
+    const std::string configs = std::string(HNAS_SOURCE_DIR) + "/configs/";
+    const std::vector<std::pair<std::string, int64_t>> sizes = {{"gigaword_paper.json", 222064272}, {"mlm_paper.json", 110106572}};
+    for (const auto& [file, documented] : sizes) {
+        const config::ExperimentConfig parsed = config::load_experiment_config(configs + file, {});
+        const models::ModelConfig& m = parsed.model;
+        const int64_t hnas_scalars = m.heads * m.encoder_layers;  // one u per head and layer: hnas in the encoder
+        EXPECT_EQ(models::estimate_training_memory(m, {1, 16, 16, 16}).parameters + hnas_scalars, documented) << file;
+    }
+}
+
 TEST(Config, ReadmeKeyTablesAreTheParsers) {
     const std::string path = std::string(HNAS_SOURCE_DIR) + "/configs/README.md";
     const std::string document = testing::read_file(path);
