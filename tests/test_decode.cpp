@@ -1,7 +1,8 @@
 // Decoding: the cached step-by-step decoder equals a full recomputation for every decoder-safe
-// attention kind (with padding in the source, a prior, pre- and post-LN); beam search at beam 1 is
-// greedy decoding; wider beams find hypotheses at least as likely; the options (min/max length,
-// n-gram bans, n-best) do what they say; scores are the model's own log-probabilities.
+// attention kind (with padding in the source, a prior, pre- and post-LN, the decoder on the encoder's
+// weights); beam search at beam 1 is greedy decoding; wider beams find hypotheses at least as likely;
+// the options (min/max length, n-gram bans, n-best) do what they say; scores are the model's own
+// log-probabilities.
 #include <cmath>
 #include <set>
 
@@ -20,18 +21,19 @@ struct DecoderSetup {
     std::string decoder_kind, cross_kind;
     bool prior, pre_norm;
     bool shared_prior = false;  // T5's: one table per stack (encoder, decoder self and cross), not per layer
+    bool shared_weights = false;  // share_encoder_decoder: the decoder runs on the encoder's weights
 };
 
 void PrintTo(const DecoderSetup& s, std::ostream* out) {
     *out << "decoder " << s.decoder_kind << ", cross " << s.cross_kind << (s.prior ? ", prior" : "")
-         << (s.shared_prior ? " shared by each stack" : "")
+         << (s.shared_prior ? " shared by each stack" : "") << (s.shared_weights ? ", on the encoder's weights" : "")
          << (s.pre_norm ? ", pre-LN" : ", post-LN");
 }
 
 std::string setup_name(const ::testing::TestParamInfo<DecoderSetup>& info) {
     const auto& s = info.param;
     return s.decoder_kind + "_" + s.cross_kind + (s.prior ? "_prior" : "") + (s.shared_prior ? "_shared" : "") +
-           (s.pre_norm ? "_preln" : "_postln");
+           (s.shared_weights ? "_tied" : "") + (s.pre_norm ? "_preln" : "_postln");
 }
 
 std::unique_ptr<models::Seq2SeqModel> tiny_model(const DecoderSetup& setup, uint64_t seed, int64_t vocabulary = 40) {
@@ -46,7 +48,7 @@ std::unique_ptr<models::Seq2SeqModel> tiny_model(const DecoderSetup& setup, uint
                       {"model",
                        {{"vocab_size", vocabulary}, {"d_model", 32}, {"heads", 4}, {"ffn_dim", 48}, {"encoder_layers", 2},
                         {"decoder_layers", 2}, {"max_source_positions", 16}, {"max_target_positions", 12},
-                        {"norm", setup.pre_norm ? "pre" : "post"},
+                        {"norm", setup.pre_norm ? "pre" : "post"}, {"share_encoder_decoder", setup.shared_weights},
                         {"attention", {{"encoder", encoder}, {"decoder", decoder}, {"cross", cross}}}}}};
     const auto parsed = config::parse_experiment_config(raw);
     static Rng dropout(1, 1);
@@ -164,7 +166,9 @@ INSTANTIATE_TEST_SUITE_P(DecoderKinds, CachedDecoding,
                                          DecoderSetup{"nap", "nap", false, false},
                                          DecoderSetup{"lnas", "lnas", true, false},
                                          DecoderSetup{"lnas", "lnas", true, false, true},
-                                         DecoderSetup{"dnas_causal", "dnas_causal", true, true, true}),
+                                         DecoderSetup{"dnas_causal", "dnas_causal", true, true, true},
+                                         DecoderSetup{"lnas", "lnas", true, false, false, true},
+                                         DecoderSetup{"dnas_causal", "lnas", false, true, false, true}),
                          setup_name);
 
 TEST(BeamSearch, BeamOneIsGreedy) {

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <tuple>
 
 #include "config/experiment_config.h"
 #include "models/bert.h"
@@ -85,6 +87,19 @@ TEST(Config, ImpossibleValuesAreErrors) {
     EXPECT_CONTAINS(config_error(raw), "unknown attention kind 'softmax'; known kinds: lnas, dnas");
 }
 
+TEST(Config, SharedEncoderDecoderNeedsMatchingAttendingStacks) {
+    Json raw = tiny_config("headline");
+    raw["model"]["share_encoder_decoder"] = true;
+    raw["model"]["decoder_layers"] = 3;
+    EXPECT_CONTAINS(config_error(raw), "config model.share_encoder_decoder: needs as many decoder layers as encoder layers, got 3 and 2");
+    raw["model"]["decoder_layers"] = 2;
+    raw["model"]["mixer"] = "sum";
+    EXPECT_CONTAINS(config_error(raw), "config model.mixer: is sum, but share_encoder_decoder needs the encoder's attention projections");
+    raw = tiny_config("mlm");
+    raw["model"]["share_encoder_decoder"] = true;
+    EXPECT_CONTAINS(config_error(raw), "config model.share_encoder_decoder: unknown option");
+}
+
 TEST(Config, QueryNormalizingKindsAreRejectedInTheDecoder) {
     for (const char* stack : {"decoder", "cross"}) {
         Json raw = tiny_config("headline");
@@ -153,12 +168,64 @@ TEST(Config, EveryShippedConfigParsesAndItsResolvedFormParsesToItself) {
 // per-head scalars aside), without building 222M parameters here.
 TEST(Config, PaperConfigsHaveTheirDocumentedSizes) {
     const std::string configs = std::string(HNAS_SOURCE_DIR) + "/configs/";
-    const std::vector<std::pair<std::string, int64_t>> sizes = {{"gigaword_paper.json", 222064272}, {"mlm_paper.json", 110106572}};
+    const std::vector<std::pair<std::string, int64_t>> sizes = {{"gigaword_paper.json", 108661392},
+                                                                {"gigaword_paper_dnas.json", 108661248},
+                                                                {"mlm_paper.json", 110106572},
+                                                                {"mlm_paper_lnas.json", 110106428}};
     for (const auto& [file, documented] : sizes) {
         const config::ExperimentConfig parsed = config::load_experiment_config(configs + file, {});
         const models::ModelConfig& m = parsed.model;
-        const int64_t hnas_scalars = m.heads * m.encoder_layers;  // one u per head and layer: hnas in the encoder
+        // hnas in the encoder has one u per head and layer, which the estimate leaves out
+        const int64_t hnas_scalars = m.encoder_attention.kinds.front() == "hnas" ? m.heads * m.encoder_layers : 0;
         EXPECT_EQ(models::estimate_training_memory(m, {1, 16, 16, 16}).parameters + hnas_scalars, documented) << file;
+    }
+}
+
+// A config that names a `base` is that file with its own keys merged over it, object by object; a null
+// removes the base's key. The paper twins differ from their bases in the encoder's kind alone.
+TEST(Config, BaseConfigsMergeObjectByObject) {
+    const testing::ScratchDir scratch("hnas_base_");
+    std::filesystem::create_directories(scratch.path("sub"));
+    Json base = tiny_config("headline");
+    base["train"] = {{"learning_rate", 0.003}, {"steps", 40}};
+    scratch.write("base.json", base.dump());
+    scratch.write("sub/twin.json", R"({"base": "../base.json", "model": {"heads": 2, "attention": {"encoder": {"kind": "dnas", "hybrid_init": null}}},
+                                       "train": {"steps": 7}})");
+    const config::ExperimentConfig from_base = config::load_experiment_config(scratch.path("base.json"));
+    const config::ExperimentConfig twin = config::load_experiment_config(scratch.path("sub/twin.json"), {"train.steps=9"});
+    EXPECT_EQ(twin.model.heads, 2);
+    EXPECT_EQ(twin.model.width, 32);  // the base's, beside a key the twin replaced
+    EXPECT_EQ(twin.model.encoder_attention.kinds, (std::vector<std::string>{"dnas", "dnas"}));
+    EXPECT_EQ(twin.model.encoder_attention.kind_options.hybrid_init, models::AttentionStackConfig{}.kind_options.hybrid_init);
+    EXPECT_NE(from_base.model.encoder_attention.kind_options.hybrid_init, twin.model.encoder_attention.kind_options.hybrid_init);
+    EXPECT_EQ(twin.train.schedule.learning_rate, 0.003);
+    EXPECT_EQ(twin.train.steps, 9);  // --set applies last
+    EXPECT_FALSE(twin.resolved.contains("base"));
+
+    scratch.write("loop_a.json", R"({"base": "loop_b.json"})");
+    scratch.write("loop_b.json", R"({"base": "loop_a.json"})");
+    EXPECT_CONTAINS(testing::error_of([&] { config::load_experiment_config(scratch.path("loop_a.json")); }),
+                    "its base makes a cycle: ");
+    scratch.write("self.json", R"({"base": "self.json"})");
+    EXPECT_CONTAINS(testing::error_of([&] { config::load_experiment_config(scratch.path("self.json")); }), "makes a cycle");
+    scratch.write("missing.json", R"({"base": "nowhere.json"})");
+    EXPECT_CONTAINS(testing::error_of([&] { config::load_experiment_config(scratch.path("missing.json")); }),
+                    "config " + scratch.path("missing.json") + ": its base " + scratch.path("nowhere.json") + " is not a file");
+    scratch.write("number.json", R"({"base": 3})");
+    EXPECT_CONTAINS(testing::error_of([&] { config::load_experiment_config(scratch.path("number.json")); }),
+                    "base must name the config file this one builds on, got 3");
+    scratch.write("array.json", "[1]");
+    scratch.write("on_array.json", R"({"base": "array.json"})");
+    EXPECT_CONTAINS(testing::error_of([&] { config::load_experiment_config(scratch.path("on_array.json")); }),
+                    "array.json: expected an object {…} at the top level, got array");
+
+    const std::string configs = std::string(HNAS_SOURCE_DIR) + "/configs/";
+    for (const auto& [twin_file, base_file, kind] : std::vector<std::tuple<std::string, std::string, std::string>>{
+             {"gigaword_paper_dnas.json", "gigaword_paper.json", "dnas"}, {"mlm_paper_lnas.json", "mlm_paper.json", "lnas"}}) {
+        Json expected = config::load_experiment_config(configs + base_file, {"model.attention.encoder.kind=" + kind}).resolved;
+        Json have = config::load_experiment_config(configs + twin_file).resolved;
+        for (Json* resolved : {&expected, &have}) resolved->at("model").at("attention").at("encoder").erase("hybrid_init");
+        EXPECT_EQ(have, expected) << twin_file;
     }
 }
 
@@ -333,6 +400,85 @@ TEST(Models, SharedPriorIsEveryLayerHoldingTheSameTable) {
             EXPECT_GT(norm, 0.0) << owner.table;
         }
     }
+}
+
+// The seq2seq model with share_encoder_decoder, and one without whose decoder layers hold copies of
+// its encoder layers' weights (the attention projections in both self- and cross-attention): the same
+// loss, and each shared weight's gradient is the sum of its copies' gradients.
+TEST(Models, SharedEncoderDecoderIsTheDecoderRunningOnTheEncodersWeights) {
+    Json separate = tiny_config("headline"), shared = tiny_config("headline");
+    shared["model"]["share_encoder_decoder"] = true;
+    const config::ExperimentConfig a = config::parse_experiment_config(separate), b = config::parse_experiment_config(shared);
+    Rng init_a(1), dropout_a(2), init_b(1), dropout_b(2);
+    const models::Seq2SeqModel copies(a.model, init_a, dropout_a), tied(b.model, init_b, dropout_b);
+    // The parameter of `tied` that parameter `name` of `copies` is a copy of.
+    auto tied_source = [&](std::string name) {
+        const std::string decoder = "decoder.layers.";
+        if (name.rfind(decoder, 0) != 0 || name.find("cross_attn_norm") != std::string::npos) return name;
+        name.replace(0, decoder.size(), "encoder.layers.");
+        const size_t cross = name.find("cross_attn.");
+        if (cross != std::string::npos) name.replace(cross, 11, "self_attn.");
+        return name;
+    };
+    for (const auto& named : copies.named_parameters()) {
+        const Tensor source = tied.parameter(tied_source(named.name)).value();
+        ASSERT_EQ(source.shape(), named.parameter.shape()) << named.name;
+        std::copy_n(source.data(), source.numel(), const_cast<Var&>(named.parameter).value().data());
+    }
+    EXPECT_CONTAINS(testing::error_of([&] { tied.parameter("decoder.layers.1.ffn.fc1.weight"); }), "no parameter named");
+    EXPECT_CONTAINS(testing::error_of([&] { tied.parameter("decoder.layers.0.cross_attn.k_proj.weight"); }), "no parameter named");
+    const int64_t hnas_scalars = b.model.heads * b.model.encoder_layers;
+    EXPECT_EQ(models::estimate_training_memory(b.model, {4, 16, 16, 64}).parameters + hnas_scalars, tied.parameter_count());
+    const int64_t decoder_layer = 2 * 4 * (32 * 32 + 32) + (32 * 64 + 64 + 64 * 32 + 32) + 2 * 2 * 32;  // two attentions, FFN, two norms
+    EXPECT_EQ(copies.parameter_count() - tied.parameter_count(), 2 * decoder_layer);
+
+    const Tensor ids = Tensor::from_ints({2, 6}, {5, 9, 12, 7, 30, 8, 6, 11, 40, 13, 0, 0});
+    const Tensor valid = Tensor::from_floats({2, 6}, {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0});
+    const Tensor targets = Tensor::from_ints({2, 4}, {1, 14, 15, 16, 1, 17, 18, 0});
+    const Tensor outputs = Tensor::from_ints({2, 4}, {14, 15, 16, 2, 17, 18, 2, 0});
+    const Tensor target_valid = Tensor::from_floats({2, 4}, {1, 1, 1, 1, 1, 1, 1, 0});
+    Var loss_a = copies.loss(ids, valid, targets, outputs, target_valid, 0.0f);
+    Var loss_b = tied.loss(ids, valid, targets, outputs, target_valid, 0.0f);
+    EXPECT_EQ(loss_a.item(), loss_b.item());
+    loss_a.backward();
+    loss_b.backward();
+    std::map<std::string, Tensor> summed;
+    for (const auto& named : copies.named_parameters()) {
+        const Tensor grad = named.parameter.grad();
+        ASSERT_TRUE(grad.defined()) << named.name;
+        auto [entry, fresh] = summed.try_emplace(tied_source(named.name), grad.clone());
+        if (!fresh) {
+            for (int64_t e = 0; e < grad.numel(); ++e) entry->second.data()[e] += grad.data()[e];
+        }
+    }
+    ASSERT_EQ(summed.size(), tied.named_parameters().size());
+    for (const auto& named : tied.named_parameters()) {
+        const Tensor grad = named.parameter.grad(), expected = summed.at(named.name);
+        for (int64_t e = 0; e < grad.numel(); ++e) {
+            EXPECT_NEAR(grad.data()[e], expected.data()[e], 1e-5f * (1.0f + std::fabs(expected.data()[e]))) << named.name << " element " << e;
+        }
+    }
+}
+
+TEST(Models, SharedEncoderDecoderMatchesFiniteDifferences) {
+    const Json raw = {{"task", "headline"},
+                      {"seed", 3},
+                      {"model",
+                       {{"vocab_size", 12}, {"d_model", 8}, {"heads", 2}, {"ffn_dim", 12}, {"encoder_layers", 1},
+                        {"decoder_layers", 1}, {"max_source_positions", 6}, {"max_target_positions", 4},
+                        {"share_encoder_decoder", true},
+                        {"dropout", {{"embedding", 0.0}, {"attention", 0.0}, {"residual", 0.0}}},
+                        {"attention", {{"encoder", {{"kind", "hnas"}}}, {"decoder", {{"kind", "lnas"}}}}}}}};
+    const config::ExperimentConfig parsed = config::parse_experiment_config(raw);
+    Rng init(5), dropout(6);
+    const models::Seq2SeqModel model(parsed.model, init, dropout);
+    const Tensor ids = Tensor::from_ints({2, 5}, {4, 9, 7, 5, 3, 6, 11, 8, 0, 0});
+    const Tensor valid = Tensor::from_floats({2, 5}, {1, 1, 1, 1, 1, 1, 1, 1, 0, 0});
+    const Tensor targets = Tensor::from_ints({2, 3}, {1, 5, 6, 1, 10, 0});
+    const Tensor target_valid = Tensor::from_floats({2, 3}, {1, 1, 1, 1, 1, 0});
+    testing::check_parameter_gradients(
+        model, [&] { return model.logits(model.decode(model.encode(ids, valid), valid, targets, target_valid)); }, {1e-2f, 3e-3},
+        "shared encoder-decoder");
 }
 
 // weight_init truncated_normal: every matrix (embeddings and projections) from N(0, 0.02²) cut at 2σ;

@@ -1,9 +1,11 @@
 #include "config/config_node.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <sstream>
 
 #include "base/check.h"
@@ -261,6 +263,51 @@ void apply_override(Json& config, const std::string& assignment) {
 
 Json read_json_file(const std::string& path) {
     return parse_json(read_file(path, "config"), "config " + path + ": not valid JSON:");
+}
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// A chain of bases this long is surely a mistake (each file says what differs from one other).
+constexpr size_t kMaxBaseChain = 16;
+
+// The file's one name, for finding it twice in a chain; the path as given when it cannot be resolved.
+std::string canonical_name(const std::string& path) {
+    std::error_code error;
+    const fs::path canonical = fs::weakly_canonical(path, error);
+    return error ? path : canonical.string();
+}
+
+// `path` with its bases merged in; `chain` holds the files already on the way to it, to name a cycle.
+Json read_config_chain(const std::string& path, std::vector<std::string>& chain) {
+    Json raw = read_json_file(path);
+    if (!raw.is_object() || !raw.contains("base")) return raw;
+    const Json& base = raw.at("base");
+    HNAS_CHECK(base.is_string() && !base.get_ref<const std::string&>().empty(), "config ", path,
+               ": base must name the config file this one builds on, got ", base.dump());
+    const std::string base_path = (fs::path(path).parent_path() / base.get<std::string>()).string();
+    std::error_code error;
+    HNAS_CHECK(fs::is_regular_file(base_path, error), "config ", path, ": its base ", base_path, " is not a file");
+    const std::string canonical = canonical_name(base_path);
+    std::string route;
+    for (const std::string& file : chain) route += file + " → ";
+    HNAS_CHECK(std::find(chain.begin(), chain.end(), canonical) == chain.end(), "config ", path,
+               ": its base makes a cycle: ", route, canonical);
+    HNAS_CHECK(chain.size() < kMaxBaseChain, "config ", path, ": more than ", kMaxBaseChain, " bases in a chain: ", route, canonical);
+    chain.push_back(canonical);
+    Json merged = read_config_chain(base_path, chain);
+    HNAS_CHECK(merged.is_object(), "config ", base_path, ": expected an object {…} at the top level, got ", merged.type_name());
+    raw.erase("base");
+    merged.merge_patch(raw);
+    return merged;
+}
+
+}  // namespace
+
+Json read_config_file(const std::string& path) {
+    std::vector<std::string> chain{canonical_name(path)};
+    return read_config_chain(path, chain);
 }
 
 }  // namespace hnas::config

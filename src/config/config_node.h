@@ -99,5 +99,9 @@ void apply_override(Json& config, const std::string& assignment);
 
 // Reads a JSON file (depth-bounded, parse_json), naming the path, key path and position on error.
 Json read_json_file(const std::string& path);
+// Reads a config file, merging in the file it builds on: a top-level "base" names another config
+// (relative to this file's folder, itself possibly with a base), and this file's keys replace the
+// base's object by object (JSON merge patch, RFC 7396: a null removes the base's key).
+Json read_config_file(const std::string& path);
 
 }  // namespace hnas::config

@@ -120,7 +120,19 @@ void parse_model(ConfigNode& node, Task task, ModelConfig& m) {
                                Doc("feed-forward width (multiview: the readout's)", "4 · `d_model`"), 1);
     if (layered) {
         m.encoder_layers = node.integer("encoder_layers", m.encoder_layers, "encoder layers", 1);
-        if (seq2seq) m.decoder_layers = node.integer("decoder_layers", m.decoder_layers, "decoder layers", 1);
+        if (seq2seq) {
+            m.decoder_layers = node.integer("decoder_layers", m.decoder_layers, "decoder layers", 1);
+            m.share_encoder_decoder = node.boolean(
+                "share_encoder_decoder", m.share_encoder_decoder,
+                "decoder layer i runs on encoder layer i's weights: its self- and cross-attention on that layer's "
+                "attention projections, its feed-forward and norms the same; only the cross-attention's norm and the "
+                "attention kinds' own scalars are the decoder's (paper 004 App. D's 108M-parameter reading)");
+            if (m.share_encoder_decoder && m.decoder_layers != m.encoder_layers) {
+                node.fail("share_encoder_decoder", "needs as many decoder layers as encoder layers, got " +
+                                                       std::to_string(m.decoder_layers) + " and " +
+                                                       std::to_string(m.encoder_layers));
+            }
+        }
         m.activation = node.choice("activation", m.activation, "feed-forward activation (GELU in its erf form)");
         m.norm = node.choice("norm", m.norm,
                              "post-LN `LN(x + f(x))` (the papers' setting), pre-LN `x + f(LN(x))` with a final norm per "
@@ -131,6 +143,10 @@ void parse_model(ConfigNode& node, Task task, ModelConfig& m) {
                           "what mixes the encoder's positions: `attention` (of `attention.encoder.kind`), or paper "
                           "002's `sum` or `max` pooling over the real positions, broadcast back to each (multiview: "
                           "over a secondary view's boxes, the no-attention baseline)");
+    if (m.share_encoder_decoder && m.mixer != nn::Mixer::attention) {
+        node.fail("mixer", std::string("is ") + name_of(m.mixer) +
+                               ", but share_encoder_decoder needs the encoder's attention projections for the decoder");
+    }
     if (layered) parse_token_model(node, task, m);
     m.weight_init = node.choice("weight_init", m.weight_init,
                                 "`per_layer`: Xavier-uniform projections and normal embeddings; `truncated_normal`: every "
@@ -586,7 +602,7 @@ ExperimentConfig parse_experiment_config(const Json& raw, KeyLog* log) {
 }
 
 ExperimentConfig load_experiment_config(const std::string& path, const std::vector<std::string>& overrides) {
-    Json raw = read_json_file(path);
+    Json raw = read_config_file(path);
     // Checked before the overrides, which add keys to the top level (nlohmann would turn a null into {}).
     HNAS_CHECK(raw.is_object(), "config ", path, ": expected an object {…} at the top level, got ", raw.type_name());
     for (const std::string& assignment : overrides) apply_override(raw, assignment);

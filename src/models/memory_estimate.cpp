@@ -36,6 +36,20 @@ int64_t layer_parameters(const ModelConfig& c, const AttentionStackConfig& self,
     return count + (mte ? layer_norm(c.ffn_width) : 0);
 }
 
+// The encoder's layers and the prior they share, if they attend.
+int64_t encoder_parameters(const ModelConfig& c) {
+    const int64_t shared = c.mixer == nn::Mixer::attention ? shared_prior_parameters(c, c.encoder_attention) : 0;
+    return c.encoder_layers * layer_parameters(c, c.encoder_attention, nullptr) + shared;
+}
+
+// A decoder layer: its own, or (share_encoder_decoder) only what it does not take from its encoder
+// layer: the cross-attention's norm and each attention's own prior.
+int64_t decoder_layer_parameters(const ModelConfig& c) {
+    if (!c.share_encoder_decoder) return layer_parameters(c, c.decoder_attention, &c.cross_attention);
+    const auto own_prior = [&](const AttentionStackConfig& stack) { return stack.share_prior ? 0 : prior_parameters(c, stack); };
+    return own_prior(c.decoder_attention) + own_prior(c.cross_attention) + layer_norm(c.width);
+}
+
 int64_t embedding_parameters(const ModelConfig& c, int64_t positions, int64_t segments, bool norm) {
     const int64_t learned = c.positions == PositionEncoding::learned ? positions * c.width : 0;
     return learned + segments * c.width + (norm ? layer_norm(c.width) : 0);
@@ -50,16 +64,14 @@ int64_t parameter_count(const ModelConfig& c) {
     int64_t count = c.vocab_size * c.width;  // the token embedding
     if (c.architecture == Architecture::symbols) {
         count += embedding_parameters(c, c.max_source_positions, 0, c.embedding_norm);
-        count += c.encoder_layers * layer_parameters(c, c.encoder_attention, nullptr);
-        if (c.mixer == nn::Mixer::attention) count += shared_prior_parameters(c, c.encoder_attention);
+        count += encoder_parameters(c);
         count += linear(c.width, c.symbol_output.per_position ? 1 : c.symbol_output.classes);
         if (c.norm == nn::NormPlacement::pre) count += layer_norm(c.width);
         return count;
     }
     if (c.architecture == Architecture::bert) {
         count += embedding_parameters(c, c.max_source_positions, c.segments, /*norm=*/true);
-        count += c.encoder_layers * layer_parameters(c, c.encoder_attention, nullptr);
-        if (c.mixer == nn::Mixer::attention) count += shared_prior_parameters(c, c.encoder_attention);
+        count += encoder_parameters(c);
         const BertHeads& heads = c.bert_heads;
         if (heads.masked_lm) count += linear(c.width, c.width) + layer_norm(c.width) + c.vocab_size;
         count += linear(c.width, c.width);  // pooler
@@ -70,9 +82,8 @@ int64_t parameter_count(const ModelConfig& c) {
     }
     count += embedding_parameters(c, c.max_source_positions, 0, c.embedding_norm) +
              embedding_parameters(c, c.max_target_positions, 0, c.embedding_norm);
-    count += c.encoder_layers * layer_parameters(c, c.encoder_attention, nullptr);
-    count += c.decoder_layers * layer_parameters(c, c.decoder_attention, &c.cross_attention);
-    if (c.mixer == nn::Mixer::attention) count += shared_prior_parameters(c, c.encoder_attention);
+    count += encoder_parameters(c);
+    count += c.decoder_layers * decoder_layer_parameters(c);
     count += shared_prior_parameters(c, c.decoder_attention) + shared_prior_parameters(c, c.cross_attention);
     if (c.norm == nn::NormPlacement::pre) count += 2 * layer_norm(c.width);
     if (!c.tie_embeddings) count += linear(c.width, c.vocab_size, false);

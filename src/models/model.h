@@ -39,7 +39,6 @@ struct EncoderStack {
     Var forward(Var x, const ops::AttentionMask& mask) const;
 };
 
-
 // A forward pass over batch `index` of fixed inputs, run for what the attentions record while recording
 // is on (nn::MultiHeadAttention::record_statistics); returns the rows it ran, 0 past the last batch.
 using DiagnosticForward = std::function<int64_t(size_t index)>;

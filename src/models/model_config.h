@@ -76,6 +76,9 @@ struct ModelConfig {
     int64_t vocab_size = 0;
     int64_t width = 512, heads = 8, ffn_width = kFfnPerWidth * width;
     int64_t encoder_layers = 6, decoder_layers = 6;  // bert: encoder_layers only
+    // seq2seq: decoder layer i runs on encoder layer i's weights, its attention projections serving
+    // self- and cross-attention (the reading of paper 004 App. D's "about 108M", docs/papers.md).
+    bool share_encoder_decoder = false;
     nn::Activation activation = nn::Activation::gelu;
     nn::NormPlacement norm = nn::NormPlacement::post;
     nn::Mixer mixer = nn::Mixer::attention;  // of the encoder's layers (the decoder's always attend)

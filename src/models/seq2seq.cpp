@@ -19,11 +19,12 @@ Seq2SeqModel::Seq2SeqModel(const ModelConfig& config, Rng& init_rng, Rng& dropou
     HNAS_CHECK(config.architecture == Architecture::seq2seq, "seq2seq model: the config describes another architecture");
     encoder_ = register_encoder_stack(init_rng, dropout_rng);
     for (size_t i = 0; i < static_cast<size_t>(config.decoder_layers); ++i) {
+        const nn::TransformerLayer* weights_from = config.share_encoder_decoder ? encoder_.layers.at(i) : nullptr;
         decoder_layers_.push_back(&register_module(
             "decoder.layers." + std::to_string(i),
             std::make_unique<nn::TransformerLayer>(layer_options(config, config.decoder_attention,
                                                                  nn::AttentionRole::causal_self, i, &config.cross_attention),
-                                                   init_rng, dropout_rng)));
+                                                   init_rng, dropout_rng, weights_from)));
     }
     if (config.norm == nn::NormPlacement::pre) {
         decoder_final_norm_ = &register_module("decoder.final_norm", std::make_unique<nn::LayerNorm>(config.width, config.layer_norm_eps));

@@ -1,6 +1,7 @@
 // The encoder-decoder Transformer for headline generation: shared source/target vocabulary with one
 // token embedding, which is also the output projection when tied; an encoder stack of bidirectional
 // self-attention; a decoder stack of causal self-attention and cross-attention; post-LN by default.
+// With share_encoder_decoder, each decoder layer runs on its encoder layer's weights.
 // Shapes: B batch, S source length, T target length, D width, V vocabulary.
 #pragma once
 

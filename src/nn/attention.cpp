@@ -10,25 +10,36 @@ AttentionNormOptions with_heads(AttentionNormOptions options, int64_t heads) {
     return options;
 }
 
-// A checked copy of the options: the kind must exist and be allowed in this role.
-const AttentionOptions& validated(const AttentionOptions& options) {
+// A checked copy of the options: the kind must exist and be allowed in this role, and an attention
+// whose projections it shares must have the same ones.
+const AttentionOptions& validated(const AttentionOptions& options, const MultiHeadAttention* projections_from) {
     HNAS_CHECK(options.heads > 0 && options.width % options.heads == 0, "attention: width ", options.width,
                " is not divisible by ", options.heads, " heads");
     check_attention_kind_allowed(options.kind, options.role);
+    HNAS_CHECK(!projections_from || (projections_from->width() == options.width &&
+                                     projections_from->heads() == options.heads &&
+                                     projections_from->projects_values() == options.project_values),
+               "attention: cannot share the projections of an attention of another width, head count or value projection");
     return options;
 }
+
+std::unique_ptr<Linear> projection(int64_t width, Rng& init_rng) { return std::make_unique<Linear>(width, width, init_rng); }
 }  // namespace
 
-MultiHeadAttention::MultiHeadAttention(const AttentionOptions& options, Rng& init_rng, Rng& dropout_rng)
-    : width_(validated(options).width),
+MultiHeadAttention::MultiHeadAttention(const AttentionOptions& options, Rng& init_rng, Rng& dropout_rng,
+                                       const MultiHeadAttention* from)
+    : width_(validated(options, from).width),
       heads_(options.heads),
       score_scale_(options.score_scale == ScoreScale::none ? 1.0f : 1.0f / std::sqrt(static_cast<float>(width_ / heads_))),
       kind_(options.kind),
       role_(options.role),
-      q_proj_(register_module("q_proj", std::make_unique<Linear>(width_, width_, init_rng))),
-      k_proj_(register_module("k_proj", std::make_unique<Linear>(width_, width_, init_rng))),
-      v_proj_(options.project_values ? &register_module("v_proj", std::make_unique<Linear>(width_, width_, init_rng)) : nullptr),
-      out_proj_(options.project_values ? &register_module("out_proj", std::make_unique<Linear>(width_, width_, init_rng)) : nullptr),
+      q_proj_(register_or_share("q_proj", from ? &from->q_proj_ : nullptr, [&] { return projection(width_, init_rng); })),
+      k_proj_(register_or_share("k_proj", from ? &from->k_proj_ : nullptr, [&] { return projection(width_, init_rng); })),
+      v_proj_(options.project_values ? &register_or_share("v_proj", from ? from->v_proj_ : nullptr, [&] { return projection(width_, init_rng); })
+                                     : nullptr),
+      out_proj_(options.project_values
+                    ? &register_or_share("out_proj", from ? from->out_proj_ : nullptr, [&] { return projection(width_, init_rng); })
+                    : nullptr),
       norm_(register_module("norm", find_attention_kind(options.kind).make(with_heads(options.kind_options, heads_)))),
       attention_dropout_(register_module("dropout", std::make_unique<Dropout>(options.dropout, dropout_rng))) {
     if (options.prior) prior_ = &register_module("relative_bias", std::make_unique<RelativePositionBias>(heads_, *options.prior));

@@ -45,7 +45,10 @@ struct AttentionCache {
 
 class MultiHeadAttention : public Module {
 public:
-    MultiHeadAttention(const AttentionOptions& options, Rng& init_rng, Rng& dropout_rng);
+    // With `projections_from`, the q/k/v/output projections are that attention's (registered there, not
+    // here): one set of weights serving two attentions, each with its own normalization and role.
+    MultiHeadAttention(const AttentionOptions& options, Rng& init_rng, Rng& dropout_rng,
+                       const MultiHeadAttention* projections_from = nullptr);
 
     // query (B, Tq, D), memory (B, Tk, D) -> (B, Tq, D). The mask's causal flag must match the role.
     // With a cache (decoder attentions only), one decoding step: query (B, 1, D) at absolute position
@@ -72,6 +75,9 @@ public:
     std::vector<HeadValues> head_values() const { return norm_.head_values(); }
     const std::string& kind() const { return kind_; }
     AttentionRole role() const { return role_; }
+    int64_t width() const { return width_; }
+    int64_t heads() const { return heads_; }
+    bool projects_values() const { return v_proj_ != nullptr; }
 
 private:
     Var split_heads(const Var& x) const;  // (B, T, D) -> (B, H, T, K)
@@ -81,10 +87,10 @@ private:
     float score_scale_;
     std::string kind_;
     AttentionRole role_;
-    Linear& q_proj_;
-    Linear& k_proj_;
-    Linear* v_proj_ = nullptr;    // null without project_values
-    Linear* out_proj_ = nullptr;
+    const Linear& q_proj_;
+    const Linear& k_proj_;
+    const Linear* v_proj_ = nullptr;    // null without project_values
+    const Linear* out_proj_ = nullptr;
     AttentionNorm& norm_;
     RelativePositionBias* prior_ = nullptr;
     Dropout& attention_dropout_;

@@ -43,6 +43,12 @@ protected:
         children_.emplace_back(name, std::move(child));
         return reference;
     }
+    // `shared` when given (a module that another owner registered and this one runs too, as the decoder
+    // on the encoder's weights), else make()'s module registered as `name`.
+    template <typename Child, typename Make>
+    const Child& register_or_share(const std::string& name, const Child* shared, Make make) {
+        return shared ? *shared : register_module(name, make());
+    }
 
 private:
     void collect(const std::string& prefix, std::vector<NamedParameter>& out) const;

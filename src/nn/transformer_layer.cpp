@@ -19,6 +19,14 @@ Tensor padding_penalty(const Tensor& real) {
     for (int64_t t = 0; t < real.numel(); ++t) penalty.data()[t] = real.data()[t] > 0.5f ? 0.0f : -1e9f;
     return penalty;
 }
+
+// The self-attention projections that a layer running on `from`'s weights uses; null without.
+const MultiHeadAttention* shared_projections(const TransformerLayer* from) {
+    if (!from) return nullptr;
+    const MultiHeadAttention* attention = from->self_attention();
+    HNAS_CHECK(attention, "transformer layer: cannot run on the weights of a layer that pools instead of attending");
+    return attention;
+}
 }  // namespace
 
 Var pool_positions(const Var& x, const Tensor& valid, Mixer mixer) {
@@ -28,26 +36,34 @@ Var pool_positions(const Var& x, const Tensor& valid, Mixer mixer) {
                                : ops::max(ops::add(x, Var(padding_penalty(real.value()))), 1, true);
 }
 
-TransformerLayer::TransformerLayer(const TransformerLayerOptions& o, Rng& init_rng, Rng& dropout_rng)
+TransformerLayer::TransformerLayer(const TransformerLayerOptions& o, Rng& init_rng, Rng& dropout_rng, const TransformerLayer* from)
     : norm_(o.norm),
       mixer_(o.mixer),
       self_attn_(o.mixer == Mixer::attention
-                     ? &register_module("self_attn", std::make_unique<MultiHeadAttention>(o.self_attention, init_rng, dropout_rng))
+                     ? &register_module("self_attn", std::make_unique<MultiHeadAttention>(o.self_attention, init_rng, dropout_rng,
+                                                                                           shared_projections(from)))
                      : nullptr),
-      self_attn_norm_(register_module("self_attn_norm", std::make_unique<LayerNorm>(o.self_attention.width, o.layer_norm_eps))),
-      ffn_(register_module("ffn", std::make_unique<FeedForward>(o.self_attention.width, o.hidden, o.activation,
-                                                                 o.ffn_dropout, init_rng, dropout_rng, ffn_hidden_norm(o)))),
-      ffn_norm_(register_module("ffn_norm", std::make_unique<LayerNorm>(o.self_attention.width, o.layer_norm_eps))),
+      self_attn_norm_(register_or_share("self_attn_norm", from ? &from->self_attn_norm_ : nullptr,
+                                        [&] { return std::make_unique<LayerNorm>(o.self_attention.width, o.layer_norm_eps); })),
+      ffn_(register_or_share("ffn", from ? &from->ffn_ : nullptr,
+                             [&] {
+                                 return std::make_unique<FeedForward>(o.self_attention.width, o.hidden, o.activation, o.ffn_dropout,
+                                                                      init_rng, dropout_rng, ffn_hidden_norm(o));
+                             })),
+      ffn_norm_(register_or_share("ffn_norm", from ? &from->ffn_norm_ : nullptr,
+                                  [&] { return std::make_unique<LayerNorm>(o.self_attention.width, o.layer_norm_eps); })),
       dropout_(register_module("dropout", std::make_unique<Dropout>(o.residual_dropout, dropout_rng))) {
     HNAS_CHECK(o.mixer == Mixer::attention || (!o.cross_attention && o.self_attention.role == AttentionRole::bidirectional),
                "transformer layer: ", name_of(o.mixer), " pooling sees every position, so it mixes only bidirectional ",
                "encoder layers, not ", name_of(o.self_attention.role));
     if (self_attn_ && o.norm == NormPlacement::mte && o.mte_attention_norm) {
         attention_hidden_norm_ =
-            &register_module("self_attn_hidden_norm", std::make_unique<LayerNorm>(o.self_attention.width, o.layer_norm_eps));
+            &register_or_share("self_attn_hidden_norm", from ? from->attention_hidden_norm_ : nullptr,
+                               [&] { return std::make_unique<LayerNorm>(o.self_attention.width, o.layer_norm_eps); });
     }
     if (o.cross_attention) {
-        cross_attn_ = &register_module("cross_attn", std::make_unique<MultiHeadAttention>(*o.cross_attention, init_rng, dropout_rng));
+        cross_attn_ = &register_module("cross_attn", std::make_unique<MultiHeadAttention>(*o.cross_attention, init_rng, dropout_rng,
+                                                                                         shared_projections(from)));
         cross_attn_norm_ = &register_module("cross_attn_norm", std::make_unique<LayerNorm>(o.self_attention.width, o.layer_norm_eps));
     }
 }

@@ -59,7 +59,11 @@ struct LayerCache {
 
 class TransformerLayer : public Module {
 public:
-    TransformerLayer(const TransformerLayerOptions& options, Rng& init_rng, Rng& dropout_rng);
+    // With `weights_from` (model.share_encoder_decoder), this layer runs on that layer's weights: its
+    // self- and cross-attention on that layer's self-attention projections, its feed-forward and norms
+    // the same modules. Only the cross-attention's norm and the attentions' normalizations are its own.
+    TransformerLayer(const TransformerLayerOptions& options, Rng& init_rng, Rng& dropout_rng,
+                     const TransformerLayer* weights_from = nullptr);
 
     // x (B, T, D) -> (B, T, D); memory (B, S, D) and its mask only for layers with cross-attention.
     // With a cache, one step of step-by-step decoding (x is (B, 1, D); see MultiHeadAttention).
@@ -69,6 +73,7 @@ public:
 
     // Null when the layer mixes by sum or max pooling.
     MultiHeadAttention* self_attention() { return self_attn_; }
+    const MultiHeadAttention* self_attention() const { return self_attn_; }
     MultiHeadAttention* cross_attention() { return cross_attn_; }
 
 private:
@@ -81,12 +86,12 @@ private:
     NormPlacement norm_;
     Mixer mixer_;
     MultiHeadAttention* self_attn_;
-    LayerNorm& self_attn_norm_;
-    LayerNorm* attention_hidden_norm_ = nullptr;  // MTE
+    const LayerNorm& self_attn_norm_;
+    const LayerNorm* attention_hidden_norm_ = nullptr;  // MTE
     MultiHeadAttention* cross_attn_ = nullptr;
     LayerNorm* cross_attn_norm_ = nullptr;
-    FeedForward& ffn_;
-    LayerNorm& ffn_norm_;
+    const FeedForward& ffn_;
+    const LayerNorm& ffn_norm_;
     Dropout& dropout_;
 };
 

@@ -14,7 +14,8 @@ bool no_weight_decay(const std::string& name) {
 Optimizer::Optimizer(std::vector<nn::NamedParameter> parameters, const OptimizerOptions& options)
     : parameters_(std::move(parameters)), options_(options) {
     for (const auto& named : parameters_) {
-        decayed_.push_back(options.weight_decay > 0.0f && !no_weight_decay(named.name));
+        weights_.push_back(!no_weight_decay(named.name));
+        decayed_.push_back(options.weight_decay > 0.0f && weights_.back());
         first_moment_.push_back(Tensor::zeros(named.parameter.shape()));
         second_moment_.push_back(Tensor::zeros(named.parameter.shape()));
     }
@@ -51,7 +52,7 @@ void Optimizer::step(float learning_rate) {
             }
             weight_norm = std::sqrt(weight_norm);
             update_norm = std::sqrt(update_norm);
-            const bool adapted = !albert || !no_weight_decay(parameters_[p].name);
+            const bool adapted = !albert || weights_[p];
             const float trust = adapted && weight_norm > 0.0 && update_norm > 0.0 ? static_cast<float>(weight_norm / update_norm)
                                                                                    : 1.0f;
             for (int64_t i = 0; i < n; ++i) w[i] -= learning_rate * trust * update[static_cast<size_t>(i)];

@@ -51,6 +51,7 @@ public:
 private:
     std::vector<nn::NamedParameter> parameters_;
     std::vector<bool> decayed_;
+    std::vector<bool> weights_;  // not a bias, norm or other tensor no_weight_decay() names (ALBERT's LAMB adapts these)
     std::vector<Tensor> first_moment_, second_moment_;
     OptimizerOptions options_;
     int64_t step_ = 0;
