@@ -114,6 +114,12 @@ Var standardize_attention(const Var& scores, const Var& gain, const Var& bias, c
                           const Standardization& form);
 // hybrid_attention.cpp: HNAS (paper 004, Alg. 1): u[h]·DNAS(S) + (1 − u[h])·LNAS(S), u = sigmoid(theta), theta (H).
 Var hybrid_attention(const Var& scores, const Var& theta, const AttentionMask& mask);
+// ot_attention.cpp: paper 003's optimal-transport attention (§9, Eq. 25): for query i and template t of
+// the set A (the keys), P[i, t] = Σ_j u[i, j] · softmax_t(S[i, t] + G[t, j]) over the N input templates
+// j (the first N keys), u[i, ·] the softmax of log_preference over the allowed inputs (uniform when it
+// is undefined). scores S (B, H, Lq, A), similarity G (B, H, A, N), log_preference (B, H, Lq, N); a
+// template absent from the input (t ≥ N) gets weight through G; no causal mask.
+Var ot_attention(const Var& scores, const Var& similarity, const Var& log_preference, const AttentionMask& mask);
 
 // attention_reference.cpp: the same normalizations composed from the generic ops above: slow and plain,
 // the definitions each attention kind states beside its fused kernel (its reference()).
@@ -126,5 +132,8 @@ Var log_normalize(const Var& L, const AttentionMask& mask, NormalizeAxis axis);
 Var masked_exp(const Var& L, const AttentionMask& mask);
 // Per query, (S − mean) / √(variance + eps) or / (σ + eps) over the allowed keys (biased variance), 0 elsewhere.
 Var masked_standardize(const Var& S, const AttentionMask& mask, const Standardization& form);
+// ot_attention's Eq. 25 composed: the logits S[i, t] + G[t, j] as (B, H, Lq, N, A), softmaxed over the
+// allowed templates, weighted by u[i, j] and summed over the inputs j.
+Var ot_attention_reference(const Var& scores, const Var& similarity, const Var& log_preference, const AttentionMask& mask);
 
 }  // namespace hnas::ops
