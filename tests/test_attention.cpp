@@ -60,28 +60,36 @@ void set_distinct_parameters(nn::AttentionNorm& norm) {
     }
 }
 
+// What `kind` normalizes for these scores: the scores alone, or, for a kind that compares templates,
+// also their similarity: the Gram matrix of random keys (B, H, Lk, Lk), as attention computes it.
+nn::AttentionScores kind_inputs(const std::string& kind, const Var& scores) {
+    if (!nn::find_attention_kind(kind).compares_templates) return scores;
+    const Var keys(random_tensor({scores.dim(0), scores.dim(1), scores.dim(3), 4}, 97));
+    return {scores, ops::matmul(keys, keys, false, true, 0.5f), Var()};
+}
+
 // ---- gradient checks ------------------------------------------------------------------------------
 
 TEST(AttentionGradients, EveryKindWithPaddingOnBothAxes) {
     for (const std::string& kind : nn::attention_kind_names()) {
         for (const Setting& setting : settings()) {
-            if (nn::find_attention_kind(kind).uses_later_queries && setting.mask.causal) continue;
+            if (!nn::find_attention_kind(kind).future_leak.empty() && setting.mask.causal) continue;
             auto norm = make_kind(kind);
             set_distinct_parameters(*norm);
             const std::string label = kind + "/" + setting.name;
             const Tensor scores = random_tensor({kBatch, kHeads, setting.queries, setting.keys}, 21, -2.0f, 2.0f);
             testing::check_gradients(
-                {scores}, [&](const std::vector<Var>& v) { return norm->normalize(v[0], setting.mask); }, {}, label);
+                {scores}, [&](const std::vector<Var>& v) { return norm->normalize(kind_inputs(kind, v[0]), setting.mask); }, {}, label);
             if (!norm->named_parameters().empty()) {
                 testing::check_parameter_gradients(
-                    *norm, [&] { return norm->normalize(Var(scores), setting.mask); }, {}, label + " parameters");
+                    *norm, [&] { return norm->normalize(kind_inputs(kind, Var(scores)), setting.mask); }, {}, label + " parameters");
             }
         }
     }
 }
 
 TEST(AttentionGradients, MultiHeadAttentionWithPriorAllParameters) {
-    for (const std::string& kind : {std::string("hnas"), std::string("nap"), std::string("dnas_causal")}) {
+    for (const std::string& kind : {std::string("hnas"), std::string("nap"), std::string("dnas_causal"), std::string("ot")}) {
         nn::AttentionOptions options;
         options.width = 8;
         options.heads = kHeads;
@@ -132,7 +140,7 @@ TEST(AttentionGradients, PriorSharedByTwoAttentions) {
     options.prior = nn::RelativePositionOptions{8, 16, true};
     nn::MultiHeadAttention own(options, init, dropout);
     EXPECT_CONTAINS(testing::error_of([&] { own.forward(Var(x), Var(x), mask, nullptr, prior.forward(6, 6)); }),
-                    "in an attention without a prior of its own");
+                    "a stack's prior given to an attention with a prior of its own");
 }
 
 // ---- fused kernels against their definitions ----------------------------------------------------
@@ -143,21 +151,21 @@ TEST(AttentionGradients, PriorSharedByTwoAttentions) {
 TEST(AttentionFused, EveryKindMatchesItsDefinition) {
     for (const std::string& kind : nn::attention_kind_names()) {
         for (const Setting& setting : settings()) {
-            if (nn::find_attention_kind(kind).uses_later_queries && setting.mask.causal) continue;
+            if (!nn::find_attention_kind(kind).future_leak.empty() && setting.mask.causal) continue;
             const std::string label = kind + "/" + setting.name;
             auto norm = make_kind(kind);
             set_distinct_parameters(*norm);
             Var fused_in(random_tensor({kBatch, kHeads, setting.queries, setting.keys}, 41, -3.0f, 3.0f), true);
             Var reference_in(fused_in.value().clone(), true);
             const Tensor upstream = random_tensor(fused_in.shape(), 42);
-            Var fused = norm->normalize(fused_in, setting.mask);
+            Var fused = norm->normalize(kind_inputs(kind, fused_in), setting.mask);
             fused.backward(upstream);
             std::vector<Tensor> fused_parameter_grads;
             for (auto& named : norm->named_parameters()) {
                 fused_parameter_grads.push_back(named.parameter.grad().clone());
                 named.parameter.zero_grad();
             }
-            Var reference = norm->reference(reference_in, setting.mask);
+            Var reference = norm->reference(kind_inputs(kind, reference_in), setting.mask);
             reference.backward(upstream);
             for (int64_t e = 0; e < fused.numel(); ++e) {
                 ASSERT_NEAR(fused.value().data()[e], reference.value().data()[e], 1e-5) << label << " weight " << e;
@@ -207,9 +215,9 @@ TEST(AttentionProperties, RowsSumToOneZerosWhereMaskedNoNaN) {
     for (const std::string& kind : nn::attention_kind_names()) {
         auto norm = make_kind(kind);
         for (uint64_t seed = 0; seed < 200; ++seed) {
-            const bool causal = seed % 2 == 1 && !nn::find_attention_kind(kind).uses_later_queries;
+            const bool causal = seed % 2 == 1 && !!nn::find_attention_kind(kind).future_leak.empty();
             const RandomCase c = random_case(seed, seed % 4 == 0 ? 50.0f : 5.0f, causal);
-            const Tensor A = norm->normalize(Var(c.scores), c.mask).value();
+            const Tensor A = norm->normalize(kind_inputs(kind, Var(c.scores)), c.mask).value();
             for (int64_t b = 0; b < kBatch; ++b)
                 for (int64_t h = 0; h < kHeads; ++h)
                     for (int64_t i = 0; i < A.dim(2); ++i) {
@@ -400,7 +408,7 @@ TEST(AttentionProperties, FullyMaskedRowsAreZeroNotNaN) {
     const Tensor none = Tensor::zeros({kBatch, 4});
     for (const std::string& kind : nn::attention_kind_names()) {
         auto norm = make_kind(kind);
-        const Tensor A = norm->normalize(Var(random_tensor({kBatch, kHeads, 4, 4}, 9)), {none, none}).value();
+        const Tensor A = norm->normalize(kind_inputs(kind, Var(random_tensor({kBatch, kHeads, 4, 4}, 9))), {none, none}).value();
         for (int64_t e = 0; e < A.numel(); ++e) ASSERT_EQ(A.data()[e], 0.0f) << kind;
     }
 }
@@ -439,7 +447,7 @@ TEST(AttentionProperties, PaddingDoesNotChangeRealOutputs) {
 TEST(AttentionProperties, CausalKindsNeverLookAhead) {
     NoGradScope no_grad;
     for (const std::string& kind : nn::attention_kind_names()) {
-        if (nn::find_attention_kind(kind).uses_later_queries) continue;
+        if (!nn::find_attention_kind(kind).future_leak.empty()) continue;
         nn::AttentionOptions options;
         options.width = 8;
         options.heads = kHeads;

@@ -24,8 +24,9 @@ const std::string& kind_meaning() {
             text.append(" `").append(kind.name).append("`: ").append(kind.description).append(";");
         }
         text.back() = '.';
-        return text.append(" Kinds that normalize over all queries at once would let causal self-attention and "
-                           "cross-attention see later target positions, and are rejected there");
+        return text.append(" Kinds that would let a target position see later ones (those normalizing over all "
+                           "queries at once, and `ot`, whose weights spread over every template) are rejected in causal "
+                           "self-attention and cross-attention");
     }();
     return meaning;
 }
@@ -62,11 +63,16 @@ void parse_attention_stack(ConfigNode& node, int64_t layers, nn::AttentionRole r
     kinds.nap.denominator = node.choice("nap_denominator", kinds.nap.denominator,
                                         "`nap`: what divides the centred scores: `sqrt_variance_eps` √(var + ε), as layer "
                                         "norm; `std_plus_eps` σ + ε, as paper 002's code computed it (with ε 1e-3)");
+    kinds.ot_alpha = node.number("ot_alpha", kinds.ot_alpha,
+                                 "`ot`: α of paper 003 Eq. 25, the weight of the evidence ⟨t, z⟩ against the templates' "
+                                 "similarity (γ is 1/`score_scale`: √(d_model/heads) by default)",
+                                 0.0, 1e6);
     ConfigNode prior = node.child("prior", "the learned relative-position prior (T5 buckets, paper 003), below");
     nn::RelativePositionOptions options;
     const bool enabled = prior.boolean(
         "enabled", stack.prior.has_value(),
-        "add a learned bias per head and relative-distance bucket to the scores before normalization");
+        "add a learned bias per head and relative-distance bucket to the scores before normalization (`ot`: the log of "
+        "its preference u over the templates)");
     options.buckets = prior.integer("buckets", options.buckets,
                                     "buckets: exact for short distances, logarithmic up to `max_distance`; bidirectional in "
                                     "the encoder and cross-attention, past-only in causal self-attention",

@@ -32,6 +32,7 @@ MultiHeadAttention::MultiHeadAttention(const AttentionOptions& options, Rng& ini
       heads_(options.heads),
       score_scale_(options.score_scale == ScoreScale::none ? 1.0f : 1.0f / std::sqrt(static_cast<float>(width_ / heads_))),
       kind_(options.kind),
+      compares_templates_(find_attention_kind(options.kind).compares_templates),
       role_(options.role),
       q_proj_(register_or_share("q_proj", from ? &from->q_proj_ : nullptr, [&] { return projection(width_, init_rng); })),
       k_proj_(register_or_share("k_proj", from ? &from->k_proj_ : nullptr, [&] { return projection(width_, init_rng); })),
@@ -58,6 +59,16 @@ Var MultiHeadAttention::split_heads(const Var& x) const {
 Var MultiHeadAttention::merge_heads(const Var& x) const {
     Var merged = ops::permute(x, {0, 2, 1, 3});  // (B, T, H, K)
     return ops::reshape(merged, {merged.dim(0), merged.dim(1), width_});
+}
+
+Var MultiHeadAttention::prior_bias(const Var& scores, const ops::AttentionMask& mask, const Var& stack_prior) const {
+    HNAS_CHECK(!prior_ || !stack_prior.defined(), "attention: a stack's prior given to an attention with a prior of its own");
+    if (prior_) return prior_->forward(scores.dim(2), scores.dim(3), mask.query_offset);
+    if (!stack_prior.defined()) return Var();
+    HNAS_CHECK(stack_prior.shape() == (Shape{1, heads_, scores.dim(2), scores.dim(3)}), "attention: the stack's prior ",
+               shape_str(stack_prior.shape()), " must be (1, ", heads_, ", ", scores.dim(2), ", ", scores.dim(3),
+               ") for scores ", shape_str(scores.shape()));
+    return stack_prior;
 }
 
 Var MultiHeadAttention::attend(const Var& query, const Var& memory, const ops::AttentionMask& mask,
@@ -91,14 +102,18 @@ Var MultiHeadAttention::attend(const Var& query, const Var& memory, const ops::A
         v = Var(cache->values);
     }
     Var scores = ops::matmul(q, k, false, true, score_scale_);  // (B, H, Tq, Tk)
-    if (prior_) scores = ops::add(scores, prior_->forward(scores.dim(2), scores.dim(3), mask.query_offset));
-    if (stack_prior.defined()) {
-        HNAS_CHECK(!prior_ && stack_prior.shape() == (Shape{1, heads_, scores.dim(2), scores.dim(3)}), "attention: the stack's prior ",
-                   shape_str(stack_prior.shape()), " must be (1, ", heads_, ", ", scores.dim(2), ", ", scores.dim(3),
-                   ") for scores ", shape_str(scores.shape()), prior_ ? ", in an attention without a prior of its own" : "");
-        scores = ops::add(scores, stack_prior);
+    const Var prior = prior_bias(scores, mask, stack_prior);
+    Var weights;
+    if (compares_templates_) {
+        // paper 003 §9: the templates are the keys, compared with each other at the scores' scale; the
+        // prior is the preference u over them
+        const Var similarity = ops::matmul(k, k, false, true, score_scale_);  // (B, H, Tk, Tk)
+        const Var log_preference = prior.defined() ? ops::add(prior, Var(Tensor::zeros(scores.shape()))) : Var();
+        weights = norm_.normalize({scores, similarity, log_preference}, mask);
+    } else {
+        if (prior.defined()) scores = ops::add(scores, prior);
+        weights = cache ? norm_.normalize_step(scores, mask, cache->norm_state) : norm_.normalize(scores, mask);
     }
-    Var weights = cache ? norm_.normalize_step(scores, mask, cache->norm_state) : norm_.normalize(scores, mask);
     if (record_statistics_) {
         // Padded queries and masked entries hold exactly zero weight, so a plain sum over queries is
         // the sum over real queries.

@@ -80,12 +80,15 @@ public:
     bool projects_values() const { return v_proj_ != nullptr; }
 
 private:
+    // The bias (1, H, Tq, Tk) of this attention's prior, or of the stack's; undefined without either.
+    Var prior_bias(const Var& scores, const ops::AttentionMask& mask, const Var& stack_prior) const;
     Var split_heads(const Var& x) const;  // (B, T, D) -> (B, H, T, K)
     Var merge_heads(const Var& x) const;  // (B, H, T, K) -> (B, T, D)
 
     int64_t width_, heads_;
     float score_scale_;
     std::string kind_;
+    bool compares_templates_;  // the kind weighs templates by their similarity (ot)
     AttentionRole role_;
     const Linear& q_proj_;
     const Linear& k_proj_;

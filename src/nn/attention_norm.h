@@ -27,6 +27,21 @@ struct AttentionNormOptions {
     HybridPer hybrid_per = HybridPer::head;
     int iterations = 3;         // sinkhorn: alternations of query- and key-axis normalization
     ops::Standardization nap;   // nap: √(variance + eps) or σ + eps as the divisor
+    float ot_alpha = 1.0f;      // ot: α of paper 003 Eq. 25, the weight of the evidence ⟨t, z⟩
+};
+
+// What a kind normalizes: the scores S = QKᵀ·scale, (B, H, Lq, Lk). A kind that compares the templates
+// (the keys) with each other (registry flag compares_templates: paper 003's ot) also reads their
+// similarity ⟨k_t, k_j⟩·scale to the N input templates (the first N keys), (B, H, Lk, N), and takes
+// the prior as its preference u, (B, H, Lq, N) in log space; every other kind finds the prior added
+// to its scores.
+struct AttentionScores {
+    AttentionScores(Var scores_) : scores(std::move(scores_)) {}  // NOLINT(google-explicit-constructor): most kinds read the scores alone
+    AttentionScores(Var scores_, Var similarity_, Var log_preference_)
+        : scores(std::move(scores_)), similarity(std::move(similarity_)), log_preference(std::move(log_preference_)) {}
+    Var scores;
+    Var similarity;      // compares_templates kinds only
+    Var log_preference;  // compares_templates kinds only; undefined: uniform over the allowed input templates
 };
 
 // A named per-head quantity a kind reports for analysis (hnas: u; nap: gain and bias).
@@ -38,17 +53,17 @@ struct HeadValues {
 class AttentionNorm : public Module {
 public:
     // scores (B, H, Lq, Lk) -> weights (B, H, Lq, Lk), exactly 0 where the mask disallows.
-    virtual Var normalize(const Var& scores, const ops::AttentionMask& mask) const = 0;
+    virtual Var normalize(const AttentionScores& in, const ops::AttentionMask& mask) const = 0;
     // The kind's definition composed from generic ops: what normalize() computes, slowly and plainly.
     // Tests hold the two equal, forward and backward, for every kind in every role it may run in.
-    virtual Var reference(const Var& scores, const ops::AttentionMask& mask) const = 0;
+    virtual Var reference(const AttentionScores& in, const ops::AttentionMask& mask) const = 0;
     // Step-by-step decoding: the weights (B, H, 1, Lk) of the newest query from its scores, given
     // `state`, which the kind keeps across steps (undefined at the first step). Only decoder attentions
     // decode step by step, and only kinds that never use later queries may run there
     // (check_attention_kind_allowed), so the default, which normalizes the query's row alone, is exact
     // for every kind whose weights of a query depend on that query's scores only (lnas, nap).
-    virtual Var normalize_step(const Var& scores, const ops::AttentionMask& mask, Tensor& /*state*/) const {
-        return normalize(scores, mask);
+    virtual Var normalize_step(const AttentionScores& in, const ops::AttentionMask& mask, Tensor& /*state*/) const {
+        return normalize(in, mask);
     }
     virtual std::vector<HeadValues> head_values() const { return {}; }
 };
@@ -65,8 +80,11 @@ constexpr const auto& enum_names(AttentionRole) { return kAttentionRoleNames; }
 struct AttentionKind {
     std::string name;
     std::string description;
-    bool uses_later_queries;  // normalizes over all queries at once (not causal-safe)
+    // Why the kind cannot run where a query must not see the future (causal self-attention, decoder
+    // cross-attention); empty where it can.
+    std::string future_leak;
     bool rows_sum_to_one;     // each real query's weights are a distribution over its allowed keys
+    bool compares_templates;  // reads AttentionScores::similarity and takes the prior as its preference
     std::function<std::unique_ptr<AttentionNorm>(const AttentionNormOptions&)> make;
 };
 

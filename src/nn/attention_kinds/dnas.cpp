@@ -8,11 +8,11 @@ namespace hnas::nn {
 namespace {
 class Dnas : public AttentionNorm {
 public:
-    Var normalize(const Var& scores, const ops::AttentionMask& mask) const override {
-        return ops::normalize_attention(scores, mask, {ops::NormalizeAxis::queries, ops::NormalizeAxis::keys});
+    Var normalize(const AttentionScores& in, const ops::AttentionMask& mask) const override {
+        return ops::normalize_attention(in.scores, mask, {ops::NormalizeAxis::queries, ops::NormalizeAxis::keys});
     }
-    Var reference(const Var& scores, const ops::AttentionMask& mask) const override {
-        const Var over_queries = ops::log_normalize(scores, mask, ops::NormalizeAxis::queries);  // Eq. 7
+    Var reference(const AttentionScores& in, const ops::AttentionMask& mask) const override {
+        const Var over_queries = ops::log_normalize(in.scores, mask, ops::NormalizeAxis::queries);  // Eq. 7
         return ops::masked_exp(ops::log_normalize(over_queries, mask, ops::NormalizeAxis::keys), mask);  // Eq. 8
     }
 };

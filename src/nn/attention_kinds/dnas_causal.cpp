@@ -25,17 +25,18 @@ float log_add_exp(float a, float b) {
 
 class DnasCausal : public AttentionNorm {
 public:
-    Var normalize(const Var& scores, const ops::AttentionMask& mask) const override {
-        return ops::normalize_attention(scores, mask, {ops::NormalizeAxis::queries_prefix, ops::NormalizeAxis::keys});
+    Var normalize(const AttentionScores& in, const ops::AttentionMask& mask) const override {
+        return ops::normalize_attention(in.scores, mask, {ops::NormalizeAxis::queries_prefix, ops::NormalizeAxis::keys});
     }
-    Var reference(const Var& scores, const ops::AttentionMask& mask) const override {
-        const Var over_earlier_queries = ops::log_normalize(scores, mask, ops::NormalizeAxis::queries_prefix);
+    Var reference(const AttentionScores& in, const ops::AttentionMask& mask) const override {
+        const Var over_earlier_queries = ops::log_normalize(in.scores, mask, ops::NormalizeAxis::queries_prefix);
         return ops::masked_exp(ops::log_normalize(over_earlier_queries, mask, ops::NormalizeAxis::keys), mask);
     }
 
     // `state` (B, H, Lk') holds, for every key seen so far, the logsumexp of its scores over the earlier
     // queries (-inf for none); keys beyond Lk' are new (causal self-attention grows by one per step).
-    Var normalize_step(const Var& scores, const ops::AttentionMask& mask, Tensor& state) const override {
+    Var normalize_step(const AttentionScores& in, const ops::AttentionMask& mask, Tensor& state) const override {
+        const Var& scores = in.scores;
         HNAS_CHECK(scores.rank() == 4 && scores.dim(2) == 1, "dnas_causal step: scores must be (B, H, 1, Lk), got ",
                    shape_str(scores.shape()));
         const int64_t batch = scores.dim(0), heads = scores.dim(1), keys = scores.dim(3);

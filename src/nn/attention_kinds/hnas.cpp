@@ -16,15 +16,15 @@ public:
         const int64_t thetas = options.hybrid_per == HybridPer::layer ? 1 : options.heads;
         theta_ = register_parameter("hybrid_theta", Tensor::full({thetas}, std::log(u / (1.0f - u))));
     }
-    Var normalize(const Var& scores, const ops::AttentionMask& mask) const override {
-        return ops::hybrid_attention(scores, theta_per_head(), mask);
+    Var normalize(const AttentionScores& in, const ops::AttentionMask& mask) const override {
+        return ops::hybrid_attention(in.scores, theta_per_head(), mask);
     }
-    Var reference(const Var& scores, const ops::AttentionMask& mask) const override {
+    Var reference(const AttentionScores& in, const ops::AttentionMask& mask) const override {
         using ops::NormalizeAxis;
         const Var u = ops::reshape(ops::sigmoid(theta_per_head()), {1, heads_, 1, 1});
-        const Var lnas = ops::masked_exp(ops::log_normalize(scores, mask, NormalizeAxis::keys), mask);
+        const Var lnas = ops::masked_exp(ops::log_normalize(in.scores, mask, NormalizeAxis::keys), mask);
         const Var dnas = ops::masked_exp(
-            ops::log_normalize(ops::log_normalize(scores, mask, NormalizeAxis::queries), mask, NormalizeAxis::keys), mask);
+            ops::log_normalize(ops::log_normalize(in.scores, mask, NormalizeAxis::queries), mask, NormalizeAxis::keys), mask);
         return ops::add(lnas, ops::mul(u, ops::sub(dnas, lnas)));  // u·DNAS + (1 − u)·LNAS
     }
     std::vector<HeadValues> head_values() const override {

@@ -7,11 +7,11 @@ namespace hnas::nn {
 namespace {
 class Lnas : public AttentionNorm {
 public:
-    Var normalize(const Var& scores, const ops::AttentionMask& mask) const override {
-        return ops::normalize_attention(scores, mask, {ops::NormalizeAxis::keys});
+    Var normalize(const AttentionScores& in, const ops::AttentionMask& mask) const override {
+        return ops::normalize_attention(in.scores, mask, {ops::NormalizeAxis::keys});
     }
-    Var reference(const Var& scores, const ops::AttentionMask& mask) const override {
-        return ops::masked_exp(ops::log_normalize(scores, mask, ops::NormalizeAxis::keys), mask);
+    Var reference(const AttentionScores& in, const ops::AttentionMask& mask) const override {
+        return ops::masked_exp(ops::log_normalize(in.scores, mask, ops::NormalizeAxis::keys), mask);
     }
 };
 }  // namespace

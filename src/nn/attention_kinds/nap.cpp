@@ -12,14 +12,14 @@ public:
         gain_ = register_parameter("gain", Tensor::full({options.heads}, 1.0f));
         bias_ = register_parameter("bias", Tensor::zeros({options.heads}));
     }
-    Var normalize(const Var& scores, const ops::AttentionMask& mask) const override {
-        return ops::standardize_attention(scores, gain_, bias_, mask, form_);
+    Var normalize(const AttentionScores& in, const ops::AttentionMask& mask) const override {
+        return ops::standardize_attention(in.scores, gain_, bias_, mask, form_);
     }
-    Var reference(const Var& scores, const ops::AttentionMask& mask) const override {
+    Var reference(const AttentionScores& in, const ops::AttentionMask& mask) const override {
         const Shape per_head{1, gain_.numel(), 1, 1};
-        const Var affine = ops::add(ops::mul(ops::masked_standardize(scores, mask, form_), ops::reshape(gain_, per_head)),
+        const Var affine = ops::add(ops::mul(ops::masked_standardize(in.scores, mask, form_), ops::reshape(gain_, per_head)),
                                     ops::reshape(bias_, per_head));
-        return ops::mul(affine, Var(ops::allowed_entries(mask, scores.shape())));  // Eq. 1, 0 where not allowed
+        return ops::mul(affine, Var(ops::allowed_entries(mask, in.scores.shape())));  // Eq. 1, 0 where not allowed
     }
     std::vector<HeadValues> head_values() const override {
         return {{"gain", gain_.value().to_floats()}, {"bias", bias_.value().to_floats()}};

@@ -27,9 +27,9 @@ Tensor scaled_allowed_entries(const ops::AttentionMask& mask, const Shape& score
 
 class Non : public AttentionNorm {
 public:
-    Var normalize(const Var& scores, const ops::AttentionMask& mask) const override { return reference(scores, mask); }
-    Var reference(const Var& scores, const ops::AttentionMask& mask) const override {
-        return ops::mul(scores, Var(scaled_allowed_entries(mask, scores.shape())));
+    Var normalize(const AttentionScores& in, const ops::AttentionMask& mask) const override { return reference(in, mask); }
+    Var reference(const AttentionScores& in, const ops::AttentionMask& mask) const override {
+        return ops::mul(in.scores, Var(scaled_allowed_entries(mask, in.scores.shape())));
     }
 };
 

@@ -15,11 +15,11 @@ public:
             steps_.push_back(ops::NormalizeAxis::keys);
         }
     }
-    Var normalize(const Var& scores, const ops::AttentionMask& mask) const override {
-        return ops::normalize_attention(scores, mask, steps_);
+    Var normalize(const AttentionScores& in, const ops::AttentionMask& mask) const override {
+        return ops::normalize_attention(in.scores, mask, steps_);
     }
-    Var reference(const Var& scores, const ops::AttentionMask& mask) const override {
-        Var L = scores;
+    Var reference(const AttentionScores& in, const ops::AttentionMask& mask) const override {
+        Var L = in.scores;
         for (ops::NormalizeAxis axis : steps_) L = ops::log_normalize(L, mask, axis);
         return ops::masked_exp(L, mask);
     }
