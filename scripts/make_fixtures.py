@@ -91,8 +91,9 @@ H heads, K = D / H. One case is one attention layer:
 
     {
       "name": "hnas_self_prior",                    <kind>_<setting>, unique
-      "kind": "hnas",                               lnas dnas hnas sinkhorn dnas_causal nap
+      "kind": "hnas",                               lnas dnas hnas sinkhorn dnas_causal nap ot
       "attrs": {...},                               sinkhorn: {"iterations": 3}; nap: {"eps": 1e-05};
+                                                    ot: {"alpha": 0.7};
                                                     with a relative position prior also
                                                     "prior": {"num_buckets": 8, "max_distance": 16,
                                                               "bidirectional": true}
@@ -138,6 +139,10 @@ softmax_j(L) is exp(L_ij) / sum_j' exp(L_ij').
                down the query axis (also in cross-attention: queries 0..i)
   nap          per query row: mu = mean_j S_ij, var = mean_j (S_ij - mu)^2 (biased),
                A_ij = norm.gain[h] (S_ij - mu) / sqrt(var + eps) + norm.bias[h]
+  ot           paper 003 Eq. 25, attrs {"alpha": a}: the keys are the templates,
+               G = k k^T / sqrt(K) (B, H, Lk, Lk), u_i = softmax_j(prior bias of (i, j))
+               over the allowed keys (uniform without a prior: the prior is not added
+               to S), A_it = sum_j u_ij softmax_t(a S_it + G_tj)
 bucket(rel) is T5's _relative_position_bucket, rel = j - i. Bidirectional (encoder,
 cross): nb = num_buckets / 2, bucket = nb if rel > 0 else 0, n = |rel|. Causal
 (decoder self-attention): nb = num_buckets, bucket = 0, n = max(-rel, 0). Then with
@@ -548,6 +553,7 @@ PAPER002_NAP_EPS = 1e-3
 HYBRID_THETA = [-1.2, 0.4]
 NAP_GAIN, NAP_BIAS = [1.3, 0.8], [0.1, -0.2]
 PRIOR_BUCKETS, PRIOR_MAX_DISTANCE = 8, 16
+OT_ALPHA = 0.7  # paper 003 Eq. 25's alpha, away from its default 1 so that it is exercised
 attention_cases = []
 score_scale = []  # scores at allowed entries of every case, to report their spread
 
@@ -642,9 +648,28 @@ def attention_scores(x, memory, params, prior, heads=HEADS, scaled=True):
     return s
 
 
+def ot_weights(attrs, x, memory, allowed, params, heads=HEADS):
+    """Paper 003's OT attention in a layer (src/nn/attention.cpp): the heads' keys are the templates,
+    compared with each other at the scores' scale, and the prior is the preference u, in log space."""
+    q = split_heads(F.linear(x, params["q_proj.weight"], params["q_proj.bias"]), heads)
+    k = split_heads(F.linear(memory, params["k_proj.weight"], params["k_proj.bias"]), heads)
+    scale = 1.0 / math.sqrt(x.shape[-1] // heads)
+    s = q @ k.transpose(-1, -2) * scale
+    similarity = k @ k.transpose(-1, -2) * scale
+    log_preference = None
+    prior = attrs.get("prior")
+    if prior is not None:
+        buckets = bucket_matrix(s.shape[-2], s.shape[-1], prior["bidirectional"]).long()
+        log_preference = params["relative_bias.weight"][buckets].permute(2, 0, 1).unsqueeze(0).expand(s.shape)
+    return s, torch_attention.ot(s, allowed, similarity, log_preference, attrs["alpha"])
+
+
 def attention_layer(kind, attrs, x, memory, allowed, params, heads=HEADS):
-    s = attention_scores(x, memory, params, attrs.get("prior"), heads, attrs.get("score_scale") != "none")
-    a = normalize(kind, s, allowed, params, attrs)
+    if kind == "ot":
+        s, a = ot_weights(attrs, x, memory, allowed, params, heads)
+    else:
+        s = attention_scores(x, memory, params, attrs.get("prior"), heads, attrs.get("score_scale") != "none")
+        a = normalize(kind, s, allowed, params, attrs)
     v = split_heads(F.linear(memory, params["v_proj.weight"], params["v_proj.bias"]), heads)
     out = F.linear(merge_heads(a @ v), params["out_proj.weight"], params["out_proj.bias"])
     return out, a, s
@@ -723,6 +748,20 @@ def check_normalizations(name, kind, s, allowed, key_valid, query_valid):
                                         fast_mode=k != kind), (name, k)
 
 
+def check_ot(name, a, allowed, query_valid):
+    """OT attention's weights: each real query's row sums to 1 (sum_j u_j = 1), and Eq. 25 at the
+    group limit: with templates in two groups (similarity 0 within, -1e4 across) and equal scores,
+    each template of an input's group gets u_j / |group|."""
+    rows = (query_valid.reshape(BATCH, 1, -1) == 1).expand(BATCH, HEADS, -1)
+    assert (a.detach().sum(dim=-1)[rows] - 1).abs().max() < 1e-12, (name, "ot rows must sum to 1")
+    group = torch.tensor([0, 1, 0, 0])
+    similarity = torch.where(group.reshape(-1, 1) == group[:2].reshape(1, -1), 0.0, -1e4).double()
+    u = torch.tensor([0.6, 0.4], dtype=torch.float64)
+    weights = torch_attention.ot(torch.full((1, 1, 1, 4), 0.7, dtype=torch.float64), torch.ones((1, 1, 1, 4), dtype=torch.bool),
+                                 similarity.reshape(1, 1, 4, 2), u.log().reshape(1, 1, 1, 2))
+    assert (weights.reshape(-1) - torch.tensor([0.2, 0.4, 0.2, 0.2], dtype=torch.float64)).abs().max() < 1e-12, name
+
+
 def check_against_torch_mha(name, x, memory, params, allowed, attrs, out, a, query_valid):
     """lnas is standard attention: compare with torch.nn.MultiheadAttention on valid query rows."""
     mha = torch.nn.MultiheadAttention(WIDTH, HEADS, batch_first=True, dtype=torch.float64)
@@ -751,7 +790,7 @@ def add_attention_case(kind, setting, lq, lk, self_attention, causal, key_valid,
     """Record one attention layer case. key_valid (B, Lk) and query_valid (B, Lq) are 0/1 lists.
     paper002_nap: NAP as paper 002's code computes it (sigma + eps with eps 1e-3, unscaled scores)."""
     name = f"{kind}_{setting}"
-    assert kind in ATTENTION_KINDS, kind
+    assert kind in ATTENTION_KINDS + ("ot",), kind
     assert all(c["name"] != name for c in attention_cases), f"duplicate case name {name}"
     assert not causal or (self_attention and lq == lk)
     assert not self_attention or (lq == lk and key_valid == query_valid)
@@ -760,6 +799,8 @@ def add_attention_case(kind, setting, lq, lk, self_attention, causal, key_valid,
         attrs["iterations"] = SINKHORN_ITERATIONS
     if kind == "nap":
         attrs["eps"] = NAP_EPS
+    if kind == "ot":
+        attrs["alpha"] = OT_ALPHA
     if paper002_nap:
         assert kind == "nap"
         attrs.update({"eps": PAPER002_NAP_EPS, "denominator": "std_plus_eps", "score_scale": "none"})
@@ -793,7 +834,10 @@ def add_attention_case(kind, setting, lq, lk, self_attention, causal, key_valid,
     out, a, s = attention_layer(kind, attrs, x, memory, allowed, ref)
     (out * grad_out.double()).sum().backward()
 
-    check_normalizations(name, kind, s, allowed, key_valid_t, query_valid_t)
+    if kind == "ot":
+        check_ot(name, a, allowed, query_valid_t)
+    else:
+        check_normalizations(name, kind, s, allowed, key_valid_t, query_valid_t)
     assert (a[~allowed] == 0).all() and not torch.isnan(out).any()
     if kind == "lnas":
         check_against_torch_mha(name, x.detach(), memory.detach(), {k: v.detach() for k, v in ref.items()},
@@ -847,6 +891,12 @@ def build_attention():
     # NAP as paper 002's code computes it; no causal case: sigma is not differentiable at a one-key row
     add_attention_case("nap", "paper002_self_padded", 5, 5, True, False,
                        [[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], [[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], paper002_nap=True)
+    # paper 003's OT attention (appended last: the cases above keep their random draws)
+    add_attention_case("ot", "self_padded", 5, 5, True, False,
+                       [[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], [[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
+    add_attention_case("ot", "cross_padded", 3, 5, False, False,
+                       [[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], [[1, 1, 1], [1, 1, 0]])
+    add_attention_case("ot", "self_prior", 10, 10, True, False, pad3, pad3, prior="bidirectional")
     s = torch.cat(score_scale)
     print(f"attention scores at allowed entries: std {s.std().item():.3f}, max |s| {s.abs().max().item():.3f}")
 

@@ -71,3 +71,17 @@ def non(s, allowed):
     """Paper 002's NON: the scores as weights, times 1/sqrt(n) for a query with n allowed keys."""
     count = allowed.to(s.dtype).sum(dim=-1, keepdim=True).clamp(min=1)
     return zero_outside(s, allowed) / torch.sqrt(count)
+
+
+def ot(s, allowed, similarity, log_preference=None, alpha=1.0):
+    """Paper 003's optimal-transport attention (Eq. 25): for query i and template t (a key),
+    P[i, t] = sum_j u[i, j] * softmax over the allowed templates t of (alpha * s[i, t] + G[t, j]),
+    the input templates j being the first N keys (similarity G is (B, H, Lk, N)) and u[i, :] the
+    softmax of log_preference over the allowed inputs (uniform when None)."""
+    n = similarity.shape[-1]
+    inputs = allowed[..., :n]                                                  # (B, H, Lq, N)
+    logits = alpha * s.unsqueeze(-2) + similarity.transpose(-1, -2).unsqueeze(-3)  # (B, H, Lq, N, Lk)
+    per_input = torch.softmax(masked(logits, allowed.unsqueeze(-2)), dim=-1)
+    preference = torch.zeros(inputs.shape, dtype=s.dtype) if log_preference is None else log_preference
+    u = zero_outside(torch.softmax(masked(preference, inputs), dim=-1), inputs)
+    return zero_outside((u.unsqueeze(-1) * per_input).sum(dim=-2), allowed)

@@ -43,6 +43,7 @@ TEST_P(AttentionParity, OutputAndEveryGradientMatch) {
     options.role = causal ? nn::AttentionRole::causal_self : nn::AttentionRole::bidirectional;
     if (attrs.contains("iterations")) options.kind_options.iterations = attrs.at("iterations").get<int>();
     if (attrs.contains("eps")) options.kind_options.nap.eps = attrs.at("eps").get<float>();
+    if (attrs.contains("alpha")) options.kind_options.ot_alpha = attrs.at("alpha").get<float>();
     if (attrs.contains("denominator")) {
         options.kind_options.nap.denominator = parse_enum<ops::StandardizeDenominator>(attrs.at("denominator").get<std::string>(), "denominator");
     }
