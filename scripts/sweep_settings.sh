@@ -8,9 +8,10 @@
 #   scripts/sweep_settings.sh configs/paper002_cases.json configs/sweeps/paper002_mixers_d64.json
 # Paper 004's multi-view attention, every kind and the no-attention baselines:
 #   scripts/sweep_settings.sh configs/paper004_multiview.json configs/sweeps/paper004_multiview.json
-# Paper 002's learning-rate sweep (Fig. 3's question) over three of its mixers at d 32:
+# Paper 002's learning-rate sweep (Fig. 3's question) of MTE and NAP at d 32 (DNAS: the list
+# configs/sweeps/paper002_learning_rate_d32_dnas.json with the same grid):
 #   scripts/sweep_settings.sh configs/paper002_cases.json configs/sweeps/paper002_learning_rate_d32.json \
-#     --grid 'train.learning_rate=[6.56e-5,2.19e-4,7.29e-4,2.43e-3,8.1e-3]'
+#     --set train.precision=bf16 --grid 'train.learning_rate=[6.56e-5,2.19e-4,7.29e-4,2.43e-3,8.1e-3]'
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -112,13 +112,16 @@ TEST(Grid, ShippedListsApplyToTheirConfigs) {
             }
         }
     }
-    const auto rates = cross(read_setting_list(configs + "sweeps/paper002_learning_rate_d32.json"),
-                             {parse_grid_axis("train.learning_rate=[6.56e-5,2.43e-3]")});
-    EXPECT_EQ(names_of(rates), (std::vector<std::string>{"MTE,learning_rate=6.56e-05", "MTE,learning_rate=0.00243",
-                                                         "NAP,learning_rate=6.56e-05", "NAP,learning_rate=0.00243",
-                                                         "DNAS,learning_rate=6.56e-05", "DNAS,learning_rate=0.00243"}));
-    for (const Setting& setting : rates) {
-        EXPECT_NO_THROW(config::load_experiment_config(configs + "paper002_cases.json", setting.assignments())) << setting.name;
+    const std::vector<std::pair<std::string, std::vector<std::string>>> rate_lists{
+        {"sweeps/paper002_learning_rate_d32.json",
+         {"MTE,learning_rate=6.56e-05", "MTE,learning_rate=0.00243", "NAP,learning_rate=6.56e-05", "NAP,learning_rate=0.00243"}},
+        {"sweeps/paper002_learning_rate_d32_dnas.json", {"DNAS,learning_rate=6.56e-05", "DNAS,learning_rate=0.00243"}}};
+    for (const auto& [list, names] : rate_lists) {
+        const auto rates = cross(read_setting_list(configs + list), {parse_grid_axis("train.learning_rate=[6.56e-5,2.43e-3]")});
+        EXPECT_EQ(names_of(rates), names) << list;
+        for (const Setting& setting : rates) {
+            EXPECT_NO_THROW(config::load_experiment_config(configs + "paper002_cases.json", setting.assignments())) << setting.name;
+        }
     }
     const auto views = read_setting_list(configs + "sweeps/paper004_multiview.json");
     EXPECT_EQ(names_of(views), (std::vector<std::string>{"pooled_sum", "pooled_max", "LNAS", "DNAS", "HNAS", "sinkhorn"}));
