@@ -18,12 +18,14 @@ Tensor allowed_entries(const AttentionMask& mask, const Shape& scores) {
 }
 
 namespace {
-// 0 where allowed, kMaskedScore elsewhere.
-Tensor additive_mask(const AttentionMask& mask, const Shape& scores) {
-    Tensor out = allowed_entries(mask, scores);
-    for (int64_t e = 0; e < out.numel(); ++e) out.data()[e] = out.data()[e] > 0.5f ? 0.0f : kMaskedScore;
+// 0 where `allowed` holds 1, kMaskedScore where it holds 0.
+Tensor additive(const Tensor& allowed) {
+    Tensor out = Tensor::empty(allowed.shape());
+    for (int64_t e = 0; e < out.numel(); ++e) out.data()[e] = allowed.data()[e] > 0.5f ? 0.0f : kMaskedScore;
     return out;
 }
+
+Tensor additive_mask(const AttentionMask& mask, const Shape& scores) { return additive(allowed_entries(mask, scores)); }
 }  // namespace
 
 Var log_normalize(const Var& L, const AttentionMask& mask, NormalizeAxis axis) {
@@ -59,28 +61,14 @@ Var masked_standardize(const Var& S, const AttentionMask& mask, const Standardiz
 
 Var ot_attention_reference(const Var& scores, const Var& similarity, const Var& log_preference, const AttentionMask& mask) {
     const int64_t B = scores.dim(0), H = scores.dim(1), Lq = scores.dim(2), A = scores.dim(3), N = similarity.dim(3);
-    const Tensor allowed = allowed_entries(mask, scores.shape());  // (B, 1, Lq, A)
-    Tensor template_mask = Tensor::empty({B, 1, 1, 1, A}), input_allowed = Tensor::empty({B, 1, Lq, N, 1});
-    for (int64_t b = 0; b < B; ++b) {
-        const SliceMask slice(mask, {B, H, Lq, A}, b);
-        // a template's mask is its key's, whatever the query; an input template is allowed to real queries
-        for (int64_t t = 0; t < A; ++t) {
-            template_mask.data()[b * A + t] = !slice.key_valid || slice.key_valid[t] > 0.5f ? 0.0f : kMaskedScore;
-        }
-        for (int64_t i = 0; i < Lq; ++i)
-            for (int64_t j = 0; j < N; ++j) input_allowed.data()[(b * Lq + i) * N + j] = slice.allowed(i, j) ? 1.0f : 0.0f;
-    }
+    // No causal mask: a real query is allowed every real template, and the input templates are the first N.
+    const Tensor allowed = allowed_entries(mask, scores.shape());                                       // (B, 1, Lq, A)
+    const Tensor inputs = slice(Var(allowed), 3, 0, N).value().reshape({B, 1, Lq, N, 1});
     const Var logits = add(reshape(scores, {B, H, Lq, 1, A}), reshape(permute(similarity, {0, 1, 3, 2}), {B, H, 1, N, A}));
-    const Var per_input = softmax(logits, -1, template_mask);  // (B, H, Lq, N, A): Eq. 25's exp(·)/Z_j
-    Var u;
-    const Var input_real(input_allowed);
-    if (log_preference.defined()) {
-        Tensor additive = input_allowed.clone();
-        for (int64_t e = 0; e < additive.numel(); ++e) additive.data()[e] = additive.data()[e] > 0.5f ? 0.0f : kMaskedScore;
-        u = mul(softmax(reshape(log_preference, {B, H, Lq, N, 1}), 3, additive), input_real);
-    } else {
-        u = div(input_real, add_scalar(sum(input_real, 3, true), 1e-20f));  // uniform over the allowed inputs
-    }
+    const Var per_input = softmax(logits, -1, additive(allowed).reshape({B, 1, Lq, 1, A}));  // Eq. 25's exp(·)/Z_j
+    const Var u = log_preference.defined()
+                      ? mul(softmax(reshape(log_preference, {B, H, Lq, N, 1}), 3, additive(inputs)), Var(inputs))
+                      : div(Var(inputs), add_scalar(sum(Var(inputs), 3, true), 1e-20f));  // uniform over the allowed inputs
     return mul(sum(mul(per_input, u), 3), Var(allowed));
 }
 

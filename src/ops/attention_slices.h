@@ -41,12 +41,13 @@ struct SliceMask {
           query_offset(mask.query_offset) {}
 
     bool query_real(int64_t i) const { return !query_valid || query_valid[i] > 0.5f; }
+    bool key_real(int64_t j) const { return !key_valid || key_valid[j] > 0.5f; }
     // Keys at or beyond this index are hidden from query i by causality.
     int64_t visible_end(int64_t i, int64_t keys) const {
         return causal ? std::clamp<int64_t>(i + query_offset + 1, 0, keys) : keys;
     }
     bool allowed(int64_t i, int64_t j) const {
-        return query_real(i) && (!key_valid || key_valid[j] > 0.5f) && (!causal || j <= i + query_offset);
+        return query_real(i) && key_real(j) && (!causal || j <= i + query_offset);
     }
 };
 

@@ -21,14 +21,12 @@ struct OtDims {
     int64_t templates() const { return scores.keys; }
 };
 
-bool key_real(const SliceMask& mask, int64_t t) { return !mask.key_valid || mask.key_valid[t] > 0.5f; }
-
 // u[i, ·]: softmax of the preference over query i's allowed input templates (uniform without one), 0
 // elsewhere; returns false when the query has none.
 bool preference_row(const float* log_preference, const SliceMask& mask, int64_t inputs, float* u) {
     int64_t allowed = 0;
     for (int64_t j = 0; j < inputs; ++j) {
-        const bool real = key_real(mask, j);
+        const bool real = mask.key_real(j);
         u[j] = real ? (log_preference ? log_preference[j] : 0.0f) : kMinusInfinity;
         allowed += real ? 1 : 0;
     }
@@ -42,7 +40,7 @@ bool preference_row(const float* log_preference, const SliceMask& mask, int64_t 
 
 // r_t = S[i, t] + G[t, j] over the allowed templates, -inf elsewhere.
 void template_logits(const float* S_row, const float* G, int64_t j, const SliceMask& mask, const OtDims& d, float* r) {
-    for (int64_t t = 0; t < d.templates(); ++t) r[t] = key_real(mask, t) ? S_row[t] + G[t * d.inputs + j] : kMinusInfinity;
+    for (int64_t t = 0; t < d.templates(); ++t) r[t] = mask.key_real(t) ? S_row[t] + G[t * d.inputs + j] : kMinusInfinity;
 }
 
 void ot_attention_forward(const float* S, const float* G, const float* log_preference, const SliceMask& mask,
@@ -95,7 +93,7 @@ void ot_attention_backward(const float* g, const float* S, const float* G, const
             // forward: w = exp(S[i, ·] + G[·, j] − log Z[i, j]), P[i, ·] += u_j · w
             float dot = 0.0f;
             for (int64_t t = 0; t < A; ++t) {
-                w[t] = key_real(mask, t) ? kernels::fast_exp(S[i * A + t] + G[t * N + j] - log_z[i * N + j]) : 0.0f;
+                w[t] = mask.key_real(t) ? kernels::fast_exp(S[i * A + t] + G[t * N + j] - log_z[i * N + j]) : 0.0f;
                 dot += w[t] * g_row[t];
             }
             du[j] = dot;
