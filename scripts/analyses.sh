@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The papers' analyses on the tiny headline runs, as in README "Reproducing the papers' analyses":
-# trains the three tiny configs when their runs are missing (scripts/main_job.sh), then for each run
+# trains the tiny config with each kind when its run is missing (runs/gigaword_tiny_<kind>), then for each run
 # decodes the bundled test set with beam search and scores it (hnas eval), measures the per-key weight
 # sums of the encoder (explaining away), reads the hybrid weights over training, runs the
 # mode-collapse toy and Eq. 11-12, and draws every plot into OUT (default docs/analyses).
@@ -13,9 +13,15 @@ plot() { /usr/bin/python3 scripts/plot_analysis.py "$@"; }
 
 for kind in lnas dnas hnas; do
   run="runs/gigaword_tiny_$kind"
-  [ -f "$run/best.ckpt" ] || scripts/main_job.sh configs/gigaword_tiny.json "$kind"
+  if [ ! -f "$run/best.ckpt" ]; then
+    scripts/setup.sh
+    resume=()
+    if [ -d "$run/checkpoints" ] && [ -n "$(ls -A "$run/checkpoints")" ]; then resume=(--resume); fi
+    build/hnas train --config configs/gigaword_tiny.json --set "model.attention.encoder.kind=$kind" --out "$run" "${resume[@]}"
+  fi
   build/hnas eval --checkpoint "$run/best.ckpt" --articles data/gigaword/test_1951/input.txt \
     --references data/gigaword/test_1951/task1_ref0.txt --beam 4 --length-penalty 1.0 --max-len 30 \
+    --min-len 1 --no-repeat-ngram 0 \
     --bootstrap 1000 --hypotheses "$out/test_headlines_$kind.txt" --report "$out/eval_$kind.json"
   build/hnas analyze explain-away --checkpoint "$run/best.ckpt" \
     --input data/gigaword/valid_1k/valid.article.filter.txt --output "$out/explain_away_$kind.json"

@@ -179,5 +179,45 @@ TEST(CommandLine, SigtermStopsTrainingWithStatus143AndACheckpoint) { expect_sign
 
 TEST(CommandLine, SigintStopsTrainingWithStatus130AndACheckpoint) { expect_signal_stops_the_run(SIGINT, "sigint"); }
 
+// ---- decoding settings -----------------------------------------------------------------------------------
+
+// `hnas eval` decodes as the checkpoint's run is tested (its config's `test` section) unless a flag says
+// otherwise, flag by flag.
+TEST(CommandLine, DecodingFlagsLeftUnsetComeFromTheCheckpointsTestSection) {
+    const fs::path dir = scratch().root / "decoding";
+    fs::create_directories(dir);
+    const std::string config_path = endless_run_config(dir);
+    nlohmann::json config = nlohmann::json::parse(std::ifstream(config_path));
+    config["train"]["steps"] = 2;
+    config["checkpoint"]["every"] = 2;
+    config["test"] = {{"beam", 3}, {"length_penalty", 0.5}, {"min_length", 2}, {"max_length", 12}, {"no_repeat_ngram", 2}};
+    std::ofstream(config_path) << config.dump(2);
+    const std::string run = (dir / "run").string();
+    const Outcome trained = run_hnas({"train", "--config", config_path, "--out", run});
+    ASSERT_EQ(trained.exit_code(), 0) << trained.output;
+    const std::vector<std::string> eval{"eval", "--checkpoint", run + "/checkpoints/step-00000002.ckpt", "--articles",
+                                        (dir / "valid_articles.txt").string(), "--references",
+                                        (dir / "valid_titles.txt").string(), "--report"};
+    auto decoding = [&](const std::string& report, std::initializer_list<std::string> flags) {
+        std::vector<std::string> args = eval;
+        args.push_back((dir / report).string());
+        args.insert(args.end(), flags);
+        const Outcome outcome = run_hnas(args);
+        EXPECT_EQ(outcome.exit_code(), 0) << outcome.output;
+        return nlohmann::json::parse(std::ifstream(dir / report)).at("decoding");
+    };
+    const nlohmann::json configured = decoding("configured.json", {});
+    EXPECT_EQ(configured.at("beam"), 3);
+    EXPECT_EQ(configured.at("length_penalty"), 0.5);
+    EXPECT_EQ(configured.at("min_length"), 2);
+    EXPECT_EQ(configured.at("max_length"), 12);
+    EXPECT_EQ(configured.at("no_repeat_ngram"), 2);
+    const nlohmann::json flagged = decoding("flagged.json", {"--beam", "1", "--no-repeat-ngram", "0"});
+    EXPECT_EQ(flagged.at("beam"), 1);
+    EXPECT_EQ(flagged.at("no_repeat_ngram"), 0);
+    EXPECT_EQ(flagged.at("length_penalty"), 0.5);
+    EXPECT_EQ(flagged.at("min_length"), 2);
+}
+
 }  // namespace
 }  // namespace hnas

@@ -179,6 +179,7 @@ TEST(BeamSearch, BeamOneIsGreedy) {
         options.beam = 1;
         options.min_length = 0;
         options.max_length = 10;
+        options.no_repeat_ngram = 0;  // the reference below bans nothing
         const auto hypotheses = decode::beam_search(*model, ids, valid, options, data::kBosId, data::kEosId);
         ASSERT_EQ(hypotheses.size(), 4u);
         for (int64_t row = 0; row < 4; ++row) {
@@ -196,6 +197,7 @@ TEST(BeamSearch, WiderBeamsScoreAtLeastGreedyAndScoresAreTheModels) {
     options.length_penalty = 0.0;  // rank by log P, the quantity greedy approximates
     options.min_length = 0;
     options.max_length = 8;
+    options.no_repeat_ngram = 0;
     options.beam = 1;
     const auto greedy = decode::beam_search(*model, ids, valid, options, data::kBosId, data::kEosId);
     options.beam = 4;
@@ -226,6 +228,7 @@ TEST(BeamSearch, LengthOptionsAndNgramBans) {
     options.min_length = 4;
     options.max_length = 9;
     options.length_penalty = 1.0;
+    options.no_repeat_ngram = 0;
     auto repeats_a_bigram = [](const std::vector<int32_t>& tokens) {
         std::set<std::pair<int32_t, int32_t>> seen;
         for (size_t i = 0; i + 1 < tokens.size(); ++i)

@@ -639,6 +639,44 @@ TEST(Models, BertBertInitializationCopiesEncoderIntoBothStacks) {
     EXPECT_NE(std::find(report.fresh.begin(), report.fresh.end(), "decoder.layers.0.cross_attn.q_proj.weight"), report.fresh.end());
     EXPECT_NE(std::find(report.unused.begin(), report.unused.end(), "mlm_head.dense.weight"), report.unused.end());
 
+    // Pre-norm stacks: BERT's final norm (before its heads) starts both stacks' final norms.
+    Json pre_bert_raw = tiny_config("mlm");
+    pre_bert_raw["model"]["norm"] = "pre";
+    Rng pre_bert_init(8);
+    models::BertModel pre_bert(config::parse_experiment_config(pre_bert_raw).model, pre_bert_init, dropout);
+    io::CheckpointWriter pre_writer(Json::object());
+    models::add_parameters(pre_writer, pre_bert);
+    const std::string pre_path = dir.path("pre_bert.ckpt");
+    pre_writer.write(pre_path);
+    Json pre_raw = raw;
+    pre_raw["model"]["norm"] = "pre";
+    Rng pre_init(9);
+    models::Seq2SeqModel pre_model(config::parse_experiment_config(pre_raw).model, pre_init, dropout);
+    const models::InitReport pre_report = models::initialize_from_bert(io::Checkpoint::load(pre_path), pre_model);
+    for (const char* target : {"encoder.final_norm.weight", "encoder.final_norm.bias", "decoder.final_norm.weight",
+                               "decoder.final_norm.bias"}) {
+        const std::string source = std::string("encoder.final_norm.") + (std::string(target).ends_with("weight") ? "weight" : "bias");
+        const bool found = std::any_of(pre_report.mapped.begin(), pre_report.mapped.end(), [&](const auto& pair) {
+            return pair.first == source && pair.second == target;
+        });
+        EXPECT_TRUE(found) << target << " was not mapped from " << source;
+        const Tensor& to = pre_model.parameter(target).value();
+        EXPECT_TRUE(equal(pre_bert.parameter(source).value(), to, to.numel())) << target;
+    }
+    EXPECT_EQ(std::find(pre_report.unused.begin(), pre_report.unused.end(), "encoder.final_norm.weight"), pre_report.unused.end());
+
+    // Embeddings that are not BERT's (scaled by √d) cannot start from it.
+    Json scaled = raw;
+    scaled["model"]["scale_embeddings"] = true;
+    Rng init_scaled(10);
+    models::Seq2SeqModel scaled_model(config::parse_experiment_config(scaled).model, init_scaled, dropout);
+    try {
+        models::initialize_from_bert(io::Checkpoint::load(path), scaled_model);
+        FAIL() << "mapped BERT's embeddings into scaled ones";
+    } catch (const Error& e) {
+        EXPECT_CONTAINS(e.what(), "model.embedding_norm true and model.scale_embeddings false (they are true and true)");
+    }
+
     // A wider seq2seq model cannot start from it.
     Json wide = raw;
     wide["model"]["d_model"] = 64;

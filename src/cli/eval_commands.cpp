@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "base/atomic_file.h"
@@ -85,9 +86,13 @@ void print_rouge_table(const eval::RougeReport& report, bool stemmed) {
     }
 }
 
+// Decoding flags left unset take the checkpoint's config (its `test` section, whose defaults were
+// chosen on the validation pairs), so a model decodes as its run is tested.
 struct DecodeOptions {
     std::string checkpoint;
-    decode::BeamOptions beam;
+    std::optional<int64_t> beam, min_length, max_length, no_repeat_ngram;
+    std::optional<double> length_penalty;
+    int64_t nbest = 1;
     int64_t batch = 32;
     int64_t max_source = 0;  // 0: the training config's
 };
@@ -96,16 +101,19 @@ void add_decode_options(CLI::App& command, DecodeOptions& options) {
     command.add_option("--checkpoint", options.checkpoint, "A checkpoint of hnas train (decode: a headline model)")
         ->required()
         ->check(CLI::ExistingFile);
-    command.add_option("--beam", options.beam.beam, "Beam size (1: greedy)")->check(positive_integer<int64_t>());
-    command.add_option("--length-penalty", options.beam.length_penalty,
-                       "A: hypotheses ranked by log P / (tokens + 1)^A (0: plain log P)")
+    command.add_option("--beam", options.beam, "Beam size (1: greedy; default: the checkpoint config's test.beam)")
+        ->check(positive_integer<int64_t>());
+    command.add_option("--length-penalty", options.length_penalty,
+                       "A: hypotheses ranked by log P / (tokens + 1)^A (0: plain log P; default: test.length_penalty)")
         ->check(finite_number<double>());
-    command.add_option("--min-len", options.beam.min_length, "Fewest tokens before eos")
+    command.add_option("--min-len", options.min_length, "Fewest tokens before eos (default: test.min_length)")
         ->check(non_negative_integer<int64_t>());
-    command.add_option("--max-len", options.beam.max_length, "Most tokens before eos")->check(positive_integer<int64_t>());
-    command.add_option("--no-repeat-ngram", options.beam.no_repeat_ngram, "Forbid repeating n-grams of this size (0: off)")
+    command.add_option("--max-len", options.max_length, "Most tokens before eos (default: test.max_length)")
+        ->check(positive_integer<int64_t>());
+    command.add_option("--no-repeat-ngram", options.no_repeat_ngram,
+                       "Forbid repeating n-grams of this size (0: off; default: test.no_repeat_ngram)")
         ->check(non_negative_integer<int64_t>());
-    command.add_option("--nbest", options.beam.nbest, "Hypotheses per article (≤ beam)")->check(positive_integer<int64_t>());
+    command.add_option("--nbest", options.nbest, "Hypotheses per article (≤ beam)")->check(positive_integer<int64_t>());
     command.add_option("--batch", options.batch, "Articles decoded together")->check(positive_integer<int64_t>());
     command.add_option("--max-source", options.max_source, "Source pieces kept per article (default: the training config's)")
         ->check(non_negative_integer<int64_t>());
@@ -113,26 +121,42 @@ void add_decode_options(CLI::App& command, DecodeOptions& options) {
 
 struct DecodeRun {
     decode::TrainedModel trained;
+    decode::BeamOptions beam;
     std::vector<std::vector<decode::DecodedHeadline>> headlines;
     double seconds = 0;
 };
 
+// The checkpoint config's decoding settings with the flags given on top.
+decode::BeamOptions beam_options(const DecodeOptions& options, const config::DecodingConfig& configured) {
+    decode::BeamOptions beam;
+    static_cast<config::DecodingConfig&>(beam) = configured;
+    beam.beam = options.beam.value_or(beam.beam);
+    beam.length_penalty = options.length_penalty.value_or(beam.length_penalty);
+    beam.min_length = options.min_length.value_or(beam.min_length);
+    beam.max_length = options.max_length.value_or(beam.max_length);
+    beam.no_repeat_ngram = options.no_repeat_ngram.value_or(beam.no_repeat_ngram);
+    beam.nbest = options.nbest;
+    decode::check_beam_options(beam);
+    return beam;
+}
+
 DecodeRun run_decode(const DecodeOptions& options, const std::string& articles_path) {
-    decode::check_beam_options(options.beam);
-    DecodeRun run{decode::load_trained_model(options.checkpoint), {}, 0};
+    DecodeRun run{decode::load_trained_model(options.checkpoint), {}, {}, 0};
     const auto& model = run.trained.seq2seq();
     const auto& config = run.trained.config;
+    run.beam = beam_options(options, config.test.decoding);
     const int64_t max_source = options.max_source > 0
                                    ? options.max_source
                                    : std::min(config.data.max_source, config.model.max_source_positions);
     const auto articles = read_lines(articles_path, "articles");
-    spdlog::info("decoding {} articles of {} with a model of step {} (beam {}, length penalty {}, batch {})",
-                 articles.size(), articles_path, run.trained.step, options.beam.beam, portable(options.beam.length_penalty),
-                 options.batch);
+    spdlog::info("decoding {} articles of {} with a model of step {} (beam {}, length penalty {}, min length {}, "
+                 "no repeated {}-grams, batch {})",
+                 articles.size(), articles_path, run.trained.step, run.beam.beam, portable(run.beam.length_penalty),
+                 run.beam.min_length, run.beam.no_repeat_ngram, options.batch);
     const auto start = std::chrono::steady_clock::now();
     auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
     size_t reported = 0;
-    run.headlines = decode::decode_articles(model, run.trained.tokenizer, articles, options.beam, options.batch, max_source,
+    run.headlines = decode::decode_articles(model, run.trained.tokenizer, articles, run.beam, options.batch, max_source,
                                             [&](size_t done, size_t total) {
                                                 if (done == total || done - reported >= 256) {
                                                     reported = done;
@@ -145,7 +169,8 @@ DecodeRun run_decode(const DecodeOptions& options, const std::string& articles_p
 }
 
 // One headline per line, or with nbest > 1 the n-best form `id ||| text ||| score` (id from 0).
-std::string format_headlines(const DecodeRun& run, int64_t nbest) {
+std::string format_headlines(const DecodeRun& run) {
+    const int64_t nbest = run.beam.nbest;
     std::string text;
     for (size_t id = 0; id < run.headlines.size(); ++id) {
         const auto& hypotheses = run.headlines[id];
@@ -203,7 +228,7 @@ void add_decode_command(CLI::App& app) {
     command->add_option("--output", options->output, "Headlines, one per line (n-best: id ||| text ||| score)")->required();
     command->callback([options] {
         const DecodeRun run = run_decode(options->decode, options->input);
-        write_file_atomically(options->output, format_headlines(run, options->decode.beam.nbest));
+        write_file_atomically(options->output, format_headlines(run));
         spdlog::info("wrote {} ({:.1f} s)", options->output, portable(run.seconds));
     });
 }
@@ -256,9 +281,9 @@ void add_eval_command(CLI::App& app) {
         const DecodeRun run = run_decode(o.decode, o.articles);
         HNAS_CHECK(references.size() == run.headlines.size(), "eval: ", o.articles, " has ", run.headlines.size(),
                    " articles but ", o.references, " has ", references.size(), " references");
-        write_file_atomically(o.hypotheses, format_headlines(run, o.decode.beam.nbest));
+        write_file_atomically(o.hypotheses, format_headlines(run));
         const auto report = score_rouge(best_headlines(run), references, o.rouge);
-        const auto& beam = o.decode.beam;
+        const auto& beam = run.beam;
         Json out = {{"checkpoint", o.decode.checkpoint},
                     {"step", run.trained.step},
                     {"attention", run.trained.config.resolved.at("model").at("attention")},

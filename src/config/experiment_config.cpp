@@ -453,12 +453,13 @@ void parse_test(ConfigNode& node, Task task, const DataConfig& data, TestConfig&
         t.articles = node.text("articles", t.articles, "test articles, one per line (the standard Gigaword test set)");
         t.references = node.text("references", t.references, "their reference headlines");
         t.wordnet = node.text("wordnet", t.wordnet, "the folder of WordNet 2.0's exception lists that ROUGE-1.5.5's -m stemming reads");
-        t.beam = node.integer("beam", t.beam, "beam size of the test decoding (1: greedy)", 1);
-        t.length_penalty = node.number("length_penalty", t.length_penalty,
+        DecodingConfig& d = t.decoding;
+        d.beam = node.integer("beam", d.beam, "beam size of the test decoding (1: greedy); also `hnas decode`'s and `hnas eval`'s", 1);
+        d.length_penalty = node.number("length_penalty", d.length_penalty,
                                        "A: hypotheses ranked by log P / (tokens + 1)^A (0: plain log P)", 0.0);
-        t.min_length = node.integer("min_length", t.min_length, "fewest tokens before eos", 0);
-        t.max_length = node.integer("max_length", t.max_length, "most tokens before eos", 1);
-        t.no_repeat_ngram = node.integer("no_repeat_ngram", t.no_repeat_ngram, "no n-gram of this size twice (0: off)", 0);
+        d.min_length = node.integer("min_length", d.min_length, "fewest tokens before eos", 0);
+        d.max_length = node.integer("max_length", d.max_length, "most tokens before eos", 1);
+        d.no_repeat_ngram = node.integer("no_repeat_ngram", d.no_repeat_ngram, "no n-gram of this size twice (0: off)", 0);
         t.batch = node.integer("batch", t.batch, "articles decoded together", 1);
     } else if (task == Task::synthetic || task == Task::multiview) {
         t.batches = node.integer("batches", t.batches,

@@ -107,14 +107,25 @@ enum class TestCheckpoint { best, last };
 inline constexpr EnumName<TestCheckpoint> kTestCheckpointNames[]{{TestCheckpoint::best, "best"}, {TestCheckpoint::last, "last"}};
 constexpr const auto& enum_names(TestCheckpoint) { return kTestCheckpointNames; }
 
+// How headlines are decoded: the test section's settings, and what `hnas decode` and `hnas eval` use
+// for every option they are not given. The defaults were chosen on the validation pairs
+// (scripts/tune_decoding.sh, docs/experiments.md "Decoding settings").
+struct DecodingConfig {
+    int64_t beam = 8;             // 1: greedy
+    double length_penalty = 1.0;  // A: hypotheses ranked by log P / (tokens + 1)^A; 0 ranks by log P
+    int64_t min_length = 1;       // eos is not allowed before this many tokens
+    int64_t max_length = 30;      // tokens before eos (also bounded by the model's target positions)
+    int64_t no_repeat_ngram = 2;  // n > 0: no n-gram of pieces occurs twice in a hypothesis
+};
+
 struct TestConfig {
     TestCheckpoint checkpoint = TestCheckpoint::best;
     // headline: beam search over `articles`, scored against `references` with ROUGE-1.5.5 -m
     std::string articles = "data/gigaword/test_1951/input.txt";
     std::string references = "data/gigaword/test_1951/task1_ref0.txt";
     std::string wordnet = "data/wordnet";  // the exception lists of ROUGE's -m stemming
-    int64_t beam = 4, min_length = 1, max_length = 30, no_repeat_ngram = 0, batch = 32;
-    double length_penalty = 1.0;
+    DecodingConfig decoding;
+    int64_t batch = 32;
     // classify and span: the labelled test file; empty: data.valid_file
     std::string file;
     // synthetic (at data.valid_length) and multiview: batches of a test stream of their own

@@ -7,17 +7,15 @@
 #include <cstdint>
 #include <vector>
 
+#include "config/experiment_config.h"
 #include "models/seq2seq.h"
 
 namespace hnas::decode {
 
-struct BeamOptions {
-    int64_t beam = 4;
-    double length_penalty = 1.0;  // A; 0 ranks by the plain sum of log-probabilities
-    int64_t min_length = 1;       // eos is not allowed before this many tokens
-    int64_t max_length = 30;      // tokens before eos (also bounded by the model's target positions)
-    int64_t no_repeat_ngram = 0;  // n > 0: no n-gram occurs twice in a hypothesis
-    int64_t nbest = 1;            // hypotheses kept per source, best first; at most `beam`
+// The decoding settings (config::DecodingConfig, whose defaults are the only ones) and how many
+// hypotheses to return.
+struct BeamOptions : config::DecodingConfig {
+    int64_t nbest = 1;  // hypotheses kept per source, best first; at most `beam`
 };
 
 // Throws naming the option when a value is out of range.

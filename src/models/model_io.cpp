@@ -27,6 +27,10 @@ std::string bert_source(const std::string& target) {
     if (target == "encoder.relative_bias.weight") return target;  // the encoder's shared prior (T5)
     if (target == "encoder.positions.weight" || target == "decoder.positions.weight") return "embeddings.positions.weight";
     if (starts("encoder.norm.") || starts("decoder.norm.")) return "embeddings.norm." + target.substr(target.find(".norm.") + 6);
+    // Pre-norm stacks end in a layer norm: BERT's feeds its heads, as the decoder's feeds the output projection.
+    if (starts("encoder.final_norm.") || starts("decoder.final_norm.")) {
+        return "encoder.final_norm." + target.substr(target.find(".final_norm.") + 12);
+    }
     for (const char* stack : {"encoder.layers.", "decoder.layers."}) {
         if (!starts(stack)) continue;
         const std::string rest = target.substr(std::strlen(stack));  // "N.self_attn.q_proj.weight"
@@ -83,6 +87,10 @@ InitReport initialize_from_bert(const io::Checkpoint& bert, Seq2SeqModel& model,
         bert_layers = std::max<int64_t>(bert_layers, std::stoll(entry.name.substr(layer_head.size())) + 1);
     }
     const ModelConfig& config = model.config();
+    // BERT's embeddings are unscaled and normalized; other embeddings would misread its tables.
+    HNAS_CHECK(config.embedding_norm && !config.scale_embeddings, "init_from ", bert.path(),
+               ": a BERT encoder needs model.embedding_norm true and model.scale_embeddings false (they are ",
+               config.embedding_norm ? "true" : "false", " and ", config.scale_embeddings ? "true" : "false", ")");
     HNAS_CHECK(config.encoder_layers <= bert_layers && config.decoder_layers <= bert_layers, "init_from ", bert.path(),
                ": the MLM checkpoint has ", bert_layers, " layers, the seq2seq model ", config.encoder_layers,
                " encoder and ", config.decoder_layers, " decoder layers");

@@ -88,9 +88,11 @@ private:
                             config_.train.label_smoothing);
     }
 
-    // Greedy headlines (beam 1) for the first validation articles, scored with ROUGE-L F1 (no stemming).
+    // Greedy headlines (beam 1, the test section's other decoding settings) for the first validation
+    // articles, scored with ROUGE-L F1 (no stemming).
     double decode_rouge_l() const {
         decode::BeamOptions greedy;
+        static_cast<config::DecodingConfig&>(greedy) = config_.test.decoding;
         greedy.beam = 1;
         greedy.max_length = config_.validation.max_decode_length;
         const auto headlines = decode::decode_articles(*model_, tokenizer_, decode_articles_, greedy, 32, max_source(config_));
@@ -139,11 +141,7 @@ TestResult test(const decode::TrainedCheckpoint& trained) {
     HNAS_CHECK(articles.size() == references.size(), "test: ", t.articles, " has ", articles.size(), " articles but ",
                t.references, " has ", references.size(), " references");
     decode::BeamOptions beam;
-    beam.beam = t.beam;
-    beam.length_penalty = t.length_penalty;
-    beam.min_length = t.min_length;
-    beam.max_length = t.max_length;
-    beam.no_repeat_ngram = t.no_repeat_ngram;
+    static_cast<config::DecodingConfig&>(beam) = t.decoding;
     decode::check_beam_options(beam);
     const auto loaded = load_model<models::Seq2SeqModel>(trained);
     size_t reported = 0;

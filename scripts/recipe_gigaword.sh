@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The papers' recipe on the bundled data (issue #18), once per encoder attention kind:
+#   1. masked-LM pretraining of a BERT-style encoder on all bundled text that is not test or
+#      validation data (the Gigaword training articles and titles, State of the Union, Moby-Dick);
+#   2. ⟨BERT,BERT⟩: the encoder-decoder starts with encoder and decoder from that encoder
+#      (cross-attention fresh), then trains on the bundled article/headline pairs;
+#   3. beam search on the Gigaword test set, scored with ROUGE-1.5.5 -m (`hnas test`, with the
+#      decoding settings of the config's `test` section, chosen on the validation pairs).
+# It ends with a table of each kind's test ROUGE beside the lead-8 baseline and the first ten test
+# headlines beside their references (OUT/summary.md, scripts/recipe_summary.py).
+#   scripts/recipe_gigaword.sh [--kinds lnas,dnas,hnas] [--out DIR] [--seed S] [--mlm-config F] [--config F]
+#                              [--set key=value …] [--no-setup]
+# --set applies to both stages (e.g. --set train.precision=f32). Each run directory is
+# OUT/mlm_<kind>-seed<S> and OUT/headline_<kind>-seed<S>; rerunning continues where an interrupted run
+# stopped and skips stages that are finished (their result.json exists).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+kinds=lnas,dnas,hnas
+out=runs/recipe_gigaword
+seed=1
+mlm_config=configs/gigaword_recipe_mlm.json
+config=configs/gigaword_recipe.json
+setup=1
+overrides=()
+while (($#)); do
+  case "$1" in
+    --kinds) kinds=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --seed) seed=$2; shift 2 ;;
+    --mlm-config) mlm_config=$2; shift 2 ;;
+    --config) config=$2; shift 2 ;;
+    --set) overrides+=(--set "$2"); shift 2 ;;
+    --no-setup) setup=0; shift ;;
+    *) echo "recipe_gigaword.sh: unknown argument '$1' (see the comment at the top of the script)" >&2; exit 2 ;;
+  esac
+done
+if ((setup)); then scripts/setup.sh; fi
+mkdir -p "$out"
+
+# Trains CONFIG into DIR (continuing an interrupted run), then scores it with `hnas test`.
+train_and_test() {
+  local config=$1 dir=$2
+  shift 2
+  if [ -f "$dir/result.json" ]; then
+    echo "recipe: $dir is finished (result.json)"
+    return
+  fi
+  local resume=()
+  if [ -d "$dir/checkpoints" ] && [ -n "$(ls -A "$dir/checkpoints")" ]; then resume=(--resume); fi
+  local start=$SECONDS
+  build/hnas train --config "$config" --set "seed=$seed" "${overrides[@]}" "$@" --out "$dir" "${resume[@]}"
+  build/hnas test "$dir"
+  echo "recipe: $dir trained and tested in $((SECONDS - start)) s" | tee -a "$out/wall_times.txt"
+}
+
+IFS=, read -r -a kind_list <<<"$kinds"
+for kind in "${kind_list[@]}"; do
+  mlm_dir=$out/mlm_$kind-seed$seed
+  headline_dir=$out/headline_$kind-seed$seed
+  train_and_test "$mlm_config" "$mlm_dir" --set "model.attention.encoder.kind=$kind"
+  # The pretrained encoder as it ended (the last step checkpoint), not the best validation loss.
+  last=$(ls "$mlm_dir"/checkpoints/step-*.ckpt | sort | tail -n 1)
+  train_and_test "$config" "$headline_dir" --set "model.attention.encoder.kind=$kind" --set "init_from=$last"
+done
+
+# Lead-8: the first 8 words of each test article, scored as the runs are (ROUGE-1.5.5 -m).
+articles=data/gigaword/test_1951/input.txt
+references=data/gigaword/test_1951/task1_ref0.txt
+awk '{ line = ""; for (i = 1; i <= 8 && i <= NF; i++) line = line (i > 1 ? " " : "") $i; print line }' "$articles" \
+  >"$out/lead8.txt"
+build/hnas rouge --hyp "$out/lead8.txt" --ref "$references" --stem --json >"$out/lead8.rouge.json"
+python3 scripts/recipe_summary.py "$out" "$seed" "$articles" "$references" "${kind_list[@]}"
