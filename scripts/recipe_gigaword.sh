@@ -3,22 +3,25 @@
 #   1. masked-LM pretraining of a BERT-style encoder on all bundled text that is not test or
 #      validation data (the Gigaword training articles and titles, State of the Union, Moby-Dick);
 #   2. ⟨BERT,BERT⟩: the encoder-decoder starts with encoder and decoder from that encoder
-#      (cross-attention fresh), then trains on the bundled article/headline pairs;
+#      (cross-attention fresh), then trains on the bundled article/headline pairs; with
+#      --init random it skips step 1 and starts from random weights (paper 000 Table 2's
+#      ⟨Random,Random⟩ rows);
 #   3. beam search on the Gigaword test set, scored with ROUGE-1.5.5 -m (`hnas test`, with the
 #      decoding settings of the config's `test` section, chosen on the validation pairs).
 # It ends with a table of each kind's test ROUGE beside the lead-8 baseline and the first ten test
 # headlines beside their references (OUT/summary.md, scripts/recipe_summary.py).
-#   scripts/recipe_gigaword.sh [--kinds lnas,dnas,hnas] [--out DIR] [--seed S] [--mlm-config F] [--config F]
-#                              [--set key=value …] [--no-setup]
-# --set applies to both stages (e.g. --set train.precision=f32). Each run directory is
-# OUT/mlm_<kind>-seed<S> and OUT/headline_<kind>-seed<S>; rerunning continues where an interrupted run
-# stopped and skips stages that are finished (their result.json exists).
+#   scripts/recipe_gigaword.sh [--kinds lnas,dnas,hnas] [--init bert|random] [--out DIR] [--seed S]
+#                              [--mlm-config F] [--config F] [--set key=value …] [--no-setup]
+# --set applies to both stages (e.g. --set train.precision=f32). The run directories are
+# OUT/mlm_<kind>-seed<S> and OUT/headline_<kind>-<init>-seed<S>; rerunning continues where an
+# interrupted run stopped and skips stages that are finished (their result.json exists).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 kinds=lnas,dnas,hnas
 out=runs/recipe_gigaword
 seed=1
+init=bert
 mlm_config=configs/gigaword_recipe_mlm.json
 config=configs/gigaword_recipe.json
 setup=1
@@ -28,6 +31,7 @@ while (($#)); do
     --kinds) kinds=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --seed) seed=$2; shift 2 ;;
+    --init) init=$2; shift 2 ;;
     --mlm-config) mlm_config=$2; shift 2 ;;
     --config) config=$2; shift 2 ;;
     --set) overrides+=(--set "$2"); shift 2 ;;
@@ -35,6 +39,10 @@ while (($#)); do
     *) echo "recipe_gigaword.sh: unknown argument '$1' (see the comment at the top of the script)" >&2; exit 2 ;;
   esac
 done
+case "$init" in
+  bert | random) ;;
+  *) echo "recipe_gigaword.sh: --init must be bert or random, not '$init'" >&2; exit 2 ;;
+esac
 if ((setup)); then scripts/setup.sh; fi
 mkdir -p "$out"
 
@@ -56,8 +64,12 @@ train_and_test() {
 
 IFS=, read -r -a kind_list <<<"$kinds"
 for kind in "${kind_list[@]}"; do
+  headline_dir=$out/headline_$kind-$init-seed$seed
+  if [ "$init" = random ]; then
+    train_and_test "$config" "$headline_dir" --set "model.attention.encoder.kind=$kind"
+    continue
+  fi
   mlm_dir=$out/mlm_$kind-seed$seed
-  headline_dir=$out/headline_$kind-seed$seed
   train_and_test "$mlm_config" "$mlm_dir" --set "model.attention.encoder.kind=$kind"
   # The pretrained encoder as it ended (the last step checkpoint), not the best validation loss.
   last=$(ls "$mlm_dir"/checkpoints/step-*.ckpt | sort | tail -n 1)
@@ -70,4 +82,4 @@ references=data/gigaword/test_1951/task1_ref0.txt
 awk '{ line = ""; for (i = 1; i <= 8 && i <= NF; i++) line = line (i > 1 ? " " : "") $i; print line }' "$articles" \
   >"$out/lead8.txt"
 build/hnas rouge --hyp "$out/lead8.txt" --ref "$references" --stem --json >"$out/lead8.rouge.json"
-python3 scripts/recipe_summary.py "$out" "$seed" "$articles" "$references" "${kind_list[@]}"
+python3 scripts/recipe_summary.py "$out" "$init" "$seed" "$articles" "$references" "${kind_list[@]}"

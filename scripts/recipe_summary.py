@@ -1,7 +1,7 @@
 """The summary of scripts/recipe_gigaword.sh: each kind's test ROUGE beside the lead-8 baseline, then
 the first ten test articles (as they come, not chosen) with their reference and each kind's headline.
 Writes OUT/summary.md and prints it.
-    python3 scripts/recipe_summary.py OUT SEED ARTICLES REFERENCES KIND...
+    python3 scripts/recipe_summary.py OUT INIT SEED ARTICLES REFERENCES KIND...
 """
 import json
 import os
@@ -9,14 +9,16 @@ import sys
 
 
 def main():
-    out, seed, articles_path, references_path, kinds = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
+    out, init, seed, articles_path, references_path = sys.argv[1:6]
+    kinds = sys.argv[6:]
+    initialization = {"bert": "⟨BERT,BERT⟩", "random": "⟨Random,Random⟩"}[init]
     lead = json.load(open(os.path.join(out, "lead8.rouge.json")))
     rows = [("lead-8 baseline", [100 * lead[k]["f1"] for k in ("rouge-1", "rouge-2", "rouge-l")])]
     headlines = {}
     for kind in kinds:
-        run = os.path.join(out, f"headline_{kind}-seed{seed}")
+        run = os.path.join(out, f"headline_{kind}-{init}-seed{seed}")
         metrics = json.load(open(os.path.join(run, "result.json")))["metrics"]
-        rows.append((f"recipe, {kind} encoder", [metrics[k] for k in ("rouge_1", "rouge_2", "rouge_l")]))
+        rows.append((f"{initialization}, {kind} encoder", [metrics[k] for k in ("rouge_1", "rouge_2", "rouge_l")]))
         headlines[kind] = open(os.path.join(run, "test_outputs.txt")).read().splitlines()
     lines = ["| Gigaword test (1,951 pairs), ROUGE-1.5.5 -m F1 % | ROUGE-1 | ROUGE-2 | ROUGE-L |", "|---|---|---|---|"]
     lines += [f"| {name} | " + " | ".join(f"{value:.2f}" for value in values) + " |" for name, values in rows]

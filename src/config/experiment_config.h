@@ -109,7 +109,7 @@ constexpr const auto& enum_names(TestCheckpoint) { return kTestCheckpointNames; 
 
 // How headlines are decoded: the test section's settings, and what `hnas decode` and `hnas eval` use
 // for every option they are not given. The defaults were chosen on the validation pairs
-// (scripts/tune_decoding.sh, docs/experiments.md "Decoding settings").
+// (scripts/tune_decoding.sh, docs/main_job.md "Decoding settings").
 struct DecodingConfig {
     int64_t beam = 8;             // 1: greedy
     double length_penalty = 1.0;  // A: hypotheses ranked by log P / (tokens + 1)^A; 0 ranks by log P
