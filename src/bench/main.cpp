@@ -3,6 +3,8 @@
 //                         (--precision bf16: both with bf16 products)
 //   hnas-bench attention  one multi-head attention layer's forward+backward for every attention kind
 //                         (--kind K: only K, and lnas as the reference; repeatable, for profiling)
+//   hnas-bench ot         paper 003's OT attention (Eq. 25) against LNAS as normalizations alone, with
+//                         |A| = n and 2n templates at n = 128
 //   hnas-bench data       the Gigaword data pipeline alone: input tokens/s per epoch on the bundled pairs
 //   hnas-bench train      whole training steps of issue #8's reference models (headline, mlm) on random
 //                         fixed-shape batches: one JSON line (input and target tokens/s, step times, peak RSS, losses);
@@ -141,6 +143,50 @@ void bench_attention(int warmup, int repeats, const std::vector<std::string>& on
     const double lnas = times[0][2];
     for (size_t k = 0; k < kinds.size(); ++k) {
         fmt::print("{:<12} {:>12.2f} {:>10.3f}\n", kinds[k], portable(1e3 * times[k][2]), portable(times[k][2] / lnas));
+    }
+}
+
+// Paper 003's OT attention (Eq. 25) against LNAS as normalizations alone, forward and backward, at
+// B 32, 4 heads, n = 128 queries and input templates, and |A| = n or 2n templates (the input's and
+// another example's); its cost is O(queries × n × |A|) per head against LNAS's O(queries × n).
+void bench_ot(int warmup, int repeats) {
+    using namespace hnas;
+    const int64_t batch = 32, heads = 4, length = 128;
+    fmt::print("attention normalization forward+backward, B={} H={} queries = input templates n = {} ({})\n", batch, heads,
+               length, backend::describe());
+    Rng rng(1);
+    struct Case {
+        std::string name;
+        std::function<void()> step;
+    };
+    std::vector<Case> cases;
+    const Var lnas_scores(uniform_tensor(rng, {batch, heads, length, length}, -2, 2), true);
+    const Tensor lnas_grad = uniform_tensor(rng, {batch, heads, length, length}, -1, 1);
+    cases.push_back({"lnas, n keys", [&, scores = lnas_scores]() mutable {
+                         scores.zero_grad();
+                         ops::normalize_attention(scores, ops::AttentionMask{}, {ops::NormalizeAxis::keys}).backward(lnas_grad);
+                     }});
+    std::vector<Var> ot_scores, ot_similarity;
+    std::vector<Tensor> ot_grads;
+    for (int64_t templates : {length, 2 * length}) {
+        ot_scores.emplace_back(uniform_tensor(rng, {batch, heads, length, templates}, -2, 2), true);
+        ot_similarity.emplace_back(uniform_tensor(rng, {batch, heads, templates, length}, -2, 2), true);
+        ot_grads.push_back(uniform_tensor(rng, {batch, heads, length, templates}, -1, 1));
+    }
+    for (size_t k = 0; k < ot_scores.size(); ++k) {
+        cases.push_back({fmt::format("ot, |A| = {}", ot_scores[k].value().dim(3)), [&, k] {
+                             ot_scores[k].zero_grad();
+                             ot_similarity[k].zero_grad();
+                             ops::ot_attention(ot_scores[k], ot_similarity[k], Var(), ops::AttentionMask{}).backward(ot_grads[k]);
+                         }});
+    }
+    std::vector<std::vector<double>> times(cases.size());
+    for (int round = 0; round < 5; ++round)
+        for (size_t k = 0; k < cases.size(); ++k) times[k].push_back(median_seconds(cases[k].step, warmup, repeats));
+    for (auto& t : times) std::sort(t.begin(), t.end());
+    fmt::print("{:<16} {:>12} {:>10}\n", "normalization", "ms/step", "vs lnas");
+    for (size_t k = 0; k < cases.size(); ++k) {
+        fmt::print("{:<16} {:>12.2f} {:>10.1f}\n", cases[k].name, portable(1e3 * times[k][2]), portable(times[k][2] / times[0][2]));
     }
 }
 
@@ -472,6 +518,8 @@ int main(int argc, char** argv) {
     attention_command->add_option("--kind", kinds, "Only these kinds (and lnas, the reference); default all")
         ->check(CLI::IsMember(hnas::nn::attention_kind_names()));
     attention_command->callback([&] { bench_attention(warmup, repeats, kinds); });
+    app.add_subcommand("ot", "paper 003's OT attention against lnas as normalizations, |A| = n and 2n templates")
+        ->callback([&] { bench_ot(warmup, repeats); });
     std::string articles = "data/gigaword/derived/train_all.article.txt", titles = "data/gigaword/derived/train_all.title.txt";
     auto* data_command = app.add_subcommand("data", "the Gigaword data pipeline alone, input tokens/s per epoch");
     data_command->add_option("--articles", articles, "Article file")->check(CLI::ExistingFile);
