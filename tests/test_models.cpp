@@ -644,6 +644,12 @@ TEST(Models, BertBertInitializationCopiesEncoderIntoBothStacks) {
     pre_bert_raw["model"]["norm"] = "pre";
     Rng pre_bert_init(8);
     models::BertModel pre_bert(config::parse_experiment_config(pre_bert_raw).model, pre_bert_init, dropout);
+    // A trained norm, so that a fresh one (ones and zeros) cannot pass for the copy.
+    for (const char* name : {"encoder.final_norm.weight", "encoder.final_norm.bias"}) {
+        Tensor& value = pre_bert.parameter(name).value();
+        const Tensor trained = testing::random_tensor(value.shape(), 70, -1.0f, 1.0f);
+        std::memcpy(value.data(), trained.data(), static_cast<size_t>(value.numel()) * sizeof(float));
+    }
     io::CheckpointWriter pre_writer(Json::object());
     models::add_parameters(pre_writer, pre_bert);
     const std::string pre_path = dir.path("pre_bert.ckpt");

@@ -160,11 +160,11 @@ void bench_ot(int warmup, int repeats) {
         std::function<void()> step;
     };
     std::vector<Case> cases;
-    const Var lnas_scores(uniform_tensor(rng, {batch, heads, length, length}, -2, 2), true);
+    Var lnas_scores(uniform_tensor(rng, {batch, heads, length, length}, -2, 2), true);
     const Tensor lnas_grad = uniform_tensor(rng, {batch, heads, length, length}, -1, 1);
-    cases.push_back({"lnas, n keys", [&, scores = lnas_scores]() mutable {
-                         scores.zero_grad();
-                         ops::normalize_attention(scores, ops::AttentionMask{}, {ops::NormalizeAxis::keys}).backward(lnas_grad);
+    cases.push_back({"lnas, n keys", [&] {
+                         lnas_scores.zero_grad();
+                         ops::normalize_attention(lnas_scores, ops::AttentionMask{}, {ops::NormalizeAxis::keys}).backward(lnas_grad);
                      }});
     std::vector<Var> ot_scores, ot_similarity;
     std::vector<Tensor> ot_grads;
