@@ -167,7 +167,7 @@ TEST(Compare, SummariesAndPairedTestsOverSeedsAndExamples) {
     // The training numbers are compared too; the step count is not a metric.
     EXPECT_TRUE(a.at("metrics").contains("final_train_loss"));
     EXPECT_FALSE(a.at("metrics").contains("steps"));
-    EXPECT_CONTAINS(comparison.markdown, "| a | 3 | 32.00 ± 0.58 (31.00 – 33.00) |");
+    EXPECT_CONTAINS(comparison.markdown, "| a | 3 | 32.00 ± 0.58 (95 % CI ± 2.48; 31.00 – 33.00) |");
     EXPECT_CONTAINS(comparison.markdown, "| a | b | rouge_l | 3 | 2.0000 |");
 
     // Scores of another test set are not paired example by example.

@@ -146,6 +146,80 @@ TEST(GlueData, EveryExampleOncePerEpochAndResumable) {
     EXPECT_EQ(one.labels.ints()[0], two_rows->labels.ints()[1]);
 }
 
+// Paper 003 §9's recipe: a partner is another example of the same class, drawn uniformly, at the
+// given rate; a class of one example has none to give.
+TEST(GlueData, SameClassSamplerDrawsAnotherExampleOfTheClassAtTheGivenRate) {
+    std::vector<int32_t> labels;
+    for (int i = 0; i < 300; ++i) labels.push_back(i % 3);
+    labels.push_back(7);  // a class of one
+    const data::SameClassSampler half(labels, 0.5);
+    Rng rng(5);
+    int64_t drawn = 0, draws = 0;
+    std::set<int64_t> partners_of_zero;
+    for (int round = 0; round < 20; ++round)
+        for (int64_t example = 0; example < 300; ++example, ++draws) {
+            const int64_t partner = half.draw(example, rng);
+            if (partner < 0) continue;
+            ++drawn;
+            ASSERT_NE(partner, example);
+            ASSERT_EQ(labels[static_cast<size_t>(partner)], labels[static_cast<size_t>(example)]) << example << " drew " << partner;
+            if (example == 0) partners_of_zero.insert(partner);
+        }
+    EXPECT_NEAR(static_cast<double>(drawn) / static_cast<double>(draws), 0.5, 0.02);
+    EXPECT_GT(partners_of_zero.size(), 5u);  // not one fixed partner
+    const data::SameClassSampler always(labels, 1.0), never(labels, 0.0);
+    for (int i = 0; i < 50; ++i) {
+        EXPECT_EQ(always.draw(300, rng), -1) << "the class of one";
+        EXPECT_GE(always.draw(i, rng), 0);
+        EXPECT_EQ(never.draw(i, rng), -1);
+    }
+    EXPECT_CONTAINS(error_of([&] { data::SameClassSampler(labels, 1.5); }), "probability 1.5 is not in [0, 1]");
+}
+
+// Training batches draw partners from their own file and class, the same again after a restore;
+// with_template_partners appends the partners' rows after the batch's own.
+TEST(GlueData, TemplatePartnersComeFromTheSameFileAndClassAndResume) {
+    const std::string path = scratch().write("partners.tsv", many_pairs());
+    ClassificationDataOptions options = pair_options(path);
+    options.same_class_templates = 1.0;
+    ClassificationBatcher batcher(scratch().tokenizer, options);
+    const data::DataPosition start = batcher.position();
+    std::vector<data::ClassificationBatch> batches;
+    for (int b = 0; b < 8; ++b) batches.push_back(*batcher.next());
+    for (const data::ClassificationBatch& batch : batches) {
+        ASSERT_EQ(batch.template_partner.size(), batch.example_index.size());
+        for (size_t r = 0; r < batch.example_index.size(); ++r) {
+            const int64_t partner = batch.template_partner[r];
+            ASSERT_GE(partner, 0);
+            ASSERT_LT(partner, 11);
+            EXPECT_NE(partner, batch.example_index[r]);
+            EXPECT_EQ(batcher.examples()[static_cast<size_t>(partner)].label,
+                      batcher.examples()[static_cast<size_t>(batch.example_index[r])].label);
+        }
+        const data::PartneredBatch extended = batcher.with_template_partners(batch);
+        const auto rows = static_cast<int64_t>(batch.example_index.size());
+        ASSERT_EQ(extended.inputs, rows);
+        ASSERT_EQ(extended.batch.input_ids.dim(0), 2 * rows);
+        ASSERT_EQ(extended.partner_row.size(), static_cast<size_t>(2 * rows));
+        for (int64_t r = 0; r < rows; ++r) {
+            const int64_t row = extended.partner_row[static_cast<size_t>(r)];
+            EXPECT_EQ(extended.batch.example_index[static_cast<size_t>(row)], batch.template_partner[static_cast<size_t>(r)]);
+            EXPECT_EQ(extended.batch.example_index[static_cast<size_t>(r)], batch.example_index[static_cast<size_t>(r)]);
+            EXPECT_EQ(extended.partner_row[static_cast<size_t>(rows + r)], -1);
+        }
+    }
+    ClassificationBatcher resumed(scratch().tokenizer, options);
+    resumed.restore(start);
+    for (int b = 0; b < 3; ++b) resumed.next();
+    for (size_t b = 3; b < batches.size(); ++b) EXPECT_EQ(resumed.next()->template_partner, batches[b].template_partner) << b;
+    const data::ClassificationBatch one = data::slice_rows(batches[0], 1, 2);
+    EXPECT_EQ(one.template_partner, std::vector<int64_t>{batches[0].template_partner[1]});
+
+    options.same_class_templates = 0.0;  // validation and evaluation
+    ClassificationBatcher plain(scratch().tokenizer, options);
+    EXPECT_TRUE(plain.next()->template_partner.empty());
+}
+
 TEST(GlueMetrics, HandWorkedCases) {
     EXPECT_DOUBLE_EQ(eval::accuracy({1, 0, 1, 1}, {1, 1, 1, 0}), 0.5);
     // TP 2, FP 1, FN 1, TN 1: F1 = 2·2 / (3 + 3); MCC = (2·1 − 1·1) / sqrt(3·3·2·2)

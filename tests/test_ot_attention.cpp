@@ -2,9 +2,13 @@
 // Eq. 25 evaluated in double, against its composed definition (weights and every gradient), against
 // finite differences; each real query's weights sum to 1 over the template set; a template absent from
 // the input shares the weight of the input templates it resembles (the paper's group example); the
-// op's boundary names bad shapes and refuses a causal mask.
+// op's boundary names bad shapes and refuses a causal mask. In MultiHeadAttention, §9's template sets
+// beyond the input (another example's templates, TemplatePartners): a duplicate of the input changes
+// nothing, a partner's real templates take weight and its padding none, gradients match finite
+// differences, other kinds see only their own row.
 #include <cmath>
 
+#include "nn/attention.h"
 #include "ops/ops.h"
 #include "test_support.h"
 
@@ -171,6 +175,98 @@ TEST(OtAttention, BadShapesAndCausalMasksAreErrorsNamingTheOp) {
     EXPECT_CONTAINS(testing::error_of([&] { ops::ot_attention(S, G, U, causal); }), "ot_attention: every query sees the whole template set");
     EXPECT_CONTAINS(testing::error_of([&] { ops::ot_attention(S, G, U, {Tensor::full({kBatch, 5}, 1.0f), Tensor()}); }),
                     "ot_attention: key_valid (2, 5) does not match scores (2, 2, 3, 7)");
+}
+
+// ---- extra template sets in MultiHeadAttention (paper 003 §9) -------------------------------------
+
+constexpr int64_t kWidth = 8, kLength = 5;
+
+std::unique_ptr<nn::MultiHeadAttention> attention_of(const std::string& kind) {
+    nn::AttentionOptions options;
+    options.width = kWidth;
+    options.heads = kHeads;
+    options.kind = kind;
+    Rng init(61), dropout(62);
+    return std::make_unique<nn::MultiHeadAttention>(options, init, dropout);
+}
+
+// Three rows; row 2 has two padded positions.
+Tensor three_rows_valid() { return Tensor::from_floats({3, kLength}, {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0}); }
+
+// Eq. 25 with every template doubled: each copy takes half of Z_j's mass and carries the same value, so
+// a row whose partner is its own copy computes exactly what it computes alone.
+TEST(OtAttention, APartnerIdenticalToItsRowLeavesTheOutputUnchanged) {
+    NoGradScope no_grad;
+    const auto attention = attention_of("ot");
+    Tensor x = random_tensor({3, kLength, kWidth}, 63);
+    std::copy_n(x.data(), kLength * kWidth, x.data() + kLength * kWidth);  // row 1 = row 0
+    const Tensor valid = Tensor::full({3, kLength}, 1.0f);
+    const ops::AttentionMask mask{valid, valid};
+    const Tensor alone = attention->forward(Var(x), Var(x), mask).value();
+    const nn::TemplatePartners partners{{1, -1, 0}};
+    const Tensor with = attention->forward(Var(x), Var(x), mask, nullptr, Var(), &partners).value();
+    for (int64_t e = 0; e < 2 * kLength * kWidth; ++e) ASSERT_NEAR(with.data()[e], alone.data()[e], 1e-5) << e;
+    double change = 0.0;  // row 2 saw row 0's templates
+    for (int64_t e = 2 * kLength * kWidth; e < 3 * kLength * kWidth; ++e) change += std::abs(with.data()[e] - alone.data()[e]);
+    EXPECT_GT(change, 1e-3);
+}
+
+// The key weight sums over the doubled template set: a partner's real templates take weight, its
+// padding none, and the second half of a row without a partner none.
+TEST(OtAttention, PartnersRealTemplatesTakeWeightAndItsPaddingNone) {
+    NoGradScope no_grad;
+    const auto attention = attention_of("ot");
+    attention->record_statistics(true);
+    const Tensor x = random_tensor({3, kLength, kWidth}, 64);
+    const Tensor valid = three_rows_valid();
+    const nn::TemplatePartners partners{{2, -1, 0}};
+    attention->forward(Var(x), Var(x), {valid, valid}, nullptr, Var(), &partners);
+    const Tensor& sums = attention->key_weight_sums();  // (3, H, 2·L)
+    ASSERT_EQ(sums.shape(), (Shape{3, kHeads, 2 * kLength}));
+    for (int64_t h = 0; h < kHeads; ++h)
+        for (int64_t t = 0; t < kLength; ++t) {
+            const auto at = [&](int64_t row, int64_t key) { return sums.data()[(row * kHeads + h) * 2 * kLength + key]; };
+            EXPECT_EQ(at(0, kLength + t) > 0.0f, t < 3) << "row 0 sees row 2's real templates " << t;
+            EXPECT_EQ(at(1, kLength + t), 0.0f) << "row 1 has no partner";
+            EXPECT_GT(at(2, kLength + t), 0.0f) << "row 2 sees row 0's templates";
+            EXPECT_EQ(at(2, t) > 0.0f, t < 3) << "row 2's own padding";
+        }
+}
+
+TEST(OtAttention, MultiHeadAttentionWithPartnersMatchesFiniteDifferences) {
+    const auto attention = attention_of("ot");
+    const Tensor x = random_tensor({3, kLength, kWidth}, 65);
+    const Tensor valid = three_rows_valid();
+    const ops::AttentionMask mask{valid, valid};
+    const nn::TemplatePartners partners{{2, 0, -1}};
+    testing::check_parameter_gradients(*attention, [&] { return attention->forward(Var(x), Var(x), mask, nullptr, Var(), &partners); },
+                                       {1e-2f, 3e-3}, "ot with partners");
+    testing::check_gradients(
+        {x}, [&](const std::vector<Var>& v) { return attention->forward(v[0], v[0], mask, nullptr, Var(), &partners); },
+        {1e-2f, 3e-3}, "ot with partners, input");
+}
+
+TEST(OtAttention, KindsThatDoNotCompareTemplatesSeeOnlyTheirOwnRow) {
+    NoGradScope no_grad;
+    const auto attention = attention_of("lnas");
+    const Tensor x = random_tensor({3, kLength, kWidth}, 66);
+    const Tensor valid = three_rows_valid();
+    const nn::TemplatePartners partners{{2, 0, -1}};
+    const Tensor alone = attention->forward(Var(x), Var(x), {valid, valid}).value();
+    const Tensor with = attention->forward(Var(x), Var(x), {valid, valid}, nullptr, Var(), &partners).value();
+    for (int64_t e = 0; e < alone.numel(); ++e) ASSERT_EQ(with.data()[e], alone.data()[e]);
+}
+
+TEST(OtAttention, BadPartnersAreErrorsNamingTheRow) {
+    const auto attention = attention_of("ot");
+    const Var x(random_tensor({3, kLength, kWidth}, 67));
+    const auto error_with = [&](const std::vector<int64_t>& partner) {
+        const nn::TemplatePartners partners{partner};
+        return testing::error_of([&] { attention->forward(x, x, {}, nullptr, Var(), &partners); });
+    };
+    EXPECT_CONTAINS(error_with({1, 1, -1}), "attention: row 1's template partner 1 is not another row of the batch of 3");
+    EXPECT_CONTAINS(error_with({3, -1, -1}), "attention: row 0's template partner 3 is not another row");
+    EXPECT_CONTAINS(error_with({1, -1}), "attention: 2 template partners for a batch of 3 rows");
 }
 
 }  // namespace

@@ -28,7 +28,20 @@ TEST(Statistics, SummaryByHand) {
     EXPECT_EQ(s.min, 1);
     EXPECT_EQ(s.max, 4);
     EXPECT_EQ(summarize({7}).standard_error, 0.0);
+    EXPECT_EQ(summarize({7}).ci95, 0.0);
+    EXPECT_NEAR(s.ci95, 3.1824 * s.standard_error, 1e-12);  // t(0.975, 3)
     EXPECT_CONTAINS(testing::error_of([] { summarize({}); }), "no values");
+}
+
+// scipy.stats.t.ppf(0.975, ν): the table's ends and the expansion beyond it.
+TEST(Statistics, StudentTQuantiles) {
+    EXPECT_EQ(eval::student_t_975(1), 12.7062);
+    EXPECT_EQ(eval::student_t_975(4), 2.7764);
+    EXPECT_EQ(eval::student_t_975(30), 2.0423);
+    EXPECT_NEAR(eval::student_t_975(31), 2.039513, 2e-4);
+    EXPECT_NEAR(eval::student_t_975(60), 2.000298, 1e-4);
+    EXPECT_NEAR(eval::student_t_975(1000), 1.962339, 1e-5);
+    EXPECT_CONTAINS(testing::error_of([] { eval::student_t_975(0); }), "0 degrees of freedom");
 }
 
 TEST(Statistics, ExactPermutationTestByHand) {

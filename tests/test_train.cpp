@@ -517,6 +517,39 @@ TEST(Trainer, ResumedRunIsBitIdentical) {
     }
 }
 
+// Paper 003 §9's recipe on the classification task: the last layer's ot weighs a same-class partner's
+// templates half of the time. The loss falls, a resumed run draws the same partners (bit-identical
+// weights), and the recipe without a layer that compares templates is an error naming the key.
+TEST(Trainer, SameClassTemplatesTrainOtAndResumeBitIdentical) {
+    const auto& env = TrainEnvironment::get();
+    Json raw = classify_config(env);
+    raw["model"]["encoder_layers"] = 2;
+    raw["model"]["attention"]["encoder"]["kind"] = {"lnas", "ot"};
+    raw["data"]["same_class_templates"] = 0.5;
+    RunDir falls("ot_partners_falls");
+    run(raw, falls.path);
+    const std::vector<double> losses = testing::logged_losses(falls.path);
+    ASSERT_EQ(losses.size(), 60u);
+    EXPECT_LT((losses[57] + losses[58] + losses[59]) / 3, 0.9 * (losses[0] + losses[1] + losses[2]) / 3);
+
+    raw["train"]["steps"] = 12;
+    RunDir whole("ot_partners_whole"), halves("ot_partners_halves");
+    run(raw, whole.path);
+    run(raw, halves.path, false, 6);
+    run(raw, halves.path, true);
+    EXPECT_EQ(testing::logged_losses(whole.path), testing::logged_losses(halves.path));
+    const auto a = io::Checkpoint::load((whole.path / "checkpoints" / "step-00000012.ckpt").string());
+    const auto b = io::Checkpoint::load((halves.path / "checkpoints" / "step-00000012.ckpt").string());
+    const Tensor x = a.tensor("encoder.layers.1.self_attn.k_proj.weight"), y = b.tensor("encoder.layers.1.self_attn.k_proj.weight");
+    EXPECT_EQ(std::memcmp(x.data(), y.data(), static_cast<size_t>(x.numel()) * 4), 0);
+
+    raw["model"]["attention"]["encoder"]["kind"] = "lnas";
+    RunDir refused("ot_partners_refused");
+    EXPECT_CONTAINS(testing::error_of([&] { run(raw, refused.path); }),
+                    "config data.same_class_templates: no encoder layer's kind compares templates (`ot`)");
+    EXPECT_FALSE(fs::exists(refused.path));
+}
+
 TEST(Trainer, ExistingRunNeedsResume) {
     const auto& env = TrainEnvironment::get();
     Json raw = headline_config(env);

@@ -48,7 +48,7 @@ void add_train_command(CLI::App& app, int& exit_code) {
         train::TrainOptions train;
     };
     auto options = std::make_shared<Options>();
-    auto* command = app.add_subcommand("train", "Train a model from a config (headline generation or masked LM)");
+    auto* command = app.add_subcommand("train", "Train a model from a config (its task: configs/README.md)");
     command->add_option("--config", options->config, "Experiment config (JSON; see configs/README.md)")
         ->required()
         ->check(CLI::ExistingFile);

@@ -280,6 +280,15 @@ void parse_data(ConfigNode& node, Task task, DataConfig& d) {
                                  "the class names in id order; empty: collected from `train_file` in order of first "
                                  "appearance (the run's resolved config and checkpoints then list them)");
             if (d.regression && !d.labels.empty()) node.fail("labels", "are for classes; a regression target has none");
+            d.same_class_templates = node.number(
+                "same_class_templates", d.same_class_templates,
+                "paper 003 §9's recipe (0.5 there): the probability that a training example's layers of a kind that compares "
+                "templates (`ot`) also weigh the templates of a random other training example of its class; validation and "
+                "test see only their input's; 0: never",
+                0.0, 1.0);
+            if (d.regression && d.same_class_templates > 0.0) {
+                node.fail("same_class_templates", "needs classes; a regression target has none");
+            }
         } else {
             d.doc_stride = node.integer("doc_stride", d.doc_stride, "a window of the context starts every `doc_stride` pieces", 1);
             d.max_query = node.integer("max_query", d.max_query, "pieces kept of a question", 1);

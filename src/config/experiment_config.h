@@ -54,6 +54,9 @@ struct DataConfig {
     bool header = true;
     std::vector<std::string> labels;
     bool regression = false;
+    // classify, paper 003 §9: the probability that a training example's template-comparing layers (kind
+    // ot) also see the templates of a random other training example of its class; 0: never
+    double same_class_templates = 0.0;
     // span: windows over long contexts every doc_stride pieces, questions cut to max_query pieces,
     // answers of at most max_answer pieces, SQuAD 2.0's no-answer when null − best span > null_threshold
     int64_t doc_stride = 128, max_query = 64, max_answer = 30;

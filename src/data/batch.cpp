@@ -90,6 +90,9 @@ ClassificationBatch slice_rows(const ClassificationBatch& batch, int64_t first, 
     out.labels = rows_of(batch.labels, first, last);
     out.targets = rows_of(batch.targets, first, last);
     out.example_index.assign(batch.example_index.begin() + first, batch.example_index.begin() + last);
+    if (!batch.template_partner.empty()) {
+        out.template_partner.assign(batch.template_partner.begin() + first, batch.template_partner.begin() + last);
+    }
     out.tokens = count_valid(out.valid);
     return out;
 }

@@ -42,6 +42,9 @@ struct ClassificationBatch {
     Tensor targets;      // (B) f32 regression targets (0 for classes)
     std::vector<int64_t> example_index;  // 0-based example of the file each row came from
     int64_t tokens = 0;  // real (unpadded) tokens
+    // Paper 003 §9 (data.same_class_templates): per row, the example of the same file whose templates
+    // the row also sees in the layers that compare templates; −1: none. Empty: none were drawn.
+    std::vector<int64_t> template_partner;
 };
 
 // One batch of span-extraction windows [CLS] question [SEP] context window [SEP] (span), padded.

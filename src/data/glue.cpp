@@ -11,6 +11,7 @@
 namespace hnas::data {
 
 namespace {
+constexpr uint64_t kPartnerStream = 0x0703'0009;  // purpose of the template partners' stream (batching.h)
 
 std::vector<std::string_view> split_tabs(std::string_view line) {
     std::vector<std::string_view> columns;
@@ -152,16 +153,21 @@ ClassificationBatcher::ClassificationBatcher(const Tokenizer& tokenizer, Classif
     }
     batches_ = std::make_unique<EpochBatches>(std::move(lengths), options_.batch, options_.shuffle, options_.seed,
                                               options_.epochs, fingerprint, "classification data " + options_.path);
+    if (options_.same_class_templates > 0.0) {
+        HNAS_CHECK(!options_.labels.regression, "classification data ", options_.path,
+                   ": same-class template partners need classes, not a regression target");
+        std::vector<int32_t> labels;
+        for (const ClassificationExample& example : examples_) labels.push_back(example.label);
+        partners_ = std::make_unique<SameClassSampler>(labels, options_.same_class_templates);
+    }
 }
 
-std::optional<ClassificationBatch> ClassificationBatcher::next() {
-    const auto indices = batches_->next();
-    if (!indices) return std::nullopt;
+ClassificationBatch ClassificationBatcher::batch_of(const std::vector<uint32_t>& indices) const {
     std::vector<const std::vector<int32_t>*> ids, segments;
     std::vector<int32_t> labels;
     std::vector<float> targets;
     ClassificationBatch batch;
-    for (uint32_t index : *indices) {
+    for (uint32_t index : indices) {
         ids.push_back(&encoded_[index].ids);
         segments.push_back(&encoded_[index].segments);
         labels.push_back(examples_[index].label);
@@ -173,10 +179,41 @@ std::optional<ClassificationBatch> ClassificationBatcher::next() {
     batch.segment_ids = std::move(padded.segment_ids);
     batch.valid = std::move(padded.valid);
     batch.tokens = padded.tokens;
-    const int64_t rows = static_cast<int64_t>(indices->size());
+    const auto rows = static_cast<int64_t>(indices.size());
     batch.labels = Tensor::from_ints({rows}, labels);
     batch.targets = Tensor::from_floats({rows}, targets);
     return batch;
+}
+
+std::optional<ClassificationBatch> ClassificationBatcher::next() {
+    const DataPosition at = batches_->position();
+    const auto indices = batches_->next();
+    if (!indices) return std::nullopt;
+    ClassificationBatch batch = batch_of(*indices);
+    if (partners_) {
+        // drawn from the batch's own position, so a resumed run draws what an uninterrupted one does
+        Rng rng = derive_rng(options_.seed, kPartnerStream, static_cast<uint64_t>(at.epoch), static_cast<uint64_t>(at.batch));
+        for (uint32_t index : *indices) batch.template_partner.push_back(partners_->draw(index, rng));
+    }
+    return batch;
+}
+
+PartneredBatch ClassificationBatcher::with_template_partners(const ClassificationBatch& batch) const {
+    const auto inputs = static_cast<int64_t>(batch.example_index.size());
+    HNAS_CHECK(static_cast<int64_t>(batch.template_partner.size()) == inputs, "classification data: a batch of ", inputs,
+               " rows with ", batch.template_partner.size(), " template partners");
+    std::vector<uint32_t> indices(batch.example_index.begin(), batch.example_index.end());
+    PartneredBatch out;
+    out.inputs = inputs;
+    for (int64_t partner : batch.template_partner) {
+        HNAS_CHECK(partner >= -1 && partner < static_cast<int64_t>(examples_.size()), "classification data: template partner ",
+                   partner, " is not an example of ", options_.path);
+        out.partner_row.push_back(partner < 0 ? -1 : static_cast<int64_t>(indices.size()));
+        if (partner >= 0) indices.push_back(static_cast<uint32_t>(partner));
+    }
+    out.partner_row.resize(indices.size(), -1);
+    out.batch = batch_of(indices);
+    return out;
 }
 
 }  // namespace hnas::data

@@ -14,6 +14,7 @@
 #include "base/text_io.h"
 #include "data/batch.h"
 #include "data/epoch_batches.h"
+#include "data/same_class_sampler.h"
 #include "data/tokenizer.h"
 
 namespace hnas::data {
@@ -65,6 +66,17 @@ struct ClassificationDataOptions {
     BatchOptions batch;
     int64_t epochs = 0;    // next() ends after this many epochs; 0 = never
     bool with_labels = true;
+    // Paper 003 §9: the probability that a row gets a template partner (ClassificationBatch::
+    // template_partner), another example of its class in this file; 0: none.
+    double same_class_templates = 0.0;
+};
+
+// A batch whose rows' template partners are rows of it: the input rows, then one row per partner;
+// partner_row[r] is the row of row r's partner (−1: none; the partner rows have none).
+struct PartneredBatch {
+    ClassificationBatch batch;
+    int64_t inputs = 0;
+    std::vector<int64_t> partner_row;
 };
 
 class ClassificationBatcher {
@@ -73,15 +85,20 @@ public:
     ClassificationBatcher(const Tokenizer& tokenizer, ClassificationDataOptions options);
 
     std::optional<ClassificationBatch> next();
+    // `batch` (of this file, with template partners drawn) with its partners appended as rows.
+    PartneredBatch with_template_partners(const ClassificationBatch& batch) const;
     DataPosition position() const { return batches_->position(); }
     void restore(const DataPosition& position) { batches_->restore(position); }
     const std::vector<ClassificationExample>& examples() const { return examples_; }
 
 private:
+    ClassificationBatch batch_of(const std::vector<uint32_t>& indices) const;
+
     ClassificationDataOptions options_;
     std::vector<ClassificationExample> examples_;
     std::vector<EncodedPair> encoded_;
     std::unique_ptr<EpochBatches> batches_;
+    std::unique_ptr<SameClassSampler> partners_;  // with same_class_templates
 };
 
 }  // namespace hnas::data

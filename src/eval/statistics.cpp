@@ -42,12 +42,24 @@ constexpr double kTies = 1e-12;
 
 }  // namespace
 
+double student_t_975(int64_t degrees) {
+    HNAS_CHECK(degrees >= 1, "student_t_975: ", degrees, " degrees of freedom");
+    // t(0.975, ν) for ν = 1 … 30 (any statistics table; scipy.stats.t.ppf(0.975, ν) to 4 decimals)
+    static constexpr double kTable[] = {12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.3060, 2.2622, 2.2281,
+                                        2.2010,  2.1788, 2.1604, 2.1448, 2.1314, 2.1199, 2.1098, 2.1009, 2.0930, 2.0860,
+                                        2.0796,  2.0739, 2.0687, 2.0639, 2.0595, 2.0555, 2.0518, 2.0484, 2.0452, 2.0423};
+    if (degrees <= 30) return kTable[degrees - 1];
+    const double z = 1.959963984540054, v = static_cast<double>(degrees);
+    return z + (z * z * z + z) / (4 * v) + (5 * std::pow(z, 5) + 16 * z * z * z + 3 * z) / (96 * v * v);
+}
+
 Summary summarize(const std::vector<double>& values) {
     HNAS_CHECK(!values.empty(), "summarize: no values");
     Summary s;
     s.n = static_cast<int64_t>(values.size());
     s.mean = mean_of(values);
     s.standard_error = standard_deviation(values, s.mean) / std::sqrt(static_cast<double>(values.size()));
+    s.ci95 = s.n > 1 ? student_t_975(s.n - 1) * s.standard_error : 0.0;
     s.min = *std::min_element(values.begin(), values.end());
     s.max = *std::max_element(values.begin(), values.end());
     return s;

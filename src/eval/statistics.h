@@ -12,10 +12,16 @@ struct Summary {
     int64_t n = 0;
     double mean = 0.0;
     double standard_error = 0.0;  // sample standard deviation (n − 1) / √n; 0 for one value
+    // Half the width of the mean's 95 % confidence interval, t(0.975, n − 1) · standard_error (paper 003
+    // Table 1 gives its accuracies ± this); 0 for one value.
+    double ci95 = 0.0;
     double min = 0.0, max = 0.0;
 };
 // Throws for an empty list.
 Summary summarize(const std::vector<double>& values);
+// The 0.975 quantile of Student's t distribution with `degrees` of freedom (≥ 1): exact to 4 decimals
+// from the table up to 30, Cornish–Fisher's expansion beyond.
+double student_t_975(int64_t degrees);
 
 struct PairedTest {
     int64_t pairs = 0;

@@ -100,10 +100,10 @@ Comparison compare(const std::vector<TrialResult>& results, int64_t bootstrap_sa
                 continue;
             }
             const eval::Summary s = eval::summarize(values);
-            entry["metrics"][metric] = {{"n", s.n}, {"mean", s.mean}, {"standard_error", s.standard_error}, {"min", s.min},
-                                        {"max", s.max}, {"values", values}};
-            table += fmt::format(" {} ± {} ({} – {}) |", number_text(s.mean), number_text(s.standard_error, s.mean),
-                                 number_text(s.min, s.mean), number_text(s.max, s.mean));
+            entry["metrics"][metric] = {{"n", s.n},     {"mean", s.mean}, {"standard_error", s.standard_error}, {"ci95", s.ci95},
+                                        {"min", s.min}, {"max", s.max},   {"values", values}};
+            table += fmt::format(" {} ± {} (95 % CI ± {}; {} – {}) |", number_text(s.mean), number_text(s.standard_error, s.mean),
+                                 number_text(s.ci95, s.mean), number_text(s.min, s.mean), number_text(s.max, s.mean));
         }
         table += "\n";
         settings.push_back(std::move(entry));

@@ -293,9 +293,10 @@ std::string diagnostics_section(const std::vector<RunLog>& runs) {
 
 std::string number_cell(const Json& summary) {
     const double mean = summary.at("mean").get<double>();
-    return fmt::format("{} ± {}<br><small>{} – {}</small>", number_text(mean),
+    return fmt::format("{} ± {}<br><small>95 % CI ± {}; {} – {}</small>", number_text(mean),
                        number_text(summary.at("standard_error").get<double>(), mean),
-                       number_text(summary.at("min").get<double>(), mean), number_text(summary.at("max").get<double>(), mean));
+                       number_text(summary.at("ci95").get<double>(), mean), number_text(summary.at("min").get<double>(), mean),
+                       number_text(summary.at("max").get<double>(), mean));
 }
 
 // The comparison of the paths' results; none before any run has a result.json.

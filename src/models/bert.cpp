@@ -53,10 +53,11 @@ nn::Linear& BertModel::head(nn::Linear* linear, const char* name) const {
     return *linear;
 }
 
-Var BertModel::encode(const Tensor& input_ids, const Tensor& segment_ids, const Tensor& valid) const {
+Var BertModel::encode(const Tensor& input_ids, const Tensor& segment_ids, const Tensor& valid,
+                      const nn::TemplatePartners* partners) const {
     Var x = embeddings_.forward(tokens_, input_ids, segment_ids);  // (B, L, D)
     const ops::AttentionMask mask{valid, valid};
-    return encoder_.forward(x, mask);
+    return encoder_.forward(x, mask, partners);
 }
 
 Var BertModel::encode_tokens(const Tensor& ids, const Tensor& valid) const {

@@ -24,8 +24,10 @@ class BertModel : public TokenModel {
 public:
     BertModel(const ModelConfig& config, Rng& init_rng, Rng& dropout_rng);
 
-    // input_ids, segment_ids (B, L), valid (B, L) -> states (B, L, D)
-    Var encode(const Tensor& input_ids, const Tensor& segment_ids, const Tensor& valid) const;
+    // input_ids, segment_ids (B, L), valid (B, L) -> states (B, L, D); `partners`: extra templates for the
+    // layers whose kind compares templates (paper 003 §9's same-class template sets)
+    Var encode(const Tensor& input_ids, const Tensor& segment_ids, const Tensor& valid,
+               const nn::TemplatePartners* partners = nullptr) const;
     Var encode_tokens(const Tensor& ids, const Tensor& valid) const override;
     std::vector<LayerStack> stacks() const override { return {{"encoder", encoder_.layers}}; }
 

@@ -39,10 +39,10 @@ nn::TransformerLayerOptions layer_options(const ModelConfig& config, const Atten
     return options;
 }
 
-Var EncoderStack::forward(Var x, const ops::AttentionMask& mask) const {
+Var EncoderStack::forward(Var x, const ops::AttentionMask& mask, const nn::TemplatePartners* partners) const {
     nn::StackPriors priors;
     if (prior) priors.self = prior->forward(x.dim(1), x.dim(1));  // once for every layer, as T5
-    for (const auto* layer : layers) x = layer->forward(x, mask, Var(), {}, nullptr, priors);
+    for (const auto* layer : layers) x = layer->forward(x, mask, Var(), {}, nullptr, priors, partners);
     return final_norm ? final_norm->forward(x) : x;
 }
 

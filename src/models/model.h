@@ -35,8 +35,8 @@ struct EncoderStack {
     std::vector<nn::TransformerLayer*> layers;
     nn::LayerNorm* final_norm = nullptr;
     nn::RelativePositionBias* prior = nullptr;  // "encoder.relative_bias", with a prior the layers share
-    // x (B, L, D) -> (B, L, D)
-    Var forward(Var x, const ops::AttentionMask& mask) const;
+    // x (B, L, D) -> (B, L, D); `partners`: extra templates for the layers whose kind compares them
+    Var forward(Var x, const ops::AttentionMask& mask, const nn::TemplatePartners* partners = nullptr) const;
 };
 
 // A forward pass over batch `index` of fixed inputs, run for what the attentions record while recording

@@ -1,5 +1,6 @@
 #include "nn/attention.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace hnas::nn {
@@ -61,24 +62,61 @@ Var MultiHeadAttention::merge_heads(const Var& x) const {
     return ops::reshape(merged, {merged.dim(0), merged.dim(1), width_});
 }
 
-Var MultiHeadAttention::prior_bias(const Var& scores, const ops::AttentionMask& mask, const Var& stack_prior) const {
+Var MultiHeadAttention::prior_bias(int64_t queries, int64_t keys, const ops::AttentionMask& mask, const Var& stack_prior) const {
     HNAS_CHECK(!prior_ || !stack_prior.defined(), "attention: a stack's prior given to an attention with a prior of its own");
-    if (prior_) return prior_->forward(scores.dim(2), scores.dim(3), mask.query_offset);
+    if (prior_) return prior_->forward(queries, keys, mask.query_offset);
     if (!stack_prior.defined()) return Var();
-    HNAS_CHECK(stack_prior.shape() == (Shape{1, heads_, scores.dim(2), scores.dim(3)}), "attention: the stack's prior ",
-               shape_str(stack_prior.shape()), " must be (1, ", heads_, ", ", scores.dim(2), ", ", scores.dim(3),
-               ") for scores ", shape_str(scores.shape()));
+    HNAS_CHECK(stack_prior.shape() == (Shape{1, heads_, queries, keys}), "attention: the stack's prior ",
+               shape_str(stack_prior.shape()), " must be (1, ", heads_, ", ", queries, ", ", keys, ") for ", queries,
+               " queries and ", keys, " keys");
     return stack_prior;
 }
 
-Var MultiHeadAttention::attend(const Var& query, const Var& memory, const ops::AttentionMask& mask,
-                               AttentionCache* cache, const Var& stack_prior) const {
-    HNAS_CHECK(query.rank() == 3 && memory.rank() == 3 && query.dim(2) == width_ && memory.dim(2) == width_ &&
-                   query.dim(0) == memory.dim(0),
-               "attention: query ", shape_str(query.shape()), " and memory ", shape_str(memory.shape()),
+namespace {
+// Paper 003 §9: each row's memory followed by its partner row's, (B, 2·Tk, D), and the key mask of both
+// (a row without a partner has its second half masked).
+struct WithPartners {
+    Var memory;
+    ops::AttentionMask mask;
+};
+WithPartners append_partner_templates(const Var& memory, const ops::AttentionMask& mask, const TemplatePartners& partners) {
+    const int64_t rows = memory.dim(0), keys = memory.dim(1);
+    HNAS_CHECK(static_cast<int64_t>(partners.partner.size()) == rows, "attention: ", partners.partner.size(),
+               " template partners for a batch of ", rows, " rows");
+    const Tensor valid = mask.key_valid.defined() ? mask.key_valid : Tensor::full({rows, keys}, 1.0f);
+    std::vector<Var> extra_rows;
+    Tensor extra_valid = Tensor::zeros({rows, keys});
+    for (int64_t row = 0; row < rows; ++row) {
+        const int64_t partner = partners.partner[static_cast<size_t>(row)];
+        HNAS_CHECK(partner >= -1 && partner < rows && partner != row, "attention: row ", row, "'s template partner ", partner,
+                   " is not another row of the batch of ", rows, " (or −1)");
+        if (partner < 0) {
+            extra_rows.emplace_back(Tensor::zeros({1, keys, memory.dim(2)}));
+            continue;
+        }
+        extra_rows.push_back(ops::slice(memory, 0, partner, partner + 1));
+        std::copy_n(valid.data() + partner * keys, keys, extra_valid.data() + row * keys);
+    }
+    WithPartners out{ops::concat({memory, ops::concat(extra_rows, 0)}, 1), mask};
+    out.mask.key_valid = ops::concat({Var(valid), Var(extra_valid)}, 1).value();
+    return out;
+}
+}  // namespace
+
+Var MultiHeadAttention::attend(const Var& query, const Var& input_memory, const ops::AttentionMask& input_mask,
+                               AttentionCache* cache, const Var& stack_prior, const TemplatePartners* partners) const {
+    HNAS_CHECK(query.rank() == 3 && input_memory.rank() == 3 && query.dim(2) == width_ && input_memory.dim(2) == width_ &&
+                   query.dim(0) == input_memory.dim(0),
+               "attention: query ", shape_str(query.shape()), " and memory ", shape_str(input_memory.shape()),
                " must be (B, T, ", width_, ") with the same batch");
-    HNAS_CHECK(mask.causal == (role_ == AttentionRole::causal_self), "attention: a ",
-               mask.causal ? "causal" : "non-causal", " mask given to ", name_of(role_));
+    HNAS_CHECK(input_mask.causal == (role_ == AttentionRole::causal_self), "attention: a ",
+               input_mask.causal ? "causal" : "non-causal", " mask given to ", name_of(role_));
+    const bool with_partners = partners && compares_templates_;
+    HNAS_CHECK(!with_partners || !cache, "attention: template partners in step-by-step decoding");
+    const WithPartners extended = with_partners ? append_partner_templates(input_memory, input_mask, *partners)
+                                                : WithPartners{input_memory, input_mask};
+    const Var& memory = extended.memory;
+    const ops::AttentionMask& mask = extended.mask;
     Var q = split_heads(q_proj_.forward(query));  // (B, H, Tq, K)
     Var k, v;                                     // (B, H, Tk, K)
     if (!cache) {
@@ -101,14 +139,17 @@ Var MultiHeadAttention::attend(const Var& query, const Var& memory, const ops::A
         k = Var(cache->keys);
         v = Var(cache->values);
     }
-    Var scores = ops::matmul(q, k, false, true, score_scale_);  // (B, H, Tq, Tk)
-    const Var prior = prior_bias(scores, mask, stack_prior);
+    Var scores = ops::matmul(q, k, false, true, score_scale_);  // (B, H, Tq, Tk), Tk doubled with partners
+    const int64_t input_templates = with_partners ? k.dim(2) / 2 : k.dim(2);
+    const Var prior = prior_bias(scores.dim(2), input_templates, mask, stack_prior);
     Var weights;
     if (compares_templates_) {
-        // paper 003 §9: the templates are the keys, compared with each other at the scores' scale; the
-        // prior is the preference u over them
-        const Var similarity = ops::matmul(k, k, false, true, score_scale_);  // (B, H, Tk, Tk)
-        const Var log_preference = prior.defined() ? ops::add(prior, Var(Tensor::zeros(scores.shape()))) : Var();
+        // paper 003 §9: the templates are the keys, compared with the input's (the first Tk) at the
+        // scores' scale; the prior is the preference u over the input's
+        const Var inputs = k.dim(2) == input_templates ? k : ops::slice(k, 2, 0, input_templates);
+        const Var similarity = ops::matmul(k, inputs, false, true, score_scale_);  // (B, H, A, Tk)
+        const Var log_preference =
+            prior.defined() ? ops::add(prior, Var(Tensor::zeros({scores.dim(0), heads_, scores.dim(2), input_templates}))) : Var();
         weights = norm_.normalize({scores, similarity, log_preference}, mask);
     } else {
         if (prior.defined()) scores = ops::add(scores, prior);

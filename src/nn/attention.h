@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "nn/attention_norm.h"
 #include "nn/layers.h"
@@ -34,6 +35,13 @@ struct AttentionOptions {
     bool project_values = true;
 };
 
+// Paper 003 §9's template set beyond the input, drawn from the batch itself: row r also weighs the
+// templates (keys and values) of row partner[r], masked by that row's key mask; −1: only its own. Only
+// an attention whose kind compares templates (ot) takes them; every other sees its own row alone.
+struct TemplatePartners {
+    std::vector<int64_t> partner;  // one per batch row
+};
+
 // What a decoder attention keeps between the steps of step-by-step decoding.
 struct AttentionCache {
     Tensor keys, values;  // (B, H, Tk, K): causal self-attention appends one position per step;
@@ -56,14 +64,15 @@ public:
     // (the query's own input) and attends over every cached position; cross-attention reuses the
     // memory's keys and values projected at the first step. `stack_prior`: the bias (1, H, Tq, Tk) of
     // a prior the whole stack shares (T5's), added to the scores; only for an attention without its own.
+    // `partners`: extra templates for a kind that compares templates, appended after the memory's keys.
     Var forward(const Var& query, const Var& memory, const ops::AttentionMask& mask, AttentionCache* cache = nullptr,
-                const Var& stack_prior = Var()) const {
-        return project_output(attend(query, memory, mask, cache, stack_prior));
+                const Var& stack_prior = Var(), const TemplatePartners* partners = nullptr) const {
+        return project_output(attend(query, memory, mask, cache, stack_prior, partners));
     }
     // forward() in its two parts: the heads' outputs merged, (B, Tq, D), and the output projection of
     // them. Paper 002's MTE block normalizes the merged heads in between (nn/transformer_layer.h).
     Var attend(const Var& query, const Var& memory, const ops::AttentionMask& mask, AttentionCache* cache = nullptr,
-               const Var& stack_prior = Var()) const;
+               const Var& stack_prior = Var(), const TemplatePartners* partners = nullptr) const;
     Var project_output(const Var& merged) const { return out_proj_ ? out_proj_->forward(merged) : merged; }
 
     // Statistics for the analyses, kept from the last forward while recording is on.
@@ -74,6 +83,7 @@ public:
     const Tensor& recorded_key_valid() const { return recorded_key_valid_; }
     std::vector<HeadValues> head_values() const { return norm_.head_values(); }
     const std::string& kind() const { return kind_; }
+    bool compares_templates() const { return compares_templates_; }
     AttentionRole role() const { return role_; }
     int64_t width() const { return width_; }
     int64_t heads() const { return heads_; }
@@ -81,7 +91,7 @@ public:
 
 private:
     // The bias (1, H, Tq, Tk) of this attention's prior, or of the stack's; undefined without either.
-    Var prior_bias(const Var& scores, const ops::AttentionMask& mask, const Var& stack_prior) const;
+    Var prior_bias(int64_t queries, int64_t keys, const ops::AttentionMask& mask, const Var& stack_prior) const;
     Var split_heads(const Var& x) const;  // (B, T, D) -> (B, H, T, K)
     Var merge_heads(const Var& x) const;  // (B, H, T, K) -> (B, T, D)
 

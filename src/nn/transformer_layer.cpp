@@ -78,25 +78,27 @@ Var TransformerLayer::sublayer(const Var& x, const LayerNorm& norm, Branch branc
     return norm.forward(ops::add(x, dropout_.forward(branch(x))));
 }
 
-Var TransformerLayer::mix(const Var& x, const ops::AttentionMask& mask, AttentionCache* cache, const Var& prior) const {
+Var TransformerLayer::mix(const Var& x, const ops::AttentionMask& mask, AttentionCache* cache, const Var& prior,
+                          const TemplatePartners* partners) const {
     if (mixer_ != Mixer::attention) {
         // paper 002 §4: sum- or max-reduce over the real positions, then broadcast to each of them
         return ops::mul(pool_positions(x, mask.key_valid, mixer_), Var(real_positions(x, mask.key_valid)));  // 0 at padding
     }
-    if (norm_ != NormPlacement::mte) return self_attn_->forward(x, x, mask, cache, prior);
+    if (norm_ != NormPlacement::mte) return self_attn_->forward(x, x, mask, cache, prior, partners);
     // paper 002 App. D: the merged heads layer-normalized (or, for NON, scaled in its weights), then GELU
-    Var heads = self_attn_->attend(x, x, mask, cache, prior);  // (B, T, D)
+    Var heads = self_attn_->attend(x, x, mask, cache, prior, partners);  // (B, T, D)
     if (attention_hidden_norm_) heads = attention_hidden_norm_->forward(heads);
     return self_attn_->project_output(ops::gelu(heads));
 }
 
 Var TransformerLayer::forward(const Var& x, const ops::AttentionMask& self_mask, const Var& memory,
-                              const ops::AttentionMask& memory_mask, LayerCache* cache, const StackPriors& priors) const {
+                              const ops::AttentionMask& memory_mask, LayerCache* cache, const StackPriors& priors,
+                              const TemplatePartners* partners) const {
     HNAS_CHECK(memory.defined() == (cross_attn_ != nullptr), "transformer layer: ",
                cross_attn_ ? "a decoder layer needs the encoder's memory" : "an encoder layer takes no memory");
     AttentionCache* self_cache = cache ? &cache->self : nullptr;
     AttentionCache* cross_cache = cache ? &cache->cross : nullptr;
-    Var h = sublayer(x, self_attn_norm_, [&](const Var& in) { return mix(in, self_mask, self_cache, priors.self); });
+    Var h = sublayer(x, self_attn_norm_, [&](const Var& in) { return mix(in, self_mask, self_cache, priors.self, partners); });
     if (cross_attn_) {
         h = sublayer(h, *cross_attn_norm_,
                      [&](const Var& in) { return cross_attn_->forward(in, memory, memory_mask, cross_cache, priors.cross); });

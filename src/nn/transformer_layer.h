@@ -67,9 +67,10 @@ public:
 
     // x (B, T, D) -> (B, T, D); memory (B, S, D) and its mask only for layers with cross-attention.
     // With a cache, one step of step-by-step decoding (x is (B, 1, D); see MultiHeadAttention).
+    // `partners`: the self-attention's extra templates (paper 003 §9), for a kind that compares templates.
     Var forward(const Var& x, const ops::AttentionMask& self_mask, const Var& memory = Var(),
                 const ops::AttentionMask& memory_mask = {}, LayerCache* cache = nullptr,
-                const StackPriors& priors = {}) const;
+                const StackPriors& priors = {}, const TemplatePartners* partners = nullptr) const;
 
     // Null when the layer mixes by sum or max pooling.
     MultiHeadAttention* self_attention() { return self_attn_; }
@@ -81,7 +82,8 @@ private:
     template <typename Branch>
     Var sublayer(const Var& x, const LayerNorm& norm, Branch branch) const;
     // The first sub-block's branch: self-attention or pooling over the positions, (B, T, D).
-    Var mix(const Var& x, const ops::AttentionMask& mask, AttentionCache* cache, const Var& prior) const;
+    Var mix(const Var& x, const ops::AttentionMask& mask, AttentionCache* cache, const Var& prior,
+            const TemplatePartners* partners) const;
 
     NormPlacement norm_;
     Mixer mixer_;

@@ -29,11 +29,12 @@ data::ClassificationDataOptions classification_data(const config::ExperimentConf
     o.batch = {config.data.batch_sentences, config.data.batch_tokens};
     o.epochs = training ? 0 : 1;
     o.with_labels = with_labels;
+    if (training) o.same_class_templates = config.data.same_class_templates;
     return o;
 }
 
-Var logits_of(const models::BertModel& model, const data::ClassificationBatch& b) {
-    return model.class_logits(model.pooled(model.encode(b.input_ids, b.segment_ids, b.valid)));
+Var logits_of(const models::BertModel& model, const data::ClassificationBatch& b, const nn::TemplatePartners* partners = nullptr) {
+    return model.class_logits(model.pooled(model.encode(b.input_ids, b.segment_ids, b.valid, partners)));
 }
 
 // The predictions over a batcher's examples and their gold values, in batch order.
@@ -85,7 +86,7 @@ public:
         tokens_ = take_shard(batch_, rank, ranks, RowCount{});  // the loss is a mean over the rows
         return tokens_;
     }
-    Var batch_loss() override { return shard_part(loss_of(batch_), tokens_.shard, tokens_.global); }
+    Var batch_loss() override { return shard_part(training_loss(), tokens_.shard, tokens_.global); }
     data::DataPosition position() const override { return train_->position(); }
     void restore(const data::DataPosition& position) override { train_->restore(position); }
 
@@ -113,7 +114,15 @@ private:
     Var loss_from(const Var& logits, const data::ClassificationBatch& b) const {
         return config_.data.regression ? models::regression_loss(logits, b.targets) : ops::cross_entropy(logits, b.labels);
     }
-    Var loss_of(const data::ClassificationBatch& b) const { return loss_from(logits_of(*model_, b), b); }
+    // Paper 003 §9: with template partners drawn, their rows run beside the batch's and only the
+    // batch's own rows are scored.
+    Var training_loss() const {
+        if (batch_.template_partner.empty()) return loss_from(logits_of(*model_, batch_), batch_);
+        const data::PartneredBatch extended = train_->with_template_partners(batch_);
+        const nn::TemplatePartners partners{extended.partner_row};
+        const Var logits = logits_of(*model_, extended.batch, &partners);
+        return loss_from(ops::slice(logits, 0, 0, extended.inputs), batch_);
+    }
 
     const config::ExperimentConfig& config_;
     std::unique_ptr<models::BertModel> model_;
@@ -153,6 +162,12 @@ void complete_config(config::ExperimentConfig& config) {
     HNAS_CHECK(config.validation.metric != "f1" || config.data.labels.size() == 2, "config validation.metric: f1 is ",
                "the binary F1 of class 1; these data have ", config.data.labels.size(), " classes");
     config::set_bert_heads(config);
+    const std::vector<std::string>& kinds = config.model.encoder_attention.kinds;
+    HNAS_CHECK(config.data.same_class_templates == 0.0 || std::any_of(kinds.begin(), kinds.end(), [](const std::string& kind) {
+                   return nn::find_attention_kind(kind).compares_templates;
+               }),
+               "config data.same_class_templates: no encoder layer's kind compares templates (`ot`), so no layer would see the "
+               "partners' templates");
 }
 
 // Every example of `input` through the checkpoint's model.
