@@ -554,6 +554,8 @@ HYBRID_THETA = [-1.2, 0.4]
 NAP_GAIN, NAP_BIAS = [1.3, 0.8], [0.1, -0.2]
 PRIOR_BUCKETS, PRIOR_MAX_DISTANCE = 8, 16
 OT_ALPHA = 0.7  # paper 003 Eq. 25's alpha, away from its default 1 so that it is exercised
+PRIOR_ALPHA = 1.6  # paper 003 Eq. 18's alpha in the context-prior cases
+CONTEXT_HIDDEN = 6
 attention_cases = []
 score_scale = []  # scores at allowed entries of every case, to report their spread
 
@@ -638,37 +640,62 @@ def merge_heads(t):  # (B, H, L, K) -> (B, L, D)
     return t.transpose(1, 2).reshape(b, length, h * k)
 
 
-def attention_scores(x, memory, params, prior, heads=HEADS, scaled=True):
+def context_preference(memory, key_valid, params, heads=HEADS):
+    """Paper 003 section 7's context-dependent preference (src/nn/context_preference.h): per head,
+    w_h . tanh(W_key x_j + b + W_context s), s the mean of the real inputs; (B, H, 1, Lk)."""
+    real = key_valid.reshape(key_valid.shape[0], -1, 1)
+    summary = (memory * real).sum(1, keepdim=True) / real.sum(1, keepdim=True).clamp(min=1.0)
+    hidden = torch.tanh(F.linear(memory, params["context_prior.key_proj.weight"], params["context_prior.key_proj.bias"])
+                        + F.linear(summary, params["context_prior.context_proj.weight"]))
+    return (hidden @ params["context_prior.head_weights"].transpose(0, 1)).permute(0, 2, 1).unsqueeze(2)
+
+
+def log_preference_of(attrs, memory, key_valid, params, lq, lk, heads=HEADS):
+    """log u from the priors the case turns on: the relative-position prior (1, H, Lq, Lk) and the
+    context preference (B, H, 1, Lk); None with neither."""
+    total = None
+    prior = attrs.get("prior")
+    if prior is not None:
+        buckets = bucket_matrix(lq, lk, prior["bidirectional"]).long()
+        total = params["relative_bias.weight"][buckets].permute(2, 0, 1).unsqueeze(0)
+    if attrs.get("context_prior"):
+        context = context_preference(memory, key_valid, params, heads)
+        total = context if total is None else total + context
+    return total
+
+
+def attention_scores(x, memory, params, prior, heads=HEADS, scaled=True, alpha=1.0, attrs=None, key_valid=None):
     q = split_heads(F.linear(x, params["q_proj.weight"], params["q_proj.bias"]), heads)
     k = split_heads(F.linear(memory, params["k_proj.weight"], params["k_proj.bias"]), heads)
-    s = q @ k.transpose(-1, -2) / (math.sqrt(x.shape[-1] // heads) if scaled else 1.0)
+    s = alpha * (q @ k.transpose(-1, -2)) / (math.sqrt(x.shape[-1] // heads) if scaled else 1.0)
+    if attrs is not None and attrs.get("context_prior"):
+        return s + log_preference_of(attrs, memory, key_valid, params, s.shape[-2], s.shape[-1], heads)
     if prior is not None:
         buckets = bucket_matrix(s.shape[-2], s.shape[-1], prior["bidirectional"]).long()
         s = s + params["relative_bias.weight"][buckets].permute(2, 0, 1).unsqueeze(0)  # (1, H, Lq, Lk)
     return s
 
 
-def ot_weights(attrs, x, memory, allowed, params, heads=HEADS):
+def ot_weights(attrs, x, memory, allowed, params, heads=HEADS, key_valid=None):
     """Paper 003's OT attention in a layer (src/nn/attention.cpp): the heads' keys are the templates,
-    compared with each other at the scores' scale, and the prior is the preference u, in log space."""
+    compared with each other at the scores' scale, and the priors are the preference u, in log space."""
     q = split_heads(F.linear(x, params["q_proj.weight"], params["q_proj.bias"]), heads)
     k = split_heads(F.linear(memory, params["k_proj.weight"], params["k_proj.bias"]), heads)
     scale = 1.0 / math.sqrt(x.shape[-1] // heads)
     s = q @ k.transpose(-1, -2) * scale
     similarity = k @ k.transpose(-1, -2) * scale
-    log_preference = None
-    prior = attrs.get("prior")
-    if prior is not None:
-        buckets = bucket_matrix(s.shape[-2], s.shape[-1], prior["bidirectional"]).long()
-        log_preference = params["relative_bias.weight"][buckets].permute(2, 0, 1).unsqueeze(0).expand(s.shape)
+    log_preference = log_preference_of(attrs, memory, key_valid, params, s.shape[-2], s.shape[-1], heads)
+    if log_preference is not None:
+        log_preference = log_preference.expand(s.shape)
     return s, torch_attention.ot(s, allowed, similarity, log_preference, attrs["alpha"])
 
 
-def attention_layer(kind, attrs, x, memory, allowed, params, heads=HEADS):
+def attention_layer(kind, attrs, x, memory, allowed, params, heads=HEADS, key_valid=None):
     if kind == "ot":
-        s, a = ot_weights(attrs, x, memory, allowed, params, heads)
+        s, a = ot_weights(attrs, x, memory, allowed, params, heads, key_valid)
     else:
-        s = attention_scores(x, memory, params, attrs.get("prior"), heads, attrs.get("score_scale") != "none")
+        s = attention_scores(x, memory, params, attrs.get("prior"), heads, attrs.get("score_scale") != "none",
+                             attrs.get("alpha", 1.0), attrs, key_valid)
         a = normalize(kind, s, allowed, params, attrs)
     v = split_heads(F.linear(memory, params["v_proj.weight"], params["v_proj.bias"]), heads)
     out = F.linear(merge_heads(a @ v), params["out_proj.weight"], params["out_proj.bias"])
@@ -786,7 +813,7 @@ def check_against_torch_mha(name, x, memory, params, allowed, attrs, out, a, que
 
 
 def add_attention_case(kind, setting, lq, lk, self_attention, causal, key_valid, query_valid, prior=None,
-                       paper002_nap=False):
+                       paper002_nap=False, context_prior=False):
     """Record one attention layer case. key_valid (B, Lk) and query_valid (B, Lq) are 0/1 lists.
     paper002_nap: NAP as paper 002's code computes it (sigma + eps with eps 1e-3, unscaled scores)."""
     name = f"{kind}_{setting}"
@@ -801,6 +828,10 @@ def add_attention_case(kind, setting, lq, lk, self_attention, causal, key_valid,
         attrs["eps"] = NAP_EPS
     if kind == "ot":
         attrs["alpha"] = OT_ALPHA
+    if context_prior:
+        assert not causal
+        attrs["context_prior"] = {"hidden": CONTEXT_HIDDEN}
+        attrs["alpha"] = PRIOR_ALPHA
     if paper002_nap:
         assert kind == "nap"
         attrs.update({"eps": PAPER002_NAP_EPS, "denominator": "std_plus_eps", "score_scale": "none"})
@@ -824,6 +855,11 @@ def add_attention_case(kind, setting, lq, lk, self_attention, causal, key_valid,
         params["norm.bias"] = torch.tensor(NAP_BIAS, dtype=torch.float32)
     if prior is not None:
         params["relative_bias.weight"] = uniform((PRIOR_BUCKETS, HEADS), -1.0, 1.0)
+    if context_prior:
+        params["context_prior.key_proj.weight"] = uniform((CONTEXT_HIDDEN, WIDTH), -0.5, 0.5)
+        params["context_prior.key_proj.bias"] = uniform((CONTEXT_HIDDEN,), -0.1, 0.1)
+        params["context_prior.context_proj.weight"] = uniform((CONTEXT_HIDDEN, WIDTH), -0.5, 0.5)
+        params["context_prior.head_weights"] = uniform((HEADS, CONTEXT_HIDDEN), -1.0, 1.0)
     grad_out = uniform((BATCH, lq, WIDTH))
 
     x = inputs["x"].double().requires_grad_(True)
@@ -831,7 +867,7 @@ def add_attention_case(kind, setting, lq, lk, self_attention, causal, key_valid,
     ref = {k: t.double().requires_grad_(True) for k, t in params.items()}
     key_valid_t, query_valid_t = inputs["key_valid"].double(), inputs["query_valid"].double()
     allowed = allowed_mask(key_valid_t, query_valid_t, causal)
-    out, a, s = attention_layer(kind, attrs, x, memory, allowed, ref)
+    out, a, s = attention_layer(kind, attrs, x, memory, allowed, ref, key_valid=key_valid_t)
     (out * grad_out.double()).sum().backward()
 
     if kind == "ot":
@@ -839,7 +875,7 @@ def add_attention_case(kind, setting, lq, lk, self_attention, causal, key_valid,
     else:
         check_normalizations(name, kind, s, allowed, key_valid_t, query_valid_t)
     assert (a[~allowed] == 0).all() and not torch.isnan(out).any()
-    if kind == "lnas":
+    if kind == "lnas" and not context_prior:
         check_against_torch_mha(name, x.detach(), memory.detach(), {k: v.detach() for k, v in ref.items()},
                                 allowed, attrs, out.detach(), a.detach(), query_valid_t)
     score_scale.append(s.detach()[allowed])
@@ -897,6 +933,13 @@ def build_attention():
     add_attention_case("ot", "cross_padded", 3, 5, False, False,
                        [[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], [[1, 1, 1], [1, 1, 0]])
     add_attention_case("ot", "self_prior", 10, 10, True, False, pad3, pad3, prior="bidirectional")
+    # paper 003's alpha and context preference (section 7), with and without the relative prior (appended last)
+    add_attention_case("lnas", "self_context_prior", 5, 5, True, False,
+                       [[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], [[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], context_prior=True)
+    add_attention_case("hnas", "cross_context_prior", 3, 5, False, False,
+                       [[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], [[1, 1, 1], [1, 1, 0]], context_prior=True)
+    add_attention_case("ot", "self_context_prior", 10, 10, True, False, pad3, pad3, prior="bidirectional",
+                       context_prior=True)
     s = torch.cat(score_scale)
     print(f"attention scores at allowed entries: std {s.std().item():.3f}, max |s| {s.abs().max().item():.3f}")
 

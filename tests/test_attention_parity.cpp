@@ -1,6 +1,7 @@
 // PyTorch parity of a whole multi-head attention layer for every attention kind: self-attention padded
-// on both axes, cross-attention with L_q ≠ L_k, causal self-attention and the relative-position prior
-// (tests/fixtures/attention.json); and of whole encoder layers in every block and mixer of paper 002
+// on both axes, cross-attention with L_q ≠ L_k, causal self-attention, the relative-position prior,
+// paper 003's α and context preference (tests/fixtures/attention.json); and of whole encoder layers in
+// every block and mixer of paper 002
 // (tests/fixtures/layers.json); and of paper 004's whole multi-view model, boxes to loss, per kind and
 // pooling baseline (tests/fixtures/multiview.json). All written by scripts/make_fixtures.py (float64
 // reference from the same float32 inputs): the output and the gradients of the inputs and of every
@@ -43,7 +44,10 @@ TEST_P(AttentionParity, OutputAndEveryGradientMatch) {
     options.role = causal ? nn::AttentionRole::causal_self : nn::AttentionRole::bidirectional;
     if (attrs.contains("iterations")) options.kind_options.iterations = attrs.at("iterations").get<int>();
     if (attrs.contains("eps")) options.kind_options.nap.eps = attrs.at("eps").get<float>();
-    if (attrs.contains("alpha")) options.kind_options.ot_alpha = attrs.at("alpha").get<float>();
+    if (attrs.contains("alpha")) options.alpha = attrs.at("alpha").get<float>();
+    if (attrs.contains("context_prior")) {
+        options.context_prior = nn::ContextPreferenceOptions{attrs.at("context_prior").at("hidden").get<int64_t>()};
+    }
     if (attrs.contains("denominator")) {
         options.kind_options.nap.denominator = parse_enum<ops::StandardizeDenominator>(attrs.at("denominator").get<std::string>(), "denominator");
     }

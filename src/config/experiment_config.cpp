@@ -63,10 +63,11 @@ void parse_attention_stack(ConfigNode& node, int64_t layers, nn::AttentionRole r
     kinds.nap.denominator = node.choice("nap_denominator", kinds.nap.denominator,
                                         "`nap`: what divides the centred scores: `sqrt_variance_eps` √(var + ε), as layer "
                                         "norm; `std_plus_eps` σ + ε, as paper 002's code computed it (with ε 1e-3)");
-    kinds.ot_alpha = node.number("ot_alpha", kinds.ot_alpha,
-                                 "`ot`: α of paper 003 Eq. 25, the weight of the evidence ⟨t, z⟩ against the templates' "
-                                 "similarity (γ is 1/`score_scale`: √(d_model/heads) by default)",
-                                 0.0, 1e6);
+    stack.alpha = static_cast<float>(node.number(
+        "alpha", stack.alpha,
+        "α of paper 003 Eq. 18 (and Eq. 25 for `ot`): the weight of the evidence against the preference u, the scores being "
+        "α·QKᵀ·`score_scale`; 1 is the scaled dot product (`ot`'s γ is 1/`score_scale`: √(d_model/heads) by default)",
+        1e-6, 1e6));
     ConfigNode prior = node.child("prior", "the learned relative-position prior (T5 buckets, paper 003), below");
     nn::RelativePositionOptions options;
     const bool enabled = prior.boolean(
@@ -87,6 +88,20 @@ void parse_attention_stack(ConfigNode& node, int64_t layers, nn::AttentionRole r
     stack.prior.reset();
     if (enabled) stack.prior = options;
     node.finish_child("prior", prior);
+
+    ConfigNode context = node.child("context_prior", "paper 003 §7's context-dependent preference, below");
+    nn::ContextPreferenceOptions context_options = stack.context_prior.value_or(nn::ContextPreferenceOptions{});
+    const bool context_enabled = context.boolean(
+        "enabled", stack.context_prior.has_value(),
+        "add a learned log-weight per head and key, from the key's input and the mean of the sequence's, to the scores "
+        "before normalization (`ot`: to its preference u); it starts at zero, so u starts uniform");
+    context_options.hidden = context.integer("hidden", context_options.hidden, "the width of its tanh layer", 1, 65536);
+    if (context_enabled && role == nn::AttentionRole::causal_self) {
+        context.fail("enabled", "causal self-attention cannot pool the sequence into a summary without seeing the future");
+    }
+    stack.context_prior.reset();
+    if (context_enabled) stack.context_prior = context_options;
+    node.finish_child("context_prior", context);
 }
 
 // The keys of models that read tokens through layer stacks: the attention block's options, positions

@@ -6,6 +6,10 @@ namespace hnas::models {
 
 namespace {
 
+bool all_zero(const Tensor& t) {
+    return std::all_of(t.data(), t.data() + t.numel(), [](float x) { return x == 0.0f; });
+}
+
 nn::AttentionOptions attention_options(const ModelConfig& config, const AttentionStackConfig& stack,
                                        nn::AttentionRole role, size_t index) {
     HNAS_CHECK(index < stack.kinds.size(), "model: no attention kind for layer ", index);
@@ -17,7 +21,9 @@ nn::AttentionOptions attention_options(const ModelConfig& config, const Attentio
     options.kind_options = stack.kind_options;
     options.score_scale = stack.score_scale;
     options.role = role;
+    options.alpha = stack.alpha;
     if (!stack.share_prior) options.prior = stack.prior;
+    options.context_prior = stack.context_prior;
     return options;
 }
 
@@ -84,7 +90,9 @@ std::vector<NamedAttention> TokenModel::attentions() const {
 void Model::apply_weight_init(Rng& init_rng) {
     if (config_.weight_init == WeightInit::per_layer) return;
     for (auto& named : named_parameters()) {
-        if (named.parameter.rank() != 2) continue;  // layer norms, biases and per-head scalars keep their start
+        // layer norms, biases and per-head scalars keep their start, and so do matrices that start at zero:
+        // the priors' tables and weights, so that u starts uniform
+        if (named.parameter.rank() != 2 || all_zero(named.parameter.value())) continue;
         const Tensor drawn = nn::init_truncated_normal(named.parameter.shape(), 0.02f, init_rng);
         std::copy_n(drawn.data(), drawn.numel(), named.parameter.value().data());
     }

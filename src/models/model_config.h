@@ -19,7 +19,9 @@ struct AttentionStackConfig {
     std::vector<std::string> kinds{"lnas"};  // one name for every layer, or one per layer
     nn::AttentionNormOptions kind_options;
     nn::ScoreScale score_scale = nn::ScoreScale::inv_sqrt_head_width;
+    float alpha = 1.0f;  // paper 003 Eq. 18's α on the scores (nn::AttentionOptions::alpha)
     std::optional<nn::RelativePositionOptions> prior;
+    std::optional<nn::ContextPreferenceOptions> context_prior;  // paper 003 §7 (nn/context_preference.h)
     // One prior table for all layers of the stack, its bias computed once per forward (T5); false: one
     // table per layer.
     bool share_prior = false;

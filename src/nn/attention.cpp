@@ -17,6 +17,9 @@ const AttentionOptions& validated(const AttentionOptions& options, const MultiHe
     HNAS_CHECK(options.heads > 0 && options.width % options.heads == 0, "attention: width ", options.width,
                " is not divisible by ", options.heads, " heads");
     check_attention_kind_allowed(options.kind, options.role);
+    HNAS_CHECK(!options.context_prior || options.role != AttentionRole::causal_self, "attention: the context prior pools ",
+               "every position into its summary, which causal self-attention must not see");
+    HNAS_CHECK(options.alpha > 0.0f, "attention: α ", options.alpha, " must be positive");
     HNAS_CHECK(!projections_from || (projections_from->width() == options.width &&
                                      projections_from->heads() == options.heads &&
                                      projections_from->projects_values() == options.project_values),
@@ -32,6 +35,7 @@ MultiHeadAttention::MultiHeadAttention(const AttentionOptions& options, Rng& ini
     : width_(validated(options, from).width),
       heads_(options.heads),
       score_scale_(options.score_scale == ScoreScale::none ? 1.0f : 1.0f / std::sqrt(static_cast<float>(width_ / heads_))),
+      alpha_(options.alpha),
       kind_(options.kind),
       compares_templates_(find_attention_kind(options.kind).compares_templates),
       role_(options.role),
@@ -45,10 +49,14 @@ MultiHeadAttention::MultiHeadAttention(const AttentionOptions& options, Rng& ini
       norm_(register_module("norm", find_attention_kind(options.kind).make(with_heads(options.kind_options, heads_)))),
       attention_dropout_(register_module("dropout", std::make_unique<Dropout>(options.dropout, dropout_rng))) {
     if (options.prior) prior_ = &register_module("relative_bias", std::make_unique<RelativePositionBias>(heads_, *options.prior));
+    if (options.context_prior) {
+        context_prior_ = &register_module("context_prior",
+                                          std::make_unique<ContextPreference>(width_, heads_, *options.context_prior, init_rng));
+    }
 }
 
 void AttentionCache::keep_rows(const std::vector<int64_t>& rows) {
-    for (Tensor* tensor : {&keys, &values, &norm_state}) {
+    for (Tensor* tensor : {&keys, &values, &norm_state, &preference}) {
         if (tensor->defined()) *tensor = tensor->take_rows(rows);
     }
 }
@@ -70,6 +78,20 @@ Var MultiHeadAttention::prior_bias(int64_t queries, int64_t keys, const ops::Att
                shape_str(stack_prior.shape()), " must be (1, ", heads_, ", ", queries, ", ", keys, ") for ", queries,
                " queries and ", keys, " keys");
     return stack_prior;
+}
+
+Var MultiHeadAttention::preference(const Var& memory, const ops::AttentionMask& mask, int64_t queries, int64_t keys,
+                                   AttentionCache* cache, const Var& stack_prior) const {
+    const Var position = prior_bias(queries, keys, mask, stack_prior);
+    if (!context_prior_) return position;
+    Var context;
+    if (cache && cache->preference.defined()) {
+        context = Var(cache->preference);
+    } else {
+        context = context_prior_->forward(memory, mask.key_valid);  // (B, H, 1, Tk)
+        if (cache) cache->preference = context.value();
+    }
+    return position.defined() ? ops::add(position, context) : context;
 }
 
 namespace {
@@ -139,13 +161,13 @@ Var MultiHeadAttention::attend(const Var& query, const Var& input_memory, const 
         k = Var(cache->keys);
         v = Var(cache->values);
     }
-    Var scores = ops::matmul(q, k, false, true, score_scale_);  // (B, H, Tq, Tk), Tk doubled with partners
+    Var scores = ops::matmul(q, k, false, true, alpha_ * score_scale_);  // (B, H, Tq, Tk), Tk doubled with partners
     const int64_t input_templates = with_partners ? k.dim(2) / 2 : k.dim(2);
-    const Var prior = prior_bias(scores.dim(2), input_templates, mask, stack_prior);
+    const Var prior = preference(input_memory, input_mask, scores.dim(2), input_templates, cache, stack_prior);
     Var weights;
     if (compares_templates_) {
         // paper 003 §9: the templates are the keys, compared with the input's (the first Tk) at the
-        // scores' scale; the prior is the preference u over the input's
+        // scores' scale (without α); the prior is the preference u over the input's
         const Var inputs = k.dim(2) == input_templates ? k : ops::slice(k, 2, 0, input_templates);
         const Var similarity = ops::matmul(k, inputs, false, true, score_scale_);  // (B, H, A, Tk)
         const Var log_preference =

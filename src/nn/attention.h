@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "nn/attention_norm.h"
+#include "nn/context_preference.h"
 #include "nn/layers.h"
 #include "nn/relative_position_bias.h"
 
@@ -29,7 +30,15 @@ struct AttentionOptions {
     ScoreScale score_scale = ScoreScale::inv_sqrt_head_width;
     AttentionNormOptions kind_options;     // heads is filled in from `heads`
     AttentionRole role = AttentionRole::bidirectional;
-    std::optional<RelativePositionOptions> prior;  // the preference prior, when on
+    // α of paper 003 Eq. 18 (and Eq. 25): the weight of the evidence z against the preference u; the
+    // scores are α·QKᵀ·scale, and α = 1 is the scaled dot product.
+    float alpha = 1.0f;
+    // The preference priors log u, added to the scores before any normalization (for a kind that
+    // compares templates: its preference), each when on: the learned relative-position prior (paper 003
+    // Eq. 19) and the context-dependent preference (§7; not in causal self-attention, whose summary would
+    // pool the future).
+    std::optional<RelativePositionOptions> prior;
+    std::optional<ContextPreferenceOptions> context_prior;
     // false: the values are the memory itself and the heads' merged output is the result (paper 004
     // App. B's multi-view attention, which found untransformed values better): no v or output projection.
     bool project_values = true;
@@ -47,6 +56,7 @@ struct AttentionCache {
     Tensor keys, values;  // (B, H, Tk, K): causal self-attention appends one position per step;
                           // cross-attention projects the encoder memory once, at the first step
     Tensor norm_state;    // the normalization's own running state (AttentionNorm::normalize_step)
+    Tensor preference;    // cross-attention's context preference (B, H, 1, Tk), from the first step
     // Keeps the given batch rows, in that order (beam search's reordering of hypotheses).
     void keep_rows(const std::vector<int64_t>& rows);
 };
@@ -92,11 +102,16 @@ public:
 private:
     // The bias (1, H, Tq, Tk) of this attention's prior, or of the stack's; undefined without either.
     Var prior_bias(int64_t queries, int64_t keys, const ops::AttentionMask& mask, const Var& stack_prior) const;
+    // log u over the memory's keys from every prior that is on: (1 or B, H, Tq or 1, Tk); undefined
+    // with none.
+    Var preference(const Var& memory, const ops::AttentionMask& mask, int64_t queries, int64_t keys, AttentionCache* cache,
+                   const Var& stack_prior) const;
     Var split_heads(const Var& x) const;  // (B, T, D) -> (B, H, T, K)
     Var merge_heads(const Var& x) const;  // (B, H, T, K) -> (B, T, D)
 
     int64_t width_, heads_;
     float score_scale_;
+    float alpha_;
     std::string kind_;
     bool compares_templates_;  // the kind weighs templates by their similarity (ot)
     AttentionRole role_;
@@ -106,6 +121,7 @@ private:
     const Linear* out_proj_ = nullptr;
     AttentionNorm& norm_;
     RelativePositionBias* prior_ = nullptr;
+    ContextPreference* context_prior_ = nullptr;
     Dropout& attention_dropout_;
     bool record_statistics_ = false;
     mutable Tensor key_weight_sums_, recorded_key_valid_;

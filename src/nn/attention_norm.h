@@ -27,7 +27,6 @@ struct AttentionNormOptions {
     HybridPer hybrid_per = HybridPer::head;
     int iterations = 3;         // sinkhorn: alternations of query- and key-axis normalization
     ops::Standardization nap;   // nap: √(variance + eps) or σ + eps as the divisor
-    float ot_alpha = 1.0f;      // ot: α of paper 003 Eq. 25, the weight of the evidence ⟨t, z⟩
 };
 
 // What a kind normalizes: the scores S = QKᵀ·scale, (B, H, Lq, Lk). A kind that compares the templates

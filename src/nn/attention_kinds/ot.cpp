@@ -2,9 +2,10 @@
 // space in which the scores already compare a query's evidence z with each template), the cost is the
 // paper's M(a, b) = −⟨a, b⟩ + C, and γ is the inverse of the score scale (√K, the head width, by
 // default: the paper's γ = √(hidden size) for per-head templates), so that
-//   S = α⟨k_t, q_i⟩/γ = α · scores   and   G = ⟨k_t, k_j⟩/γ = similarity,
-// both as MultiHeadAttention computes them. u is the prior (uniform without one) over the input
-// templates; a template of an extra set (keys beyond the input's) takes weight through G alone.
+//   S = α⟨k_t, q_i⟩/γ = scores   and   G = ⟨k_t, k_j⟩/γ = similarity,
+// both as MultiHeadAttention computes them (with the stack's α in the scores). u is the prior (uniform
+// without one) over the input templates; a template of an extra set (keys beyond the input's) takes
+// weight through G alone.
 #include "nn/attention_norm.h"
 
 namespace hnas::nn {
@@ -12,14 +13,13 @@ namespace hnas::nn {
 namespace {
 class Ot : public AttentionNorm {
 public:
-    explicit Ot(const AttentionNormOptions& options) : alpha_(options.ot_alpha) {}
     Var normalize(const AttentionScores& in, const ops::AttentionMask& mask) const override {
         check_similarity(in);
-        return ops::ot_attention(ops::scale(in.scores, alpha_), in.similarity, in.log_preference, mask);
+        return ops::ot_attention(in.scores, in.similarity, in.log_preference, mask);
     }
     Var reference(const AttentionScores& in, const ops::AttentionMask& mask) const override {
         check_similarity(in);
-        return ops::ot_attention_reference(ops::scale(in.scores, alpha_), in.similarity, in.log_preference, mask);
+        return ops::ot_attention_reference(in.scores, in.similarity, in.log_preference, mask);
     }
 
 private:
@@ -27,11 +27,9 @@ private:
         HNAS_CHECK(in.similarity.defined(), "ot: needs the templates' similarity beside the scores, which MultiHeadAttention ",
                    "computes for kinds that compare templates");
     }
-
-    float alpha_;
 };
 }  // namespace
 
-std::unique_ptr<AttentionNorm> make_ot(const AttentionNormOptions& options) { return std::make_unique<Ot>(options); }
+std::unique_ptr<AttentionNorm> make_ot(const AttentionNormOptions& /*options*/) { return std::make_unique<Ot>(); }
 
 }  // namespace hnas::nn
