@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "analysis/dual_deviation.h"
+#include "analysis/explain_away.h"
 #include "convert/hf_bert.h"
 #include "decode/trained_model.h"
 #include "io/safetensors.h"
@@ -89,6 +91,31 @@ TEST(BertImport, LogitsEqualPyTorchsBert) {
         for (int64_t c = 0; c < 2; ++c) compare(order.data()[b * 2 + c], expected.at("seq_relationship")[b][c].get<double>(), "nsp");
     }
     std::cout << "largest |hnas − PyTorch| over the MLM logits, pooled states and NSP logits: " << largest << "\n";
+}
+
+// Paper 003 §8 on an imported BERT (Fig. 4's measurement): every layer's lnas heads give each real query
+// a converged λ* and a finite relative deviation from αz.
+TEST(BertImport, DualAnalysisOfTheImportedBert) {
+    const testing::ScratchDir scratch("hnas_bert_dual_");
+    convert::import_bert(options_to(scratch.path("bert.ckpt")));
+    const decode::TrainedModel trained = decode::load_trained_model(scratch.path("bert.ckpt"));
+    const std::vector<std::string> texts{"call me ishmael .", "the whale , the ship and the sea", "captain ahab"};
+    int64_t queries = 0;  // [CLS] text [SEP] of each
+    for (const std::string& text : texts) queries += static_cast<int64_t>(analysis::encoder_input(trained.config, trained.tokenizer, text).size());
+    const analysis::DualDeviationReport report = analysis::dual_deviation(trained, texts, analysis::DualDeviationOptions{});
+    EXPECT_EQ(report.sequences, 3);
+    ASSERT_EQ(report.attentions.size(), static_cast<size_t>(trained.config.model.encoder_layers));
+    EXPECT_TRUE(report.skipped.empty());
+    for (const analysis::AttentionDeviation& attention : report.attentions) {
+        ASSERT_EQ(attention.heads.size(), static_cast<size_t>(trained.config.model.heads)) << attention.name;
+        for (const analysis::HeadDeviation& head : attention.heads) {
+            EXPECT_EQ(head.queries, queries) << attention.name;
+            EXPECT_EQ(head.unconverged, 0) << attention.name;
+            EXPECT_TRUE(std::isfinite(head.max) && head.max >= head.median && head.median >= 0.0) << attention.name;
+        }
+        EXPECT_GT(attention.mean, 0.0) << attention.name;
+    }
+    EXPECT_EQ(analysis::to_json(report).at("attentions").size(), report.attentions.size());
 }
 
 TEST(BertImport, ExportOfImportIsTheIdentity) {

@@ -117,6 +117,7 @@ void add_analyze_command(CLI::App& app) {
     analyze->require_subcommand(1);
     add_explain_away_command(*analyze);
     add_hybrid_command(*analyze);
+    add_dual_commands(*analyze);
 }
 
 }  // namespace hnas::cli

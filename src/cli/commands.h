@@ -16,6 +16,7 @@ void add_eval_command(CLI::App& app);                     // eval_commands.cpp
 void add_predict_command(CLI::App& app);                  // eval_commands.cpp
 void add_bert_commands(CLI::App& app);                    // bert_commands.cpp: import-bert, export
 void add_analyze_command(CLI::App& app);                  // analyze_commands.cpp
+void add_dual_commands(CLI::App& analyze);                // analyze_dual_commands.cpp: analyze dual, dual-example
 void add_toy_command(CLI::App& app);                      // toy_command.cpp
 void add_sweep_command(CLI::App& app, int& exit_code);    // experiment_commands.cpp
 void add_test_command(CLI::App& app);                     // experiment_commands.cpp

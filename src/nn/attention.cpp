@@ -183,6 +183,12 @@ Var MultiHeadAttention::attend(const Var& query, const Var& input_memory, const 
         NoGradScope no_grad;
         key_weight_sums_ = ops::sum(Var(weights.value()), 2).value();  // (B, H, Tk)
         recorded_key_valid_ = mask.key_valid;
+        recorded_query_ = query.value();
+        recorded_memory_ = input_memory.value();
+        recorded_log_preference_ =
+            prior.defined()
+                ? ops::add(prior, Var(Tensor::zeros({scores.dim(0), heads_, scores.dim(2), input_templates}))).value()
+                : Tensor();
     }
     weights = attention_dropout_.forward(weights);
     return merge_heads(ops::matmul(weights, v));  // (B, Tq, D)

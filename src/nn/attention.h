@@ -91,6 +91,16 @@ public:
     const Tensor& key_weight_sums() const { return key_weight_sums_; }
     // The last forward's key mask, (B, Tk) of 1 real / 0 padding; undefined: every key was real.
     const Tensor& recorded_key_valid() const { return recorded_key_valid_; }
+    // What paper 003's dual analysis rebuilds the weights from (analysis/dual_deviation.h): the last
+    // forward's query and memory inputs, (B, Tq, D) and (B, Tk, D), and its priors' log u (broadcast
+    // to (B, H, Tq, Tk) over the memory's keys; undefined without priors).
+    const Tensor& recorded_query() const { return recorded_query_; }
+    const Tensor& recorded_memory() const { return recorded_memory_; }
+    const Tensor& recorded_log_preference() const { return recorded_log_preference_; }
+    const Linear& query_projection() const { return q_proj_; }
+    const Linear& key_projection() const { return k_proj_; }
+    float alpha() const { return alpha_; }
+    float score_scale() const { return score_scale_; }
     std::vector<HeadValues> head_values() const { return norm_.head_values(); }
     const std::string& kind() const { return kind_; }
     bool compares_templates() const { return compares_templates_; }
@@ -124,7 +134,7 @@ private:
     ContextPreference* context_prior_ = nullptr;
     Dropout& attention_dropout_;
     bool record_statistics_ = false;
-    mutable Tensor key_weight_sums_, recorded_key_valid_;
+    mutable Tensor key_weight_sums_, recorded_key_valid_, recorded_query_, recorded_memory_, recorded_log_preference_;
 };
 
 }  // namespace hnas::nn

@@ -16,6 +16,7 @@ public:
     Var forward(const Var& x) const { return ops::linear(x, weight_, bias_); }  // (..., in) -> (..., out)
 
     const Var& weight() const { return weight_; }
+    const Var& bias() const { return bias_; }
 
 private:
     Var weight_;  // (out, in)
