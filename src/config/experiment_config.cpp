@@ -104,6 +104,14 @@ void parse_attention_stack(ConfigNode& node, int64_t layers, nn::AttentionRole r
     node.finish_child("context_prior", context);
 }
 
+double parse_same_class_templates(ConfigNode& node, double fallback) {
+    return node.number("same_class_templates", fallback,
+                       "paper 003 §9's recipe (0.5 there): the probability that a training example's layers of a kind that "
+                       "compares templates (`ot`) also weigh the templates of a random other training example of its class; "
+                       "validation and test see only their input's; 0: never",
+                       0.0, 1.0);
+}
+
 // The keys of models that read tokens through layer stacks: the attention block's options, positions
 // and embeddings.
 void parse_token_model(ConfigNode& node, Task task, ModelConfig& m) {
@@ -130,8 +138,8 @@ void parse_token_model(ConfigNode& node, Task task, ModelConfig& m) {
 // Every task's model; the multi-view model (one fusion attention, then a readout) reads no tokens and
 // has no layer stack, so it takes only the keys it uses.
 void parse_model(ConfigNode& node, Task task, ModelConfig& m) {
-    const bool seq2seq = task == Task::headline, layered = task != Task::multiview;
-    if (layered) m.vocab_size = node.integer("vocab_size", m.vocab_size, "the vocabulary; 0 takes the tokenizer's", 0);
+    const bool seq2seq = task == Task::headline, layered = task != Task::multiview, tokens = layered && task != Task::images;
+    if (tokens) m.vocab_size = node.integer("vocab_size", m.vocab_size, "the vocabulary; 0 takes the tokenizer's", 0);
     m.width = node.integer("d_model", m.width, "model width (multiview: the boxes' feature width)", 1);
     m.heads = node.integer("heads", m.heads, "attention heads; must divide `d_model`", 1);
     if (m.width % m.heads != 0) {
@@ -168,7 +176,7 @@ void parse_model(ConfigNode& node, Task task, ModelConfig& m) {
         node.fail("mixer", std::string("is ") + name_of(m.mixer) +
                                ", but share_encoder_decoder needs the encoder's attention projections for the decoder");
     }
-    if (layered) parse_token_model(node, task, m);
+    if (tokens) parse_token_model(node, task, m);
     m.weight_init = node.choice("weight_init", m.weight_init,
                                 "`per_layer`: Xavier-uniform projections and normal embeddings; `truncated_normal`: every "
                                 "matrix from N(0, 0.02²) truncated at 2σ (BERT's initializer; paper 002's code for all weights)");
@@ -295,12 +303,7 @@ void parse_data(ConfigNode& node, Task task, DataConfig& d) {
                                  "the class names in id order; empty: collected from `train_file` in order of first "
                                  "appearance (the run's resolved config and checkpoints then list them)");
             if (d.regression && !d.labels.empty()) node.fail("labels", "are for classes; a regression target has none");
-            d.same_class_templates = node.number(
-                "same_class_templates", d.same_class_templates,
-                "paper 003 §9's recipe (0.5 there): the probability that a training example's layers of a kind that compares "
-                "templates (`ot`) also weigh the templates of a random other training example of its class; validation and "
-                "test see only their input's; 0: never",
-                0.0, 1.0);
+            d.same_class_templates = parse_same_class_templates(node, d.same_class_templates);
             if (d.regression && d.same_class_templates > 0.0) {
                 node.fail("same_class_templates", "needs classes; a regression target has none");
             }
@@ -337,6 +340,25 @@ void parse_data(ConfigNode& node, Task task, DataConfig& d) {
             d.valid_length > d.length) {
             node.fail("valid_length", "exceeds length: first_position case distinction has one class per training position");
         }
+    } else if (task == Task::images) {
+        d.train_file = node.text("train_file", d.train_file,
+                                 Doc("a CSV file of images: per line the pixels row by row, then the class id (data/images.h)",
+                                     "required"));
+        if (d.train_file.empty()) node.fail("train_file", "is required");
+        d.valid_file = node.text("valid_file", d.valid_file, "the same for validation; empty: no validation");
+        d.image_height = node.integer("image_height", d.image_height, "pixels per column", 1, 4096);
+        d.image_width = node.integer("image_width", d.image_width, "pixels per row", 1, 4096);
+        d.patch = node.integer("patch", d.patch, "the side of the square patches the images are cut into (ViT's); divides both sides",
+                               1, 4096);
+        if (d.image_height % d.patch != 0 || d.image_width % d.patch != 0) {
+            node.fail("patch", std::to_string(d.patch) + " does not divide " + std::to_string(d.image_height) + " × " +
+                                   std::to_string(d.image_width));
+        }
+        d.pixel_max = node.number("pixel_max", d.pixel_max, "the pixels' full scale; the model reads pixel / pixel_max", 1e-12);
+        d.classes = node.integer("classes", d.classes,
+                                 "classes; 0: one more than the largest label of `train_file` (the resolved config then says)", 0,
+                                 1000);
+        d.same_class_templates = parse_same_class_templates(node, d.same_class_templates);
     } else if (task == Task::multiview) {
         d.objects_min = node.integer("objects_min", d.objects_min, "fewest objects in a scene", 1, 100);
         d.objects_max = node.integer("objects_max", d.objects_max,
@@ -440,6 +462,7 @@ std::vector<std::string> metrics_of(Task task, bool regression) {
         case Task::synthetic:
             return {"accuracy", "loss", "accuracy_at_train_length", "accuracy_argmin", "accuracy_first", "accuracy_argmax"};
         case Task::multiview: return {"accuracy", "loss", "accuracy_color", "accuracy_count"};
+        case Task::images: return {"accuracy", "loss"};
     }
     return {};
 }
@@ -491,7 +514,7 @@ void parse_test(ConfigNode& node, Task task, const DataConfig& data, TestConfig&
                                  "stream of their own (the same for every run and seed, so settings are compared on the same "
                                  "examples)",
                                  1);
-    } else if (task == Task::classify || task == Task::span) {
+    } else if (task == Task::classify || task == Task::span || task == Task::images) {
         t.file = node.text("file", t.file, Doc("the labelled test file, in the training file's format", "`data.valid_file`"));
         if (t.file.empty()) {
             t.file = data.valid_file;
@@ -548,17 +571,36 @@ ExperimentConfig multiview_defaults(ExperimentConfig config) {
     return config;
 }
 
+// The images task: a ViT of paper 003 §9's depth (six layers) at the width of the 8 × 8 digits: d 64,
+// 4 heads, pre-LN as ViT has it, patches of 2 × 2.
+ExperimentConfig images_defaults(ExperimentConfig config) {
+    models::ModelConfig& m = config.model;
+    m.architecture = models::Architecture::vit;
+    m.width = 64;
+    m.heads = 4;
+    m.encoder_layers = 6;
+    m.norm = nn::NormPlacement::pre;
+    return config;
+}
+
 ExperimentConfig defaults_for(Task task) {
     ExperimentConfig config;
     config.task = task;
     if (task == Task::synthetic) return synthetic_defaults(config);
     if (task == Task::multiview) return multiview_defaults(config);
+    if (task == Task::images) return images_defaults(config);
     if (task != Task::headline) config.model = models::bert_base();
     if (task == Task::span) config.data.max_seq = 384;
     return config;
 }
 
 void set_task_output(ExperimentConfig& config) {
+    if (config.task == Task::images) {
+        const DataConfig& d = config.data;
+        config.model.image = {(d.image_height / d.patch) * (d.image_width / d.patch), d.patch * d.patch, d.classes};
+        config.model.max_source_positions = config.model.image.patches + 1;  // and the class token
+        return;
+    }
     if (config.task == Task::multiview) {
         config.model.multiview_classes = config.data.colors * config.data.count_classes;
         return;
@@ -587,8 +629,9 @@ ExperimentConfig parse_experiment_config(const Json& raw, KeyLog* log) {
     const Task task = root.choice("task", Task::headline,
                                   "headline generation (encoder-decoder), masked-LM pretraining (BERT-style encoder), "
                                   "fine-tuning a BERT-style encoder on classification (GLUE-style TSV) or extractive "
-                                  "question answering (SQuAD JSON), paper 002's `synthetic` tasks, or paper 004's "
-                                  "`multiview` attention on synthetic scenes; the task layer is `src/tasks/`");
+                                  "question answering (SQuAD JSON), paper 002's `synthetic` tasks, paper 004's "
+                                  "`multiview` attention on synthetic scenes, or paper 003's `images` (a ViT on small images); "
+                                  "the task layer is `src/tasks/`");
     ExperimentConfig config = defaults_for(task);
     config.seed = static_cast<uint64_t>(root.integer(
         "seed", static_cast<int64_t>(config.seed), "seeds initialization, dropout and data order (separate streams)", 0));

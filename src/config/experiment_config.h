@@ -19,10 +19,11 @@
 namespace hnas::config {
 
 // The training objectives (src/tasks/), named in configs as "task": the one vocabulary of task names.
-enum class Task { headline, mlm, classify, span, synthetic, multiview };
+enum class Task { headline, mlm, classify, span, synthetic, multiview, images };
 inline constexpr EnumName<Task> kTaskNames[]{{Task::headline, "headline"}, {Task::mlm, "mlm"},
                                              {Task::classify, "classify"}, {Task::span, "span"},
-                                             {Task::synthetic, "synthetic"}, {Task::multiview, "multiview"}};
+                                             {Task::synthetic, "synthetic"}, {Task::multiview, "multiview"},
+                                             {Task::images, "images"}};
 constexpr const auto& enum_names(Task) { return kTaskNames; }
 
 // The tokenizer: an existing SentencePiece model or WordPiece vocab.txt, or a SentencePiece model
@@ -54,9 +55,13 @@ struct DataConfig {
     bool header = true;
     std::vector<std::string> labels;
     bool regression = false;
-    // classify, paper 003 §9: the probability that a training example's template-comparing layers (kind
-    // ot) also see the templates of a random other training example of its class; 0: never
+    // classify and images, paper 003 §9: the probability that a training example's template-comparing
+    // layers (kind ot) also see the templates of a random other training example of its class; 0: never
     double same_class_templates = 0.0;
+    // images (data/images.h; train_file and valid_file are CSV files): the images' size, the patches'
+    // side, the pixels' full scale, and the classes (0: one more than the training file's largest label)
+    int64_t image_height = 8, image_width = 8, patch = 2, classes = 0;
+    double pixel_max = 16.0;
     // span: windows over long contexts every doc_stride pieces, questions cut to max_query pieces,
     // answers of at most max_answer pieces, SQuAD 2.0's no-answer when null − best span > null_threshold
     int64_t doc_stride = 128, max_query = 64, max_answer = 30;

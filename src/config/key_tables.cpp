@@ -28,7 +28,7 @@ std::vector<Variant> variants() {
                 raw["model"]["attention"][stack]["prior"]["enabled"] = true;
             }
         }
-        if (task == Task::classify || task == Task::span) raw["data"]["train_file"] = "TRAIN";
+        if (task == Task::classify || task == Task::span || task == Task::images) raw["data"]["train_file"] = "TRAIN";
         list.push_back({name, name, raw});
         if (task == Task::classify) {
             raw["data"]["regression"] = true;

@@ -97,6 +97,18 @@ ClassificationBatch slice_rows(const ClassificationBatch& batch, int64_t first, 
     return out;
 }
 
+ImageBatch slice_rows(const ImageBatch& batch, int64_t first, int64_t last) {
+    check_rows(batch.patches.dim(0), first, last);
+    ImageBatch out;
+    out.patches = rows_of(batch.patches, first, last);
+    out.labels = rows_of(batch.labels, first, last);
+    out.example_index.assign(batch.example_index.begin() + first, batch.example_index.begin() + last);
+    if (!batch.template_partner.empty()) {
+        out.template_partner.assign(batch.template_partner.begin() + first, batch.template_partner.begin() + last);
+    }
+    return out;
+}
+
 SpanBatch slice_rows(const SpanBatch& batch, int64_t first, int64_t last) {
     check_rows(batch.input_ids.dim(0), first, last);
     SpanBatch out;

@@ -47,6 +47,15 @@ struct ClassificationBatch {
     std::vector<int64_t> template_partner;
 };
 
+// One batch of images (data/images.h): patches (B, P, p²) and labels (B); as ClassificationBatch for
+// the rest.
+struct ImageBatch {
+    Tensor patches;
+    Tensor labels;
+    std::vector<int64_t> example_index;
+    std::vector<int64_t> template_partner;  // paper 003 §9, as ClassificationBatch's; empty: none drawn
+};
+
 // One batch of span-extraction windows [CLS] question [SEP] context window [SEP] (span), padded.
 struct SpanBatch {
     Tensor input_ids;        // (B, L) int32, pad 0
@@ -68,6 +77,7 @@ std::pair<int64_t, int64_t> shard_rows(int64_t rows, int rank, int ranks);
 Seq2SeqBatch slice_rows(const Seq2SeqBatch& batch, int64_t first, int64_t last);
 MlmBatch slice_rows(const MlmBatch& batch, int64_t first, int64_t last);
 ClassificationBatch slice_rows(const ClassificationBatch& batch, int64_t first, int64_t last);
+ImageBatch slice_rows(const ImageBatch& batch, int64_t first, int64_t last);
 SpanBatch slice_rows(const SpanBatch& batch, int64_t first, int64_t last);
 
 // Padded (B, L) input_ids, segment_ids and valid of sequences of different lengths.

@@ -11,7 +11,6 @@
 namespace hnas::data {
 
 namespace {
-constexpr uint64_t kPartnerStream = 0x0703'0009;  // purpose of the template partners' stream (batching.h)
 
 std::vector<std::string_view> split_tabs(std::string_view line) {
     std::vector<std::string_view> columns;
@@ -190,30 +189,14 @@ std::optional<ClassificationBatch> ClassificationBatcher::next() {
     const auto indices = batches_->next();
     if (!indices) return std::nullopt;
     ClassificationBatch batch = batch_of(*indices);
-    if (partners_) {
-        // drawn from the batch's own position, so a resumed run draws what an uninterrupted one does
-        Rng rng = derive_rng(options_.seed, kPartnerStream, static_cast<uint64_t>(at.epoch), static_cast<uint64_t>(at.batch));
-        for (uint32_t index : *indices) batch.template_partner.push_back(partners_->draw(index, rng));
-    }
+    if (partners_) batch.template_partner = partners_->draw_batch(*indices, options_.seed, at);
     return batch;
 }
 
 PartneredBatch ClassificationBatcher::with_template_partners(const ClassificationBatch& batch) const {
-    const auto inputs = static_cast<int64_t>(batch.example_index.size());
-    HNAS_CHECK(static_cast<int64_t>(batch.template_partner.size()) == inputs, "classification data: a batch of ", inputs,
-               " rows with ", batch.template_partner.size(), " template partners");
-    std::vector<uint32_t> indices(batch.example_index.begin(), batch.example_index.end());
-    PartneredBatch out;
-    out.inputs = inputs;
-    for (int64_t partner : batch.template_partner) {
-        HNAS_CHECK(partner >= -1 && partner < static_cast<int64_t>(examples_.size()), "classification data: template partner ",
-                   partner, " is not an example of ", options_.path);
-        out.partner_row.push_back(partner < 0 ? -1 : static_cast<int64_t>(indices.size()));
-        if (partner >= 0) indices.push_back(static_cast<uint32_t>(partner));
-    }
-    out.partner_row.resize(indices.size(), -1);
-    out.batch = batch_of(indices);
-    return out;
+    const PartnerRows rows = append_partner_rows(batch.example_index, batch.template_partner, static_cast<int64_t>(examples_.size()),
+                                                 "classification data " + options_.path);
+    return {batch_of(rows.examples), static_cast<int64_t>(batch.example_index.size()), rows.partner_row};
 }
 
 }  // namespace hnas::data

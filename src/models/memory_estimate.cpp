@@ -14,8 +14,15 @@ int64_t prior_parameters(const ModelConfig& c, const AttentionStackConfig& stack
     return stack.prior ? stack.prior->buckets * c.heads : 0;
 }
 
+// Paper 003 §7's context preference: its tanh layer over the key and the summary, one weight vector per head.
+int64_t context_prior_parameters(const ModelConfig& c, const AttentionStackConfig& stack) {
+    if (!stack.context_prior) return 0;
+    const int64_t hidden = stack.context_prior->hidden;
+    return linear(c.width, hidden) + linear(c.width, hidden, false) + c.heads * hidden;
+}
+
 int64_t attention_parameters(const ModelConfig& c, const AttentionStackConfig& stack) {
-    return 4 * linear(c.width, c.width) + (stack.share_prior ? 0 : prior_parameters(c, stack));
+    return 4 * linear(c.width, c.width) + (stack.share_prior ? 0 : prior_parameters(c, stack)) + context_prior_parameters(c, stack);
 }
 
 // The priors shared by the layers of a stack (T5): one table each.
@@ -60,6 +67,10 @@ int64_t parameter_count(const ModelConfig& c) {
         const int64_t fusion = c.mixer == nn::Mixer::attention ? 2 * 2 * linear(c.width, c.width) : 0;
         return fusion + layer_norm(c.width) + linear(c.width, c.ffn_width) + linear(c.ffn_width, c.ffn_width) +
                linear(c.ffn_width, c.multiview_classes);
+    }
+    if (c.architecture == Architecture::vit) {  // patch embedding, class token, positions, encoder, classifier
+        return linear(c.image.patch_values, c.width) + c.width + (c.image.patches + 1) * c.width + encoder_parameters(c) +
+               linear(c.width, c.image.classes) + (c.norm == nn::NormPlacement::pre ? layer_norm(c.width) : 0);
     }
     int64_t count = c.vocab_size * c.width;  // the token embedding
     if (c.architecture == Architecture::symbols) {

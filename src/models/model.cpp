@@ -52,7 +52,7 @@ Var EncoderStack::forward(Var x, const ops::AttentionMask& mask, const nn::Templ
     return final_norm ? final_norm->forward(x) : x;
 }
 
-EncoderStack TokenModel::register_encoder_stack(Rng& init_rng, Rng& dropout_rng) {
+EncoderStack StackModel::register_encoder_stack(Rng& init_rng, Rng& dropout_rng) {
     EncoderStack stack;
     for (size_t i = 0; i < static_cast<size_t>(config_.encoder_layers); ++i) {
         stack.layers.push_back(&register_module(
@@ -70,12 +70,12 @@ EncoderStack TokenModel::register_encoder_stack(Rng& init_rng, Rng& dropout_rng)
     return stack;
 }
 
-nn::RelativePositionBias* TokenModel::register_stack_prior(const std::string& name, const AttentionStackConfig& stack) {
+nn::RelativePositionBias* StackModel::register_stack_prior(const std::string& name, const AttentionStackConfig& stack) {
     if (!stack.prior || !stack.share_prior) return nullptr;
     return &register_module(name, std::make_unique<nn::RelativePositionBias>(config_.heads, *stack.prior));
 }
 
-std::vector<NamedAttention> TokenModel::attentions() const {
+std::vector<NamedAttention> StackModel::attentions() const {
     std::vector<NamedAttention> out;
     for (const LayerStack& stack : stacks()) {
         for (size_t i = 0; i < stack.layers.size(); ++i) {

@@ -1,6 +1,6 @@
 // What every model offers the code above it (the tasks, the trainer, the analyses): its config and
 // every attention by name, so nothing above src/models/ needs to know which model it holds to analyse
-// it; a TokenModel also runs its encoder on token ids on its own and lists its layer stacks.
+// it; a StackModel lists its layer stacks, and a TokenModel also runs its encoder on token ids on its own.
 #pragma once
 
 #include <functional>
@@ -58,14 +58,11 @@ protected:
     ModelConfig config_;
 };
 
-// A model that reads token ids (Seq2SeqModel, BertModel, SymbolEncoder): its encoder runs on its own,
-// and its attentions live in layer stacks.
-class TokenModel : public Model {
+// A model whose attentions live in layer stacks (every model but the multi-view one).
+class StackModel : public Model {
 public:
     using Model::Model;
 
-    // ids (B, L), valid (B, L) -> the encoder's states (B, L, D); a BERT-style model sees one segment.
-    virtual Var encode_tokens(const Tensor& ids, const Tensor& valid) const = 0;
     // The layer stacks, encoder first.
     virtual std::vector<LayerStack> stacks() const = 0;
     // Stack by stack in layer order: self-attention, then cross-attention.
@@ -76,6 +73,15 @@ protected:
     EncoderStack register_encoder_stack(Rng& init_rng, Rng& dropout_rng);
     // The prior `stack` shares over its layers, registered as `name`; null unless it has one.
     nn::RelativePositionBias* register_stack_prior(const std::string& name, const AttentionStackConfig& stack);
+};
+
+// A model that reads token ids (Seq2SeqModel, BertModel, SymbolEncoder): its encoder runs on its own.
+class TokenModel : public StackModel {
+public:
+    using StackModel::StackModel;
+
+    // ids (B, L), valid (B, L) -> the encoder's states (B, L, D); a BERT-style model sees one segment.
+    virtual Var encode_tokens(const Tensor& ids, const Tensor& valid) const = 0;
 };
 
 }  // namespace hnas::models

@@ -31,12 +31,13 @@ struct AttentionStackConfig {
 constexpr int32_t kPadId = 0;
 
 // seq2seq: Seq2SeqModel; bert: BertModel; symbols: SymbolEncoder (paper 002's synthetic tasks);
-// multiview: MultiviewModel (paper 004's multi-view attention).
-enum class Architecture { seq2seq, bert, symbols, multiview };
+// multiview: MultiviewModel (paper 004's multi-view attention); vit: VitModel (paper 003 §9's images).
+enum class Architecture { seq2seq, bert, symbols, multiview, vit };
 inline constexpr EnumName<Architecture> kArchitectureNames[]{{Architecture::seq2seq, "seq2seq"},
                                                              {Architecture::bert, "bert"},
                                                              {Architecture::symbols, "symbols"},
-                                                             {Architecture::multiview, "multiview"}};
+                                                             {Architecture::multiview, "multiview"},
+                                                             {Architecture::vit, "vit"}};
 constexpr const auto& enum_names(Architecture) { return kArchitectureNames; }
 
 // The heads on a BERT-style encoder. The task decides which (src/tasks/); their parameters keep the
@@ -58,6 +59,11 @@ struct SymbolOutput {
     bool per_position = true;
     int64_t classes = 0;
     bool positions = false;
+};
+
+// What a ViT reads and answers, from the images task's data options: P patches of V values each, C classes.
+struct ImageInput {
+    int64_t patches = 0, patch_values = 0, classes = 0;
 };
 
 // How a model's matrices start: each layer's own initializer (Xavier for projections, normal for
@@ -97,6 +103,7 @@ struct ModelConfig {
     BertHeads bert_heads;         // bert only
     SymbolOutput symbol_output;   // symbols only
     int64_t multiview_classes = 0; // multiview only: the classes of its label
+    ImageInput image;              // vit only
     AttentionStackConfig encoder_attention, decoder_attention, cross_attention;
 };
 

@@ -7,6 +7,7 @@
 #include "models/multiview.h"
 #include "models/seq2seq.h"
 #include "models/symbol_encoder.h"
+#include "models/vit.h"
 
 namespace hnas::models {
 
@@ -18,6 +19,7 @@ std::unique_ptr<Model> build_model(const ModelConfig& config, Rng& init_rng, Rng
     case Architecture::bert: return std::make_unique<BertModel>(config, init_rng, dropout_rng);
     case Architecture::symbols: return std::make_unique<SymbolEncoder>(config, init_rng, dropout_rng);
     case Architecture::multiview: return std::make_unique<MultiviewModel>(config, init_rng, dropout_rng);
+    case Architecture::vit: return std::make_unique<VitModel>(config, init_rng, dropout_rng);
     }
     throw Error("model: unknown architecture");
 }

@@ -1,5 +1,6 @@
 #include "tasks/classify/classify_task.h"
 #include "tasks/headline/headline_task.h"
+#include "tasks/images/images_task.h"
 #include "tasks/mlm/mlm_task.h"
 #include "tasks/multiview/multiview_task.h"
 #include "tasks/span/span_task.h"
@@ -15,6 +16,7 @@ const TaskDefinition& task_definition(config::Task task) {
         &span::definition(),
         &synthetic::definition(),
         &multiview::definition(),
+        &images::definition(),
     };
     for (const TaskDefinition* definition : definitions) {
         if (definition->task == task) return *definition;

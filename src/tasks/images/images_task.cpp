@@ -1,0 +1,178 @@
+#include "tasks/images/images_task.h"
+
+#include "data/images.h"
+#include "models/vit.h"
+#include "tasks/task_support.h"
+
+namespace hnas::tasks::images {
+
+namespace {
+
+data::ImageLayout layout_of(const config::DataConfig& d) { return {d.image_height, d.image_width, d.patch, d.pixel_max}; }
+
+// Training reads its file shuffled and forever, drawing template partners; validation and test read
+// theirs once, in file order, without partners.
+data::ImageDataOptions image_data(const config::ExperimentConfig& config, const std::string& path, bool training) {
+    data::ImageDataOptions o;
+    o.path = path;
+    o.layout = layout_of(config.data);
+    o.shuffle = training;
+    o.seed = config.seed;
+    o.batch = config.data.batch_sentences;
+    o.epochs = training ? 0 : 1;
+    if (training) o.same_class_templates = config.data.same_class_templates;
+    return o;
+}
+
+// Right answers over a pass, per image in batch order.
+struct Tally {
+    std::vector<double> correct;
+    void add(const Tensor& logits, const Tensor& labels) {
+        const std::vector<int32_t> predicted = argmax_rows(logits);
+        for (size_t row = 0; row < predicted.size(); ++row) correct.push_back(predicted[row] == labels.ints()[row] ? 1.0 : 0.0);
+    }
+    double accuracy() const {
+        double right = 0.0;
+        for (double c : correct) right += c;
+        return correct.empty() ? 0.0 : right / static_cast<double>(correct.size());
+    }
+};
+
+class ImagesTask : public Task {
+public:
+    ImagesTask(const config::ExperimentConfig& config, Rng& init, Rng& dropout)
+        : config_(config),
+          model_(std::make_unique<models::VitModel>(config.model, init, dropout)),
+          train_(image_data(config, config.data.train_file, true)) {
+        if (!config.data.valid_file.empty()) {
+            valid_ = std::make_unique<data::ImageBatcher>(image_data(config, config.data.valid_file, false));
+            valid_start_ = valid_->position();
+        }
+    }
+
+    models::Model& model() override { return *model_; }
+
+    BatchTokens next_batch(int rank, int ranks) override {
+        batch_ = *train_.next();
+        const int64_t rows = batch_.patches.dim(0);
+        const auto [first, last] = data::shard_rows(rows, rank, ranks);
+        if (first < last && ranks > 1) batch_ = data::slice_rows(batch_, first, last);
+        tokens_ = {rows, last - first, rows * config_.model.image.patches};
+        return tokens_;
+    }
+
+    // Paper 003 §9: with template partners drawn, their rows run beside the batch's and only the
+    // batch's own rows are scored.
+    Var batch_loss() override {
+        if (tokens_.shard == 0) return Var(Tensor::scalar(0.0f));
+        Var logits;
+        if (batch_.template_partner.empty()) {
+            logits = model_->logits(model_->encode(batch_.patches));
+        } else {
+            const data::PartneredImageBatch extended = train_.with_template_partners(batch_);
+            const nn::TemplatePartners partners{extended.partner_row};
+            logits = ops::slice(model_->logits(model_->encode(extended.batch.patches, &partners)), 0, 0, extended.inputs);
+        }
+        return shard_part(ops::cross_entropy(logits, batch_.labels), tokens_.shard, tokens_.global);
+    }
+
+    data::DataPosition position() const override { return train_.position(); }
+    void restore(const data::DataPosition& position) override { train_.restore(position); }
+
+    std::optional<Validation> validate() override {
+        if (!valid_) return std::nullopt;
+        EvaluationMode evaluation(*model_);
+        Tally tally;
+        Validation result = validation_loss(
+            *valid_, valid_start_, config_.validation.max_batches,
+            [&](const data::ImageBatch& b) {
+                const Var logits = model_->logits(model_->encode(b.patches));
+                tally.add(logits.value(), b.labels);
+                return ops::cross_entropy(logits, b.labels);
+            },
+            [](const data::ImageBatch& b) { return b.patches.dim(0); });
+        result.metrics.push_back({"accuracy", tally.accuracy()});
+        return result;
+    }
+
+    // The first validation batch, on which the trainer measures the attention diagnostics.
+    models::DiagnosticForward diagnostic_forward() override {
+        if (!valid_) return {};
+        return [this](size_t index) -> int64_t {
+            if (index > 0) return 0;
+            valid_->restore(valid_start_);
+            const data::ImageBatch batch = *valid_->next();
+            model_->encode(batch.patches);
+            return batch.patches.dim(0);
+        };
+    }
+
+private:
+    const config::ExperimentConfig& config_;
+    std::unique_ptr<models::VitModel> model_;
+    data::ImageBatcher train_;
+    std::unique_ptr<data::ImageBatcher> valid_;
+    data::DataPosition valid_start_;
+    data::ImageBatch batch_;
+    BatchTokens tokens_;
+};
+
+std::vector<DataFile> data_files(const config::ExperimentConfig&) { return {}; }
+
+models::BatchShape largest_batch(const config::ExperimentConfig& config) {
+    models::BatchShape batch;
+    batch.rows = config.data.batch_sentences;
+    batch.source_length = config.model.image.patches + 1;
+    return batch;
+}
+
+// The classes the config leaves to the data: one more than the training file's largest label. They join
+// the resolved config, so checkpoints keep them.
+void complete_config(config::ExperimentConfig& config) {
+    if (config.data.classes == 0) {
+        const data::ImageSet images = data::read_image_csv(config.data.train_file, layout_of(config.data));
+        config.data.classes = 1 + *std::max_element(images.labels.begin(), images.labels.end());
+        config.resolved["data"]["classes"] = config.data.classes;
+    }
+    HNAS_CHECK(config.data.classes >= 2, "config data.classes: classification needs two classes or more, got ", config.data.classes);
+    config::set_task_output(config);
+    const std::vector<std::string>& kinds = config.model.encoder_attention.kinds;
+    HNAS_CHECK(config.data.same_class_templates == 0.0 || std::any_of(kinds.begin(), kinds.end(), [](const std::string& kind) {
+                   return nn::find_attention_kind(kind).compares_templates;
+               }),
+               "config data.same_class_templates: no encoder layer's kind compares templates (`ot`), so no layer would see the "
+               "partners' templates");
+}
+
+// Accuracy on a labelled file, and each image's right answer for paired comparisons.
+TestResult test(const decode::TrainedCheckpoint& trained) {
+    const std::string& file = trained.config.test.file;
+    HNAS_CHECK(!file.empty(), "test: the images run's config names no test file: set test.file (or data.valid_file)");
+    const LoadedModel<models::VitModel> loaded = load_model<models::VitModel>(trained);
+    data::ImageBatcher batcher(image_data(trained.config, file, false));
+    NoGradScope no_grad;
+    Tally tally;
+    while (auto batch = batcher.next()) tally.add(loaded.model->logits(loaded.model->encode(batch->patches)).value(), batch->labels);
+    TestResult result;
+    result.metrics = {{"accuracy", tally.accuracy()}, {"examples", tally.correct.size()}};
+    result.per_example["accuracy"] = tally.correct;
+    result.settings = {{"file", file}};
+    return result;
+}
+
+std::unique_ptr<Task> create(const config::ExperimentConfig& config, const data::Tokenizer&, Rng& init, Rng& dropout) {
+    return std::make_unique<ImagesTask>(config, init, dropout);
+}
+
+// The task reads no text: its checkpoints carry a tokenizer of the special ids alone.
+data::Tokenizer no_text(const config::ExperimentConfig&) { return data::Tokenizer::symbols(0); }
+
+}  // namespace
+
+const TaskDefinition& definition() {
+    static const TaskDefinition images{config::Task::images, data_files, largest_batch, "", "data.image_height, data.image_width, data.patch",
+                                       "examples", complete_config, create, nullptr, nullptr, test, no_text};
+    return images;
+}
+
+}  // namespace hnas::tasks::images
