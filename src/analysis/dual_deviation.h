@@ -20,8 +20,8 @@ namespace hnas::analysis {
 struct DualDeviationOptions {
     int64_t max_sequences = 32;  // texts read from the input (0: all)
     int64_t batch = 16;
-    int bins = 40;                // histogram of the deviation over [0, histogram_top)
-    double histogram_top = 1.0;
+    int bins = 50;                // histogram of the deviation over [0, histogram_top); above it, counted apart
+    double histogram_top = 0.5;
 };
 
 struct HeadDeviation {

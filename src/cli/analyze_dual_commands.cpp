@@ -45,7 +45,7 @@ std::string example_figure(const analysis::DualExample& example) {
     experiments::Chart chart{"Exact ĥ (Eq. 12, λ*) and Eq. 18's (λ = αz) for a 2-D discrete u (paper 003 Fig. 3)", "a₁", "a₂",
                              {}, true, {}};
     for (size_t i = 0; 2 * i < example.templates.size(); ++i) {
-        chart.series.push_back({i == 0 ? "templates (u above each in the table)" : "", "#e07b00", 1.0, 1.0,
+        chart.series.push_back({i == 0 ? "templates (their u in the table)" : "", "#7f7f7f", 1.0, 1.0,
                                 {{example.templates[2 * i], example.templates[2 * i + 1]}}});
     }
     chart.series.push_back({"μ → μ + z", "#1f3a93", 2.0, 1.0,

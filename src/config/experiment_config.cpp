@@ -624,6 +624,23 @@ void set_bert_heads(ExperimentConfig& config) {
     heads.span = config.task == Task::span;
 }
 
+Json upgrade_saved_config(Json saved) {
+    if (!saved.contains("model") || !saved["model"].contains("attention")) return saved;
+    for (auto& [stack_name, stack] : saved["model"]["attention"].items()) {
+        if (!stack.is_object() || !stack.contains("ot_alpha")) continue;
+        const double alpha = stack.at("ot_alpha").get<double>();
+        const Json kinds = stack.contains("kind") ? stack.at("kind") : Json("lnas");
+        const auto is_ot = [](const Json& kind) { return kind == "ot"; };
+        const bool only_ot = kinds.is_array() ? std::all_of(kinds.begin(), kinds.end(), is_ot) : is_ot(kinds);
+        HNAS_CHECK(alpha == 1.0 || only_ot, "config model.attention.", stack_name, ".ot_alpha: ", alpha, " was saved by an earlier ",
+                   "hnas, where it weighed only `ot`'s evidence; today `alpha` weighs every kind's, so a stack mixing `ot` with ",
+                   "other kinds has no equivalent");
+        if (alpha != 1.0) stack["alpha"] = alpha;
+        stack.erase("ot_alpha");
+    }
+    return saved;
+}
+
 ExperimentConfig parse_experiment_config(const Json& raw, KeyLog* log) {
     ConfigNode root(raw, "", log);
     const Task task = root.choice("task", Task::headline,

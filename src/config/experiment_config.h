@@ -170,6 +170,12 @@ void set_bert_heads(ExperimentConfig& config);
 // A synthetic task's model output and positions, and a multiview task's classes, from its data options.
 void set_task_output(ExperimentConfig& config);
 
+// A config an earlier hnas saved (a checkpoint's, a run's config.json) in today's keys. ot_alpha, `ot`'s
+// α of paper 003 Eq. 25, became the stack's `alpha` (Eq. 18, for every kind): at 1 it is dropped; in a
+// stack of ot layers alone it becomes `alpha`; beside other kinds another value has no equivalent and
+// is an error naming the key.
+Json upgrade_saved_config(Json saved);
+
 // Parses and validates `raw`; a `log` given collects every key read (for key_tables).
 ExperimentConfig parse_experiment_config(const Json& raw, KeyLog* log = nullptr);
 // Reads the file, applies `overrides` ("model.layers=2"), then parses.

@@ -20,7 +20,7 @@ TrainedCheckpoint read_trained_checkpoint(const std::string& checkpoint_path) {
     }
     HNAS_CHECK(checkpoint.has("tokenizer.model"), checkpoint_path, ": holds no tokenizer.model");
     const int64_t step = meta.at("step").get<int64_t>();
-    config::ExperimentConfig config = config::parse_experiment_config(meta.at("config"));
+    config::ExperimentConfig config = config::parse_experiment_config(config::upgrade_saved_config(meta.at("config")));
     config.model.vocab_size = meta.at("vocab_size").get<int64_t>();
     data::Tokenizer tokenizer = data::Tokenizer::from_serialized(checkpoint.bytes("tokenizer.model"));
     return {std::move(checkpoint), step, std::move(config), std::move(tokenizer)};

@@ -181,7 +181,9 @@ Comparison compare(const std::vector<TrialResult>& results, int64_t bootstrap_sa
         }
     }
     out.json = {{"settings", settings}, {"pairs", pairs}, {"bootstrap_samples", bootstrap_samples}, {"seed", seed}};
-    out.markdown = fmt::format("Per setting: mean ± standard error over seeds (min – max)\n\n{}", table);
+    out.markdown = fmt::format(
+        "Per setting: mean ± standard error over seeds (the 95 % confidence interval of the mean, Student's t; min – max)\n\n{}",
+        table);
     if (!pairs.empty()) {
         out.markdown += fmt::format(
             "\nPaired differences a − b on the seeds both have: Cohen's d_z, the two-sided paired permutation test over "

@@ -318,7 +318,7 @@ std::string comparison_section(const std::optional<Comparison>& comparison) {
             if (std::find(metrics.begin(), metrics.end(), metric) == metrics.end()) metrics.push_back(metric);
         }
     }
-    std::string html = "<h2>Results</h2>\n<table class=\"results\"><caption>mean ± standard error over seeds (min – max)"
+    std::string html = "<h2>Results</h2>\n<table class=\"results\"><caption>mean ± standard error over seeds (the 95 % confidence interval of the mean; min – max)"
                        "</caption>\n<tr><th>setting</th><th>seeds</th>";
     for (const std::string& metric : metrics) html += "<th>" + html_escape(metric) + "</th>";
     html += "</tr>\n";

@@ -58,7 +58,8 @@ Json test_run(const fs::path& run_dir, const std::vector<std::string>& overrides
     HNAS_CHECK(fs::is_directory(run_dir), "test: ", run_dir.string(), " is not a run directory");
     // The test section of the run's config, with the overrides on top, says what to score and how.
     const fs::path config_path = run_dir / "config.json";
-    Json resolved = parse_json(read_file(config_path.string(), "run config"), "run config " + config_path.string() + ":");
+    Json resolved = config::upgrade_saved_config(
+        parse_json(read_file(config_path.string(), "run config"), "run config " + config_path.string() + ":"));
     for (const std::string& assignment : overrides) {
         HNAS_CHECK(assignment.starts_with("test."), "test: --set ", assignment,
                    ": only the test section's keys (test.…) apply to a trained run");
