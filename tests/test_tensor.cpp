@@ -1,5 +1,9 @@
 // Tensors, shapes, the random number generator, the one spelling of non-finite numbers in messages and
 // the enums' name tables.
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -48,6 +52,71 @@ TEST(Tensor, StorageIsAligned) {
         Tensor t = Tensor::empty({n});
         EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data()) % 64, 0u);
     }
+}
+
+// The pool's accounting over a scripted sequence of shapes (issue #24): a block is live while a tensor
+// holds it, cached after, and a later tensor of the same size class takes the same block back.
+TEST(TensorPool, AccountsLiveAndCachedBytesAndReusesBlocks) {
+    reset_tensor_memory_peaks();
+    const TensorMemory start = tensor_memory();
+    int64_t block = 0;
+    const void* address = nullptr;
+    {
+        const Tensor a = Tensor::empty({1000});  // 4,000 bytes, in a class of at most 12.5 % more
+        const TensorMemory held = tensor_memory();
+        block = held.live - start.live;
+        EXPECT_GE(block, 4000);
+        EXPECT_LE(block, 4500);
+        EXPECT_EQ(held.peak_live, held.live);
+        address = a.data();
+    }
+    const TensorMemory freed = tensor_memory();
+    EXPECT_EQ(freed.live, start.live);
+    EXPECT_EQ(freed.peak_live, start.live + block);
+#ifdef HNAS_SANITIZE
+    EXPECT_EQ(freed.cached, 0) << "sanitizer builds free every block, for AddressSanitizer to see reuse";
+#else
+    EXPECT_EQ(freed.cached, start.cached + block);
+    {
+        const Tensor b = Tensor::empty({990});  // the same class: the cached block again
+        EXPECT_EQ(static_cast<const void*>(b.data()), address);
+        EXPECT_EQ(tensor_memory().cached, start.cached);
+        const Tensor c = Tensor::empty({1000}), d = Tensor::empty({5000});
+        EXPECT_GE(tensor_memory().live - start.live, 2 * block + 20000);
+    }
+    EXPECT_GE(tensor_memory().peak_cached, start.cached + 2 * block + 20000);
+#endif
+    reset_tensor_memory_peaks();
+    EXPECT_EQ(tensor_memory().peak_live, tensor_memory().live);
+}
+
+// Under an address-space limit (setrlimit, in a child process), a tensor too large to allocate is an
+// AllocationError naming the bytes it asked for, not a crash.
+TEST(TensorPool, AllocationFailureNamesTheSize) {
+#ifdef HNAS_SANITIZE
+    GTEST_SKIP() << "AddressSanitizer reserves more address space than any limit this test could set";
+#else
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        const rlimit limit{size_t{2} << 30, size_t{2} << 30};  // 2 GiB of address space
+        if (setrlimit(RLIMIT_AS, &limit) != 0) _exit(3);
+        try {
+            const Tensor huge = Tensor::empty({int64_t{1} << 30});  // 4 GiB
+            _exit(1);
+        } catch (const AllocationError& e) {
+            const std::string message = e.what();
+            _exit(e.bytes >= (int64_t{4} << 30) && message.find("tensor: cannot allocate ") == 0 &&
+                          message.find(" bytes with ") != std::string::npos
+                      ? 0
+                      : 2);
+        }
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "1: allocated anyway; 2: the error did not name the size; 3: setrlimit failed";
+#endif
 }
 
 TEST(Tensor, DtypeIsChecked) {

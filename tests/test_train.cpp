@@ -385,6 +385,12 @@ TEST(Trainer, ClassificationKeepsItsLabelsAndReportsGlueMetrics) {
         ASSERT_TRUE(validation.contains(key)) << key << " missing in " << validation.dump();
     }
     EXPECT_EQ(validation.at("best_metric"), validation.at("validation_accuracy"));
+    // issue #24: where the memory was, at each validation
+    const Json& memory = validation.at("memory");
+    EXPECT_GT(memory.at("tensor_live_peak").get<int64_t>(), 0);
+    EXPECT_GE(memory.at("tensor_live_peak").get<int64_t>(), memory.at("tensor_live").get<int64_t>());
+    EXPECT_GE(memory.at("peak_rss").get<int64_t>(), memory.at("rss").get<int64_t>());
+    EXPECT_GT(memory.at("rss").get<int64_t>(), memory.at("tensor_live").get<int64_t>());
 
     // hnas eval and hnas predict on the checkpoint: the validation metrics again, and one label per line.
     const std::string last = (dir.path / "checkpoints" / "step-00000020.ckpt").string();
@@ -733,6 +739,36 @@ TEST(Trainer, NonFiniteValuesStopTheRunNamingTheStep) {
         EXPECT_NE(message.find("last good"), std::string::npos) << message;
     }
     EXPECT_FALSE(fs::exists(dir.path / "checkpoints" / "step-00000003.ckpt"));
+}
+
+// A step that needs more memory than the process may have (an address-space limit set with prlimit)
+// ends the run with an error naming what failed and the config keys that size a step, instead of the
+// kernel's OOM killer ending it without a word (issue #24).
+TEST(Trainer, OutOfMemoryStopsNamingTheKeysThatSizeAStep) {
+#ifdef HNAS_SANITIZE
+    GTEST_SKIP() << "AddressSanitizer reserves more address space than the limit this test sets";
+#else
+    Json raw = synthetic_config();
+    raw["model"]["d_model"] = 256;
+    raw["data"]["length"] = 128;
+    raw["data"]["batch_sentences"] = 512;  // scores alone: 512 × 4 heads × 128² floats = 128 MiB per tensor
+    RunDir dir("out_of_memory");
+    fs::create_directories(dir.path);
+    const std::string config_path = (dir.path / "config_in.json").string();
+    std::ofstream(config_path) << raw.dump();
+    const testing::Subprocess child = testing::start_subprocess(
+        {"/usr/bin/prlimit", "--as=1610612736", HNAS_EXECUTABLE, "train", "--config", config_path, "--out", (dir.path / "run").string()},
+        (dir.path / "train.log").string());
+    const int status = testing::finish(child, 300);
+    ASSERT_TRUE(WIFEXITED(status)) << testing::describe_status(status) << "\n" << child.output();
+    EXPECT_EQ(WEXITSTATUS(status), 1) << child.output();
+    const std::string output = child.output();
+    EXPECT_CONTAINS(output, "[error] train: step ");
+    EXPECT_CONTAINS(output, ": out of memory: tensor: cannot allocate ");
+    EXPECT_CONTAINS(output, "the size is driven by model.d_model, model.ffn_dim, model.heads, model.encoder_layers");
+    EXPECT_CONTAINS(output, "data.batch_sentences");
+    EXPECT_CONTAINS(output, "resumes the run");
+#endif
 }
 
 // kill -9 the command-line trainer at random moments while it writes a checkpoint every step; each

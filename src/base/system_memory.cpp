@@ -17,14 +17,15 @@ std::optional<int64_t> read_number(const std::string& path) {
     return value;
 }
 
-std::optional<int64_t> mem_available() {
-    std::ifstream in("/proc/meminfo");
+// The "<name>: <n> kB" line of a /proc file such as meminfo or self/status, in bytes.
+std::optional<int64_t> kibibyte_field(const std::string& path, const std::string& name) {
+    std::ifstream in(path);
     std::string line;
     while (std::getline(in, line)) {
         std::istringstream fields(line);
-        std::string name;
+        std::string key;
         int64_t kibibytes = 0;
-        if (fields >> name >> kibibytes && name == "MemAvailable:") return kibibytes * 1024;
+        if (fields >> key >> kibibytes && key == name) return kibibytes * 1024;
     }
     return std::nullopt;
 }
@@ -44,9 +45,13 @@ std::optional<std::pair<int64_t, std::string>> cgroup_room() {
 
 AvailableMemory available_memory() {
     AvailableMemory available{std::numeric_limits<int64_t>::max(), "no limit found"};
-    if (const auto bytes = mem_available()) available = {*bytes, "MemAvailable in /proc/meminfo"};
+    if (const auto bytes = kibibyte_field("/proc/meminfo", "MemAvailable:")) available = {*bytes, "MemAvailable in /proc/meminfo"};
     if (const auto room = cgroup_room(); room && room->first < available.bytes) available = {room->first, room->second};
     return available;
+}
+
+ProcessMemory process_memory() {
+    return {kibibyte_field("/proc/self/status", "VmRSS:").value_or(0), kibibyte_field("/proc/self/status", "VmHWM:").value_or(0)};
 }
 
 }  // namespace hnas

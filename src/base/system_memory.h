@@ -1,5 +1,6 @@
 // How much memory this process may still use: the smaller of the kernel's MemAvailable and what the
-// cgroup's limit leaves (containers and CI runners are limited by their cgroup, not the host).
+// cgroup's limit leaves (containers and CI runners are limited by their cgroup, not the host); and how
+// much it holds.
 #pragma once
 
 #include <cstdint>
@@ -13,5 +14,12 @@ struct AvailableMemory {
 };
 
 AvailableMemory available_memory();
+
+// This process's resident memory now and at its peak (VmRSS and VmHWM in /proc/self/status), in bytes;
+// 0 where the file does not say.
+struct ProcessMemory {
+    int64_t rss = 0, peak_rss = 0;
+};
+ProcessMemory process_memory();
 
 }  // namespace hnas

@@ -28,28 +28,42 @@ public:
     }
 
     void* acquire(size_t bytes) {
-        if (kBypass) return checked_alloc(bytes);
-        {
-            std::lock_guard<std::mutex> lock(mutex_);
-            auto found = free_.find(bytes);
-            if (found != free_.end() && !found->second.empty()) {
-                void* block = found->second.back();
-                found->second.pop_back();
-                cached_bytes_ -= bytes;
-                return block;
-            }
+        std::lock_guard<std::mutex> lock(mutex_);
+        void* block = nullptr;
+        auto found = free_.find(bytes);
+        if (found != free_.end() && !found->second.empty()) {
+            block = found->second.back();
+            found->second.pop_back();
+            memory_.cached -= static_cast<int64_t>(bytes);
+        } else {
+            block = allocate(bytes);
         }
-        return checked_alloc(bytes);
+        memory_.live += static_cast<int64_t>(bytes);
+        memory_.peak_live = std::max(memory_.peak_live, memory_.live);
+        return block;
     }
 
     void release(void* block, size_t bytes) {
         std::lock_guard<std::mutex> lock(mutex_);
-        if (kBypass || cached_bytes_ + bytes > kMaxCachedBytes) {
+        memory_.live -= static_cast<int64_t>(bytes);
+        if (kBypass || memory_.cached + static_cast<int64_t>(bytes) > kMaxCachedBytes) {
             std::free(block);
             return;
         }
         free_[bytes].push_back(block);
-        cached_bytes_ += bytes;
+        memory_.cached += static_cast<int64_t>(bytes);
+        memory_.peak_cached = std::max(memory_.peak_cached, memory_.cached);
+    }
+
+    TensorMemory memory() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return memory_;
+    }
+
+    void reset_peaks() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        memory_.peak_live = memory_.live;
+        memory_.peak_cached = memory_.cached;
     }
 
 private:
@@ -58,17 +72,24 @@ private:
 #else
     static constexpr bool kBypass = false;
 #endif
-    static constexpr size_t kMaxCachedBytes = size_t{1} << 30;
+    static constexpr int64_t kMaxCachedBytes = int64_t{1} << 30;
 
-    static void* checked_alloc(size_t bytes) {
-        void* block = std::aligned_alloc(kAlignment, bytes);
-        HNAS_CHECK(block != nullptr, "tensor: cannot allocate ", bytes, " bytes");
-        return block;
+    // A fresh block; when memory runs out, the cache is given back to the system and the request tried
+    // once more before it fails. Called with the mutex held.
+    void* allocate(size_t bytes) {
+        if (void* block = std::aligned_alloc(kAlignment, bytes)) return block;
+        for (auto& [size, blocks] : free_) {
+            for (void* cached : blocks) std::free(cached);
+            blocks.clear();
+        }
+        memory_.cached = 0;
+        if (void* block = std::aligned_alloc(kAlignment, bytes)) return block;
+        throw AllocationError(static_cast<int64_t>(bytes), memory_);
     }
 
     std::mutex mutex_;
     std::unordered_map<size_t, std::vector<void*>> free_;
-    size_t cached_bytes_ = 0;
+    TensorMemory memory_;
 };
 
 // The block size for a request: a multiple of kAlignment, and above 512 bytes the smallest
@@ -82,6 +103,14 @@ size_t size_class(size_t requested) {
 }
 
 }  // namespace
+
+TensorMemory tensor_memory() { return BlockPool::instance().memory(); }
+void reset_tensor_memory_peaks() { BlockPool::instance().reset_peaks(); }
+
+AllocationError::AllocationError(int64_t bytes_, const TensorMemory& held_)
+    : Error(concat_message("tensor: cannot allocate ", bytes_, " bytes with ", held_.live, " bytes held by live tensors")),
+      bytes(bytes_),
+      held(held_) {}
 
 struct Tensor::Storage {
     explicit Storage(size_t requested)

@@ -59,4 +59,21 @@ private:
     DType dtype_ = DType::f32;
 };
 
+// The tensor block pool's accounting (tensor.cpp): bytes of blocks held by live tensors, and bytes of
+// freed blocks cached for reuse, now and at most since the last reset_tensor_memory_peaks().
+struct TensorMemory {
+    int64_t live = 0, peak_live = 0, cached = 0, peak_cached = 0;
+};
+TensorMemory tensor_memory();
+void reset_tensor_memory_peaks();
+
+// Thrown when a tensor's block cannot be allocated even after the pool gave its cache back: the size
+// asked for and what tensors held at that moment.
+class AllocationError : public Error {
+public:
+    AllocationError(int64_t bytes, const TensorMemory& held);
+    int64_t bytes;
+    TensorMemory held;
+};
+
 }  // namespace hnas

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <new>
 #include <sstream>
 #include <span>
 #include <thread>
@@ -92,6 +93,13 @@ void check_data_files(const std::vector<tasks::DataFile>& files, const config::E
 std::string gibibytes(int64_t bytes) { return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1 << 30)); }
 
 // Refuses a model and batch that cannot fit beside the other ranks on this host, before building it.
+// The config keys that size a training step's memory, for the errors that say it does not fit.
+std::string memory_keys(const tasks::TaskDefinition& task) {
+    return fmt::format("model.d_model, model.ffn_dim, model.heads, model.encoder_layers{}, the vocabulary (tokenizer.vocab_size "
+                       "or model.vocab_size), data.batch_sentences, data.batch_tokens and {}",
+                       task.memory_model_keys, task.memory_data_keys);
+}
+
 void check_memory(const tasks::TaskDefinition& task, const config::ExperimentConfig& config, int64_t vocab_size,
                   int local_ranks) {
     models::ModelConfig model = config.model;
@@ -114,13 +122,11 @@ void check_memory(const tasks::TaskDefinition& task, const config::ExperimentCon
     }
     throw Error(fmt::format(
         "train: this model and batch need about {} ({} parameters with gradients and optimizer moments: {}; "
-        "activations of a batch of {} rows x {} tokens: {}){}, but {} is available ({}); the size is driven by "
-        "model.d_model, model.ffn_dim, model.heads, model.encoder_layers{}, the vocabulary (tokenizer.vocab_size or "
-        "model.vocab_size), data.batch_sentences, data.batch_tokens and {}",
+        "activations of a batch of {} rows x {} tokens: {}){}, but {} is available ({}); the size is driven by {}",
         gibibytes(needed), estimate.parameters, gibibytes(estimate.parameter_bytes), batch.rows, batch.source_length,
         gibibytes(estimate.activation_bytes),
         local_ranks > 1 ? fmt::format(" for each of {} ranks on this host", local_ranks) : std::string(),
-        gibibytes(available.bytes), available.source, task.memory_model_keys, task.memory_data_keys));
+        gibibytes(available.bytes), available.source, memory_keys(task)));
 }
 
 // The tokenizer file a config names: a SentencePiece model or a WordPiece vocab.txt.
@@ -273,6 +279,8 @@ private:
     void log_progress(double grad_norm, double learning_rate);
     bool validate();  // false when patience ran out
     Json attention_diagnostics() const;
+    Json memory_record() const;
+    Error out_of_memory(const std::string& what) const;
     io::CheckpointWriter checkpoint_writer() const;
     void save_step_checkpoint();
     void check_replicas() const;
@@ -440,7 +448,14 @@ TrainResult Trainer::run() {
     std::optional<StopReason> stop;
     while (!stop && !schedule.finished(state_.step)) {
         double grad_norm = 0.0, learning_rate = 0.0;
-        const double loss = train_step(grad_norm, learning_rate);
+        double loss = 0.0;
+        try {
+            loss = train_step(grad_norm, learning_rate);
+        } catch (const AllocationError& e) {
+            throw out_of_memory(e.what());
+        } catch (const std::bad_alloc&) {
+            throw out_of_memory("an allocation outside the tensors failed");
+        }
         window_loss_ += loss;
         ++window_steps_;
         last_loss_ = loss;
@@ -582,12 +597,33 @@ bool Trainer::validate() {
         ++state_.stale_validations;
     }
     record["best_metric"] = *state_.best_metric;
+    record["memory"] = memory_record();
     if (diagnostic_forward_) record["diagnostics"] = attention_diagnostics();
     metrics_.write(record);
     spdlog::info("validation at step {}: loss {:.4f}  perplexity {:.2f}{}{}", step, portable(result->loss),
                  portable(std::exp(result->loss)), metrics_text, improved ? "  (best)" : "");
     if (improved) run_.write_best_checkpoint(checkpoint_writer());
     return config_.validation.patience == 0 || state_.stale_validations < config_.validation.patience;
+}
+
+// A failed allocation in a training step, as the error that ends the run: what failed, what the process
+// holds, the config keys that size a step, and where the run resumes from (issue #24).
+Error Trainer::out_of_memory(const std::string& what) const {
+    return Error(fmt::format("train: step {}: out of memory: {} (process RSS {}); the size is driven by {}. The last "
+                             "checkpoint in {} resumes the run.",
+                             state_.step + 1, what, gibibytes(process_memory().rss),
+                             memory_keys(tasks::task_definition(config_.task)), run_.checkpoint_dir().string()));
+}
+
+// Where the memory is at a validation (issue #24), in bytes: the peaks of the tensor pool's live and
+// cached blocks since the last validation (then reset), and the process's resident memory now and at
+// its peak.
+Json Trainer::memory_record() const {
+    const TensorMemory tensors = tensor_memory();
+    reset_tensor_memory_peaks();
+    const ProcessMemory process = process_memory();
+    return {{"tensor_live_peak", tensors.peak_live}, {"tensor_cached_peak", tensors.peak_cached}, {"tensor_live", tensors.live},
+            {"tensor_cached", tensors.cached}, {"rss", process.rss}, {"peak_rss", process.peak_rss}};
 }
 
 // The papers' diagnostics on a fixed validation batch (issue #16), per bidirectional attention and head:
