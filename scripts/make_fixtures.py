@@ -1787,6 +1787,84 @@ def build_multiview():
     add_multiview_case("lnas", "max")
 
 
+# ---------------------------------------------------------------- paper 003's ViT
+# The images task's model (src/models/vit.h) end to end, patches to the loss: linear patch embedding,
+# class token, learned positions, pre-LN layers (LNAS, then paper 003's ot as the last layer), the final
+# norm and the class token's classifier; written to vit.json.
+
+VIT_SEED = 20261126  # its own stream
+VIT_PATH = os.path.join(FIXTURE_DIR, "vit.json")
+VIT_MAX_BYTES = 200 * 1024
+VIT_WIDTH, VIT_HEADS, VIT_FFN, VIT_PATCHES, VIT_VALUES, VIT_CLASSES, VIT_BATCH = 16, 4, 32, 4, 4, 3, 3
+VIT_KINDS = ("lnas", "ot")
+VIT_LABELS = [2, 0, 1]
+vit_cases = []
+
+
+def vit_parameter_names():
+    names = ["patch_embedding.weight", "patch_embedding.bias", "class_token", "positions"]
+    for i in range(len(VIT_KINDS)):
+        prefix = f"encoder.layers.{i}"
+        names += [n for proj in ("q_proj", "k_proj", "v_proj", "out_proj") for n in linear_names(f"{prefix}.self_attn.{proj}")]
+        names += linear_names(f"{prefix}.self_attn_norm") + linear_names(f"{prefix}.ffn.fc1")
+        names += linear_names(f"{prefix}.ffn.fc2") + linear_names(f"{prefix}.ffn_norm")
+    return names + linear_names("encoder.final_norm") + linear_names("classifier")
+
+
+def vit_parameter(name):
+    d, f = VIT_WIDTH, VIT_FFN
+    shapes = {"patch_embedding.weight": (d, VIT_VALUES), "class_token": (1, 1, d), "positions": (1, VIT_PATCHES + 1, d),
+              "classifier.weight": (VIT_CLASSES, d), "classifier.bias": (VIT_CLASSES,)}
+    if "norm" in name:
+        return uniform((d,), 0.5, 1.5) if name.endswith("weight") else uniform((d,), -0.2, 0.2)
+    if ".fc1." in name:
+        shape = (f, d) if name.endswith("weight") else (f,)
+    elif ".fc2." in name:
+        shape = (d, f) if name.endswith("weight") else (d,)
+    else:
+        shape = shapes.get(name, (d, d) if name.endswith("weight") else (d,))
+    return uniform(shape, -0.1, 0.1) if name.endswith("bias") else uniform(shape, -0.5, 0.5)
+
+
+def vit_model(patches, p):
+    """Logits (B, C) in float64, as VitModel::logits(VitModel::encode(patches)) in evaluation mode."""
+    def layer_norm(h, name):
+        return F.layer_norm(h, (VIT_WIDTH,), p[name + ".weight"], p[name + ".bias"], LN_EPS)
+
+    x = F.linear(patches, p["patch_embedding.weight"], p["patch_embedding.bias"])
+    x = torch.cat([p["class_token"].expand(patches.shape[0], 1, VIT_WIDTH), x], 1) + p["positions"]
+    allowed = torch.ones((x.shape[0], VIT_HEADS, x.shape[1], x.shape[1]), dtype=torch.bool)
+    for i, kind in enumerate(VIT_KINDS):
+        prefix = f"encoder.layers.{i}"
+        attention = {n[len(prefix + ".self_attn."):]: v for n, v in p.items() if n.startswith(prefix + ".self_attn.")}
+        h = layer_norm(x, prefix + ".self_attn_norm")
+        x = x + attention_layer(kind, {"alpha": 1.0} if kind == "ot" else {}, h, h, allowed, attention, VIT_HEADS)[0]
+        h = layer_norm(x, prefix + ".ffn_norm")
+        hidden = F.gelu(F.linear(h, p[prefix + ".ffn.fc1.weight"], p[prefix + ".ffn.fc1.bias"]))
+        x = x + F.linear(hidden, p[prefix + ".ffn.fc2.weight"], p[prefix + ".ffn.fc2.bias"])
+    x = layer_norm(x, "encoder.final_norm")
+    return F.linear(x[:, 0], p["classifier.weight"], p["classifier.bias"])
+
+
+def build_vit():
+    patches = uniform((VIT_BATCH, VIT_PATCHES, VIT_VALUES), 0.0, 1.0)
+    params = {n: vit_parameter(n) for n in vit_parameter_names()}
+    ref = {k: t.double().requires_grad_(True) for k, t in params.items()}
+    logits = vit_model(patches.double(), ref)
+    loss = F.cross_entropy(logits, torch.tensor(VIT_LABELS))
+    loss.backward()
+    assert not torch.isnan(logits).any()
+    vit_cases.append({
+        "name": "lnas_ot", "kinds": list(VIT_KINDS), "width": VIT_WIDTH, "heads": VIT_HEADS, "ffn": VIT_FFN,
+        "patches": VIT_PATCHES, "patch_values": VIT_VALUES, "classes": VIT_CLASSES, "layer_norm_eps": LN_EPS,
+        "inputs": {"patches": tensor_json(patches, F32_DIGITS), "labels": VIT_LABELS},
+        "parameters": {k: tensor_json(t, F32_DIGITS) for k, t in params.items()},
+        "logits": tensor_json(logits.detach(), F64_DIGITS),
+        "loss": round(loss.item(), F64_DIGITS),
+        "grads": {k: tensor_json(v.grad, F64_DIGITS) for k, v in ref.items()},
+    })
+
+
 def write(path, cases, max_bytes):
     doc = {
         "generator": "scripts/make_fixtures.py",
@@ -1845,6 +1923,10 @@ def main():
     gen.manual_seed(MULTIVIEW_SEED)
     build_multiview()
     write(MULTIVIEW_PATH, multiview_cases, MULTIVIEW_MAX_BYTES)
+
+    gen.manual_seed(VIT_SEED)
+    build_vit()
+    write(VIT_PATH, vit_cases, VIT_MAX_BYTES)
 
 
 if __name__ == "__main__":

@@ -2,12 +2,14 @@
 // on both axes, cross-attention with L_q ≠ L_k, causal self-attention, the relative-position prior,
 // paper 003's α and context preference (tests/fixtures/attention.json); and of whole encoder layers in
 // every block and mixer of paper 002
-// (tests/fixtures/layers.json); and of paper 004's whole multi-view model, boxes to loss, per kind and
-// pooling baseline (tests/fixtures/multiview.json). All written by scripts/make_fixtures.py (float64
+// (tests/fixtures/layers.json); of paper 004's whole multi-view model, boxes to loss, per kind and
+// pooling baseline (tests/fixtures/multiview.json); and of paper 003's ViT, patches to loss, with ot as
+// its last layer (tests/fixtures/vit.json). All written by scripts/make_fixtures.py (float64
 // reference from the same float32 inputs): the output and the gradients of the inputs and of every
 // parameter by name.
 #include "config/experiment_config.h"
 #include "models/multiview.h"
+#include "models/vit.h"
 #include "nn/attention.h"
 #include "nn/transformer_layer.h"
 #include "test_support.h"
@@ -164,6 +166,34 @@ TEST_P(MultiviewParity, LogitsLossAndEveryGradientMatch) {
 
 INSTANTIATE_TEST_SUITE_P(Paper004, MultiviewParity, ::testing::ValuesIn(testing::fixture_case_names("multiview.json")),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+TEST(VitParity, LogitsLossAndEveryGradientMatch) {
+    const Json& c = testing::fixture_case("vit.json", "lnas_ot");
+    const int64_t side = 4;  // the fixture's 4 patches of 2 × 2 values tile a 4 × 4 image
+    const Json raw = {{"task", "images"},
+                      {"model", {{"d_model", c.at("width")}, {"heads", c.at("heads")}, {"ffn_dim", c.at("ffn")},
+                                 {"encoder_layers", c.at("kinds").size()}, {"layer_norm_eps", c.at("layer_norm_eps")},
+                                 {"attention", {{"encoder", {{"kind", c.at("kinds")}}}}}}},
+                      {"data", {{"train_file", "TRAIN"}, {"image_height", side}, {"image_width", side}, {"patch", 2},
+                                {"classes", c.at("classes")}}}};
+    const config::ExperimentConfig config = config::parse_experiment_config(raw);
+    ASSERT_EQ(config.model.image.patches, c.at("patches").get<int64_t>());
+    Rng init(1), dropout(2);
+    models::VitModel model(config.model, init, dropout);
+    model.set_training(false);
+    set_parameters(model, c.at("parameters"));
+    const Json& inputs = c.at("inputs");
+    const Var logits = model.logits(model.encode(json_tensor(inputs.at("patches"))));
+    testing::expect_close(logits.value(), c.at("logits"), 1e-5, 1e-4, "vit logits");
+    const std::vector<int32_t> labels = inputs.at("labels").get<std::vector<int32_t>>();
+    Var loss = ops::cross_entropy(logits, Tensor::from_ints({static_cast<int64_t>(labels.size())}, labels));
+    EXPECT_NEAR(loss.item(), c.at("loss").get<double>(), 1e-5);
+    loss.backward();
+    for (const auto& named : model.named_parameters()) {
+        ASSERT_TRUE(named.parameter.grad().defined()) << named.name;
+        testing::expect_close(named.parameter.grad(), c.at("grads").at(named.name), 1e-5, 1e-3, "vit grad " + named.name);
+    }
+}
 
 INSTANTIATE_TEST_SUITE_P(Paper002, LayerParity, ::testing::ValuesIn(testing::fixture_case_names("layers.json")),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
