@@ -88,6 +88,20 @@ TEST(CommandLine, ValuesInRangeAreAcceptedAsWritten) {
     EXPECT_CONTAINS(outcome.output, "mode collapse: 10 vs 1 points, spread 0, score scale 0.25,");
 }
 
+// `hnas inspect` on the configs of tasks whose model reads no tokens, with what training fills in from
+// the data (the images' classes: 10 digits), counts the model it builds (docs/experiments.md: 203 k).
+TEST(CommandLine, InspectCountsModelsThatReadNoTokens) {
+    const std::string source = HNAS_SOURCE_DIR;
+    const Outcome digits = run_hnas({"inspect", source + "/configs/paper003_digits.json", "--set",
+                                     "data.train_file=" + source + "/data/digits/train.csv"});
+    EXPECT_EQ(digits.exit_code(), 0) << digits.output;
+    EXPECT_CONTAINS(digits.output, "parameters: 203082 (0.20 M)");
+    EXPECT_CONTAINS(digits.output, "\"classes\": 10");
+    const Outcome multiview = run_hnas({"inspect", source + "/configs/paper004_multiview.json"});
+    EXPECT_EQ(multiview.exit_code(), 0) << multiview.output;
+    EXPECT_CONTAINS(multiview.output, "parameters: ");
+}
+
 // ---- exit statuses ---------------------------------------------------------------------------------------
 
 TEST(CommandLine, ExitStatusesSayHowTheCommandEnded) {

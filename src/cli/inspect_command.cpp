@@ -11,6 +11,7 @@
 #include "config/experiment_config.h"
 #include "io/checkpoint.h"
 #include "models/model_factory.h"
+#include "tasks/task.h"
 
 namespace hnas::cli {
 
@@ -60,6 +61,8 @@ void add_inspect_command(CLI::App& app) {
         HNAS_CHECK(!options->path.empty(), "inspect: give a checkpoint or a config, or --defaults");
         if (options->path.size() > 5 && options->path.substr(options->path.size() - 5) == ".json") {
             config::ExperimentConfig config = config::load_experiment_config(options->path, options->overrides);
+            // what training fills in from the data (a classification file's labels, the images' classes)
+            if (const auto complete = tasks::task_definition(config.task).complete_config) complete(config);
             if (config.model.vocab_size == 0) config.model.vocab_size = options->vocab_size;
             std::cout << config.resolved.dump(2) << "\n";
             Rng init(config.seed, 0), dropout(config.seed, 1);

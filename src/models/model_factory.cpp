@@ -12,8 +12,9 @@
 namespace hnas::models {
 
 std::unique_ptr<Model> build_model(const ModelConfig& config, Rng& init_rng, Rng& dropout_rng) {
-    HNAS_CHECK(config.vocab_size > 0, "model: vocab_size is 0; set model.vocab_size or build the model after the ",
-               "tokenizer has given it");
+    const bool reads_tokens = config.architecture != Architecture::multiview && config.architecture != Architecture::vit;
+    HNAS_CHECK(!reads_tokens || config.vocab_size > 0, "model: vocab_size is 0; set model.vocab_size or build the model after ",
+               "the tokenizer has given it");
     switch (config.architecture) {
     case Architecture::seq2seq: return std::make_unique<Seq2SeqModel>(config, init_rng, dropout_rng);
     case Architecture::bert: return std::make_unique<BertModel>(config, init_rng, dropout_rng);
