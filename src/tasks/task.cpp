@@ -28,6 +28,15 @@ std::vector<int32_t> argmax_rows(const Tensor& logits) {
     return classes;
 }
 
+void check_same_class_templates(const config::ExperimentConfig& config) {
+    const std::vector<std::string>& kinds = config.model.encoder_attention.kinds;
+    HNAS_CHECK(config.data.same_class_templates == 0.0 || std::any_of(kinds.begin(), kinds.end(), [](const std::string& kind) {
+                   return nn::find_attention_kind(kind).compares_templates;
+               }),
+               "config data.same_class_templates: no encoder layer's kind compares templates (`ot`), so no layer would see the "
+               "partners' templates");
+}
+
 int64_t rows_allowed(const config::DataConfig& data, int64_t length) {
     const int64_t by_tokens = data.batch_tokens > 0 ? data.batch_tokens / length : 0;
     const int64_t rows = data.batch_sentences == 0 ? by_tokens

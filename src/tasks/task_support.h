@@ -102,6 +102,10 @@ std::vector<int32_t> argmax_rows(const Tensor& logits);
 // Rows of a batch of rows `length` tokens long under data.batch_sentences and data.batch_tokens.
 int64_t rows_allowed(const config::DataConfig& data, int64_t length);
 
+// Paper 003 §9's recipe needs a layer that weighs the partners' templates: throws, naming the key, when
+// data.same_class_templates is on and no encoder layer's kind compares templates.
+void check_same_class_templates(const config::ExperimentConfig& config);
+
 // The checkpoint's model as the task's own type, in evaluation mode. The model's dropout layers keep a
 // reference to the generator, which lives beside it.
 template <typename ModelType>

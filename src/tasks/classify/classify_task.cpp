@@ -162,12 +162,7 @@ void complete_config(config::ExperimentConfig& config) {
     HNAS_CHECK(config.validation.metric != "f1" || config.data.labels.size() == 2, "config validation.metric: f1 is ",
                "the binary F1 of class 1; these data have ", config.data.labels.size(), " classes");
     config::set_bert_heads(config);
-    const std::vector<std::string>& kinds = config.model.encoder_attention.kinds;
-    HNAS_CHECK(config.data.same_class_templates == 0.0 || std::any_of(kinds.begin(), kinds.end(), [](const std::string& kind) {
-                   return nn::find_attention_kind(kind).compares_templates;
-               }),
-               "config data.same_class_templates: no encoder layer's kind compares templates (`ot`), so no layer would see the "
-               "partners' templates");
+    check_same_class_templates(config);
 }
 
 // Every example of `input` through the checkpoint's model.

@@ -136,12 +136,7 @@ void complete_config(config::ExperimentConfig& config) {
     }
     HNAS_CHECK(config.data.classes >= 2, "config data.classes: classification needs two classes or more, got ", config.data.classes);
     config::set_task_output(config);
-    const std::vector<std::string>& kinds = config.model.encoder_attention.kinds;
-    HNAS_CHECK(config.data.same_class_templates == 0.0 || std::any_of(kinds.begin(), kinds.end(), [](const std::string& kind) {
-                   return nn::find_attention_kind(kind).compares_templates;
-               }),
-               "config data.same_class_templates: no encoder layer's kind compares templates (`ot`), so no layer would see the "
-               "partners' templates");
+    check_same_class_templates(config);
 }
 
 // Accuracy on a labelled file, and each image's right answer for paired comparisons.
