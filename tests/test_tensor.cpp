@@ -70,6 +70,7 @@ TEST(TensorPool, AccountsLiveAndCachedBytesAndReusesBlocks) {
         EXPECT_EQ(held.peak_live, held.live);
         address = a.data();
     }
+    ASSERT_NE(address, nullptr);
     const TensorMemory freed = tensor_memory();
     EXPECT_EQ(freed.live, start.live);
     EXPECT_EQ(freed.peak_live, start.live + block);
