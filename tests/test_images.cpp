@@ -90,7 +90,7 @@ TEST(ImageData, BundledDigitsHaveTheirDocumentedCountsAndShares) {
         for (std::string line; std::getline(in, line);) lines.insert(line);
     }
     EXPECT_EQ(total, 1797);
-    EXPECT_GE(lines.size(), 1790u);  // distinct rows: the splits share no line but the source's few duplicate images
+    EXPECT_EQ(lines.size(), 1797u);  // every image distinct and in one split
 }
 
 TEST(ImageData, TemplatePartnersAreOtherImagesOfTheClassInTheFile) {

@@ -164,14 +164,17 @@ Var MultiHeadAttention::attend(const Var& query, const Var& input_memory, const 
     Var scores = ops::matmul(q, k, false, true, alpha_ * score_scale_);  // (B, H, Tq, Tk), Tk doubled with partners
     const int64_t input_templates = with_partners ? k.dim(2) / 2 : k.dim(2);
     const Var prior = preference(input_memory, input_mask, scores.dim(2), input_templates, cache, stack_prior);
+    // log u at every (query, input template), (B, H, Tq, Tk): the preference a kind that compares
+    // templates takes, and what the dual analysis records; undefined without priors
+    const Var log_preference = prior.defined() && (compares_templates_ || record_statistics_)
+                                   ? ops::add(prior, Var(Tensor::zeros({scores.dim(0), heads_, scores.dim(2), input_templates})))
+                                   : Var();
     Var weights;
     if (compares_templates_) {
         // paper 003 §9: the templates are the keys, compared with the input's (the first Tk) at the
         // scores' scale (without α); the prior is the preference u over the input's
         const Var inputs = k.dim(2) == input_templates ? k : ops::slice(k, 2, 0, input_templates);
         const Var similarity = ops::matmul(k, inputs, false, true, score_scale_);  // (B, H, A, Tk)
-        const Var log_preference =
-            prior.defined() ? ops::add(prior, Var(Tensor::zeros({scores.dim(0), heads_, scores.dim(2), input_templates}))) : Var();
         weights = norm_.normalize({scores, similarity, log_preference}, mask);
     } else {
         if (prior.defined()) scores = ops::add(scores, prior);
@@ -185,10 +188,7 @@ Var MultiHeadAttention::attend(const Var& query, const Var& input_memory, const 
         recorded_key_valid_ = mask.key_valid;
         recorded_query_ = query.value();
         recorded_memory_ = input_memory.value();
-        recorded_log_preference_ =
-            prior.defined()
-                ? ops::add(prior, Var(Tensor::zeros({scores.dim(0), heads_, scores.dim(2), input_templates}))).value()
-                : Tensor();
+        recorded_log_preference_ = log_preference.defined() ? log_preference.value() : Tensor();
     }
     weights = attention_dropout_.forward(weights);
     return merge_heads(ops::matmul(weights, v));  // (B, Tq, D)

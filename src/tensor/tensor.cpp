@@ -28,18 +28,20 @@ public:
     }
 
     void* acquire(size_t bytes) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        void* block = nullptr;
-        auto found = free_.find(bytes);
-        if (found != free_.end() && !found->second.empty()) {
-            block = found->second.back();
-            found->second.pop_back();
-            memory_.cached -= static_cast<int64_t>(bytes);
-        } else {
-            block = allocate(bytes);
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            auto found = free_.find(bytes);
+            if (found != free_.end() && !found->second.empty()) {
+                void* block = found->second.back();
+                found->second.pop_back();
+                memory_.cached -= static_cast<int64_t>(bytes);
+                count_live(bytes);
+                return block;
+            }
         }
-        memory_.live += static_cast<int64_t>(bytes);
-        memory_.peak_live = std::max(memory_.peak_live, memory_.live);
+        void* block = allocate(bytes);  // outside the lock: fresh pages may take a while
+        std::lock_guard<std::mutex> lock(mutex_);
+        count_live(bytes);
         return block;
     }
 
@@ -74,10 +76,17 @@ private:
 #endif
     static constexpr int64_t kMaxCachedBytes = int64_t{1} << 30;
 
+    // Called with the mutex held.
+    void count_live(size_t bytes) {
+        memory_.live += static_cast<int64_t>(bytes);
+        memory_.peak_live = std::max(memory_.peak_live, memory_.live);
+    }
+
     // A fresh block; when memory runs out, the cache is given back to the system and the request tried
-    // once more before it fails. Called with the mutex held.
+    // once more before it fails.
     void* allocate(size_t bytes) {
         if (void* block = std::aligned_alloc(kAlignment, bytes)) return block;
+        std::lock_guard<std::mutex> lock(mutex_);
         for (auto& [size, blocks] : free_) {
             for (void* cached : blocks) std::free(cached);
             blocks.clear();
