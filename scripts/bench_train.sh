@@ -52,28 +52,12 @@ for kind in $kinds; do [[ "$kind" =~ ^(lnas|dnas|hnas)$ ]] || { echo "bench_trai
 [[ "$precision" == f32 || "$precision" == bf16 ]] || { echo "bench_train: --precision must be f32 or bf16, got $precision" >&2; exit 2; }
 
 python=${PYTHON:-/usr/bin/python3}
-if ! dpkg-query -W -f='${Status}' libopenblas0-openmp 2>/dev/null | grep -q "install ok installed"; then
-  if [ "$(id -u)" -ne 0 ]; then
-    echo "bench_train: libopenblas0-openmp is missing (torch would use the reference BLAS); install it as root" >&2
-    exit 1
-  fi
-  echo "bench_train: installing libopenblas0-openmp"
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libopenblas0-openmp >/dev/null
-fi
-"$python" -c "import torch" 2>/dev/null || {
-  echo "bench_train: $python cannot import torch; install Debian's python3-torch" >&2; exit 1; }
+source scripts/bench_common.sh
+require_torch bench_train
 
 build_dir=${HNAS_BUILD_DIR:-build}
 bench="$build_dir/hnas-bench"
-if ((build)); then
-  if [ ! -f "$build_dir/CMakeCache.txt" ]; then cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release >/dev/null; fi
-  # Builds on shared machines take turns through /tmp/build.lock when flock exists.
-  if command -v flock >/dev/null; then
-    flock /tmp/build.lock nice cmake --build "$build_dir" -j "$(nproc)" --target hnas-bench >/dev/null
-  else
-    cmake --build "$build_dir" -j "$(nproc)" --target hnas-bench >/dev/null
-  fi
-fi
+if ((build)); then build_targets "$build_dir" hnas-bench; fi
 [ -x "$bench" ] || { echo "bench_train: $bench is missing (build the hnas-bench target or drop --no-build)" >&2; exit 1; }
 
 out=${out:-$(mktemp -d /tmp/bench_train.XXXXXX)}

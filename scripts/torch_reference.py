@@ -57,10 +57,11 @@ def crc32c(data, crc=0):
     return crc ^ 0xFFFFFFFF
 
 
-def read_checkpoint(path, verify_crc=False):
+def read_checkpoint(path, verify_crc=False, copy=True):
     """(metadata, {name: numpy array}) of an hnas checkpoint (src/io/checkpoint.h): the 32-byte
     preamble, the JSON header, then 64-byte-aligned entries. Checksums of the preamble and the header
-    are always checked, the entries' only with verify_crc (slow in pure Python)."""
+    are always checked, the entries' only with verify_crc (slow in pure Python). copy=False: read-only
+    arrays viewing the file's bytes (one copy of the file in memory instead of two)."""
     with open(path, "rb") as f:
         blob = f.read()
     if len(blob) < 32 or blob[:8] != b"HNASCKPT":
@@ -77,17 +78,19 @@ def read_checkpoint(path, verify_crc=False):
     if len(blob) != start + data_length:
         sys.exit(f"{path}: {len(blob)} bytes, the preamble says {start + data_length}")
     header = json.loads(header_bytes.decode("utf-8"))
+    view = memoryview(blob)
     arrays = {}
     for entry in header["entries"]:
         begin = start + entry["offset"]
-        raw = blob[begin:begin + entry["length"]]
+        raw = view[begin:begin + entry["length"]]
         if verify_crc and crc32c(raw) != entry["crc32c"]:
             sys.exit(f"{path}: entry {entry['name']}: checksum mismatch")
         if entry["dtype"] == "bytes":
-            arrays[entry["name"]] = raw
+            arrays[entry["name"]] = bytes(raw)
             continue
         dtype = {"f32": "<f4", "i32": "<i4"}[entry["dtype"]]
-        arrays[entry["name"]] = np.frombuffer(raw, dtype=dtype).reshape(entry["shape"]).copy()
+        array = np.frombuffer(raw, dtype=dtype).reshape(entry["shape"])
+        arrays[entry["name"]] = array.copy() if copy else array
     return header["metadata"], arrays
 
 
@@ -264,13 +267,18 @@ class Bert(nn.Module):
     """hnas's BertModel: embeddings + LN, post-LN encoder, MLM head only at the masked positions
     (the pooler exists, as in hnas, but takes no part in the MLM loss)."""
 
-    def __init__(self, kind, dropout):
+    def __init__(self, kind, dropout, sentence_order_weight=0.0):
         super().__init__()
         self.embeddings = BertEmbeddings()
         self.mlm_head = MlmHead()
         self.pooler = Pooler()
         self.encoder = Encoder(kind, dropout)
         self.p = dropout
+        # ALBERT's sentence-order head on the pooled [CLS] state, as the mlm task trains it when
+        # train.sentence_order_weight > 0 (hnas-bench's reference model has none).
+        self.sentence_order_weight = sentence_order_weight
+        if sentence_order_weight > 0:
+            self.sop_head = linear(WIDTH, 2)
 
     def loss(self, b):
         ids, e = b["input_ids"], self.embeddings
@@ -284,7 +292,11 @@ class Bert(nn.Module):
         rows = x.reshape(-1, WIDTH)[b["masked_positions"]]
         hidden = self.mlm_head.norm(F.gelu(self.mlm_head.dense(rows)))
         logits = hidden @ e.tokens.weight.t() + self.mlm_head.bias
-        return F.cross_entropy(logits, b["masked_labels"], ignore_index=PAD_ID)
+        loss = F.cross_entropy(logits, b["masked_labels"], ignore_index=PAD_ID)
+        if self.sentence_order_weight > 0:
+            pooled = torch.tanh(self.pooler.dense(x[:, 0]))
+            loss = loss + self.sentence_order_weight * F.cross_entropy(self.sop_head(pooled), b["sentence_order"])
+        return loss
 
 
 # ---- batches --------------------------------------------------------------------------------------
@@ -309,6 +321,21 @@ def make_batch(task, generator):
     segments = (torch.arange(MLM_LENGTH) >= MLM_LENGTH // 2).long().expand(BATCH, -1).contiguous()
     return {"input_ids": ids, "segment_ids": segments, "valid": torch.ones(BATCH, MLM_LENGTH),
             "masked_positions": positions, "masked_labels": labels}
+
+
+def load_parameters(model, arrays, path):
+    """Copies every parameter of an hnas dump (the entries not under batch/) into the torch model,
+    whose parameter names and shapes must be the same."""
+    params = {name: array for name, array in arrays.items() if not name.startswith("batch/")}
+    ours = dict(model.named_parameters())
+    missing, unused = sorted(set(ours) - set(params)), sorted(set(params) - set(ours))
+    if missing or unused:
+        sys.exit(f"{path}: parameters do not match the torch model: missing {missing}, unused {unused}")
+    with torch.no_grad():
+        for name, p in ours.items():
+            if tuple(p.shape) != tuple(params[name].shape):
+                sys.exit(f"{path}: {name} has shape {list(params[name].shape)}, torch {list(p.shape)}")
+            p.copy_(torch.tensor(params[name]))
 
 
 def batch_from_checkpoint(arrays):
@@ -381,16 +408,7 @@ def main():
                                         else first["masked_positions"].numel(),
               "parameters": sum(p.numel() for p in model.parameters()), "dropout": not args.no_dropout}
     if arrays is not None:
-        params = {name: array for name, array in arrays.items() if not name.startswith("batch/")}
-        ours = dict(model.named_parameters())
-        missing, unused = sorted(set(ours) - set(params)), sorted(set(params) - set(ours))
-        if missing or unused:
-            sys.exit(f"{args.load}: parameters do not match the torch model: missing {missing}, unused {unused}")
-        with torch.no_grad():
-            for name, p in ours.items():
-                if tuple(p.shape) != tuple(params[name].shape):
-                    sys.exit(f"{args.load}: {name} has shape {list(params[name].shape)}, torch {list(p.shape)}")
-                p.copy_(torch.from_numpy(params[name]))
+        load_parameters(model, arrays, args.load)
         first = batch_from_checkpoint(arrays)
         model.eval()
         with torch.no_grad():

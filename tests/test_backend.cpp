@@ -152,16 +152,16 @@ TEST(BackendMatmul, Bf16RoundsTheOperandsAndAccumulatesInF32InEveryLayout) {
 TEST(BackendMatmul, PrecisionIsPartOfTheCacheKey) {
     const MatmulCase mc = every_layout(2, 9, 11, 4).front();
     const Tensor before = mc.run();
-    const size_t primitives = backend::matmul_primitives_created();
+    const int64_t primitives = backend::matmul_stats().primitives;
     {
         testing::PrecisionScope bf16(backend::MatmulPrecision::bf16);
         EXPECT_EQ(backend::matmul_precision(), backend::MatmulPrecision::bf16);
         mc.run();
-        EXPECT_EQ(backend::matmul_primitives_created(), primitives + 1);
+        EXPECT_EQ(backend::matmul_stats().primitives, primitives + 1);
     }
     EXPECT_EQ(backend::matmul_precision(), backend::MatmulPrecision::f32);
     EXPECT_TRUE(testing::same_tensor(mc.run(), before));
-    EXPECT_EQ(backend::matmul_primitives_created(), primitives + 1);
+    EXPECT_EQ(backend::matmul_stats().primitives, primitives + 1);
     EXPECT_STREQ(name_of(backend::MatmulPrecision::bf16), "bf16");
     EXPECT_STREQ(name_of(backend::MatmulPrecision::f32), "f32");
 }
@@ -170,11 +170,44 @@ TEST(BackendMatmul, ReusesCachedPrimitives) {
     const Tensor a = random_tensor({9, 4}, 1), b = random_tensor({4, 11}, 2);
     Tensor c = Tensor::empty({9, 11});
     backend::matmul(a.data(), b.data(), c.data(), {1, 9, 11, 4});
-    const size_t after_first = backend::matmul_primitives_created();
+    const int64_t after_first = backend::matmul_stats().primitives;
     for (int i = 0; i < 5; ++i) backend::matmul(a.data(), b.data(), c.data(), {1, 9, 11, 4});
-    EXPECT_EQ(backend::matmul_primitives_created(), after_first);
+    EXPECT_EQ(backend::matmul_stats().primitives, after_first);
     backend::matmul(a.data(), b.data(), c.data(), {1, 9, 11, 4}, {2.0f, nullptr, false});
-    EXPECT_EQ(backend::matmul_primitives_created(), after_first + 1);  // a new alpha is a new primitive
+    EXPECT_EQ(backend::matmul_stats().primitives, after_first + 1);  // a new alpha is a new primitive
+}
+
+// Past its capacity the cache forgets the least recently used shape (created again when it returns)
+// and keeps the ones in use.
+TEST(BackendMatmul, ForgetsTheLeastRecentlyUsedShapeBeyondItsCapacity) {
+    const int64_t k = 3;
+    const Tensor a = random_tensor({1, k}, 1);
+    const Tensor b = random_tensor({k, static_cast<int64_t>(backend::kMatmulCacheCapacity) + 1}, 2);
+    Tensor c = Tensor::empty({1, static_cast<int64_t>(backend::kMatmulCacheCapacity) + 1});
+    auto run = [&](int64_t n) { backend::matmul(a.data(), b.data(), c.data(), {1, 1, n, k}, {1.0f, nullptr, false}); };
+    const int64_t shapes = static_cast<int64_t>(backend::kMatmulCacheCapacity);
+    for (int64_t n = 1; n <= shapes; ++n) run(n);  // (1 × k)·(k × n): a new shape each, filling the cache
+    const int64_t created = backend::matmul_stats().primitives;
+    run(1);  // the oldest, used again: now the most recent
+    EXPECT_EQ(backend::matmul_stats().primitives, created);
+    run(shapes + 1);  // one more shape: the least recently used (n = 2) goes
+    EXPECT_EQ(backend::matmul_stats().primitives, created + 1);
+    run(1);
+    EXPECT_EQ(backend::matmul_stats().primitives, created + 1);
+    run(2);
+    EXPECT_EQ(backend::matmul_stats().primitives, created + 2);
+}
+
+TEST(BackendMatmul, CountsCallsAndFlops) {
+    const Tensor a = random_tensor({2, 9, 4}, 1), b = random_tensor({2, 4, 11}, 2);
+    Tensor c = Tensor::empty({2, 9, 11});
+    const backend::MatmulStats before = backend::matmul_stats();
+    for (int i = 0; i < 3; ++i) backend::matmul(a.data(), b.data(), c.data(), {2, 9, 11, 4});
+    const backend::MatmulStats after = backend::matmul_stats();
+    EXPECT_EQ(after.calls, before.calls + 3);
+    EXPECT_DOUBLE_EQ(after.flops - before.flops, 3 * 2.0 * 2 * 9 * 11 * 4);
+    EXPECT_GE(after.seconds, before.seconds);
+    EXPECT_GE(after.creation_seconds, before.creation_seconds);
 }
 
 TEST(BackendMatmul, RejectsAlphaWithBias) {

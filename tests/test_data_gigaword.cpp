@@ -42,7 +42,9 @@ namespace {
 namespace fs = std::filesystem;
 using hnas::testing::error_of;
 using hnas::testing::same_tensor;
+using hnas::data::BatchOptions;
 using hnas::data::DataPosition;
+using hnas::data::padded_length;
 using hnas::data::LineAlignedCorpus;
 using hnas::data::Seq2SeqBatch;
 using hnas::data::Seq2SeqBatcher;
@@ -359,6 +361,42 @@ TEST(Seq2SeqBatcher, BucketingKeepsPaddingSmall) {
     EXPECT_GT(static_cast<double>(real) / static_cast<double>(padded), 0.95);
 }
 
+// data.pad_multiple (issue #24): each batch is padded to its longest row rounded up to a multiple,
+// never past the longest row allowed; the rows and their real tokens are those of unrounded batches.
+TEST(Seq2SeqBatcher, PadMultipleRoundsLengthsUpToTheLimit) {
+    EXPECT_EQ(padded_length(13, BatchOptions{16, 0, 8}, 128), 16);
+    EXPECT_EQ(padded_length(16, BatchOptions{16, 0, 8}, 128), 16);
+    EXPECT_EQ(padded_length(125, BatchOptions{16, 0, 8}, 126), 126);
+    EXPECT_EQ(padded_length(13, BatchOptions{16, 0, 1}, 128), 13);
+    Seq2SeqDataOptions options = small_options();
+    options.max_source = 30;
+    options.max_target = 12;
+    options.epochs = 1;
+    Seq2SeqBatcher exact(tokenizer(), options);
+    options.batch.pad_multiple = 8;
+    Seq2SeqBatcher rounded(tokenizer(), options);
+    int64_t batches = 0;
+    while (std::optional<Seq2SeqBatch> a = exact.next()) {
+        const std::optional<Seq2SeqBatch> b = rounded.next();
+        ASSERT_TRUE(b.has_value());
+        ++batches;
+        EXPECT_EQ(b->example_index, a->example_index);
+        EXPECT_EQ(b->source_tokens, a->source_tokens);
+        EXPECT_EQ(b->target_tokens, a->target_tokens);
+        const int64_t source = b->source_ids.dim(1), target = b->target_input.dim(1);
+        EXPECT_EQ(source, std::min<int64_t>((a->source_ids.dim(1) + 7) / 8 * 8, 30));
+        EXPECT_EQ(target, std::min<int64_t>((a->target_input.dim(1) + 7) / 8 * 8, 12));
+        for (int64_t r = 0; r < a->source_ids.dim(0); ++r) {
+            for (int64_t t = 0; t < source; ++t) {
+                const int32_t expected = t < a->source_ids.dim(1) ? a->source_ids.ints()[r * a->source_ids.dim(1) + t] : 0;
+                ASSERT_EQ(b->source_ids.ints()[r * source + t], expected) << "row " << r << " position " << t;
+            }
+        }
+    }
+    EXPECT_FALSE(rounded.next().has_value());
+    EXPECT_GT(batches, 100);
+}
+
 TEST(Seq2SeqBatcher, ShufflesEachEpochFromTheSeed) {
     Seq2SeqDataOptions options = small_options();
     options.epochs = 2;
@@ -489,6 +527,11 @@ TEST(Seq2SeqBatcher, RejectsPositionsOfOtherDataOrOptions) {
     options.batch.max_sentences = 8;
     Seq2SeqBatcher other_batch(tokenizer(), options);
     EXPECT_CONTAINS(error_of([&] { other_batch.restore(position); }), "saved for different Gigaword data or options");
+    options.batch.max_sentences = 16;
+    options.batch.pad_multiple = 8;  // other padding, other batches; pad_multiple 1 (the default here) keeps old fingerprints
+    Seq2SeqBatcher other_padding(tokenizer(), options);
+    EXPECT_CONTAINS(error_of([&] { other_padding.restore(position); }), "saved for different Gigaword data or options");
+    EXPECT_EQ(hnas::data::hash_padding(12345, BatchOptions{16, 0, 1}), 12345u);
 
     DataPosition beyond = position;
     beyond.window = 3;

@@ -481,6 +481,60 @@ TEST(Models, SharedEncoderDecoderMatchesFiniteDifferences) {
         "shared encoder-decoder");
 }
 
+// data.pad_multiple pads batches further (issue #24): with dropout off, a batch padded to longer
+// source and target rows gives the same loss and the same gradient of every parameter, for each kind.
+TEST(Models, FurtherPaddingLeavesLossAndGradientsUnchanged) {
+    auto pad_columns = [](const Tensor& t, int64_t length) {
+        Tensor padded = Tensor::zeros({t.dim(0), length}, t.dtype());
+        for (int64_t r = 0; r < t.dim(0); ++r) {
+            for (int64_t c = 0; c < t.dim(1); ++c) {
+                if (t.dtype() == DType::i32) {
+                    padded.ints()[r * length + c] = t.ints()[r * t.dim(1) + c];
+                } else {
+                    padded.data()[r * length + c] = t.data()[r * t.dim(1) + c];
+                }
+            }
+        }
+        return padded;
+    };
+    for (const std::string kind : {"lnas", "dnas", "hnas"}) {
+        const Json raw = {{"task", "headline"},
+                          {"model",
+                           {{"vocab_size", 12}, {"d_model", 8}, {"heads", 2}, {"ffn_dim", 12}, {"encoder_layers", 1},
+                            {"decoder_layers", 1}, {"max_source_positions", 8}, {"max_target_positions", 8},
+                            {"dropout", {{"embedding", 0.0}, {"attention", 0.0}, {"residual", 0.0}}},
+                            {"attention", {{"encoder", {{"kind", kind}}}, {"decoder", {{"kind", kind == "dnas" ? "dnas_causal" : "lnas"}}}}}}}};
+        const config::ExperimentConfig parsed = config::parse_experiment_config(raw);
+        Rng init(5), dropout(6);
+        const models::Seq2SeqModel model(parsed.model, init, dropout);
+        const Tensor ids = Tensor::from_ints({2, 5}, {4, 9, 7, 5, 3, 6, 11, 8, 0, 0});
+        const Tensor valid = Tensor::from_floats({2, 5}, {1, 1, 1, 1, 1, 1, 1, 1, 0, 0});
+        const Tensor input = Tensor::from_ints({2, 3}, {2, 5, 6, 2, 10, 0});
+        const Tensor output = Tensor::from_ints({2, 3}, {5, 6, 3, 10, 3, 0});
+        const Tensor target_valid = Tensor::from_floats({2, 3}, {1, 1, 1, 1, 1, 0});
+        auto loss_and_gradients = [&](int64_t source, int64_t target) {
+            for (auto& named : model.named_parameters()) named.parameter.zero_grad();
+            Var loss = model.loss(pad_columns(ids, source), pad_columns(valid, source), pad_columns(input, target),
+                                  pad_columns(output, target), pad_columns(target_valid, target), 0.1f);
+            loss.backward();
+            std::vector<Tensor> gradients;
+            for (const auto& named : model.named_parameters()) gradients.push_back(named.parameter.grad().clone());
+            return std::make_pair(static_cast<double>(loss.item()), gradients);
+        };
+        const auto [loss, gradients] = loss_and_gradients(5, 3);
+        const auto [padded_loss, padded_gradients] = loss_and_gradients(8, 8);
+        EXPECT_NEAR(padded_loss, loss, 1e-6) << kind;
+        const auto parameters = model.named_parameters();
+        for (size_t p = 0; p < gradients.size(); ++p) {
+            ASSERT_EQ(padded_gradients[p].shape(), gradients[p].shape());
+            for (int64_t e = 0; e < gradients[p].numel(); ++e) {
+                ASSERT_NEAR(padded_gradients[p].data()[e], gradients[p].data()[e], 1e-6 + 1e-4 * std::abs(gradients[p].data()[e]))
+                    << kind << " " << parameters[p].name << " element " << e;
+            }
+        }
+    }
+}
+
 // weight_init truncated_normal: every matrix (embeddings and projections) from N(0, 0.02²) cut at 2σ;
 // layer norms and biases keep their start.
 TEST(Models, TruncatedNormalInitDrawsEveryMatrixWithinTwoSigma) {

@@ -3,7 +3,9 @@
 #include <omp.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -95,15 +97,61 @@ CachedMatmul create_matmul(const MatmulKey& key) {
     return cached;
 }
 
-std::mutex cache_mutex;
-std::unordered_map<MatmulKey, CachedMatmul, MatmulKeyHash> matmul_cache;
+using Clock = std::chrono::steady_clock;
 
-const CachedMatmul& lookup_matmul(const MatmulKey& key) {
-    std::lock_guard<std::mutex> lock(cache_mutex);
-    auto found = matmul_cache.find(key);
-    if (found == matmul_cache.end()) found = matmul_cache.emplace(key, create_matmul(key)).first;
-    return found->second;
+// The primitives of the most recently used shapes. Batches of varying length bring a few thousand
+// shapes in a few hundred steps, each primitive holding ~125 KB of generated code and descriptors, while
+// creating one takes ~0.5 ms; so the cache keeps the last kMatmulCacheCapacity and forgets the rest (oneDNN's own
+// cache is off, or it would keep them alive). Measured in docs/performance.md (issue #24).
+class MatmulCache {
+public:
+    MatmulCache() { dnnl::set_primitive_cache_capacity(0); }
+
+    std::shared_ptr<const CachedMatmul> lookup(const MatmulKey& key) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        auto found = entries_.find(key);
+        if (found != entries_.end()) {
+            recency_.splice(recency_.begin(), recency_, found->second.recency);
+            return found->second.matmul;
+        }
+        const auto start = Clock::now();
+        auto matmul = std::make_shared<const CachedMatmul>(create_matmul(key));
+        creation_seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
+        ++created_;
+        if (entries_.size() == kMatmulCacheCapacity) {
+            entries_.erase(recency_.back());
+            recency_.pop_back();
+        }
+        recency_.push_front(key);
+        entries_.emplace(key, Entry{matmul, recency_.begin()});
+        return matmul;
+    }
+
+    // Primitives created so far (evicted ones included) and the seconds that took.
+    std::pair<int64_t, double> created() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return {created_, creation_seconds_};
+    }
+
+private:
+    struct Entry {
+        std::shared_ptr<const CachedMatmul> matmul;
+        std::list<MatmulKey>::iterator recency;
+    };
+    std::mutex mutex_;
+    std::list<MatmulKey> recency_;  // most recent first
+    std::unordered_map<MatmulKey, Entry, MatmulKeyHash> entries_;
+    int64_t created_ = 0;
+    double creation_seconds_ = 0.0;
+};
+
+MatmulCache& matmul_cache() {
+    static MatmulCache cache;
+    return cache;
 }
+
+std::atomic<int64_t> calls{0};
+std::atomic<double> flops{0.0}, seconds{0.0};
 
 // A calling thread's bf16 copy of one operand: grows to the largest operand seen and keeps its
 // memory, so the hot path allocates nothing. 64-byte aligned like hnas's f32 tensors.
@@ -137,10 +185,12 @@ void matmul(const float* a, const float* b, float* c, const MatmulShape& shape, 
                shape.batch, ", m ", shape.m, ", n ", shape.n, ", k ", shape.k, ")");
     HNAS_CHECK(options.alpha == 1.0f || options.bias == nullptr,
                "backend.matmul: alpha with a bias is not supported (oneDNN would scale the bias too)");
+    const auto start = Clock::now();
     const bool bf16 = matmul_precision() == MatmulPrecision::bf16;
     const MatmulKey key{shape.batch, shape.m, shape.n, shape.k, shape.trans_a, shape.trans_b, shape.shared_b,
                         options.bias != nullptr, options.accumulate, bf16, options.alpha};
-    const CachedMatmul& cached = lookup_matmul(key);
+    const std::shared_ptr<const CachedMatmul> matmul_entry = matmul_cache().lookup(key);
+    const CachedMatmul& cached = *matmul_entry;
     auto wrap = [](const dnnl::memory::desc& desc, const void* pointer) {
         return dnnl::memory(desc, cpu().engine, const_cast<void*>(pointer));
     };
@@ -157,11 +207,15 @@ void matmul(const float* a, const float* b, float* c, const MatmulShape& shape, 
     if (options.bias) args.emplace(DNNL_ARG_BIAS, wrap(cached.bias_desc, options.bias));
     cached.primitive.execute(cpu().stream, args);
     cpu().stream.wait();
+    calls.fetch_add(1);
+    flops.fetch_add(2.0 * static_cast<double>(shape.batch) * static_cast<double>(shape.m) * static_cast<double>(shape.n) *
+                    static_cast<double>(shape.k));
+    seconds.fetch_add(std::chrono::duration<double>(Clock::now() - start).count());
 }
 
-size_t matmul_primitives_created() {
-    std::lock_guard<std::mutex> lock(cache_mutex);
-    return matmul_cache.size();
+MatmulStats matmul_stats() {
+    const auto [created, creation_seconds] = matmul_cache().created();
+    return {calls.load(), created, flops.load(), seconds.load(), creation_seconds};
 }
 
 void set_matmul_precision(MatmulPrecision value) { precision.store(value); }

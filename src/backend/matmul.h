@@ -41,9 +41,18 @@ constexpr const auto& enum_names(MatmulPrecision) { return kMatmulPrecisionNames
 void set_matmul_precision(MatmulPrecision precision);
 MatmulPrecision matmul_precision();
 
-// How many distinct matmul primitives have been created (the cache's size): lets tests and the
-// benchmark prove that the hot path reuses primitives instead of rebuilding them.
-size_t matmul_primitives_created();
+// What the matmuls have cost since the process started: calls, their FLOPs (2·batch·m·n·k) and
+// seconds (the whole call: primitive lookup, bf16 conversion, execution), and the primitives created
+// (one per shape, again when the cache had forgotten it) with the seconds their creation took. Tests and benchmarks use it to prove
+// that the hot path reuses primitives; the trainer's profile records, to show what varying shapes cost.
+struct MatmulStats {
+    int64_t calls = 0, primitives = 0;
+    double flops = 0.0, seconds = 0.0, creation_seconds = 0.0;
+};
+MatmulStats matmul_stats();
+
+// The matmul primitives kept, those of the most recently used shapes (matmul.cpp says why).
+inline constexpr size_t kMatmulCacheCapacity = 1024;
 
 // Threads used by oneDNN and by hnas's own OpenMP loops (one shared OpenMP pool).
 void set_num_threads(int threads);

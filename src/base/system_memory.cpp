@@ -1,5 +1,8 @@
 #include "base/system_memory.h"
 
+#include <malloc.h>
+#include <sys/resource.h>
+
 #include <fstream>
 #include <limits>
 #include <optional>
@@ -51,7 +54,15 @@ AvailableMemory available_memory() {
 }
 
 ProcessMemory process_memory() {
-    return {kibibyte_field("/proc/self/status", "VmRSS:").value_or(0), kibibyte_field("/proc/self/status", "VmHWM:").value_or(0)};
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    return {kibibyte_field("/proc/self/status", "VmRSS:").value_or(0), kibibyte_field("/proc/self/status", "VmHWM:").value_or(0),
+            static_cast<int64_t>(usage.ru_minflt)};
+}
+
+HeapMemory heap_memory() {
+    const struct mallinfo2 heap = mallinfo2();
+    return {static_cast<int64_t>(heap.uordblks + heap.hblkhd), static_cast<int64_t>(heap.fordblks)};
 }
 
 }  // namespace hnas

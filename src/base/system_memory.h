@@ -15,11 +15,19 @@ struct AvailableMemory {
 
 AvailableMemory available_memory();
 
-// This process's resident memory now and at its peak (VmRSS and VmHWM in /proc/self/status), in bytes;
-// 0 where the file does not say.
+// This process's resident memory now and at its peak (VmRSS and VmHWM in /proc/self/status), in bytes,
+// 0 where the file does not say; and its minor page faults so far (getrusage), each a fresh page
+// mapped in.
 struct ProcessMemory {
-    int64_t rss = 0, peak_rss = 0;
+    int64_t rss = 0, peak_rss = 0, minor_faults = 0;
 };
 ProcessMemory process_memory();
+
+// glibc's heap (mallinfo2): bytes in blocks the program holds, and bytes of freed blocks the heap keeps
+// mapped for reuse (tensor blocks among them; src/tensor/tensor.cpp).
+struct HeapMemory {
+    int64_t in_use = 0, free = 0;
+};
+HeapMemory heap_memory();
 
 }  // namespace hnas

@@ -10,7 +10,9 @@
 //                         fixed-shape batches: one JSON line (input and target tokens/s, step times, peak RSS, losses);
 //                         --precision bf16 for bf16 matmuls
 //                         scripts/bench_train.sh runs it against scripts/torch_reference.py
-#include <sys/resource.h>
+//   hnas-bench batches    the first training batches of a run of `hnas train` (headline or mlm), with
+//                         a model's initial parameters: what scripts/torch_real.py replays, so that the
+//                         PyTorch twin trains on the same batches (scripts/bench_real.sh)
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -25,6 +27,8 @@
 #include <vector>
 
 #include "backend/matmul.h"
+#include "base/read_file.h"
+#include "base/system_memory.h"
 #include "cli/log_color.h"
 #include "cli/validators.h"
 #include "data/gigaword.h"
@@ -32,6 +36,8 @@
 #include "models/bert.h"
 #include "models/model_io.h"
 #include "models/seq2seq.h"
+#include "tasks/task.h"
+#include "tasks/task_support.h"
 #include "nn/attention.h"
 #include "ops/ops.h"
 #include "optim/optimizer.h"
@@ -389,11 +395,7 @@ Var batch_loss(const nn::Module& model, const std::string& task, const BenchBatc
                       batch["masked_labels"]);
 }
 
-double peak_rss_mib() {
-    rusage usage{};
-    getrusage(RUSAGE_SELF, &usage);
-    return static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
-}
+double peak_rss_mib() { return static_cast<double>(hnas::process_memory().peak_rss) / (1 << 20); }
 
 void bench_train(const TrainBenchOptions& o) {
     using namespace hnas;
@@ -453,7 +455,13 @@ void bench_train(const TrainBenchOptions& o) {
     std::vector<double> times;
     std::vector<double> losses, grad_norms;
     const int total = o.warmup + o.steps;
+    backend::MatmulStats matmuls_before;
+    int64_t faults_before = 0;
     for (int step = 0; step < total; ++step) {
+        if (step == o.warmup) {
+            matmuls_before = backend::matmul_stats();
+            faults_before = process_memory().minor_faults;
+        }
         const BenchBatch fresh = step == 0 || !o.dump_initial.empty() ? BenchBatch() : make_batch(o.task, data_rng);
         const BenchBatch& batch = fresh.tensors.empty() ? first : fresh;
         const auto start = Clock::now();
@@ -495,8 +503,57 @@ void bench_train(const TrainBenchOptions& o) {
         result["target_tokens_per_s"] = static_cast<double>(first.target_tokens) / median;
         result["model_gflop_per_s"] = flops / median * 1e-9;
     }
+    // What a timed step spends beside its matmuls' work, as the trainer's profile records count it
+    // (docs/performance.md compares the two).
+    if (o.steps > 0) {
+        const backend::MatmulStats matmuls = backend::matmul_stats();
+        const double timed_seconds = std::accumulate(times.begin(), times.end(), 0.0);
+        result["minor_faults_per_step"] = static_cast<double>(process_memory().minor_faults - faults_before) / o.steps;
+        result["matmul_share"] = (matmuls.seconds - matmuls_before.seconds) / timed_seconds;
+        result["matmul_gflop_per_s"] = (matmuls.flops - matmuls_before.flops) / (matmuls.seconds - matmuls_before.seconds) * 1e-9;
+        result["matmul_primitives"] = matmuls.primitives;
+    }
     result["peak_rss_mib"] = peak_rss_mib();
     std::cout << result.dump() << std::endl;
+}
+
+// The first `steps` training batches a run of `hnas train` drew (its config.json and tokenizer.model:
+// the same seed draws the same batches), with the initial parameters of a model built from that
+// config and its dropout-off loss on the first batch, in one checkpoint-format file:
+// "batch/<step>/<field>" per batch, the parameters by their names, and in the metadata the run's
+// resolved config. The parameters are drawn from the init stream of the config's seed, not the run's
+// own; the twin trains from them, and the step-0 loss shows both frameworks build the same model.
+void bench_batches(const std::string& run_dir, int steps, const std::string& out) {
+    using namespace hnas;
+    namespace fs = std::filesystem;
+    const fs::path run(run_dir);
+    const fs::path tokenizer_path = run / "tokenizer.model";
+    HNAS_CHECK(fs::exists(tokenizer_path), "batches: ", tokenizer_path.string(),
+               " is missing (a run that trained its own SentencePiece tokenizer has it)");
+    config::ExperimentConfig config = config::load_experiment_config((run / "config.json").string());
+    HNAS_CHECK(config.task == config::Task::headline || config.task == config::Task::mlm, "batches: ", run_dir,
+               " is a run of task ", name_of(config.task), "; only headline and mlm runs can be replayed");
+    const data::Tokenizer tokenizer = data::Tokenizer::load(tokenizer_path.string());
+    if (config.model.vocab_size == 0) config.model.vocab_size = tokenizer.vocab_size();
+    Rng init_rng(config.seed, 0), dropout_rng(config.seed, 1);
+    const auto task = tasks::task_definition(config.task).create(config, tokenizer, init_rng, dropout_rng);
+    nlohmann::ordered_json meta = {{"hnas_version", HNAS_VERSION}, {"run", run_dir}, {"steps", steps}};
+    meta["config"] = nlohmann::ordered_json::parse(read_file((run / "config.json").string(), "the run's config"));
+    std::vector<std::pair<std::string, Tensor>> batches;
+    for (int step = 0; step < steps; ++step) {
+        task->next_batch(0, 1);
+        if (step == 0) {
+            NoGradScope no_grad;
+            const tasks::EvaluationMode evaluation(task->model());
+            meta["loss0_eval"] = task->batch_loss().item();
+        }
+        for (auto& [name, tensor] : task->batch_tensors()) batches.emplace_back(fmt::format("batch/{}/{}", step, name), tensor);
+    }
+    io::CheckpointWriter writer(meta);
+    models::add_parameters(writer, task->model());
+    for (const auto& [name, tensor] : batches) writer.add_tensor(name, tensor);
+    writer.write(out);
+    std::cout << nlohmann::json{{"batches", steps}, {"out", out}, {"loss0_eval", meta["loss0_eval"]}}.dump() << std::endl;
 }
 
 }  // namespace
@@ -551,6 +608,16 @@ int main(int argc, char** argv) {
         if (train_options.steps + train_options.warmup == 0) throw CLI::ValidationError("--steps", "--steps + --warmup must be at least 1");
         bench_train(train_options);
     });
+    std::string batches_run, batches_out;
+    int batches_steps = 400;
+    auto* batches_command = app.add_subcommand(
+        "batches", "a run's first training batches and a model's initial parameters, for scripts/torch_real.py");
+    batches_command->add_option("--run", batches_run, "Run directory of hnas train (config.json, tokenizer.model)")
+        ->required()
+        ->check(CLI::ExistingDirectory);
+    batches_command->add_option("--steps", batches_steps, "Batches to write")->check(hnas::cli::positive_integer<int>());
+    batches_command->add_option("--out", batches_out, "The file to write")->required();
+    batches_command->callback([&] { bench_batches(batches_run, batches_steps, batches_out); });
     try {
         CLI11_PARSE(app, argc, argv);
     } catch (const std::exception& e) {

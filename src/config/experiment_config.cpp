@@ -389,7 +389,13 @@ void parse_data(ConfigNode& node, Task task, DataConfig& d) {
                                                  0);
     }
     d.batch_sentences = node.integer("batch_sentences", d.batch_sentences, "rows per batch; 0: no limit", 0);
-    d.batch_tokens = node.integer("batch_tokens", d.batch_tokens, "padded tokens per batch (rows × longest row); 0: no limit", 0);
+    d.batch_tokens = node.integer("batch_tokens", d.batch_tokens, "padded tokens per batch (rows × padded length); 0: no limit", 0);
+    d.pad_multiple = node.integer("pad_multiple", d.pad_multiple,
+                                  "a batch of token rows is padded to its longest row rounded up to a multiple of this (at "
+                                  "most the longest row allowed): a few batch shapes instead of one per length, whose tensor "
+                                  "blocks and matmul primitives later batches reuse (docs/performance.md, issue #24); the loss "
+                                  "and attention mask the padding; 1: pad to the longest row",
+                                  1, 128);
     if (d.batch_sentences == 0 && d.batch_tokens == 0) node.fail("batch_sentences", "and batch_tokens cannot both be 0");
     d.damaged_lines = node.choice("damaged_lines", d.damaged_lines,
                                   "a text line with invalid UTF-8 or a control byte (NUL and other C0 codes except tab; a CR "

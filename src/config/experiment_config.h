@@ -76,7 +76,7 @@ struct DataConfig {
     int64_t objects_min = 8, objects_max = 32, colors = 4, count_classes = 8;
     double primary_recall = 0.5;
     // every task
-    int64_t batch_sentences = 32, batch_tokens = 0;
+    int64_t batch_sentences = 32, batch_tokens = 0, pad_multiple = 8;
     // Lines with invalid UTF-8 or control bytes (a file damaged by a crash): an error, or left out
     // with their count in the log.
     DamagedLines damaged_lines = DamagedLines::reject;

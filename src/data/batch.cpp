@@ -123,11 +123,13 @@ SpanBatch slice_rows(const SpanBatch& batch, int64_t first, int64_t last) {
 }
 
 PaddedSequences pad_sequences(const std::vector<const std::vector<int32_t>*>& ids,
-                              const std::vector<const std::vector<int32_t>*>& segments) {
+                              const std::vector<const std::vector<int32_t>*>& segments, const BatchOptions& options,
+                              int64_t limit) {
     HNAS_CHECK(!ids.empty() && ids.size() == segments.size(), "pad_sequences: ", ids.size(), " rows of ids and ",
                segments.size(), " of segments");
     size_t longest = 0;
     for (const auto* row : ids) longest = std::max(longest, row->size());
+    longest = static_cast<size_t>(padded_length(static_cast<int64_t>(longest), options, limit));
     const size_t rows = ids.size();
     std::vector<int32_t> padded_ids(rows * longest, kPadId), padded_segments(rows * longest, 0);
     std::vector<float> valid(rows * longest, 0.0f);

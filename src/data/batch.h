@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "data/batching.h"
 #include "tensor/tensor.h"
 
 namespace hnas::data {
@@ -80,12 +81,14 @@ ClassificationBatch slice_rows(const ClassificationBatch& batch, int64_t first, 
 ImageBatch slice_rows(const ImageBatch& batch, int64_t first, int64_t last);
 SpanBatch slice_rows(const SpanBatch& batch, int64_t first, int64_t last);
 
-// Padded (B, L) input_ids, segment_ids and valid of sequences of different lengths.
+// Padded (B, L) input_ids, segment_ids and valid of sequences of different lengths: L is the longest
+// row's length as padded_length() rounds it (batching.h), at most `limit`.
 struct PaddedSequences {
     Tensor input_ids, segment_ids, valid;
     int64_t tokens = 0;
 };
 PaddedSequences pad_sequences(const std::vector<const std::vector<int32_t>*>& ids,
-                              const std::vector<const std::vector<int32_t>*>& segments);
+                              const std::vector<const std::vector<int32_t>*>& segments, const BatchOptions& options,
+                              int64_t limit);
 
 }  // namespace hnas::data

@@ -5,12 +5,24 @@
 #include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <limits>
 #include <numeric>
 #include <string>
 
 #include "base/check.h"
+#include "base/hash.h"
 
 namespace hnas::data {
+
+int64_t padded_length(int64_t longest, const BatchOptions& options, int64_t limit) {
+    HNAS_CHECK(options.pad_multiple >= 1, "batch options: pad_multiple must be at least 1, got ", options.pad_multiple);
+    const int64_t rounded = (longest + options.pad_multiple - 1) / options.pad_multiple * options.pad_multiple;
+    return std::max(longest, std::min(rounded, limit));
+}
+
+uint64_t hash_padding(uint64_t fingerprint, const BatchOptions& options) {
+    return options.pad_multiple == 1 ? fingerprint : hash_combine(fingerprint, static_cast<uint64_t>(options.pad_multiple));
+}
 
 void check_batch_options(const BatchOptions& options, int64_t longest_row, const char* context) {
     HNAS_CHECK(options.max_sentences >= 0 && options.max_tokens >= 0, context,
@@ -41,7 +53,9 @@ std::vector<std::vector<uint32_t>> plan_batches(std::span<const uint64_t> sort_k
                    " tokens exceeds max_tokens ", options.max_tokens);
         const int64_t rows = static_cast<int64_t>(current.size());
         const bool full_rows = options.max_sentences > 0 && rows == options.max_sentences;
-        const bool full_tokens = options.max_tokens > 0 && std::max(longest, size) * (rows + 1) > options.max_tokens;
+        // The budget counts the padded length uncapped: never more than the batch will hold.
+        const int64_t padded = padded_length(std::max(longest, size), options, std::numeric_limits<int64_t>::max());
+        const bool full_tokens = options.max_tokens > 0 && padded * (rows + 1) > options.max_tokens;
         if (!current.empty() && (full_rows || full_tokens)) {
             batches.push_back(std::move(current));
             current.clear();

@@ -20,8 +20,19 @@ namespace hnas::data {
 
 struct BatchOptions {
     int64_t max_sentences = 32;  // rows per batch; 0 = no limit (then max_tokens must be set)
-    int64_t max_tokens = 0;      // padded tokens per batch, rows × longest row; 0 = no limit
+    int64_t max_tokens = 0;      // padded tokens per batch, rows × padded length; 0 = no limit
+    int64_t pad_multiple = 1;    // the padded length rounds the longest row up to a multiple of this
 };
+
+// The length a batch is padded to when its longest row has `longest` tokens: rounded up to a multiple
+// of options.pad_multiple, and never past `limit`, the longest row the data allows (the position
+// tables' size). Few distinct lengths mean few distinct tensor shapes, which the allocator and oneDNN's
+// primitive cache reuse from batch to batch (issue #24, docs/performance.md).
+int64_t padded_length(int64_t longest, const BatchOptions& options, int64_t limit);
+
+// A data position's fingerprint with the padding folded in; padding to the longest row (pad_multiple 1,
+// as every run before issue #24) leaves it as it was, so those runs' checkpoints still resume.
+uint64_t hash_padding(uint64_t fingerprint, const BatchOptions& options);
 
 // Throws unless the options allow a batch at all and a row of `longest_row` tokens fits max_tokens.
 void check_batch_options(const BatchOptions& options, int64_t longest_row, const char* context);

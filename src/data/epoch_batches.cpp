@@ -21,6 +21,7 @@ EpochBatches::EpochBatches(std::vector<int64_t> lengths, BatchOptions batch, boo
                            static_cast<uint64_t>(batch_.max_tokens), seed_, static_cast<uint64_t>(lengths_.size())}) {
         fingerprint = hash_combine(fingerprint, value);
     }
+    fingerprint = hash_padding(fingerprint, batch_);
     position_.fingerprint = fingerprint;
 }
 

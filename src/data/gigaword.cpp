@@ -103,6 +103,7 @@ public:
                               options_.batch.max_sentences, options_.batch.max_tokens}) {
             hash = hash_combine(hash, static_cast<uint64_t>(value));
         }
+        hash = hash_padding(hash, options_.batch);
         position_.fingerprint = hash_combine(hash, options_.seed);
     }
 
@@ -228,6 +229,8 @@ private:
             source_len = std::max<int64_t>(source_len, examples_[row].source);
             target_len = std::max<int64_t>(target_len, examples_[row].target + 1);
         }
+        source_len = padded_length(source_len, options_.batch, options_.max_source);
+        target_len = padded_length(target_len, options_.batch, options_.max_target);
         const int64_t batch_size = static_cast<int64_t>(rows.size());
         Seq2SeqBatch batch;
         batch.source_ids = Tensor::zeros({batch_size, source_len}, DType::i32);

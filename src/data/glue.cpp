@@ -173,7 +173,7 @@ ClassificationBatch ClassificationBatcher::batch_of(const std::vector<uint32_t>&
         targets.push_back(examples_[index].target);
         batch.example_index.push_back(index);
     }
-    PaddedSequences padded = pad_sequences(ids, segments);
+    PaddedSequences padded = pad_sequences(ids, segments, options_.batch, options_.max_seq);
     batch.input_ids = std::move(padded.input_ids);
     batch.segment_ids = std::move(padded.segment_ids);
     batch.valid = std::move(padded.valid);

@@ -319,6 +319,7 @@ public:
                                static_cast<uint64_t>(options_.batch.max_tokens)}) {
             hash = hash_combine(hash, value);
         }
+        hash = hash_padding(hash, options_.batch);
         position_.fingerprint = hash_combine(hash, options_.seed);
     }
 
@@ -431,6 +432,7 @@ private:
     MlmBatch build(const std::vector<uint32_t>& rows) const {
         int64_t length = 0;
         for (uint32_t row : rows) length = std::max(length, sequences_[row].length());
+        length = padded_length(length, options_.batch, options_.max_seq);
         const int64_t batch_size = static_cast<int64_t>(rows.size());
         MlmBatch batch;
         batch.input_ids = Tensor::zeros({batch_size, length}, DType::i32);

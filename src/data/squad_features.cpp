@@ -250,7 +250,7 @@ std::optional<SpanBatch> SpanBatcher::next() {
         ends.push_back(feature.end);
         batch.feature_index.push_back(index);
     }
-    PaddedSequences padded = pad_sequences(ids, segments);
+    PaddedSequences padded = pad_sequences(ids, segments, options_.batch, options_.features.max_seq);
     batch.input_ids = std::move(padded.input_ids);
     batch.segment_ids = std::move(padded.segment_ids);
     batch.valid = std::move(padded.valid);

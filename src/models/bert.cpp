@@ -1,8 +1,13 @@
 #include "models/bert.h"
 
+#include <algorithm>
+
 namespace hnas::models {
 
 namespace {
+
+constexpr int64_t kMaskedRowMultiple = 64;  // mlm_logits: the masked-LM head's rows round up to this
+
 EmbeddingOptions bert_embedding_options(const ModelConfig& config) {
     EmbeddingOptions options = embedding_options(config, config.max_source_positions);
     options.segments = config.segments;
@@ -66,10 +71,22 @@ Var BertModel::encode_tokens(const Tensor& ids, const Tensor& valid) const {
 
 Var BertModel::mlm_logits(const Var& states, const Tensor& masked_positions) const {
     HNAS_CHECK(mlm_dense_ != nullptr, "bert model: this model has no masked-LM head");
-    // Gathering the masked rows first keeps the vocabulary-sized logits to N rows, as BERT does.
-    Var rows = ops::embedding(ops::reshape(states, {-1, config_.width}), masked_positions);  // (N, D)
-    Var hidden = mlm_norm_->forward(ops::gelu(mlm_dense_->forward(rows)));                     // (N, D)
-    return ops::linear(hidden, tokens_.weight(), mlm_bias_);                                  // (N, V)
+    // Gathering the masked rows first keeps the vocabulary-sized logits to N rows, as BERT does. The
+    // head runs on N rounded up to a multiple of kMaskedRowMultiple (repeats of the first masked row,
+    // whose logits are dropped): N differs from batch to batch, and each N would be new matmul shapes
+    // (docs/performance.md, issue #24).
+    const int64_t masked = masked_positions.numel();
+    const int64_t rounded = (masked + kMaskedRowMultiple - 1) / kMaskedRowMultiple * kMaskedRowMultiple;
+    Tensor positions = masked_positions;
+    if (rounded > masked) {
+        positions = Tensor::empty({rounded}, DType::i32);
+        std::copy_n(masked_positions.ints(), masked, positions.ints());
+        std::fill(positions.ints() + masked, positions.ints() + rounded, masked_positions.ints()[0]);
+    }
+    Var rows = ops::embedding(ops::reshape(states, {-1, config_.width}), positions);  // (N', D)
+    Var hidden = mlm_norm_->forward(ops::gelu(mlm_dense_->forward(rows)));         // (N', D)
+    Var logits = ops::linear(hidden, tokens_.weight(), mlm_bias_);                 // (N', V)
+    return rounded > masked ? ops::slice(logits, 0, 0, masked) : logits;          // (N, V)
 }
 
 Var BertModel::pooled(const Var& states) const {

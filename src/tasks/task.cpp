@@ -45,4 +45,8 @@ int64_t rows_allowed(const config::DataConfig& data, int64_t length) {
     return std::max<int64_t>(1, rows);
 }
 
+std::vector<std::pair<std::string, Tensor>> Task::batch_tensors() const {
+    throw Error("task: only the headline and mlm tasks hand out their batches as tensors");
+}
+
 }  // namespace hnas::tasks

@@ -59,6 +59,10 @@ public:
     // Where the training batches are, for checkpoints.
     virtual data::DataPosition position() const = 0;
     virtual void restore(const data::DataPosition& position) = 0;
+    // This shard's batch as next_batch() loaded it, as named tensors (data/batch.h's field names), for
+    // tools that replay a run's batches elsewhere: `hnas-bench batches` hands them to the PyTorch twin
+    // (scripts/torch_real.py). The headline and mlm tasks have it; the others throw.
+    virtual std::vector<std::pair<std::string, Tensor>> batch_tensors() const;
     // Loss and metrics on the validation data, dropout off; nullopt when the config gives none.
     virtual std::optional<Validation> validate() = 0;
     // A fixed batch of validation inputs as text (headline: the first articles; mlm: the first lines of

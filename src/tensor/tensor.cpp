@@ -1,11 +1,15 @@
 #include "tensor/tensor.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
-#include <bit>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
+#include <map>
 #include <mutex>
-#include <unordered_map>
+#include <set>
+#include <utility>
 
 namespace hnas {
 
@@ -13,12 +17,15 @@ namespace {
 
 constexpr size_t kAlignment = 64;  // one cache line, and the widest AVX-512 load
 
-// A cache of freed blocks by size class. A training step allocates the same sizes every step, so after
-// the first steps every allocation is a reuse: no malloc, no fresh pages to fault in. Sizes round up
-// to one of 8 classes per power of two (at most 12.5 % waste), so batches of varying shape (length
-// bucketing) share blocks instead of filling the cache with one exact size each; keyed by exact sizes,
-// a tiny model's training process was measured holding 6 GB. Sanitizer builds bypass the cache so
-// AddressSanitizer sees every use after free.
+// Tensor blocks of at least kLargeBlock bytes come from segments this pool maps itself and never
+// unmaps; smaller ones from malloc. Freed large blocks merge with free neighbours, and a request takes
+// the smallest free block that holds it, cutting off the rest: so the blocks of a batch of one length
+// are cut from what a batch of another length freed, no page is faulted in twice, and the segments stay
+// near the live peak. Kept apart from malloc's heap, whose small allocations would otherwise pin the
+// holes. Two designs measured worse on batches of varying length (docs/performance.md, issue #24): a
+// cache of freed blocks by size class (it held 3.7 × the live peak, mostly of sizes no later batch
+// asked for), and glibc's heap alone (each block above 32 MiB mapped and unmapped anew every step).
+// Sanitizer builds take every block from malloc, for AddressSanitizer to see each use after free.
 class BlockPool {
 public:
     // Never destroyed: tensors in static storage may be freed after any destructor here would run.
@@ -28,33 +35,22 @@ public:
     }
 
     void* acquire(size_t bytes) {
-        {
-            std::lock_guard<std::mutex> lock(mutex_);
-            auto found = free_.find(bytes);
-            if (found != free_.end() && !found->second.empty()) {
-                void* block = found->second.back();
-                found->second.pop_back();
-                memory_.cached -= static_cast<int64_t>(bytes);
-                count_live(bytes);
-                return block;
-            }
-        }
-        void* block = allocate(bytes);  // outside the lock: fresh pages may take a while
+        void* block = bytes >= kLargeBlock && !kBypass ? acquire_large(bytes) : std::aligned_alloc(kAlignment, bytes);
         std::lock_guard<std::mutex> lock(mutex_);
-        count_live(bytes);
+        if (block == nullptr) throw AllocationError(static_cast<int64_t>(bytes), memory_);
+        memory_.live += static_cast<int64_t>(bytes);
+        memory_.peak_live = std::max(memory_.peak_live, memory_.live);
         return block;
     }
 
     void release(void* block, size_t bytes) {
         std::lock_guard<std::mutex> lock(mutex_);
         memory_.live -= static_cast<int64_t>(bytes);
-        if (kBypass || memory_.cached + static_cast<int64_t>(bytes) > kMaxCachedBytes) {
+        if (bytes >= kLargeBlock && !kBypass) {
+            add_free(static_cast<char*>(block), bytes);
+        } else {
             std::free(block);
-            return;
         }
-        free_[bytes].push_back(block);
-        memory_.cached += static_cast<int64_t>(bytes);
-        memory_.peak_cached = std::max(memory_.peak_cached, memory_.cached);
     }
 
     TensorMemory memory() {
@@ -62,10 +58,9 @@ public:
         return memory_;
     }
 
-    void reset_peaks() {
+    void reset_peak() {
         std::lock_guard<std::mutex> lock(mutex_);
         memory_.peak_live = memory_.live;
-        memory_.peak_cached = memory_.cached;
     }
 
 private:
@@ -74,47 +69,68 @@ private:
 #else
     static constexpr bool kBypass = false;
 #endif
-    static constexpr int64_t kMaxCachedBytes = int64_t{1} << 30;
+    static constexpr size_t kLargeBlock = size_t{1} << 20;
+    static constexpr size_t kSegment = size_t{64} << 20;  // the least a new segment maps
 
-    // Called with the mutex held.
-    void count_live(size_t bytes) {
-        memory_.live += static_cast<int64_t>(bytes);
-        memory_.peak_live = std::max(memory_.peak_live, memory_.live);
+    // The smallest free block that holds `bytes` (mapping a new segment when none does), with its rest
+    // left free; null when the system has no memory to map.
+    void* acquire_large(size_t bytes) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        auto fit = free_by_size_.lower_bound({bytes, nullptr});
+        if (fit == free_by_size_.end()) {
+            const size_t length = std::max(bytes, kSegment);
+            void* segment = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (segment == MAP_FAILED) return nullptr;
+            memory_.reserved += static_cast<int64_t>(length);
+            add_free(static_cast<char*>(segment), length);
+            fit = free_by_size_.lower_bound({bytes, nullptr});
+        }
+        const auto [size, block] = *fit;
+        free_by_size_.erase(fit);
+        free_by_address_.erase(block);
+        if (size > bytes) insert_free(block + bytes, size - bytes);
+        return block;
     }
 
-    // A fresh block; when memory runs out, the cache is given back to the system and the request tried
-    // once more before it fails.
-    void* allocate(size_t bytes) {
-        if (void* block = std::aligned_alloc(kAlignment, bytes)) return block;
-        std::lock_guard<std::mutex> lock(mutex_);
-        for (auto& [size, blocks] : free_) {
-            for (void* cached : blocks) std::free(cached);
-            blocks.clear();
+    // Called with the mutex held: a free block, merged with the free blocks right before and after it
+    // (segments mapped next to each other merge too: the memory is contiguous and stays mapped).
+    void add_free(char* block, size_t bytes) {
+        auto next = free_by_address_.lower_bound(block);
+        if (next != free_by_address_.end() && next->first == block + bytes) {
+            bytes += next->second;
+            free_by_size_.erase({next->second, next->first});
+            next = free_by_address_.erase(next);
         }
-        memory_.cached = 0;
-        if (void* block = std::aligned_alloc(kAlignment, bytes)) return block;
-        throw AllocationError(static_cast<int64_t>(bytes), memory_);
+        if (next != free_by_address_.begin()) {
+            const auto previous = std::prev(next);
+            if (previous->first + previous->second == block) {
+                block = previous->first;
+                bytes += previous->second;
+                free_by_size_.erase({previous->second, previous->first});
+                free_by_address_.erase(previous);
+            }
+        }
+        insert_free(block, bytes);
+    }
+
+    void insert_free(char* block, size_t bytes) {
+        free_by_address_.emplace(block, bytes);
+        free_by_size_.emplace(bytes, block);
     }
 
     std::mutex mutex_;
-    std::unordered_map<size_t, std::vector<void*>> free_;
     TensorMemory memory_;
+    std::map<char*, size_t> free_by_address_;           // free large blocks: start → bytes
+    std::set<std::pair<size_t, char*>> free_by_size_;  // the same, ordered by size for best fit
 };
 
-// The block size for a request: a multiple of kAlignment, and above 512 bytes the smallest
-// m·2^k ≥ requested with m in 8..15.
-size_t size_class(size_t requested) {
-    const size_t aligned = std::max(kAlignment, (requested + kAlignment - 1) / kAlignment * kAlignment);
-    if (aligned <= 8 * kAlignment) return aligned;
-    const int shift = static_cast<int>(std::bit_width(aligned)) - 4;  // keeps the top four bits
-    const size_t step = size_t{1} << shift;
-    return (aligned + step - 1) / step * step;
-}
+// A block's size: a multiple of kAlignment, as aligned_alloc requires and large blocks keep.
+size_t block_size(size_t requested) { return std::max(kAlignment, (requested + kAlignment - 1) / kAlignment * kAlignment); }
 
 }  // namespace
 
 TensorMemory tensor_memory() { return BlockPool::instance().memory(); }
-void reset_tensor_memory_peaks() { BlockPool::instance().reset_peaks(); }
+void reset_tensor_memory_peak() { BlockPool::instance().reset_peak(); }
 
 AllocationError::AllocationError(int64_t bytes_, const TensorMemory& held_)
     : Error(concat_message("tensor: cannot allocate ", bytes_, " bytes with ", held_.live, " bytes held by live tensors")),
@@ -123,7 +139,7 @@ AllocationError::AllocationError(int64_t bytes_, const TensorMemory& held_)
 
 struct Tensor::Storage {
     explicit Storage(size_t requested)
-        : bytes(size_class(requested)),
+        : bytes(block_size(requested)),
           data(BlockPool::instance().acquire(bytes)) {}
     ~Storage() { BlockPool::instance().release(data, bytes); }
     Storage(const Storage&) = delete;

@@ -59,16 +59,17 @@ private:
     DType dtype_ = DType::f32;
 };
 
-// The tensor block pool's accounting (tensor.cpp): bytes of blocks held by live tensors, and bytes of
-// freed blocks cached for reuse, now and at most since the last reset_tensor_memory_peaks().
+// The tensor blocks' accounting (tensor.cpp): bytes held by live tensors, now and at most since the
+// last reset_tensor_memory_peak(); and bytes of the segments the pool has mapped for large blocks,
+// live or free for reuse (what is not live of them is the pool's cache).
 struct TensorMemory {
-    int64_t live = 0, peak_live = 0, cached = 0, peak_cached = 0;
+    int64_t live = 0, peak_live = 0, reserved = 0;
 };
 TensorMemory tensor_memory();
-void reset_tensor_memory_peaks();
+void reset_tensor_memory_peak();
 
-// Thrown when a tensor's block cannot be allocated even after the pool gave its cache back: the size
-// asked for and what tensors held at that moment.
+// Thrown when a tensor's block cannot be allocated: the size asked for and what tensors held at that
+// moment.
 class AllocationError : public Error {
 public:
     AllocationError(int64_t bytes, const TensorMemory& held);

@@ -280,6 +280,7 @@ private:
     bool validate();  // false when patience ran out
     Json attention_diagnostics() const;
     Json memory_record() const;
+    Json profile_record() const;
     Error out_of_memory(const std::string& what) const;
     io::CheckpointWriter checkpoint_writer() const;
     void save_step_checkpoint();
@@ -545,10 +546,11 @@ void Trainer::log_progress(double grad_norm, double learning_rate) {
     const double eta = elapsed / static_cast<double>(step - first_step_) * static_cast<double>(config_.train.steps - step);
     const double loss = window_loss_ / static_cast<double>(window_steps_);
     const data::DataPosition position = task_->position();
-    spdlog::info("step {:>7}/{}  epoch {}  loss {:.4f}  lr {:.3e}  |g| {:.3f}  {:.0f} input tok/s  {:.0f} {}/s  elapsed {}  eta {}",
+    const Json memory = memory_record();
+    spdlog::info("step {:>7}/{}  epoch {}  loss {:.4f}  lr {:.3e}  |g| {:.3f}  {:.0f} input tok/s  {:.0f} {}/s  rss {}  elapsed {}  eta {}",
                  step, config_.train.steps, position.epoch, portable(loss), portable(learning_rate), portable(grad_norm),
                  portable(input_tokens_per_second), portable(targets_per_second), definition_.target_unit,
-                 format_duration(elapsed), format_duration(eta));
+                 gibibytes(memory["rss"].get<int64_t>()), format_duration(elapsed), format_duration(eta));
     // Every hybrid weight u per layer and head (hnas attention), for the paper's Fig. 3 over training.
     Json hybrid_u = Json::object();
     for (const auto& [name, attention] : task_->model().attentions()) {
@@ -565,6 +567,8 @@ void Trainer::log_progress(double grad_norm, double learning_rate) {
                     {"targets_per_second", targets_per_second},
                     {"target_unit", definition_.target_unit},
                     {"elapsed_seconds", elapsed},
+                    {"memory", memory},
+                    {"profile", profile_record()},
                     {"hybrid_u", hybrid_u}});
     window_start_ = now;
     window_loss_ = 0.0;
@@ -615,15 +619,26 @@ Error Trainer::out_of_memory(const std::string& what) const {
                              memory_keys(tasks::task_definition(config_.task)), run_.checkpoint_dir().string()));
 }
 
-// Where the memory is at a validation (issue #24), in bytes: the peaks of the tensor pool's live and
-// cached blocks since the last validation (then reset), and the process's resident memory now and at
-// its peak.
+// Where the memory is at a progress line or a validation (issue #24), in bytes: the peak of bytes in
+// live tensors since the previous such record (then reset) and now, the tensor pool's segments, what
+// malloc's heap holds in use and keeps free, and the process's resident memory now and at its peak.
 Json Trainer::memory_record() const {
     const TensorMemory tensors = tensor_memory();
-    reset_tensor_memory_peaks();
+    reset_tensor_memory_peak();
+    const HeapMemory heap = heap_memory();
     const ProcessMemory process = process_memory();
-    return {{"tensor_live_peak", tensors.peak_live}, {"tensor_cached_peak", tensors.peak_cached}, {"tensor_live", tensors.live},
-            {"tensor_cached", tensors.cached}, {"rss", process.rss}, {"peak_rss", process.peak_rss}};
+    return {{"tensor_live_peak", tensors.peak_live}, {"tensor_live", tensors.live}, {"tensor_reserved", tensors.reserved}, {"heap_in_use", heap.in_use},
+            {"heap_free", heap.free}, {"rss", process.rss}, {"peak_rss", process.peak_rss}};
+}
+
+// What the process has spent since it started, for comparing a real run with the bench (issue #24,
+// docs/performance.md): fresh pages mapped in, and the matmuls' calls, FLOPs and seconds with the
+// primitives their shapes needed and the seconds creating them took.
+Json Trainer::profile_record() const {
+    const backend::MatmulStats matmuls = backend::matmul_stats();
+    return {{"minor_faults", process_memory().minor_faults}, {"matmul_calls", matmuls.calls}, {"matmul_flops", matmuls.flops},
+            {"matmul_seconds", matmuls.seconds}, {"matmul_primitives", matmuls.primitives},
+            {"matmul_creation_seconds", matmuls.creation_seconds}};
 }
 
 // The papers' diagnostics on a fixed validation batch (issue #16), per bidirectional attention and head:

@@ -26,7 +26,7 @@ data::ClassificationDataOptions classification_data(const config::ExperimentConf
     o.damaged_lines = config.data.damaged_lines;
     o.shuffle = training;
     o.seed = config.seed;
-    o.batch = {config.data.batch_sentences, config.data.batch_tokens};
+    o.batch = {config.data.batch_sentences, config.data.batch_tokens, config.data.pad_multiple};
     o.epochs = training ? 0 : 1;
     o.with_labels = with_labels;
     if (training) o.same_class_templates = config.data.same_class_templates;

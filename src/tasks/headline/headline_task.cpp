@@ -48,6 +48,11 @@ public:
         return tokens_;
     }
     Var batch_loss() override { return shard_part(loss_of(batch_), tokens_.shard, tokens_.global); }
+    std::vector<std::pair<std::string, Tensor>> batch_tensors() const override {
+        return {{"source_ids", batch_.source_ids},     {"source_valid", batch_.source_valid},
+                {"target_input", batch_.target_input}, {"target_output", batch_.target_output},
+                {"target_valid", batch_.target_valid}};
+    }
     data::DataPosition position() const override { return train_->position(); }
     void restore(const data::DataPosition& position) override { train_->restore(position); }
 
@@ -78,7 +83,7 @@ private:
         o.damaged_lines = config_.data.damaged_lines;
         o.shuffle = training;
         o.seed = config_.seed;
-        o.batch = {config_.data.batch_sentences, config_.data.batch_tokens};
+        o.batch = {config_.data.batch_sentences, config_.data.batch_tokens, config_.data.pad_multiple};
         o.epochs = training ? 0 : 1;
         return o;
     }

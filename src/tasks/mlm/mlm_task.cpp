@@ -50,6 +50,11 @@ public:
         tokens_ = take_shard(batch_, rank, ranks, count_of);
         return tokens_;
     }
+    std::vector<std::pair<std::string, Tensor>> batch_tensors() const override {
+        return {{"input_ids", batch_.input_ids},          {"segment_ids", batch_.segment_ids},
+                {"valid", batch_.valid},                  {"masked_positions", batch_.masked_positions},
+                {"masked_labels", batch_.masked_labels}, {"sentence_order", batch_.sentence_order}};
+    }
 
     // The masked-LM mean over the masked tokens and the sentence-order mean over the rows, each as
     // this shard's part of the global batch's mean.
@@ -100,7 +105,7 @@ private:
         o.damaged_lines = config_.data.damaged_lines;
         o.shuffle = training;
         o.seed = training ? config_.seed : config_.seed + 1;
-        o.batch = {config_.data.batch_sentences, config_.data.batch_tokens};
+        o.batch = {config_.data.batch_sentences, config_.data.batch_tokens, config_.data.pad_multiple};
         o.epochs = training ? 0 : 1;
         return o;
     }

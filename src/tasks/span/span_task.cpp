@@ -31,7 +31,7 @@ data::SpanDataOptions span_data(const config::ExperimentConfig& config, const st
     o.features = {std::min(config.data.max_seq, config.model.max_source_positions), config.data.doc_stride, config.data.max_query};
     o.shuffle = training;
     o.seed = config.seed;
-    o.batch = {config.data.batch_sentences, config.data.batch_tokens};
+    o.batch = {config.data.batch_sentences, config.data.batch_tokens, config.data.pad_multiple};
     o.epochs = training ? 0 : 1;
     return o;
 }

@@ -1,0 +1,199 @@
+#!/usr/bin/python3
+"""PyTorch twin of a real `hnas train` run (issue #24): replays the batches the run drew, as
+`hnas-bench batches --run DIR` wrote them with a model's initial parameters, and trains the twin model
+(scripts/torch_reference.py's, which must match the run's config) with the config's optimizer,
+learning-rate schedule, clipping, label smoothing and dropout, step by step on the same batches.
+
+    /usr/bin/python3 scripts/torch_real.py --batches run.batches --steps 400 --threads 2
+
+Prints one JSON line: seconds from the first step's start to the end of the last, the process's peak
+RSS, the step-0 loss with dropout off beside hnas's, and the mean loss of every 50 steps. Progress goes
+to stderr every 50 steps. scripts/bench_real.sh runs it beside `hnas train`.
+"""
+import argparse
+import json
+import math
+import resource
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+import torch_reference as ref
+
+LOG_EVERY = 50
+
+
+def check_config(config):
+    """The run's model must be the twin's (torch_reference's shapes); anything else is refused by name."""
+    m, task = config["model"], config["task"]
+    expected = {"d_model": ref.WIDTH, "heads": ref.HEADS, "ffn_dim": ref.FFN, "encoder_layers": ref.LAYERS,
+                "activation": "gelu", "norm": "post", "positions": "learned", "vocab_size_or_tokenizer": ref.VOCAB}
+    actual = dict(m, vocab_size_or_tokenizer=m["vocab_size"] or config["tokenizer"]["vocab_size"])
+    if task == "headline":
+        expected.update(decoder_layers=ref.LAYERS, max_source_positions=ref.MAX_SOURCE_POSITIONS,
+                        max_target_positions=ref.MAX_TARGET_POSITIONS, tie_embeddings=True, scale_embeddings=True)
+    elif task == "mlm":
+        expected.update(max_positions=ref.MLM_POSITIONS)
+    else:
+        sys.exit(f"torch_real: task {task}: only headline and mlm runs have a twin")
+    for key, value in expected.items():
+        if actual.get(key) != value:
+            sys.exit(f"torch_real: model.{key} is {actual.get(key)!r}, the twin has {value!r}")
+    for name, rate in m["dropout"].items():
+        if rate != (0.0 if name == "ffn" else ref.DROPOUT):
+            sys.exit(f"torch_real: model.dropout.{name} is {rate}, the twin has {0.0 if name == 'ffn' else ref.DROPOUT}")
+    attention = m["attention"]
+    for stack in ("decoder", "cross"):
+        if stack in attention and attention[stack]["kind"] != "lnas":
+            sys.exit(f"torch_real: model.attention.{stack}.kind is {attention[stack]['kind']}, the twin's is lnas")
+    if task == "headline" and config["train"]["label_smoothing"] != ref.LABEL_SMOOTHING:
+        sys.exit(f"torch_real: train.label_smoothing is {config['train']['label_smoothing']}, the twin's {ref.LABEL_SMOOTHING}")
+    if config["train"]["gradient_accumulation"] != 1 or config["train"]["clip_scope"] != "global":
+        sys.exit("torch_real: the twin takes one batch per step and clips the global norm")
+
+
+def no_weight_decay(name):
+    """src/optim/optimizer.cpp's rule: biases, norms and relative-position priors are not decayed."""
+    return name.rsplit(".", 1)[-1] == "bias" or "norm." in name or "relative_bias." in name
+
+
+def learning_rate_at(train, step):
+    """src/optim/schedule.cpp for the schedules the twin knows; steps count from 1."""
+    lr, warmup, total, kind = train["learning_rate"], train["warmup_steps"], train["steps"], train["schedule"]
+    if kind == "constant":
+        return lr
+    if step <= warmup:
+        return lr * step / warmup
+    if kind == "linear":
+        return lr * max(total - step, 0) / max(total - warmup, 1)
+    sys.exit(f"torch_real: train.schedule {kind}: the twin knows constant and linear")
+
+
+class Lamb:
+    """src/optim/optimizer.cpp's LAMB (You et al. 2019, with bias correction): r = m̂/(√v̂ + ε) + λw,
+    w -= lr · (‖w‖/‖r‖) · r, the ratio 1 when either norm is 0."""
+
+    def __init__(self, named, train):
+        self.named = named
+        self.beta1, self.beta2, self.eps = train["beta1"], train["beta2"], train["epsilon"]
+        self.decay = {name: (0.0 if no_weight_decay(name) else train["weight_decay"]) for name, _ in named}
+        self.m = {name: torch.zeros_like(p) for name, p in named}
+        self.v = {name: torch.zeros_like(p) for name, p in named}
+        self.steps = 0
+
+    @torch.no_grad()
+    def step(self, lr):
+        self.steps += 1
+        c1, c2 = 1 - self.beta1 ** self.steps, 1 - self.beta2 ** self.steps
+        for name, p in self.named:
+            if p.grad is None:
+                continue
+            m, v = self.m[name], self.v[name]
+            m.mul_(self.beta1).add_(p.grad, alpha=1 - self.beta1)
+            v.mul_(self.beta2).addcmul_(p.grad, p.grad, value=1 - self.beta2)
+            r = (m / c1) / ((v / c2).sqrt() + self.eps) + self.decay[name] * p
+            w_norm, r_norm = p.norm().item(), r.norm().item()
+            trust = w_norm / r_norm if w_norm > 0 and r_norm > 0 else 1.0
+            p.sub_(r, alpha=lr * trust)
+
+
+def make_optimizer(model, train):
+    named = list(model.named_parameters())
+    kind = train["optimizer"]
+    if kind == "lamb":
+        return Lamb(named, train)
+    if kind not in ("adam", "adamw"):
+        sys.exit(f"torch_real: train.optimizer {kind}: the twin knows adam, adamw and lamb")
+    groups = [{"params": [p for n, p in named if not no_weight_decay(n)], "weight_decay": train["weight_decay"]},
+              {"params": [p for n, p in named if no_weight_decay(n)], "weight_decay": 0.0}]
+    make = torch.optim.AdamW if kind == "adamw" else torch.optim.Adam
+    return make(groups, lr=train["learning_rate"], betas=(train["beta1"], train["beta2"]), eps=train["epsilon"])
+
+
+def set_learning_rate(optimizer, lr):
+    if isinstance(optimizer, Lamb):
+        return lambda: optimizer.step(lr)
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    return optimizer.step
+
+
+def rss_mib():
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * resource.getpagesize() / 2**20
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--batches", required=True, help="the file `hnas-bench batches` wrote")
+    parser.add_argument("--steps", type=int, default=0, help="steps to train (default: every batch in the file)")
+    parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
+    args = parser.parse_args()
+    if args.threads < 1 or args.steps < 0:
+        parser.error("--threads must be >= 1 and --steps >= 0")
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(1)
+
+    metadata, arrays = ref.read_checkpoint(args.batches, copy=False)
+    config, available = metadata["config"], metadata["steps"]
+    steps = args.steps or available
+    if steps > available:
+        sys.exit(f"torch_real: --steps {steps} but {args.batches} holds {available} batches")
+    check_config(config)
+    kind = config["model"]["attention"]["encoder"]["kind"]
+    if kind not in ("lnas", "dnas", "hnas"):
+        sys.exit(f"torch_real: encoder kind {kind}: the twin knows lnas, dnas and hnas")
+    train = config["train"]
+    if config["task"] == "headline":
+        model = ref.Seq2Seq(kind, ref.DROPOUT)
+    else:
+        model = ref.Bert(kind, ref.DROPOUT, train["sentence_order_weight"])
+    ref.load_parameters(model, arrays, args.batches)
+    # The batches stay as views of the file's bytes until their step, as a data pipeline would hold them.
+    stored = [{} for _ in range(available)]
+    for name, array in arrays.items():
+        if name.startswith("batch/"):
+            _, step, field = name.split("/")
+            stored[int(step)][field] = array
+    del arrays
+
+    def batch(step):
+        return {field: torch.tensor(array, dtype=torch.long if array.dtype.kind == "i" else torch.float32)
+                for field, array in stored[step].items()}
+
+    model.eval()
+    with torch.no_grad():
+        loss0_eval = model.loss(batch(0)).item()
+    model.train()
+    optimizer = make_optimizer(model, train)
+    parameters = list(model.parameters())
+    window, window_means = [], []
+    start = time.perf_counter()
+    for step in range(1, steps + 1):
+        step_optimizer = set_learning_rate(optimizer, learning_rate_at(train, step))
+        model.zero_grad(set_to_none=True)
+        loss = model.loss(batch(step - 1))
+        value = loss.item()
+        if not math.isfinite(value):
+            sys.exit(f"torch_real: loss {value} at step {step}")
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(parameters, train["clip_norm"])
+        step_optimizer()
+        window.append(value)
+        if step % LOG_EVERY == 0 or step == steps:
+            window_means.append({"step": step, "loss": sum(window) / len(window)})
+            window = []
+            print(f"torch_real: step {step}/{steps}  loss {window_means[-1]['loss']:.4f}  "
+                  f"elapsed {time.perf_counter() - start:.1f} s  rss {rss_mib():.0f} MiB", file=sys.stderr, flush=True)
+    seconds = time.perf_counter() - start
+    print(json.dumps({"impl": "torch", "task": config["task"], "kind": kind, "threads": torch.get_num_threads(),
+                      "steps": steps, "seconds": seconds, "loss0_eval": loss0_eval,
+                      "hnas_loss0_eval": metadata["loss0_eval"], "losses": window_means,
+                      "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+                      "torch": torch.__version__, "blas": ref.blas_backend()}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
