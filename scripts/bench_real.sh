@@ -29,7 +29,7 @@ while (($#)); do
     --baseline) baseline=${2:?--baseline needs a value}; shift ;;
     --out) out=${2:?--out needs a value}; shift ;;
     --no-build) build=0 ;;
-    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "bench_real: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
