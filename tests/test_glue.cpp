@@ -92,7 +92,7 @@ ClassificationDataOptions pair_options(const std::string& path) {
     options.labels = {false, {"no", "yes"}};
     options.max_seq = 24;
     options.seed = 7;
-    options.batch = {2, 0};
+    options.batch = {2, 0, 1};
     return options;
 }
 

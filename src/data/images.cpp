@@ -66,7 +66,7 @@ ImageBatcher::ImageBatcher(ImageDataOptions options) : options_(std::move(option
         fingerprint = hash_combine(fingerprint, static_cast<uint64_t>(value));
     }
     batches_ = std::make_unique<EpochBatches>(std::vector<int64_t>(static_cast<size_t>(images_.size()), options_.layout.patches()),
-                                              BatchOptions{options_.batch, 0}, options_.shuffle, options_.seed, options_.epochs,
+                                              BatchOptions{options_.batch, 0, 1}, options_.shuffle, options_.seed, options_.epochs,
                                               fingerprint, "image data " + options_.path);
     if (options_.same_class_templates > 0.0) {
         partners_ = std::make_unique<SameClassSampler>(images_.labels, options_.same_class_templates);

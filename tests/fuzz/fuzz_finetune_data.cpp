@@ -72,7 +72,7 @@ void tsv(const std::string& bytes) {
         options.layout = {0, 1, 2, true};
         options.labels.names = data::collect_label_names(path, options.layout, hnas::DamagedLines::skip);
         options.max_seq = 12;
-        options.batch = {4, 0};
+        options.batch = {4, 0, 1};
         options.epochs = 1;
         options.damaged_lines = hnas::DamagedLines::skip;
         data::ClassificationBatcher batcher(fuzz::small_tokenizer(), options);
