@@ -1,5 +1,6 @@
 #include "tensor/tensor.h"
 
+#include <malloc.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -117,6 +118,15 @@ private:
         free_by_address_.emplace(block, bytes);
         free_by_size_.emplace(bytes, block);
     }
+
+    // Blocks under kLargeBlock stay in malloc's heap (a fixed mmap threshold; glibc's moving one maps
+    // some anew each step), and the heap keeps up to kHeapSlack free at its top instead of returning it
+    // to the system after every step.
+    BlockPool() {
+        mallopt(M_MMAP_THRESHOLD, static_cast<int>(kLargeBlock));
+        mallopt(M_TRIM_THRESHOLD, kHeapSlack);
+    }
+    static constexpr int kHeapSlack = 128 << 20;
 
     std::mutex mutex_;
     TensorMemory memory_;
