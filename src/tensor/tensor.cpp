@@ -36,8 +36,10 @@ public:
     }
 
     void* acquire(size_t bytes) {
-        void* block = bytes >= kLargeBlock && !kBypass ? acquire_large(bytes) : std::aligned_alloc(kAlignment, bytes);
+        const bool large = bytes >= kLargeBlock && !kBypass;
+        void* block = large ? nullptr : std::aligned_alloc(kAlignment, bytes);  // malloc outside the lock
         std::lock_guard<std::mutex> lock(mutex_);
+        if (large) block = acquire_large(bytes);
         if (block == nullptr) throw AllocationError(static_cast<int64_t>(bytes), memory_);
         memory_.live += static_cast<int64_t>(bytes);
         memory_.peak_live = std::max(memory_.peak_live, memory_.live);
@@ -73,10 +75,9 @@ private:
     static constexpr size_t kLargeBlock = size_t{1} << 20;
     static constexpr size_t kSegment = size_t{64} << 20;  // the least a new segment maps
 
-    // The smallest free block that holds `bytes` (mapping a new segment when none does), with its rest
-    // left free; null when the system has no memory to map.
+    // Called with the mutex held: the smallest free block that holds `bytes` (mapping a new segment
+    // when none does), with its rest left free; null when the system has no memory to map.
     void* acquire_large(size_t bytes) {
-        std::lock_guard<std::mutex> lock(mutex_);
         auto fit = free_by_size_.lower_bound({bytes, nullptr});
         if (fit == free_by_size_.end()) {
             const size_t length = std::max(bytes, kSegment);
