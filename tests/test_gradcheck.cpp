@@ -213,6 +213,28 @@ TEST(Autograd, GradientsAccumulate) {
     EXPECT_FALSE(x.grad().defined());
 }
 
+// An interior value whose last Var is gone is freed before backward (scale's backward reads neither its
+// input nor its output); a value some Var still holds stays, and the gradients are unchanged.
+TEST(Autograd, InteriorValuesNoVarHoldsAreReleased) {
+    const int64_t n = 1 << 16;
+    const int64_t bytes = n * static_cast<int64_t>(sizeof(float));
+    Var x(Tensor::full({n}, 1.0f), true);
+    Var doubled = ops::scale(x, 2.0f);
+    Var kept = doubled;  // a second handle: dropping the first keeps the value
+    Var loss = ops::sum_all(ops::scale(ops::scale(doubled, 3.0f), 0.5f));
+    doubled = Var();
+    const int64_t live_with_both = tensor_memory().live;
+    kept = Var();
+    EXPECT_EQ(tensor_memory().live, live_with_both - bytes) << "the last handle of an interior value frees it";
+    Var held = ops::scale(x, 4.0f);
+    Var other_loss = ops::sum_all(ops::scale(held, 0.25f));
+    loss.backward();
+    other_loss.backward();
+    EXPECT_FLOAT_EQ(x.grad().data()[0], 3.0f + 1.0f);  // 2·3·0.5 and 4·0.25
+    EXPECT_FLOAT_EQ(held.value().data()[n - 1], 4.0f);
+    EXPECT_FLOAT_EQ(loss.item(), 3.0f * static_cast<float>(n));
+}
+
 TEST(Autograd, NoGradScopeRecordsNothing) {
     Var x(Tensor::from_floats({2}, {1.0f, 2.0f}), true);
     NoGradScope no_grad;

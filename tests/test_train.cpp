@@ -751,7 +751,7 @@ TEST(Trainer, OutOfMemoryStopsNamingTheKeysThatSizeAStep) {
     Json raw = synthetic_config();
     raw["model"]["d_model"] = 256;
     raw["data"]["length"] = 128;
-    raw["data"]["batch_sentences"] = 512;  // scores alone: 512 × 4 heads × 128² floats = 128 MiB per tensor
+    raw["data"]["batch_sentences"] = 1024;  // scores alone: 1024 × 4 heads × 128² floats = 256 MiB per tensor
     RunDir dir("out_of_memory");
     fs::create_directories(dir.path);
     const std::string config_path = (dir.path / "config_in.json").string();

@@ -15,9 +15,47 @@ bool grad_enabled() { return grad_recording; }
 NoGradScope::NoGradScope() : previous_(grad_recording) { grad_recording = false; }
 NoGradScope::~NoGradScope() { grad_recording = previous_; }
 
+void Node::release_value() {
+    if (!value.defined()) return;
+    released_shape = value.shape();
+    value = Tensor();
+}
+
 Var::Var(Tensor value, bool requires_grad) : node_(std::make_shared<Node>()) {
     node_->value = std::move(value);
     node_->requires_grad = requires_grad;
+    node_->handles.store(1, std::memory_order_relaxed);
+}
+
+Var::Var(const Var& other) noexcept : node_(other.node_) {
+    if (node_) node_->handles.fetch_add(1, std::memory_order_relaxed);
+}
+
+Var& Var::operator=(const Var& other) noexcept {
+    if (node_ == other.node_) return *this;
+    if (other.node_) other.node_->handles.fetch_add(1, std::memory_order_relaxed);
+    drop_handle();
+    node_ = other.node_;
+    return *this;
+}
+
+Var& Var::operator=(Var&& other) noexcept {
+    if (this == &other) return *this;
+    drop_handle();
+    node_ = std::move(other.node_);
+    return *this;
+}
+
+Var::~Var() { drop_handle(); }
+
+void Var::drop_handle() noexcept {
+    if (!node_) return;
+    // The last handle of an interior node still in a graph: its value is read by nobody but the
+    // closures that kept references of their own.
+    if (node_->handles.fetch_sub(1, std::memory_order_acq_rel) == 1 && node_->backward_fn && node_.use_count() > 1) {
+        node_->release_value();
+    }
+    node_.reset();
 }
 
 const Tensor& Var::value() const {
@@ -90,7 +128,7 @@ GradSink::Target GradSink::target(size_t input) {
     if (node.grad.defined() && node.grad.storage_shared()) {
         node.grad = node.grad_initialized ? node.grad.clone() : Tensor();
     }
-    if (!node.grad.defined()) node.grad = Tensor::empty(node.value.shape());
+    if (!node.grad.defined()) node.grad = Tensor::empty(node.shape());
     const bool accumulate = node.grad_initialized;
     node.grad_initialized = true;
     return {node.grad, accumulate};
@@ -102,7 +140,7 @@ void GradSink::add(size_t input, const Tensor& grad) {
     // An interior node's gradient is read only by its own backward pass, so its first contribution
     // of the full shape is shared instead of copied (a residual add's backward then copies nothing).
     // Leaves are excluded: the optimizer, clipping and the gradient sums write their gradients in place.
-    if (!node.grad_initialized && node.backward_fn && grad.shape() == node.value.shape()) {
+    if (!node.grad_initialized && node.backward_fn && grad.shape() == node.shape()) {
         node.grad = grad;
         node.grad_initialized = true;
         return;

@@ -4,8 +4,12 @@
 // and attach the closure next to the forward code, so an op's forward and backward read as one piece.
 // backward() walks the nodes in reverse topological order from a scalar; leaf gradients accumulate
 // across calls until zero_grad(); interior nodes release their closures as soon as they have run.
+// An interior value that no Var holds any more is released at once: a backward closure keeps its
+// own reference to what it reads, so the graph holds only what backward needs (as PyTorch's saved
+// tensors do), not every intermediate of the forward pass.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -22,19 +26,31 @@ class GradSink;
 using BackwardFn = std::function<void(const Tensor& grad_output, GradSink& sink)>;
 
 struct Node {
-    Tensor value;
+    Tensor value;                      // empty once released (see release_value)
+    Shape released_shape;              // the value's shape after it was released
+    std::atomic<int32_t> handles{0};   // the Vars holding this node; the graph's edges do not count
     Tensor grad;                       // allocated on first use
     bool grad_initialized = false;     // false: grad holds garbage and must be overwritten, not added to
     bool requires_grad = false;
     const char* op = "leaf";
     std::vector<std::shared_ptr<Node>> inputs;
     BackwardFn backward_fn;
+
+    const Shape& shape() const { return value.defined() ? value.shape() : released_shape; }
+    // An interior node whose last Var is gone: only its consumers' closures may still read its
+    // storage, through references of their own.
+    void release_value();
 };
 
 class Var {
 public:
     Var() = default;
     explicit Var(Tensor value, bool requires_grad = false);
+    Var(const Var& other) noexcept;
+    Var(Var&& other) noexcept = default;
+    Var& operator=(const Var& other) noexcept;
+    Var& operator=(Var&& other) noexcept;
+    ~Var();
 
     bool defined() const { return node_ != nullptr; }
     const Tensor& value() const;
@@ -60,6 +76,8 @@ public:
     const std::shared_ptr<Node>& shared_node() const { return node_; }
 
 private:
+    void drop_handle() noexcept;
+
     std::shared_ptr<Node> node_;
 };
 

@@ -10,22 +10,27 @@ namespace hnas::ops {
 
 namespace {
 
-// y = f(x); dx = dy · dfdx(x, y). The derivative may use the input, the output, or both.
-template <typename Forward, typename Derivative>
+// What a unary op's derivative reads; its backward keeps only that tensor alive.
+enum class DerivativeReads { nothing, input, output };
+
+// y = f(x); dx = dy · dfdx(v), v being the input or the output (whichever `reads` names; unused when
+// the derivative is a constant).
+template <DerivativeReads reads, typename Forward, typename Derivative>
 Var unary_op(const char* name, const Var& x, Forward forward, Derivative dfdx) {
     Tensor y = Tensor::empty(x.shape());
     kernels::map_unary(x.value().data(), y.data(), y.numel(), forward);
-    Tensor xv = x.value();
-    return make_result(name, y, {x}, [xv, y, dfdx](const Tensor& dy, GradSink& sink) {
+    const Tensor kept = reads == DerivativeReads::input ? x.value() : reads == DerivativeReads::output ? y : Tensor();
+    return make_result(name, y, {x}, [kept, dfdx](const Tensor& dy, GradSink& sink) {
         const GradSink::Target target = sink.target(0);
         Tensor& dx = target.grad;
         const bool accumulate = target.accumulate;
-        const float *in = xv.data(), *out = y.data(), *g = dy.data();
+        const float* read = reads == DerivativeReads::nothing ? nullptr : kept.data();
+        const float* g = dy.data();
         float* d = dx.data();
         const int64_t n = dx.numel();
 #pragma omp parallel for simd schedule(static) if (n >= kernels::kParallelGrain)
         for (int64_t i = 0; i < n; ++i) {
-            const float value = g[i] * dfdx(in[i], out[i]);
+            const float value = g[i] * dfdx(reads == DerivativeReads::nothing ? 0.0f : read[i]);
             write_gradient(d[i], value, accumulate);
         }
     });
@@ -98,39 +103,39 @@ Var div(const Var& a, const Var& b) {
 }
 
 Var scale(const Var& x, float factor) {
-    return unary_op(
-        "scale", x, [factor](float v) { return factor * v; }, [factor](float, float) { return factor; });
+    return unary_op<DerivativeReads::nothing>(
+        "scale", x, [factor](float v) { return factor * v; }, [factor](float) { return factor; });
 }
 
 Var add_scalar(const Var& x, float value) {
-    return unary_op(
-        "add_scalar", x, [value](float v) { return v + value; }, [](float, float) { return 1.0f; });
+    return unary_op<DerivativeReads::nothing>(
+        "add_scalar", x, [value](float v) { return v + value; }, [](float) { return 1.0f; });
 }
 
 Var exp(const Var& x) {
-    return unary_op(
-        "exp", x, [](float v) { return std::exp(v); }, [](float, float y) { return y; });
+    return unary_op<DerivativeReads::output>(
+        "exp", x, [](float v) { return std::exp(v); }, [](float y) { return y; });
 }
 
 Var log(const Var& x) {
-    return unary_op(
-        "log", x, [](float v) { return std::log(v); }, [](float v, float) { return 1.0f / v; });
+    return unary_op<DerivativeReads::input>(
+        "log", x, [](float v) { return std::log(v); }, [](float v) { return 1.0f / v; });
 }
 
 Var sqrt(const Var& x) {
-    return unary_op(
-        "sqrt", x, [](float v) { return std::sqrt(v); }, [](float, float y) { return 0.5f / y; });
+    return unary_op<DerivativeReads::output>(
+        "sqrt", x, [](float v) { return std::sqrt(v); }, [](float y) { return 0.5f / y; });
 }
 
 Var rsqrt(const Var& x) {
     // d/dx x^(-1/2) = -1/2 · x^(-3/2) = -1/2 · y³
-    return unary_op(
-        "rsqrt", x, [](float v) { return 1.0f / std::sqrt(v); }, [](float, float y) { return -0.5f * y * y * y; });
+    return unary_op<DerivativeReads::output>(
+        "rsqrt", x, [](float v) { return 1.0f / std::sqrt(v); }, [](float y) { return -0.5f * y * y * y; });
 }
 
 Var relu(const Var& x) {
-    return unary_op(
-        "relu", x, [](float v) { return v > 0.0f ? v : 0.0f; }, [](float v, float) { return v > 0.0f ? 1.0f : 0.0f; });
+    return unary_op<DerivativeReads::output>(
+        "relu", x, [](float v) { return v > 0.0f ? v : 0.0f; }, [](float y) { return y > 0.0f ? 1.0f : 0.0f; });
 }
 
 Var gelu(const Var& x, GeluForm form) {
@@ -138,32 +143,32 @@ Var gelu(const Var& x, GeluForm form) {
     constexpr float kInvSqrt2Pi = 0.39894228040143268f;
     if (form == GeluForm::erf) {
         // gelu(x) = x·Φ(x); gelu'(x) = Φ(x) + x·φ(x)
-        return unary_op(
+        return unary_op<DerivativeReads::input>(
             "gelu", x, [](float v) { return 0.5f * v * (1.0f + kernels::fast_erf(v * kInvSqrt2)); },
-            [](float v, float) {
+            [](float v) {
                 return 0.5f * (1.0f + kernels::fast_erf(v * kInvSqrt2)) + v * kInvSqrt2Pi * kernels::fast_exp(-0.5f * v * v);
             });
     }
     // The tanh approximation: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
     constexpr float kSqrt2OverPi = 0.79788456080286536f;
-    return unary_op(
+    return unary_op<DerivativeReads::input>(
         "gelu_tanh", x,
         [](float v) { return 0.5f * v * (1.0f + std::tanh(kSqrt2OverPi * (v + 0.044715f * v * v * v))); },
-        [](float v, float) {
+        [](float v) {
             const float t = std::tanh(kSqrt2OverPi * (v + 0.044715f * v * v * v));
             return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * kSqrt2OverPi * (1.0f + 3.0f * 0.044715f * v * v);
         });
 }
 
 Var tanh(const Var& x) {
-    return unary_op(
-        "tanh", x, [](float v) { return std::tanh(v); }, [](float, float y) { return 1.0f - y * y; });
+    return unary_op<DerivativeReads::output>(
+        "tanh", x, [](float v) { return std::tanh(v); }, [](float y) { return 1.0f - y * y; });
 }
 
 Var sigmoid(const Var& x) {
-    return unary_op(
+    return unary_op<DerivativeReads::output>(
         "sigmoid", x, [](float v) { return 1.0f / (1.0f + std::exp(-v)); },
-        [](float, float y) { return y * (1.0f - y); });
+        [](float y) { return y * (1.0f - y); });
 }
 
 }  // namespace hnas::ops
