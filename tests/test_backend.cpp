@@ -210,6 +210,40 @@ TEST(BackendMatmul, CountsCallsAndFlops) {
     EXPECT_GE(after.creation_seconds, before.creation_seconds);
 }
 
+// The recorder sees exactly the products run while it lives, options included; the matmul-only bound
+// replays them outside matmul() (not counted as calls) and takes time for each.
+TEST(BackendMatmul, RecordsProductsAndReplaysThemAlone) {
+    const Tensor a = random_tensor({2, 9, 4}, 1), b = random_tensor({4, 11}, 2), bias = random_tensor({11}, 3);
+    Tensor c = Tensor::empty({2, 9, 11});
+    backend::matmul(a.data(), b.data(), c.data(), {2, 9, 11, 4, false, false, true});  // before: not recorded
+    std::vector<backend::MatmulCall> products;
+    {
+        backend::MatmulRecorder recorder;
+        EXPECT_THROW(backend::MatmulRecorder second, Error);
+        backend::matmul(a.data(), b.data(), c.data(), {2, 9, 11, 4, false, false, true}, {1.0f, bias.data(), false});
+        const Tensor tall = random_tensor({18, 11}, 4);  // A stored (k, m), and B (k, n)
+        backend::matmul(tall.data(), tall.data(), c.data(), {1, 11, 11, 18, true, false, false}, {0.5f, nullptr, true});
+        products = recorder.calls();
+    }
+    backend::matmul(a.data(), b.data(), c.data(), {2, 9, 11, 4, false, false, true});  // after: not recorded
+    ASSERT_EQ(products.size(), 2u);
+    EXPECT_EQ(products[0].shape.batch, 2);
+    EXPECT_TRUE(products[0].shape.shared_b);
+    EXPECT_TRUE(products[0].bias);
+    EXPECT_FALSE(products[0].accumulate);
+    EXPECT_EQ(products[1].shape.m, 11);
+    EXPECT_EQ(products[1].shape.k, 18);
+    EXPECT_TRUE(products[1].shape.trans_a);
+    EXPECT_TRUE(products[1].accumulate);
+    EXPECT_FLOAT_EQ(products[1].alpha, 0.5f);
+    const int64_t calls_before = backend::matmul_stats().calls;
+    const double bound = backend::matmul_only_seconds(products, 3);
+    EXPECT_GT(bound, 0.0);
+    EXPECT_EQ(backend::matmul_stats().calls, calls_before);
+    EXPECT_EQ(backend::matmul_only_seconds({}, 3), 0.0);
+    EXPECT_THROW(backend::matmul_only_seconds(products, 0), Error);
+}
+
 TEST(BackendMatmul, RejectsAlphaWithBias) {
     const Tensor a = random_tensor({2, 2}, 1), b = random_tensor({2, 2}, 2), bias = random_tensor({2}, 3);
     Tensor c = Tensor::empty({2, 2});

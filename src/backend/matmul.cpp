@@ -2,12 +2,14 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <list>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <sstream>
 #include <tuple>
@@ -178,7 +180,85 @@ private:
 
 thread_local Bf16Scratch a_scratch, b_scratch;
 
+MatmulKey key_of(const MatmulCall& call) {
+    const MatmulShape& s = call.shape;
+    return {s.batch, s.m, s.n, s.k, s.trans_a, s.trans_b, s.shared_b, call.bias, call.accumulate,
+            call.precision == MatmulPrecision::bf16, call.alpha};
+}
+
+dnnl::memory wrap(const dnnl::memory::desc& desc, const void* pointer) {
+    return dnnl::memory(desc, cpu().engine, const_cast<void*>(pointer));
+}
+
+// The active MatmulRecorder's calls; empty when none records.
+std::mutex recording_mutex;
+std::optional<std::vector<MatmulCall>> recording;
+std::atomic<bool> recording_on{false};
+
+void record(const MatmulCall& call) {
+    if (!recording_on.load(std::memory_order_relaxed)) return;
+    std::lock_guard<std::mutex> lock(recording_mutex);
+    if (recording) recording->push_back(call);
+}
+
 }  // namespace
+
+MatmulRecorder::MatmulRecorder() {
+    std::lock_guard<std::mutex> lock(recording_mutex);
+    HNAS_CHECK(!recording, "backend.matmul: a MatmulRecorder is already recording");
+    recording.emplace();
+    recording_on.store(true);
+}
+
+MatmulRecorder::~MatmulRecorder() {
+    std::lock_guard<std::mutex> lock(recording_mutex);
+    recording_on.store(false);
+    recording.reset();
+}
+
+std::vector<MatmulCall> MatmulRecorder::calls() const {
+    std::lock_guard<std::mutex> lock(recording_mutex);
+    return *recording;
+}
+
+double matmul_only_seconds(const std::vector<MatmulCall>& calls, int repeats) {
+    HNAS_CHECK(repeats >= 1, "backend.matmul: the matmul-only bound needs at least one timed repeat, got ", repeats);
+    // One set of operand buffers, as large as the largest call needs; the values only must be normal
+    // numbers (0.5, exact in bf16).
+    int64_t a_size = 0, b_size = 0, c_size = 0, bias_size = 0;
+    for (const MatmulCall& call : calls) {
+        const MatmulShape& s = call.shape;
+        a_size = std::max(a_size, s.batch * s.m * s.k);
+        b_size = std::max(b_size, (s.shared_b ? 1 : s.batch) * s.k * s.n);
+        c_size = std::max(c_size, s.batch * s.m * s.n);
+        bias_size = std::max(bias_size, s.n);
+    }
+    constexpr uint16_t kBf16Half = 0x3F00;
+    std::vector<float> a32(static_cast<size_t>(a_size), 0.5f), b32(static_cast<size_t>(b_size), 0.5f);
+    std::vector<uint16_t> a16(static_cast<size_t>(a_size), kBf16Half), b16(static_cast<size_t>(b_size), kBf16Half);
+    std::vector<float> c(static_cast<size_t>(c_size), 0.0f), bias(static_cast<size_t>(bias_size), 0.5f);
+    double total = 0.0;
+    std::vector<double> times(static_cast<size_t>(repeats));
+    for (const MatmulCall& call : calls) {
+        const std::shared_ptr<const CachedMatmul> entry = matmul_cache().lookup(key_of(call));
+        const bool bf16 = call.precision == MatmulPrecision::bf16;
+        std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, wrap(entry->a_desc, bf16 ? static_cast<const void*>(a16.data()) : a32.data())},
+                                                   {DNNL_ARG_WEIGHTS, wrap(entry->b_desc, bf16 ? static_cast<const void*>(b16.data()) : b32.data())},
+                                                   {DNNL_ARG_DST, wrap(entry->c_desc, c.data())}};
+        if (call.bias) args.emplace(DNNL_ARG_BIAS, wrap(entry->bias_desc, bias.data()));
+        entry->primitive.execute(cpu().stream, args);
+        cpu().stream.wait();
+        for (double& seconds : times) {
+            const auto start = Clock::now();
+            entry->primitive.execute(cpu().stream, args);
+            cpu().stream.wait();
+            seconds = std::chrono::duration<double>(Clock::now() - start).count();
+        }
+        std::nth_element(times.begin(), times.begin() + repeats / 2, times.end());
+        total += times[static_cast<size_t>(repeats / 2)];
+    }
+    return total;
+}
 
 void matmul(const float* a, const float* b, float* c, const MatmulShape& shape, const MatmulOptions& options) {
     HNAS_CHECK(shape.batch > 0 && shape.m > 0 && shape.n > 0 && shape.k > 0, "backend.matmul: empty problem (batch ",
@@ -186,14 +266,10 @@ void matmul(const float* a, const float* b, float* c, const MatmulShape& shape, 
     HNAS_CHECK(options.alpha == 1.0f || options.bias == nullptr,
                "backend.matmul: alpha with a bias is not supported (oneDNN would scale the bias too)");
     const auto start = Clock::now();
-    const bool bf16 = matmul_precision() == MatmulPrecision::bf16;
-    const MatmulKey key{shape.batch, shape.m, shape.n, shape.k, shape.trans_a, shape.trans_b, shape.shared_b,
-                        options.bias != nullptr, options.accumulate, bf16, options.alpha};
-    const std::shared_ptr<const CachedMatmul> matmul_entry = matmul_cache().lookup(key);
+    const MatmulCall call{shape, options.alpha, options.bias != nullptr, options.accumulate, matmul_precision()};
+    const bool bf16 = call.precision == MatmulPrecision::bf16;
+    const std::shared_ptr<const CachedMatmul> matmul_entry = matmul_cache().lookup(key_of(call));
     const CachedMatmul& cached = *matmul_entry;
-    auto wrap = [](const dnnl::memory::desc& desc, const void* pointer) {
-        return dnnl::memory(desc, cpu().engine, const_cast<void*>(pointer));
-    };
     const void* a_operand = a;
     const void* b_operand = b;
     if (bf16) {
@@ -207,6 +283,7 @@ void matmul(const float* a, const float* b, float* c, const MatmulShape& shape, 
     if (options.bias) args.emplace(DNNL_ARG_BIAS, wrap(cached.bias_desc, options.bias));
     cached.primitive.execute(cpu().stream, args);
     cpu().stream.wait();
+    record(call);
     calls.fetch_add(1);
     flops.fetch_add(2.0 * static_cast<double>(shape.batch) * static_cast<double>(shape.m) * static_cast<double>(shape.n) *
                     static_cast<double>(shape.k));

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "base/enum_names.h"
 
@@ -50,6 +51,29 @@ struct MatmulStats {
     double flops = 0.0, seconds = 0.0, creation_seconds = 0.0;
 };
 MatmulStats matmul_stats();
+
+// One product as matmul() was asked for it: what the matmul-only bound replays (issue #20).
+struct MatmulCall {
+    MatmulShape shape;
+    float alpha = 1.0f;
+    bool bias = false, accumulate = false;
+    MatmulPrecision precision = MatmulPrecision::f32;
+};
+
+// Records every product matmul() runs, on any thread, while it lives; one recorder at a time.
+class MatmulRecorder {
+public:
+    MatmulRecorder();
+    ~MatmulRecorder();
+    MatmulRecorder(const MatmulRecorder&) = delete;
+    MatmulRecorder& operator=(const MatmulRecorder&) = delete;
+    std::vector<MatmulCall> calls() const;
+};
+
+// The matmul-only bound of a list of products: each run alone by its oneDNN primitive on operands
+// already in its precision (no conversion, no lookup), timed `repeats` times after one untimed run;
+// the sum over the calls of each one's median seconds.
+double matmul_only_seconds(const std::vector<MatmulCall>& calls, int repeats);
 
 // The matmul primitives kept, those of the most recently used shapes (matmul.cpp says why).
 inline constexpr size_t kMatmulCacheCapacity = 1024;

@@ -8,7 +8,8 @@
 //   hnas-bench data       the Gigaword data pipeline alone: input tokens/s per epoch on the bundled pairs
 //   hnas-bench train      whole training steps of issue #8's reference models (headline, mlm) on random
 //                         fixed-shape batches: one JSON line (input and target tokens/s, step times, peak RSS, losses);
-//                         --precision bf16 for bf16 matmuls
+//                         --precision bf16 for bf16 matmuls; --matmul-bound: also the step's products
+//                         timed alone in oneDNN, and the step over that bound (issue #20)
 //                         scripts/bench_train.sh runs it against scripts/torch_reference.py
 //   hnas-bench batches    the first training batches of a run of `hnas train` (headline or mlm), with
 //                         a model's initial parameters: what scripts/torch_real.py replays, so that the
@@ -253,6 +254,7 @@ struct TrainBenchOptions {
     float learning_rate = 1e-4f;
     bool no_dropout = false;       // every dropout rate 0 (for loss comparisons across frameworks)
     std::string dump_initial;      // checkpoint of the initial parameters and the first batch
+    bool matmul_bound = false;     // also time the products of one more step in oneDNN alone (issue #20)
 };
 
 // Shapes of the two reference workloads (issue #8).
@@ -451,6 +453,16 @@ void bench_train(const TrainBenchOptions& o) {
         result["dumped"] = o.dump_initial;
     }
 
+    // One optimizer step; the loss and the gradient norm before clipping.
+    auto train_step = [&](const BenchBatch& batch) {
+        optimizer.zero_grad();
+        Var loss = batch_loss(*model, o.task, batch);
+        const float value = loss.item();
+        loss.backward();
+        const double norm = optim::clip_gradients(parameters, kClipNorm);
+        optimizer.step(o.learning_rate);
+        return std::pair<float, double>{value, norm};
+    };
     // With --dump-initial every step trains on the dumped batch, so the other side can replay them.
     std::vector<double> times;
     std::vector<double> losses, grad_norms;
@@ -465,12 +477,7 @@ void bench_train(const TrainBenchOptions& o) {
         const BenchBatch fresh = step == 0 || !o.dump_initial.empty() ? BenchBatch() : make_batch(o.task, data_rng);
         const BenchBatch& batch = fresh.tensors.empty() ? first : fresh;
         const auto start = Clock::now();
-        optimizer.zero_grad();
-        Var loss = batch_loss(*model, o.task, batch);
-        const float value = loss.item();
-        loss.backward();
-        const double norm = optim::clip_gradients(parameters, kClipNorm);
-        optimizer.step(o.learning_rate);
+        const auto [value, norm] = train_step(batch);
         const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
         HNAS_CHECK(std::isfinite(value), "train bench: loss ", value, " at step ", step);
         if (step >= o.warmup) times.push_back(seconds);
@@ -512,6 +519,26 @@ void bench_train(const TrainBenchOptions& o) {
         result["matmul_share"] = (matmuls.seconds - matmuls_before.seconds) / timed_seconds;
         result["matmul_gflop_per_s"] = (matmuls.flops - matmuls_before.flops) / (matmuls.seconds - matmuls_before.seconds) * 1e-9;
         result["matmul_primitives"] = matmuls.primitives;
+    }
+    if (o.matmul_bound) {
+        // One more step's products (same batch shape), each timed alone in oneDNN: what the step would
+        // take if everything but its matmuls were free.
+        std::vector<backend::MatmulCall> products;
+        {
+            backend::MatmulRecorder recorder;
+            train_step(first);
+            products = recorder.calls();
+        }
+        constexpr int kBoundRepeats = 5;
+        const double bound = backend::matmul_only_seconds(products, kBoundRepeats);
+        double product_flops = 0.0;
+        for (const backend::MatmulCall& call : products) {
+            product_flops += 2.0 * static_cast<double>(call.shape.batch * call.shape.m * call.shape.n * call.shape.k);
+        }
+        result["matmul_bound_products"] = products.size();
+        result["matmul_bound_ms"] = 1e3 * bound;
+        result["matmul_bound_gflop_per_s"] = product_flops / bound * 1e-9;
+        if (result.contains("step_ms_median")) result["step_over_matmul_bound"] = result["step_ms_median"].get<double>() * 1e-3 / bound;
     }
     result["peak_rss_mib"] = peak_rss_mib();
     std::cout << result.dump() << std::endl;
@@ -601,6 +628,8 @@ int main(int argc, char** argv) {
     train_command->add_option("--lr", train_options.learning_rate, "Adam's (constant) learning rate")
         ->check(hnas::cli::number_in<float>(0, 10));
     train_command->add_flag("--no-dropout", train_options.no_dropout, "Every dropout rate 0 (loss comparisons)");
+    train_command->add_flag("--matmul-bound", train_options.matmul_bound,
+                            "Also time one step's matrix products alone in oneDNN; reports step / that bound");
     train_command->add_option("--dump-initial", train_options.dump_initial,
                               "Write the initial parameters, the first batch and the dropout-off step-0 loss to this "
                               "checkpoint (every step then trains on that batch)");
