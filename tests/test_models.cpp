@@ -654,6 +654,23 @@ TEST(Models, CheckpointRoundTripIsBitExact) {
     }
 }
 
+// model.scale_embeddings is the seq2seq option; BERT's token embeddings are never scaled, however a
+// config built in code sets it (hnas-bench's reference config sets it for both tasks).
+TEST(Models, BertIgnoresTheSeq2SeqEmbeddingScale) {
+    config::ExperimentConfig config = config::parse_experiment_config(tiny_config("mlm"));
+    config.model.embedding_dropout = config.model.attention_dropout = config.model.residual_dropout = 0.0f;
+    auto loss_with_scale = [&](bool scale) {
+        config.model.scale_embeddings = scale;
+        Rng init(5), dropout(2);
+        const models::BertModel bert(config.model, init, dropout);
+        const Tensor ids = Tensor::from_ints({1, 4}, {7, 8, 9, 10}), segments = Tensor::from_ints({1, 4}, {0, 0, 1, 1});
+        return bert.mlm_loss(ids, segments, Tensor::full({1, 4}, 1.0f), Tensor::from_ints({2}, {1, 2}),
+                             Tensor::from_ints({2}, {11, 12}))
+            .item();
+    };
+    EXPECT_EQ(loss_with_scale(true), loss_with_scale(false));
+}
+
 TEST(Models, BertBertInitializationCopiesEncoderIntoBothStacks) {
     const testing::ScratchDir dir(testing::name_for_this_test("hnas_models_"));
     const config::ExperimentConfig bert_config = config::parse_experiment_config(tiny_config("mlm"));

@@ -11,7 +11,8 @@ constexpr int64_t kMaskedRowMultiple = 64;  // mlm_logits: the masked-LM head's 
 EmbeddingOptions bert_embedding_options(const ModelConfig& config) {
     EmbeddingOptions options = embedding_options(config, config.max_source_positions);
     options.segments = config.segments;
-    options.norm = true;  // BERT normalizes the embedding sum always
+    options.norm = true;       // BERT normalizes the embedding sum always
+    options.token_scale = 1.0f;  // and never scales it (model.scale_embeddings is seq2seq's)
     return options;
 }
 
