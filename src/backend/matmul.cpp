@@ -223,19 +223,22 @@ std::vector<MatmulCall> MatmulRecorder::calls() const {
 
 double matmul_only_seconds(const std::vector<MatmulCall>& calls, int repeats) {
     HNAS_CHECK(repeats >= 1, "backend.matmul: the matmul-only bound needs at least one timed repeat, got ", repeats);
-    // One set of operand buffers, as large as the largest call needs; the values only must be normal
-    // numbers (0.5, exact in bf16).
-    int64_t a_size = 0, b_size = 0, c_size = 0, bias_size = 0;
+    // One set of operand buffers per precision present, as large as its largest call needs; the values
+    // only must be normal numbers (0.5, exact in bf16).
+    int64_t a_f32 = 0, b_f32 = 0, a_bf16 = 0, b_bf16 = 0, c_size = 0, bias_size = 0;
     for (const MatmulCall& call : calls) {
         const MatmulShape& s = call.shape;
+        const bool bf16 = call.precision == MatmulPrecision::bf16;
+        int64_t& a_size = bf16 ? a_bf16 : a_f32;
+        int64_t& b_size = bf16 ? b_bf16 : b_f32;
         a_size = std::max(a_size, s.batch * s.m * s.k);
         b_size = std::max(b_size, (s.shared_b ? 1 : s.batch) * s.k * s.n);
         c_size = std::max(c_size, s.batch * s.m * s.n);
         bias_size = std::max(bias_size, s.n);
     }
     constexpr uint16_t kBf16Half = 0x3F00;
-    std::vector<float> a32(static_cast<size_t>(a_size), 0.5f), b32(static_cast<size_t>(b_size), 0.5f);
-    std::vector<uint16_t> a16(static_cast<size_t>(a_size), kBf16Half), b16(static_cast<size_t>(b_size), kBf16Half);
+    std::vector<float> a32(static_cast<size_t>(a_f32), 0.5f), b32(static_cast<size_t>(b_f32), 0.5f);
+    std::vector<uint16_t> a16(static_cast<size_t>(a_bf16), kBf16Half), b16(static_cast<size_t>(b_bf16), kBf16Half);
     std::vector<float> c(static_cast<size_t>(c_size), 0.0f), bias(static_cast<size_t>(bias_size), 0.5f);
     double total = 0.0;
     std::vector<double> times(static_cast<size_t>(repeats));
@@ -285,8 +288,7 @@ void matmul(const float* a, const float* b, float* c, const MatmulShape& shape, 
     cpu().stream.wait();
     record(call);
     calls.fetch_add(1);
-    flops.fetch_add(2.0 * static_cast<double>(shape.batch) * static_cast<double>(shape.m) * static_cast<double>(shape.n) *
-                    static_cast<double>(shape.k));
+    flops.fetch_add(shape.flops());
     seconds.fetch_add(std::chrono::duration<double>(Clock::now() - start).count());
 }
 

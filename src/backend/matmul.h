@@ -22,6 +22,10 @@ struct MatmulShape {
     bool trans_a = false;  // A is stored (k, m) instead of (m, k)
     bool trans_b = false;  // B is stored (n, k) instead of (k, n)
     bool shared_b = false;  // one B for every batch entry (weights), instead of one per entry
+
+    double flops() const {  // 2·batch·m·n·k: a multiply and an add per term
+        return 2.0 * static_cast<double>(batch) * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+    }
 };
 
 struct MatmulOptions {

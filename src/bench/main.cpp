@@ -533,7 +533,7 @@ void bench_train(const TrainBenchOptions& o) {
         const double bound = backend::matmul_only_seconds(products, kBoundRepeats);
         double product_flops = 0.0;
         for (const backend::MatmulCall& call : products) {
-            product_flops += 2.0 * static_cast<double>(call.shape.batch * call.shape.m * call.shape.n * call.shape.k);
+            product_flops += call.shape.flops();
         }
         result["matmul_bound_products"] = products.size();
         result["matmul_bound_ms"] = 1e3 * bound;
