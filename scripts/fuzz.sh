@@ -2,7 +2,7 @@
 # Fuzzes hnas's readers of untrusted input with libFuzzer: the experiment config with --set overrides,
 # the checkpoint reader, the Gigaword article/title reader and the masked-LM text reader
 # (tests/fuzz/). Builds the targets with clang, AddressSanitizer and UndefinedBehaviorSanitizer in
-# build-fuzz/, then runs each for SECONDS, starting from a copy of its committed seed corpus
+# build-fuzz/, then runs each for SECONDS (one target per core at a time), starting from a copy of its committed seed corpus
 # (tests/fuzz/corpus/<target>/) so that the committed corpus stays as it is.
 #
 #   scripts/fuzz.sh SECONDS [TARGET ...]      # TARGET: fuzz_config, fuzz_checkpoint, fuzz_gigaword, fuzz_mlm, fuzz_finetune_data
@@ -61,21 +61,34 @@ max_len_of() {
   esac
 }
 
-found=0
-total=0
-printf '%-16s %8s %12s %8s  %s\n' target seconds executions exec/s result
-for target in "${targets[@]}"; do
+# fuzz_one TARGET: one libFuzzer run; its exit status goes to logs/TARGET.status.
+fuzz_one() {
+  local target=$1 status=0 dict=()
   cp -r "tests/fuzz/corpus/$target" "$runs/corpus/$target"
   mkdir -p "$runs/artifacts/$target"
-  log=$runs/logs/$target.log
-  dict=()
   if [ -f "tests/fuzz/$target.dict" ]; then dict=(-dict="tests/fuzz/$target.dict"); fi
-  status=0
   # One OpenMP thread: the inputs are tiny, and the fuzzer measures one input at a time.
   TMPDIR=$scratch OMP_NUM_THREADS=1 UBSAN_OPTIONS=print_stacktrace=1 \
     "build-fuzz/tests/fuzz/$target" -max_total_time="$seconds" -max_len="$(max_len_of "$target")" -timeout=20 \
     -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$runs/artifacts/$target/" "${dict[@]}" \
-    "$runs/corpus/$target" >"$log" 2>&1 || status=$?
+    "$runs/corpus/$target" >"$runs/logs/$target.log" 2>&1 || status=$?
+  echo "$status" >"$runs/logs/$target.status"
+}
+
+# Each fuzzer runs on one core, so the targets run one per core at a time.
+cores=$(nproc)
+for target in "${targets[@]}"; do
+  while (($(jobs -rp | wc -l) >= cores)); do wait -n || true; done
+  fuzz_one "$target" &
+done
+wait
+
+found=0
+total=0
+printf '%-16s %8s %12s %8s  %s\n' target seconds executions exec/s result
+for target in "${targets[@]}"; do
+  log=$runs/logs/$target.log
+  status=$(cat "$runs/logs/$target.status")
   executions=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
   artifacts=$(find "$runs/artifacts/$target" -type f)

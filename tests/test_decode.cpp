@@ -158,6 +158,59 @@ TEST_P(CachedDecoding, StepLogitsEqualFullRecomputation) {
     EXPECT_LT(worst, 2e-5) << "largest difference between cached and recomputed logits";
 }
 
+// Beam search's reorderings: rows moved among the hypotheses of one source (the memory's share stays
+// in place, uncopied), then a source dropped and rows repeated; every step's logits equal the full
+// recomputation of each row's own prefix.
+TEST_P(CachedDecoding, ReorderedRowsEqualFullRecomputation) {
+    const auto model = tiny_model(GetParam(), 23);
+    const int64_t sources = 3, source_length = 9, vocabulary = model->config().vocab_size;
+    const auto [ids, valid] = ragged_sources(sources, source_length, vocabulary, 5);
+    NoGradScope no_grad;
+    models::DecoderState state = model->start_decoding(ids, valid);
+    std::vector<int64_t> source_of{0, 0, 1, 1, 2, 2};
+    state.keep_rows(source_of);
+    std::vector<std::vector<int32_t>> prefixes(source_of.size(), std::vector<int32_t>{data::kBosId});
+    const std::vector<std::vector<int64_t>> reorders{{}, {1, 0, 3, 2, 5, 4}, {}, {4, 4, 0, 1}, {}};
+    double worst = 0;
+    for (size_t step = 0; step < reorders.size(); ++step) {
+        const auto& rows = reorders[step];
+        if (!rows.empty()) {
+            const float* memory_before = state.memory.value().data();
+            state.keep_rows(rows);
+            std::vector<std::vector<int32_t>> kept;
+            std::vector<int64_t> kept_sources;
+            for (int64_t row : rows) {
+                kept.push_back(prefixes[static_cast<size_t>(row)]);
+                kept_sources.push_back(source_of[static_cast<size_t>(row)]);
+            }
+            const bool same_sources = kept_sources == source_of;
+            EXPECT_EQ(state.memory.value().data() == memory_before, same_sources) << "step " << step;
+            prefixes = std::move(kept);
+            source_of = std::move(kept_sources);
+        }
+        std::vector<int32_t> inputs;
+        for (size_t r = 0; r < prefixes.size(); ++r) inputs.push_back(prefixes[r].back());
+        const auto rows_now = static_cast<int64_t>(inputs.size());
+        const Tensor step_logits = model->decode_step(state, Tensor::from_ints({rows_now}, inputs));
+        for (int64_t r = 0; r < rows_now; ++r) {
+            const auto& prefix = prefixes[static_cast<size_t>(r)];
+            const auto length = static_cast<int64_t>(prefix.size());
+            const int64_t source = source_of[static_cast<size_t>(r)];
+            const Tensor source_ids = ids.take_rows({source}), source_valid = valid.take_rows({source});
+            const Tensor full = model->logits(model->decode(model->encode(source_ids, source_valid), source_valid,
+                                                            Tensor::from_ints({1, length}, prefix),
+                                                            Tensor::full({1, length}, 1.0f)))
+                                    .value();
+            for (int64_t v = 0; v < vocabulary; ++v)
+                worst = std::max(worst, std::abs(double{step_logits.data()[r * vocabulary + v]} -
+                                                 full.data()[(length - 1) * vocabulary + v]));
+            // each row continues with a token of its own, so rows of one source diverge
+            prefixes[static_cast<size_t>(r)].push_back(4 + static_cast<int32_t>((7 * r + 3 * static_cast<int64_t>(step)) % (vocabulary - 4)));
+        }
+    }
+    EXPECT_LT(worst, 2e-5) << "largest difference between reordered cached and recomputed logits";
+}
+
 INSTANTIATE_TEST_SUITE_P(DecoderKinds, CachedDecoding,
                          ::testing::Values(DecoderSetup{"lnas", "lnas", false, false},
                                          DecoderSetup{"dnas_causal", "lnas", false, false},

@@ -11,6 +11,9 @@
 //                         --precision bf16 for bf16 matmuls; --matmul-bound: also the step's products
 //                         timed alone in oneDNN, and the step over that bound (issue #20)
 //                         scripts/bench_train.sh runs it against scripts/torch_reference.py
+//   hnas-bench decode     beam search of a trained headline model over test articles, in `hnas decode`'s
+//                         batches: articles/s, and a file of the batches, hypotheses and parameters from
+//                         which scripts/torch_decode.py decodes the same (scripts/bench_decode.sh)
 //   hnas-bench batches    the first training batches of a run of `hnas train` (headline or mlm), with
 //                         a model's initial parameters: what scripts/torch_real.py replays, so that the
 //                         PyTorch twin trains on the same batches (scripts/bench_real.sh)
@@ -33,6 +36,8 @@
 #include "cli/log_color.h"
 #include "cli/validators.h"
 #include "data/gigaword.h"
+#include "decode/headlines.h"
+#include "decode/trained_model.h"
 #include "io/checkpoint.h"
 #include "models/bert.h"
 #include "models/model_io.h"
@@ -544,6 +549,80 @@ void bench_train(const TrainBenchOptions& o) {
     std::cout << result.dump() << std::endl;
 }
 
+struct DecodeBenchOptions {
+    std::string checkpoint;
+    std::string articles = "data/gigaword/test_1951/input.txt";
+    int64_t count = 256;  // the first `count` articles
+    int64_t beam = 4;
+    int64_t batch = 32;
+    std::string out;      // where the batches, hypotheses and parameters go
+};
+
+// Beam search of a trained headline model (decoding settings from its config's test section, beam
+// from the flag) over the first `count` articles, in the length-sorted batches of `hnas decode`. One
+// untimed batch warms up, then one timed pass decodes them all. Prints one JSON line; `out` gets the
+// model's parameters, "source/<b>/ids|valid" per batch and, in the metadata, the run's config, the
+// decoding settings and every batch's best hypotheses: what scripts/torch_decode.py decodes again.
+void bench_decode(const DecodeBenchOptions& o) {
+    using namespace hnas;
+    const decode::TrainedModel trained = decode::load_trained_model(o.checkpoint);
+    const auto& model = trained.seq2seq();
+    std::vector<std::string> articles = read_lines(o.articles, "articles");
+    HNAS_CHECK(static_cast<int64_t>(articles.size()) >= o.count, "decode: ", o.articles, " has ", articles.size(),
+               " articles, fewer than --count ", o.count);
+    articles.resize(static_cast<size_t>(o.count));
+    decode::BeamOptions beam;
+    static_cast<config::DecodingConfig&>(beam) = trained.config.test.decoding;
+    beam.beam = o.beam;
+    const int64_t max_source = std::min(trained.config.data.max_source, trained.config.model.max_source_positions);
+    const auto batches = decode::source_batches(trained.tokenizer, articles, o.batch, max_source);
+
+    auto decode_batch = [&](const decode::SourceBatch& b) {
+        return decode::beam_search(model, b.ids, b.valid, beam, data::kBosId, data::kEosId);
+    };
+    decode_batch(batches.front());
+    std::vector<std::vector<std::vector<decode::Hypothesis>>> hypotheses;
+    const backend::MatmulStats before = backend::matmul_stats();
+    const auto start = Clock::now();
+    for (const auto& b : batches) hypotheses.push_back(decode_batch(b));
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    const backend::MatmulStats after = backend::matmul_stats();
+
+    nlohmann::ordered_json best = nlohmann::ordered_json::array();
+    int64_t generated = 0;
+    for (const auto& batch_hypotheses : hypotheses) {
+        nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+        for (const auto& row : batch_hypotheses) {
+            rows.push_back(row.front().tokens);
+            generated += static_cast<int64_t>(row.front().tokens.size());
+        }
+        best.push_back(std::move(rows));
+    }
+    const nlohmann::ordered_json saved = io::Checkpoint::load(o.checkpoint).metadata().at("config");
+    nlohmann::ordered_json meta = {{"hnas_version", HNAS_VERSION}, {"checkpoint", o.checkpoint}, {"config", saved},
+                                   {"beam", beam.beam}, {"length_penalty", beam.length_penalty},
+                                   {"min_length", beam.min_length}, {"max_length", beam.max_length},
+                                   {"no_repeat_ngram", beam.no_repeat_ngram}, {"batch", o.batch},
+                                   {"bos_id", data::kBosId}, {"eos_id", data::kEosId},
+                                   {"batches", batches.size()}, {"hypotheses", best}};
+    io::CheckpointWriter writer(meta);
+    models::add_parameters(writer, model);
+    for (size_t b = 0; b < batches.size(); ++b) {
+        writer.add_tensor(fmt::format("source/{}/ids", b), batches[b].ids);
+        writer.add_tensor(fmt::format("source/{}/valid", b), batches[b].valid);
+    }
+    writer.write(o.out);
+    std::cout << nlohmann::json{{"impl", "hnas"}, {"beam", beam.beam}, {"articles", o.count}, {"batch", o.batch},
+                                {"seconds", seconds}, {"articles_per_s", static_cast<double>(o.count) / seconds},
+                                {"generated_tokens", generated}, {"matmul_calls", after.calls - before.calls},
+                                {"matmul_seconds", after.seconds - before.seconds},
+                                {"matmul_primitives_created", after.primitives - before.primitives},
+                                {"matmul_creation_seconds", after.creation_seconds - before.creation_seconds},
+                                {"peak_rss_mib", peak_rss_mib()}, {"out", o.out}}
+                     .dump()
+              << std::endl;
+}
+
 // The first `steps` training batches a run of `hnas train` drew (its config.json and tokenizer.model:
 // the same seed draws the same batches), with the initial parameters of a model built from that
 // config and its dropout-off loss on the first batch, in one checkpoint-format file:
@@ -637,6 +716,22 @@ int main(int argc, char** argv) {
         if (train_options.steps + train_options.warmup == 0) throw CLI::ValidationError("--steps", "--steps + --warmup must be at least 1");
         bench_train(train_options);
     });
+    DecodeBenchOptions decode_options;
+    auto* decode_command = app.add_subcommand(
+        "decode", "beam search of a trained headline model over test articles; for scripts/torch_decode.py");
+    decode_command->add_option("--checkpoint", decode_options.checkpoint, "A checkpoint of hnas train (headline)")
+        ->required()
+        ->check(CLI::ExistingFile);
+    decode_command->add_option("--articles", decode_options.articles, "Article file, one per line")
+        ->check(CLI::ExistingFile);
+    decode_command->add_option("--count", decode_options.count, "Articles decoded (the file's first)")
+        ->check(hnas::cli::positive_integer<int64_t>());
+    decode_command->add_option("--beam", decode_options.beam, "Beam size (1: greedy)")
+        ->check(hnas::cli::positive_integer<int64_t>());
+    decode_command->add_option("--batch", decode_options.batch, "Articles decoded together")
+        ->check(hnas::cli::positive_integer<int64_t>());
+    decode_command->add_option("--out", decode_options.out, "The file to write")->required();
+    decode_command->callback([&] { bench_decode(decode_options); });
     std::string batches_run, batches_out;
     int batches_steps = 400;
     auto* batches_command = app.add_subcommand(

@@ -6,11 +6,12 @@
 
 namespace hnas::decode {
 
-std::vector<std::vector<DecodedHeadline>> decode_articles(const models::Seq2SeqModel& model,
-                                                          const data::Tokenizer& tokenizer,
-                                                          const std::vector<std::string>& articles,
-                                                          const BeamOptions& options, int64_t batch, int64_t max_source,
-                                                          const std::function<void(size_t, size_t)>& progress) {
+namespace {
+constexpr size_t kSourcePadMultiple = 8;
+}  // namespace
+
+std::vector<SourceBatch> source_batches(const data::Tokenizer& tokenizer, const std::vector<std::string>& articles,
+                                        int64_t batch, int64_t max_source) {
     HNAS_CHECK(batch >= 1, "decode: the batch must hold at least one article, got ", batch);
     HNAS_CHECK(max_source >= 1, "decode: max_source must be at least 1, got ", max_source);
     std::vector<std::vector<int32_t>> sources(articles.size());
@@ -22,12 +23,16 @@ std::vector<std::vector<DecodedHeadline>> decode_articles(const models::Seq2SeqM
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return sources[x].size() < sources[y].size(); });
 
-    std::vector<std::vector<DecodedHeadline>> headlines(articles.size());
+    std::vector<SourceBatch> batches;
     for (size_t start = 0; start < order.size(); start += static_cast<size_t>(batch)) {
         const size_t end = std::min(order.size(), start + static_cast<size_t>(batch));
         const auto rows = static_cast<int64_t>(end - start);
         size_t longest = 1;  // an empty article still gets one (padding) position
         for (size_t i = start; i < end; ++i) longest = std::max(longest, sources[order[i]].size());
+        // Padded up to a multiple of kSourcePadMultiple, within max_source: fewer distinct shapes, so
+        // fewer oneDNN primitives to create; the padding is masked.
+        longest = std::min(static_cast<size_t>(max_source),
+                           (longest + kSourcePadMultiple - 1) / kSourcePadMultiple * kSourcePadMultiple);
         std::vector<int32_t> ids(static_cast<size_t>(rows) * longest, data::kPadId);
         std::vector<float> valid(ids.size(), 0.0f);
         for (size_t i = start; i < end; ++i) {
@@ -36,17 +41,32 @@ std::vector<std::vector<DecodedHeadline>> decode_articles(const models::Seq2SeqM
             std::fill_n(valid.begin() + static_cast<std::ptrdiff_t>((i - start) * longest), source.size(), 1.0f);
         }
         const auto width = static_cast<int64_t>(longest);
-        const auto hypotheses = beam_search(model, Tensor::from_ints({rows, width}, ids),
-                                            Tensor::from_floats({rows, width}, valid), options, data::kBosId, data::kEosId);
-        for (size_t i = start; i < end; ++i) {
-            for (const auto& hypothesis : hypotheses[i - start]) {
+        batches.push_back({Tensor::from_ints({rows, width}, ids), Tensor::from_floats({rows, width}, valid),
+                           std::vector<size_t>(order.begin() + static_cast<std::ptrdiff_t>(start),
+                                               order.begin() + static_cast<std::ptrdiff_t>(end))});
+    }
+    return batches;
+}
+
+std::vector<std::vector<DecodedHeadline>> decode_articles(const models::Seq2SeqModel& model,
+                                                          const data::Tokenizer& tokenizer,
+                                                          const std::vector<std::string>& articles,
+                                                          const BeamOptions& options, int64_t batch, int64_t max_source,
+                                                          const std::function<void(size_t, size_t)>& progress) {
+    std::vector<std::vector<DecodedHeadline>> headlines(articles.size());
+    size_t done = 0;
+    for (const SourceBatch& sources : source_batches(tokenizer, articles, batch, max_source)) {
+        const auto hypotheses = beam_search(model, sources.ids, sources.valid, options, data::kBosId, data::kEosId);
+        for (size_t row = 0; row < sources.articles.size(); ++row) {
+            for (const auto& hypothesis : hypotheses[row]) {
                 std::string text = tokenizer.decode(hypothesis.tokens);
                 std::transform(text.begin(), text.end(), text.begin(),
                                [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-                headlines[order[i]].push_back({std::move(text), hypothesis.score});
+                headlines[sources.articles[row]].push_back({std::move(text), hypothesis.score});
             }
         }
-        if (progress) progress(end, order.size());
+        done += sources.articles.size();
+        if (progress) progress(done, articles.size());
     }
     return headlines;
 }

@@ -16,9 +16,19 @@ struct DecodedHeadline {
     double score = 0;  // the hypothesis' length-normalized log-probability
 };
 
+// Articles as the model reads them: cut to max_source pieces, sorted by length so batches carry little
+// padding, `batch` at a time, padded to a multiple of 8 pieces (within max_source); each batch's rows are the articles at `articles` (input order indices).
+struct SourceBatch {
+    Tensor ids;    // (rows, longest) piece ids, padded with kPadId
+    Tensor valid;  // (rows, longest) 1 for real pieces
+    std::vector<size_t> articles;
+};
+std::vector<SourceBatch> source_batches(const data::Tokenizer& tokenizer, const std::vector<std::string>& articles,
+                                        int64_t batch, int64_t max_source);
+
 // For each article, in input order, up to options.nbest headlines, best first. Articles are cut to
-// max_source pieces and decoded `batch` at a time, sorted by length so batches carry little padding;
-// `progress(done, total)` is called after each batch.
+// max_source pieces and decoded in the batches of source_batches(); `progress(done, total)` is called
+// after each batch.
 std::vector<std::vector<DecodedHeadline>> decode_articles(const models::Seq2SeqModel& model,
                                                           const data::Tokenizer& tokenizer,
                                                           const std::vector<std::string>& articles,

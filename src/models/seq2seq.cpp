@@ -1,6 +1,7 @@
 #include "models/seq2seq.h"
 
 #include <cmath>
+#include <numeric>
 
 namespace hnas::models {
 
@@ -63,9 +64,19 @@ Var Seq2SeqModel::decode(const Var& memory, const Tensor& source_valid, const Te
 }
 
 void DecoderState::keep_rows(const std::vector<int64_t>& rows) {
-    memory = Var(memory.value().take_rows(rows));
-    source_valid = source_valid.take_rows(rows);
-    for (auto& layer : layers) layer.keep_rows(rows);
+    std::vector<int64_t> sources(rows.size());
+    for (size_t i = 0; i < rows.size(); ++i) {
+        HNAS_CHECK(rows[i] >= 0 && rows[i] < static_cast<int64_t>(row_sources.size()), "decoder state: row ", rows[i],
+                   " of ", row_sources.size(), " rows");
+        sources[i] = row_sources[static_cast<size_t>(rows[i])];
+    }
+    const bool memory_unchanged = sources == row_sources;
+    if (!memory_unchanged) {
+        memory = Var(memory.value().take_rows(rows));
+        source_valid = source_valid.take_rows(rows);
+    }
+    for (auto& layer : layers) layer.keep_rows(rows, memory_unchanged);
+    row_sources = std::move(sources);
 }
 
 DecoderState Seq2SeqModel::start_decoding(const Tensor& source_ids, const Tensor& source_valid) const {
@@ -73,6 +84,8 @@ DecoderState Seq2SeqModel::start_decoding(const Tensor& source_ids, const Tensor
     state.memory = encode(source_ids, source_valid);
     state.source_valid = source_valid;
     state.layers.resize(decoder_layers_.size());
+    state.row_sources.resize(static_cast<size_t>(source_ids.dim(0)));
+    std::iota(state.row_sources.begin(), state.row_sources.end(), 0);
     return state;
 }
 

@@ -18,7 +18,9 @@ struct DecoderState {
     Tensor source_valid;                 // (N, S)
     std::vector<nn::LayerCache> layers;  // one per decoder layer
     int64_t position = 0;                // of the next token fed to decode_step
-    // Keeps the given rows, in that order (beam search's reordering; repeats allowed).
+    std::vector<int64_t> row_sources;    // the source (row of start_decoding's batch) each row decodes
+    // Keeps the given rows, in that order (beam search's reordering; repeats allowed). What comes from
+    // the memory is copied only when the rows' sources change, the rest only when rows move.
     void keep_rows(const std::vector<int64_t>& rows);
 };
 

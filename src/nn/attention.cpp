@@ -55,9 +55,18 @@ MultiHeadAttention::MultiHeadAttention(const AttentionOptions& options, Rng& ini
     }
 }
 
-void AttentionCache::keep_rows(const std::vector<int64_t>& rows) {
+bool keeps_rows_in_place(const std::vector<int64_t>& rows, int64_t count) {
+    if (static_cast<int64_t>(rows.size()) != count) return false;
+    for (size_t i = 0; i < rows.size(); ++i)
+        if (rows[i] != static_cast<int64_t>(i)) return false;
+    return true;
+}
+
+void AttentionCache::keep_rows(const std::vector<int64_t>& rows, bool memory_unchanged) {
+    const bool memory_stays = from_memory && memory_unchanged;
     for (Tensor* tensor : {&keys, &values, &norm_state, &preference}) {
-        if (tensor->defined()) *tensor = tensor->take_rows(rows);
+        if (!tensor->defined() || (memory_stays && tensor != &norm_state)) continue;
+        if (!keeps_rows_in_place(rows, tensor->dim(0))) *tensor = tensor->take_rows(rows);
     }
 }
 
@@ -157,6 +166,7 @@ Var MultiHeadAttention::attend(const Var& query, const Var& input_memory, const 
             }
             cache->keys = new_keys.value();
             cache->values = new_values.value();
+            cache->from_memory = !grows;
         }
         k = Var(cache->keys);
         v = Var(cache->values);

@@ -57,9 +57,15 @@ struct AttentionCache {
                           // cross-attention projects the encoder memory once, at the first step
     Tensor norm_state;    // the normalization's own running state (AttentionNorm::normalize_step)
     Tensor preference;    // cross-attention's context preference (B, H, 1, Tk), from the first step
-    // Keeps the given batch rows, in that order (beam search's reordering of hypotheses).
-    void keep_rows(const std::vector<int64_t>& rows);
+    bool from_memory = false;  // keys, values and preference are the encoder memory's (cross-attention)
+    // Keeps the given batch rows, in that order (beam search's reordering of hypotheses); rows kept in
+    // place copy nothing. `memory_unchanged`: every row keeps the source it had (hypotheses of one
+    // source reordered among themselves), so what comes from the memory is left as it is.
+    void keep_rows(const std::vector<int64_t>& rows, bool memory_unchanged = false);
 };
+
+// Whether keeping `rows` of a batch of `count` rows keeps every row where it is.
+bool keeps_rows_in_place(const std::vector<int64_t>& rows, int64_t count);
 
 class MultiHeadAttention : public Module {
 public:

@@ -51,9 +51,10 @@ struct StackPriors {
 // A decoder layer's state between decoding steps.
 struct LayerCache {
     AttentionCache self, cross;
-    void keep_rows(const std::vector<int64_t>& rows) {
-        self.keep_rows(rows);
-        cross.keep_rows(rows);
+    // AttentionCache::keep_rows for both attentions.
+    void keep_rows(const std::vector<int64_t>& rows, bool memory_unchanged) {
+        self.keep_rows(rows, memory_unchanged);
+        cross.keep_rows(rows, memory_unchanged);
     }
 };
 
