@@ -145,15 +145,6 @@ std::vector<GradCase> all_cases() {
 
     add("layer_norm", {random_tensor({2, 3, 6}, 140), random_tensor({6}, 141, 0.5f, 1.5f), random_tensor({6}, 142)},
         [](const std::vector<Var>& v) { return ops::layer_norm(v[0], v[1], v[2]); });
-    for (const float p : {0.0f, 0.3f}) {
-        add(p > 0.0f ? "residual_layer_norm_dropout" : "residual_layer_norm",
-            {random_tensor({2, 3, 6}, 143), random_tensor({2, 3, 6}, 144), random_tensor({6}, 145, 0.5f, 1.5f),
-             random_tensor({6}, 146)},
-            [p](const std::vector<Var>& v) {
-                Rng rng(5);  // the same mask at every evaluation
-                return ops::residual_layer_norm(v[0], v[1], v[2], v[3], 1e-5f, p, rng);
-            });
-    }
     add("dropout", {random_tensor({4, 8}, 150)}, [](const std::vector<Var>& v) {
         Rng rng(5);  // the same mask at every evaluation
         return ops::dropout(v[0], 0.3f, rng);

@@ -12,10 +12,6 @@ LayerNorm::LayerNorm(int64_t width, float eps) : eps_(eps) {
     bias_ = register_parameter("bias", Tensor::zeros({width}));
 }
 
-Var LayerNorm::forward_residual(const Var& x, const Var& branch, const Dropout& dropout) const {
-    return ops::residual_layer_norm(x, branch, weight_, bias_, eps_, dropout.active_rate(), dropout.rng());
-}
-
 Embedding::Embedding(int64_t vocabulary, int64_t width, float init_stddev, Rng& init_rng) {
     weight_ = register_parameter("weight", init_normal({vocabulary, width}, init_stddev, init_rng));
 }

@@ -23,14 +23,10 @@ private:
     Var bias_;    // (out) or undefined
 };
 
-class Dropout;
-
 class LayerNorm : public Module {
 public:
     explicit LayerNorm(int64_t width, float eps = 1e-5f);
     Var forward(const Var& x) const { return ops::layer_norm(x, weight_, bias_, eps_); }
-    // forward(x + dropout(branch)) in one fused op: the end of a post-LN residual block.
-    Var forward_residual(const Var& x, const Var& branch, const Dropout& dropout) const;
 
 private:
     Var weight_, bias_;
@@ -52,9 +48,6 @@ class Dropout : public Module {
 public:
     Dropout(float p, Rng& rng) : p_(p), rng_(rng) {}
     Var forward(const Var& x) const { return training() && p_ > 0.0f ? ops::dropout(x, p_, rng_) : x; }
-    // The rate forward() applies now (0 outside training) and its mask stream, for fused kernels.
-    float active_rate() const { return training() ? p_ : 0.0f; }
-    Rng& rng() const { return rng_; }
 
 private:
     float p_;

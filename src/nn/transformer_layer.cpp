@@ -75,7 +75,7 @@ Var TransformerLayer::sublayer(const Var& x, const LayerNorm& norm, Branch branc
     case NormPlacement::mte: return ops::add(x, dropout_.forward(norm.forward(branch(x))));
     case NormPlacement::post: break;
     }
-    return norm.forward_residual(x, branch(x), dropout_);
+    return norm.forward(ops::add(x, dropout_.forward(branch(x))));
 }
 
 Var TransformerLayer::mix(const Var& x, const ops::AttentionMask& mask, AttentionCache* cache, const Var& prior,

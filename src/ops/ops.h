@@ -53,11 +53,6 @@ Var log_softmax(const Var& x, int axis, const Tensor& mask = Tensor());
 // ---- layer_norm.cpp -------------------------------------------------------------------------------
 // Normalizes over the last axis: (x - mean) / sqrt(var + eps) · weight + bias (biased variance).
 Var layer_norm(const Var& x, const Var& weight, const Var& bias, float eps = 1e-5f);
-// The post-LN residual block's end, fused: layer_norm(add(x, dropout(branch, p, rng)), weight, bias, eps)
-// (tests hold the two equal), with no dropout when p is 0. Keeps only x + dropout(branch) for backward;
-// the mask is recomputed from the draw.
-Var residual_layer_norm(const Var& x, const Var& branch, const Var& weight, const Var& bias, float eps, float p,
-                        Rng& rng);
 
 // ---- dropout.cpp ----------------------------------------------------------------------------------
 // Zeroes each value with probability p and scales the rest by 1/(1-p) (inverted dropout). The mask is
