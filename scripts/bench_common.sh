@@ -1,4 +1,4 @@
-# Sourced by the benchmark scripts that run hnas beside PyTorch twins (bench_train.sh, bench_real.sh).
+# Sourced by the benchmark scripts that run hnas beside PyTorch twins (bench_train.sh, bench_real.sh, bench_decode.sh).
 
 # require_torch NAME: $python (Debian's python3 with python3-torch) must import torch on OpenBLAS
 # (Debian's libopenblas0-openmp; without it torch falls back to the reference BLAS and is about 26x
@@ -29,4 +29,15 @@ build_targets() {
   else
     cmake --build "$build_dir" -j "$(nproc)" "${targets[@]}" >/dev/null
   fi
+}
+
+# copy_binaries NAME BUILD_DIR OUT BINARY...: the built binaries, which must exist, copied to OUT/bin;
+# the runs use the copies, so a rebuild during the benchmark changes nothing.
+copy_binaries() {
+  local name=$1 build_dir=$2 out=$3; shift 3
+  mkdir -p "$out/bin"
+  for binary in "$@"; do
+    [ -x "$build_dir/$binary" ] || { echo "$name: $build_dir/$binary is missing (build it or drop --no-build)" >&2; exit 1; }
+    cp "$build_dir/$binary" "$out/bin/"
+  done
 }

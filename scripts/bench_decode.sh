@@ -48,12 +48,8 @@ source scripts/bench_common.sh
 require_torch bench_decode
 build_dir=${HNAS_BUILD_DIR:-build}
 if ((build)); then build_targets "$build_dir" hnas hnas-bench; fi
-for binary in hnas hnas-bench; do
-  [ -x "$build_dir/$binary" ] || { echo "bench_decode: $build_dir/$binary is missing (build it or drop --no-build)" >&2; exit 1; }
-done
 out=${out:-$(mktemp -d /tmp/bench_decode.XXXXXX)}
-mkdir -p "$out/bin"
-cp "$build_dir/hnas" "$build_dir/hnas-bench" "$out/bin/"
+copy_binaries bench_decode "$build_dir" "$out" hnas hnas-bench
 export OMP_NUM_THREADS=$threads
 echo "bench_decode: $(OMP_NUM_THREADS="" nproc --all) cores, $threads threads; output in $out" >&2
 

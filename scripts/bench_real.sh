@@ -53,13 +53,8 @@ fi
 
 build_dir=${HNAS_BUILD_DIR:-build}
 if ((build)); then build_targets "$build_dir" hnas hnas-bench; fi
-for binary in hnas hnas-bench; do
-  [ -x "$build_dir/$binary" ] || { echo "bench_real: $build_dir/$binary is missing (build it or drop --no-build)" >&2; exit 1; }
-done
-# The runs use copies, so a rebuild during the benchmark changes nothing.
 out=${out:-$(mktemp -d /tmp/bench_real.XXXXXX)}
-mkdir -p "$out/bin"
-cp "$build_dir/hnas" "$build_dir/hnas-bench" "$out/bin/"
+copy_binaries bench_real "$build_dir" "$out" hnas hnas-bench
 [ -z "$baseline" ] || cp "$baseline" "$out/bin/hnas-baseline"
 results="$out/results.jsonl"
 : >"$results"
