@@ -54,6 +54,7 @@ TEST(CommandLine, NumericOptionsStateTheirRealRange) {
         {with(decode, {"--length-penalty", "nan"}), "--length-penalty: must be a finite number, got nan"},
         {with(decode, {"--length-penalty", "1e999"}),
          "--length-penalty: must be a finite number no larger in magnitude than 1.7976931348623157e+308, got 1e999"},
+        {with(decode, {"--precision", "fp16"}), "--precision: must be \"f32\" or \"bf16\", got \"fp16\""},
         {with(decode, {"--batch", "99999999999999999999"}),
          "--batch: must be a positive integer no larger than 9223372036854775807, got 99999999999999999999"},
         {{"rouge", "--hyp", file, "--ref", file, "--bootstrap", "-1"}, "--bootstrap: must be a non-negative integer, got -1"},
@@ -226,11 +227,13 @@ TEST(CommandLine, DecodingFlagsLeftUnsetComeFromTheCheckpointsTestSection) {
     EXPECT_EQ(configured.at("min_length"), 2);
     EXPECT_EQ(configured.at("max_length"), 12);
     EXPECT_EQ(configured.at("no_repeat_ngram"), 2);
-    const nlohmann::json flagged = decoding("flagged.json", {"--beam", "1", "--no-repeat-ngram", "0"});
+    EXPECT_EQ(configured.at("precision"), "f32");
+    const nlohmann::json flagged = decoding("flagged.json", {"--beam", "1", "--no-repeat-ngram", "0", "--precision", "bf16"});
     EXPECT_EQ(flagged.at("beam"), 1);
     EXPECT_EQ(flagged.at("no_repeat_ngram"), 0);
     EXPECT_EQ(flagged.at("length_penalty"), 0.5);
     EXPECT_EQ(flagged.at("min_length"), 2);
+    EXPECT_EQ(flagged.at("precision"), "bf16");
 }
 
 }  // namespace

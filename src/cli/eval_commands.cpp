@@ -9,6 +9,7 @@
 #include <optional>
 #include <nlohmann/json.hpp>
 
+#include "backend/matmul.h"
 #include "base/atomic_file.h"
 #include "base/number_format.h"
 #include "base/read_file.h"
@@ -95,6 +96,7 @@ struct DecodeOptions {
     int64_t nbest = 1;
     int64_t batch = 32;
     int64_t max_source = 0;  // 0: the training config's
+    backend::MatmulPrecision precision = backend::MatmulPrecision::f32;
 };
 
 void add_decode_options(CLI::App& command, DecodeOptions& options) {
@@ -117,6 +119,9 @@ void add_decode_options(CLI::App& command, DecodeOptions& options) {
     command.add_option("--batch", options.batch, "Articles decoded together")->check(positive_integer<int64_t>());
     command.add_option("--max-source", options.max_source, "Source pieces kept per article (default: the training config's)")
         ->check(non_negative_integer<int64_t>());
+    command.add_option("--precision", options.precision,
+                       "Matrix products in f32 or bf16 (bf16 operands, f32 accumulation; default f32)")
+        ->transform(enum_choices<backend::MatmulPrecision>());
 }
 
 struct DecodeRun {
@@ -149,10 +154,11 @@ DecodeRun run_decode(const DecodeOptions& options, const std::string& articles_p
                                    ? options.max_source
                                    : std::min(config.data.max_source, config.model.max_source_positions);
     const auto articles = read_lines(articles_path, "articles");
+    backend::set_matmul_precision(options.precision);
     spdlog::info("decoding {} articles of {} with a model of step {} (beam {}, length penalty {}, min length {}, "
-                 "no repeated {}-grams, batch {})",
+                 "no repeated {}-grams, batch {}, {} matmuls)",
                  articles.size(), articles_path, run.trained.step, run.beam.beam, portable(run.beam.length_penalty),
-                 run.beam.min_length, run.beam.no_repeat_ngram, options.batch);
+                 run.beam.min_length, run.beam.no_repeat_ngram, options.batch, name_of(options.precision));
     const auto start = std::chrono::steady_clock::now();
     auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
     size_t reported = 0;
@@ -297,6 +303,7 @@ void add_eval_command(CLI::App& app) {
                       {"max_length", beam.max_length},
                       {"no_repeat_ngram", beam.no_repeat_ngram},
                       {"batch", o.decode.batch},
+                      {"precision", name_of(o.decode.precision)},
                       {"seconds", run.seconds}}},
                     {"rouge_settings",
                      {{"stem", o.rouge.stem}, {"bootstrap", o.rouge.bootstrap}, {"seed", o.rouge.seed},
