@@ -62,6 +62,7 @@ struct MatmulKeyHash {
 struct CachedMatmul {
     dnnl::matmul primitive;
     dnnl::memory::desc a_desc, b_desc, bias_desc, c_desc;
+    dnnl::memory::desc scratchpad_desc;  // the temporary memory one execution needs (often none)
 };
 
 // Row-major (batch, rows, cols) descriptor, or the transpose of a stored (batch, cols, rows) array.
@@ -81,6 +82,9 @@ CachedMatmul create_matmul(const MatmulKey& key) {
     if (key.has_bias) cached.bias_desc = dnnl::memory::desc({1, 1, key.n}, dt::f32, dims{key.n, key.n, 1});
 
     dnnl::primitive_attr attr;
+    // The caller lends each execution its scratchpad: in oneDNN's default mode every primitive keeps
+    // its own, about 90 KB on average for hnas's shapes, times the hundreds of primitives cached.
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     if (key.alpha != 1.0f) attr.set_output_scales(0, {key.alpha});
     if (key.accumulate) {
         dnnl::post_ops post_ops;
@@ -89,7 +93,9 @@ CachedMatmul create_matmul(const MatmulKey& key) {
     }
     const dnnl::matmul::desc desc(cached.a_desc, cached.b_desc, cached.bias_desc, cached.c_desc);
     try {
-        cached.primitive = dnnl::matmul(dnnl::matmul::primitive_desc(desc, attr, cpu().engine));
+        const dnnl::matmul::primitive_desc primitive_desc(desc, attr, cpu().engine);
+        cached.scratchpad_desc = primitive_desc.scratchpad_desc();
+        cached.primitive = dnnl::matmul(primitive_desc);
     } catch (const dnnl::error& e) {
         // oneDNN offers bf16 only on CPUs with AVX-512 (or newer); say so instead of its bare status.
         HNAS_CHECK(!key.bf16, "backend.matmul: oneDNN has no bf16 matmul on this CPU (", e.what(),
@@ -102,7 +108,7 @@ CachedMatmul create_matmul(const MatmulKey& key) {
 using Clock = std::chrono::steady_clock;
 
 // The primitives of the most recently used shapes. Batches of varying length bring a few thousand
-// shapes in a few hundred steps, each primitive holding ~125 KB of generated code and descriptors, while
+// shapes in a few hundred steps, each primitive holding ~35 KB of generated code and descriptors, while
 // creating one takes ~0.5 ms; so the cache keeps the last kMatmulCacheCapacity and forgets the rest (oneDNN's own
 // cache is off, or it would keep them alive). Measured in docs/performance.md (issue #24).
 class MatmulCache {
@@ -155,30 +161,43 @@ MatmulCache& matmul_cache() {
 std::atomic<int64_t> calls{0};
 std::atomic<double> flops{0.0}, seconds{0.0};
 
-// A calling thread's bf16 copy of one operand: grows to the largest operand seen and keeps its
-// memory, so the hot path allocates nothing. 64-byte aligned like hnas's f32 tensors.
-class Bf16Scratch {
+// A calling thread's scratch memory: grows to the largest request seen and keeps its memory, so the
+// hot path allocates nothing. 64-byte aligned like hnas's f32 tensors.
+class GrowingBuffer {
 public:
-    const uint16_t* convert(const float* values, int64_t count) {
-        if (count > capacity_) {
-            const size_t bytes = (static_cast<size_t>(count) * sizeof(uint16_t) + 63) / 64 * 64;
-            storage_.reset(static_cast<uint16_t*>(std::aligned_alloc(64, bytes)));
-            HNAS_CHECK(storage_ != nullptr, "backend.matmul: cannot allocate ", bytes, " bytes for a bf16 operand");
-            capacity_ = count;
+    void* reserve(size_t bytes) {
+        if (bytes > capacity_) {
+            const size_t rounded = (bytes + 63) / 64 * 64;
+            storage_.reset(std::aligned_alloc(64, rounded));
+            HNAS_CHECK(storage_ != nullptr, "backend.matmul: cannot allocate ", rounded, " bytes of scratch memory");
+            capacity_ = rounded;
         }
-        kernels::convert_to_bf16(values, storage_.get(), count);
         return storage_.get();
     }
 
 private:
     struct Free {
-        void operator()(uint16_t* pointer) const { std::free(pointer); }
+        void operator()(void* pointer) const { std::free(pointer); }
     };
-    std::unique_ptr<uint16_t, Free> storage_;
-    int64_t capacity_ = 0;
+    std::unique_ptr<void, Free> storage_;
+    size_t capacity_ = 0;
+};
+
+// A calling thread's bf16 copy of one operand.
+class Bf16Scratch {
+public:
+    const uint16_t* convert(const float* values, int64_t count) {
+        auto* out = static_cast<uint16_t*>(buffer_.reserve(static_cast<size_t>(count) * sizeof(uint16_t)));
+        kernels::convert_to_bf16(values, out, count);
+        return out;
+    }
+
+private:
+    GrowingBuffer buffer_;
 };
 
 thread_local Bf16Scratch a_scratch, b_scratch;
+thread_local GrowingBuffer scratchpad;
 
 MatmulKey key_of(const MatmulCall& call) {
     const MatmulShape& s = call.shape;
@@ -188,6 +207,19 @@ MatmulKey key_of(const MatmulCall& call) {
 
 dnnl::memory wrap(const dnnl::memory::desc& desc, const void* pointer) {
     return dnnl::memory(desc, cpu().engine, const_cast<void*>(pointer));
+}
+
+// The execution arguments of one product: operands, result, the bias when given, and the calling
+// thread's scratchpad when the primitive needs one.
+std::unordered_map<int, dnnl::memory> execution_args(const CachedMatmul& cached, const void* a, const void* b, float* c,
+                                                     const float* bias) {
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, wrap(cached.a_desc, a)},
+                                               {DNNL_ARG_WEIGHTS, wrap(cached.b_desc, b)},
+                                               {DNNL_ARG_DST, wrap(cached.c_desc, c)}};
+    if (bias) args.emplace(DNNL_ARG_BIAS, wrap(cached.bias_desc, bias));
+    const size_t scratch_bytes = cached.scratchpad_desc.get_size();
+    if (scratch_bytes > 0) args.emplace(DNNL_ARG_SCRATCHPAD, wrap(cached.scratchpad_desc, scratchpad.reserve(scratch_bytes)));
+    return args;
 }
 
 // The active MatmulRecorder's calls; empty when none records.
@@ -245,10 +277,9 @@ double matmul_only_seconds(const std::vector<MatmulCall>& calls, int repeats) {
     for (const MatmulCall& call : calls) {
         const std::shared_ptr<const CachedMatmul> entry = matmul_cache().lookup(key_of(call));
         const bool bf16 = call.precision == MatmulPrecision::bf16;
-        std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, wrap(entry->a_desc, bf16 ? static_cast<const void*>(a16.data()) : a32.data())},
-                                                   {DNNL_ARG_WEIGHTS, wrap(entry->b_desc, bf16 ? static_cast<const void*>(b16.data()) : b32.data())},
-                                                   {DNNL_ARG_DST, wrap(entry->c_desc, c.data())}};
-        if (call.bias) args.emplace(DNNL_ARG_BIAS, wrap(entry->bias_desc, bias.data()));
+        const auto args = execution_args(*entry, bf16 ? static_cast<const void*>(a16.data()) : a32.data(),
+                                         bf16 ? static_cast<const void*>(b16.data()) : b32.data(), c.data(),
+                                         call.bias ? bias.data() : nullptr);
         entry->primitive.execute(cpu().stream, args);
         cpu().stream.wait();
         for (double& seconds : times) {
@@ -280,11 +311,7 @@ void matmul(const float* a, const float* b, float* c, const MatmulShape& shape, 
         a_operand = a_scratch.convert(a, shape.batch * shape.m * shape.k);
         b_operand = b_scratch.convert(b, (shape.shared_b ? 1 : shape.batch) * shape.k * shape.n);
     }
-    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, wrap(cached.a_desc, a_operand)},
-                                               {DNNL_ARG_WEIGHTS, wrap(cached.b_desc, b_operand)},
-                                               {DNNL_ARG_DST, wrap(cached.c_desc, c)}};
-    if (options.bias) args.emplace(DNNL_ARG_BIAS, wrap(cached.bias_desc, options.bias));
-    cached.primitive.execute(cpu().stream, args);
+    cached.primitive.execute(cpu().stream, execution_args(cached, a_operand, b_operand, c, options.bias));
     cpu().stream.wait();
     record(call);
     calls.fetch_add(1);
