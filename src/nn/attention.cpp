@@ -55,12 +55,17 @@ MultiHeadAttention::MultiHeadAttention(const AttentionOptions& options, Rng& ini
     }
 }
 
+namespace {
+
+// Whether keeping `rows` of a batch of `count` rows keeps every row where it is.
 bool keeps_rows_in_place(const std::vector<int64_t>& rows, int64_t count) {
     if (static_cast<int64_t>(rows.size()) != count) return false;
     for (size_t i = 0; i < rows.size(); ++i)
         if (rows[i] != static_cast<int64_t>(i)) return false;
     return true;
 }
+
+}  // namespace
 
 void AttentionCache::keep_rows(const std::vector<int64_t>& rows, bool memory_unchanged) {
     const bool memory_stays = from_memory && memory_unchanged;

@@ -64,9 +64,6 @@ struct AttentionCache {
     void keep_rows(const std::vector<int64_t>& rows, bool memory_unchanged = false);
 };
 
-// Whether keeping `rows` of a batch of `count` rows keeps every row where it is.
-bool keeps_rows_in_place(const std::vector<int64_t>& rows, int64_t count);
-
 class MultiHeadAttention : public Module {
 public:
     // With `projections_from`, the q/k/v/output projections are that attention's (registered there, not
