@@ -598,8 +598,8 @@ void bench_decode(const DecodeBenchOptions& o) {
         }
         best.push_back(std::move(rows));
     }
-    const nlohmann::ordered_json saved = io::Checkpoint::load(o.checkpoint).metadata().at("config");
-    nlohmann::ordered_json meta = {{"hnas_version", HNAS_VERSION}, {"checkpoint", o.checkpoint}, {"config", saved},
+    nlohmann::ordered_json meta = {{"hnas_version", HNAS_VERSION}, {"checkpoint", o.checkpoint},
+                                   {"config", trained.config.resolved},
                                    {"beam", beam.beam}, {"length_penalty", beam.length_penalty},
                                    {"min_length", beam.min_length}, {"max_length", beam.max_length},
                                    {"no_repeat_ngram", beam.no_repeat_ngram}, {"batch", o.batch},
