@@ -2,7 +2,7 @@
 // of the single process at equal global batch (within kParameterTolerance); a run resumes on another
 // number of ranks; a rank killed with SIGKILL, or stopped (hung) with SIGSTOP, ends the whole job with a
 // message naming it and leaves a loadable last checkpoint. Without MPI only the sharding of batches
-// between ranks is tested.
+// between ranks and the overlap of the gradient sums with the backward pass are tested.
 //
 // Timing: the suite must pass on a loaded 2-core machine running another test beside it. The runs that
 // do not test failures get a collective timeout no healthy operation comes near; the failure tests a
@@ -28,6 +28,7 @@
 #include "config/experiment_config.h"
 #include "data/batch.h"
 #include "data/tokenizer.h"
+#include "distributed/gradient_reducer.h"
 #include "io/checkpoint.h"
 #include "test_support.h"
 
@@ -75,6 +76,87 @@ TEST(Sharding, MlmSliceRenumbersMaskedPositions) {
     EXPECT_EQ(slice.masked_labels.ints()[0], 21);
     EXPECT_EQ(slice.masked_labels.ints()[1], 22);
     EXPECT_EQ(slice.tokens, 7);
+}
+
+// Two ranks that hold the same gradients, as a Communicator: a sum doubles a buffer when wait_sums
+// completes it. Records when each sum started: during the backward pass or after it.
+class TwoEqualRanks final : public distributed::Communicator {
+public:
+    int rank() const override { return 0; }
+    int size() const override { return 2; }
+    int local_size() const override { return 2; }
+    void sum(std::span<double> values, const std::string&) override {
+        for (double& value : values) value *= 2.0;
+    }
+    void broadcast(std::string&, const std::string&) override {}
+    [[noreturn]] void abort(const std::string& message) override { throw Error(message); }
+
+    void open_sums(const std::string&) override { started_.clear(); }
+    void start_sum(std::span<float> buffer) override {
+        started_.push_back(buffer);
+        (in_backward ? started_in_backward : started_after_backward) += 1;
+    }
+    void progress() override { ++progress_calls; }
+    void wait_sums() override {
+        for (std::span<float> buffer : started_) {
+            for (float& value : buffer) value *= 2.0f;
+        }
+    }
+
+    bool in_backward = false;
+    int started_in_backward = 0, started_after_backward = 0, progress_calls = 0;
+
+private:
+    std::vector<std::span<float>> started_;
+};
+
+// The buckets' sums start in order while the backward pass runs, each once every gradient in it is
+// final; the sums land in the gradients, and a parameter no rank gave a gradient keeps none.
+TEST(GradientReducer, SumsStartDuringBackwardInBucketOrder) {
+    auto parameter = [](std::initializer_list<float> values) {
+        return Var(Tensor::from_floats({static_cast<int64_t>(values.size())}, std::vector<float>(values)), true);
+    };
+    // Registered first, so in the last bucket; the loss does not use it.
+    std::vector<nn::NamedParameter> parameters = {{"unused", parameter({1, 1})},
+                                                  {"p0", parameter({0.5f, -0.25f})},
+                                                  {"p1", parameter({0.1f, 0.2f})},
+                                                  {"p2", parameter({-0.3f, 0.4f})}};
+    // One parameter per bucket: buckets p2, p1, p0, unused.
+    distributed::GradientReducer reducer(parameters, 2);
+    ASSERT_EQ(reducer.buckets(), 4);
+    auto loss_of = [&] {
+        const Var& p0 = parameters[1].parameter;
+        const Var& p1 = parameters[2].parameter;
+        const Var& p2 = parameters[3].parameter;
+        return ops::sum_all(ops::mul(ops::exp(ops::mul(ops::exp(p0), p1)), p2));
+    };
+    // The gradients of one process, for comparison.
+    loss_of().backward();
+    std::vector<Tensor> alone;
+    for (auto& [name, value] : parameters) {
+        alone.push_back(value.grad().defined() ? value.grad().clone() : Tensor());
+        value.zero_grad();
+    }
+
+    TwoEqualRanks ranks;
+    reducer.begin(ranks, "test");
+    ranks.in_backward = true;
+    loss_of().backward(Tensor::full({}, 1.0f), reducer.hooks());
+    ranks.in_backward = false;
+    reducer.finish();
+    EXPECT_EQ(ranks.started_in_backward, 3) << "p2, p1 and p0's buckets start during the pass";
+    EXPECT_EQ(reducer.floats(), 8);
+    EXPECT_EQ(reducer.last_bucket_floats(), 2);
+    EXPECT_EQ(ranks.started_after_backward, 2) << "the unused parameter's bucket and the gradient flags";
+    EXPECT_GE(ranks.progress_calls, 5) << "one per node of the pass: exp, mul, exp, mul and the sum's";
+    EXPECT_FALSE(parameters[0].parameter.grad().defined()) << "no rank had a gradient for it";
+    for (size_t i = 1; i < parameters.size(); ++i) {
+        const Tensor grad = parameters[i].parameter.grad();
+        ASSERT_TRUE(grad.defined()) << parameters[i].name;
+        for (int64_t j = 0; j < grad.numel(); ++j) {
+            EXPECT_FLOAT_EQ(grad.data()[j], 2.0f * alone[i].data()[j]) << parameters[i].name << " [" << j << "]";
+        }
+    }
 }
 
 #ifdef HNAS_MPIEXEC

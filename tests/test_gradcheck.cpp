@@ -243,6 +243,48 @@ TEST(Autograd, NoGradScopeRecordsNothing) {
     EXPECT_THROW(y.backward(), Error);
 }
 
+// Var::backward's leaf_ready hook fires once for every leaf the pass reaches, as soon as no node left
+// to run can add to its gradient: a leaf used next to the loss is reported while the gradients of the
+// leaves used earlier are still to come, every reported gradient equals the one the pass ends with, and
+// neither a leaf the loss does not depend on nor an input without a gradient is reported. node_done
+// fires after every interior node.
+TEST(Autograd, LeafReadyFiresOnceWhenTheGradientIsFinal) {
+    Var x(Tensor::from_floats({3}, {0.5f, -1.0f, 2.0f}));
+    Var first(Tensor::from_floats({3}, {1.0f, 2.0f, 3.0f}), true);  // used at the start and again at the end
+    Var middle(Tensor::from_floats({3}, {0.2f, 0.3f, 0.4f}), true);
+    Var last(Tensor::from_floats({3}, {-1.0f, 0.5f, 1.5f}), true);
+    Var unused(Tensor::full({3}, 1.0f), true);
+    Var h = ops::mul(ops::exp(ops::mul(x, first)), middle);
+    Var loss = ops::sum_all(ops::add(ops::mul(ops::exp(h), last), ops::mul(first, first)));
+
+    const std::map<const Node*, std::string> names = {
+        {first.node(), "first"}, {middle.node(), "middle"}, {last.node(), "last"}, {unused.node(), "unused"}, {x.node(), "x"}};
+    std::vector<std::string> reported;
+    std::map<std::string, Tensor> at_report;
+    std::vector<std::string> nodes_done;
+    BackwardHooks hooks;
+    hooks.leaf_ready = [&](Node& leaf) {
+        const std::string& name = names.at(&leaf);
+        reported.push_back(name);
+        at_report[name] = leaf.grad.clone();
+        if (name == "last") {
+            EXPECT_FALSE(middle.grad().defined()) << "'last' is final before 'middle' gets a gradient";
+        }
+    };
+    hooks.node_done = [&](const Node& node) { nodes_done.push_back(node.op); };
+    loss.backward(Tensor::full({}, 1.0f), hooks);
+    EXPECT_EQ(reported, (std::vector<std::string>{"last", "middle", "first"}));
+    auto count = [&](const std::string& op) { return std::count(nodes_done.begin(), nodes_done.end(), op); };
+    EXPECT_EQ(count("mul"), 4);
+    EXPECT_EQ(count("exp"), 2);
+    EXPECT_EQ(count("add"), 1);
+    EXPECT_EQ(nodes_done.back(), "mul") << "x·first, the first op of the forward pass, runs last";
+    for (const auto& [name, leaf] : std::vector<std::pair<std::string, Var>>{{"first", first}, {"middle", middle}, {"last", last}}) {
+        ASSERT_TRUE(at_report.count(name)) << name;
+        for (int64_t i = 0; i < 3; ++i) EXPECT_EQ(at_report[name].data()[i], leaf.grad().data()[i]) << name << " [" << i << "]";
+    }
+}
+
 TEST(Autograd, BackwardNeedsAScalar) {
     Var x(Tensor::from_floats({2}, {1.0f, 2.0f}), true);
     EXPECT_THROW(ops::exp(x).backward(), Error);

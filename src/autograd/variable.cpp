@@ -1,5 +1,6 @@
 #include "autograd/variable.h"
 
+#include <unordered_map>
 #include <unordered_set>
 
 #include "backend/kernels.h"
@@ -83,7 +84,9 @@ void Var::backward() {
     backward(Tensor::full(shape(), 1.0f));
 }
 
-void Var::backward(const Tensor& grad_output) {
+void Var::backward(const Tensor& grad_output) { backward(grad_output, BackwardHooks{}); }
+
+void Var::backward(const Tensor& grad_output, const BackwardHooks& hooks) {
     HNAS_CHECK(node_ && node_->requires_grad, "backward: the value does not depend on any parameter");
     HNAS_CHECK(grad_output.shape() == shape(), "backward: gradient of shape ", shape_str(grad_output.shape()),
                " for a value of shape ", shape_str(shape()));
@@ -104,8 +107,19 @@ void Var::backward(const Tensor& grad_output) {
         }
     }
 
+    // Per leaf, the edges from nodes still to run: its gradient is final when the count reaches zero.
+    std::unordered_map<Node*, int> pending_edges;
+    if (hooks.leaf_ready) {
+        for (const auto& node : order) {
+            for (const auto& input : node->inputs) {
+                if (input && input->requires_grad && !input->backward_fn) ++pending_edges[input.get()];
+            }
+        }
+    }
+
     const std::vector<std::shared_ptr<Node>> root{node_};
     GradSink(root).add(0, grad_output);
+    if (hooks.leaf_ready && !node_->backward_fn) hooks.leaf_ready(*node_);  // the root is itself a leaf
 
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
         Node* node = it->get();
@@ -114,6 +128,13 @@ void Var::backward(const Tensor& grad_output) {
             GradSink sink(node->inputs);
             node->backward_fn(node->grad, sink);
         }
+        if (hooks.leaf_ready) {
+            for (const auto& input : node->inputs) {
+                const auto pending = input ? pending_edges.find(input.get()) : pending_edges.end();
+                if (pending != pending_edges.end() && --pending->second == 0) hooks.leaf_ready(*input);
+            }
+        }
+        if (hooks.node_done) hooks.node_done(*node);
         // Interior nodes are used once: free the closure, the graph edges and the gradient now.
         node->backward_fn = nullptr;
         node->inputs.clear();

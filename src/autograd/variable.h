@@ -24,6 +24,12 @@ class GradSink;
 
 // backward closure: reads the output gradient, adds into the inputs' gradients through the sink.
 using BackwardFn = std::function<void(const Tensor& grad_output, GradSink& sink)>;
+// Watches a backward pass (see Var::backward): data-parallel training starts summing a leaf's gradient
+// over the ranks as soon as it is final, and lets those sums advance while the pass computes.
+struct BackwardHooks {
+    std::function<void(Node& leaf)> leaf_ready;  // once per leaf the pass reaches, when its gradient is final
+    std::function<void(const Node& node)> node_done;  // after every interior node's backward ran
+};
 
 struct Node {
     Tensor value;                      // empty once released (see release_value)
@@ -71,6 +77,10 @@ public:
     void backward();
     // Back-propagate a given gradient of this Var (same shape): the vector-Jacobian product.
     void backward(const Tensor& grad_output);
+    // The same, calling hooks.leaf_ready once for every leaf this pass reaches, as soon as no node left
+    // to run can add to the leaf's gradient (as PyTorch DDP's gradient hooks do), and hooks.node_done
+    // after every node.
+    void backward(const Tensor& grad_output, const BackwardHooks& hooks);
 
     Node* node() const { return node_.get(); }
     const std::shared_ptr<Node>& shared_node() const { return node_; }

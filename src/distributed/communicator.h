@@ -26,11 +26,19 @@ public:
     // Ranks of this job on this host (they share its cores).
     virtual int local_size() const = 0;
 
-    // Element-wise sums over all ranks, in place; every rank receives the sums. The buffers are
-    // reduced as separate operations, all in flight at once (gradient buckets). `what` names the
-    // operation in timeout messages ("step 12: gradients").
-    virtual void sum(const std::vector<std::span<float>>& buffers, const std::string& what) = 0;
+    // Element-wise sums over all ranks, in place; every rank receives the sums. `what` names the
+    // operation in timeout messages ("step 12: loss").
     virtual void sum(std::span<double> values, const std::string& what) = 0;
+
+    // Sums started one buffer at a time while the caller goes on computing (gradient buckets during
+    // the backward pass), each its own operation: open_sums names the group in timeout messages,
+    // start_sum starts one buffer's sum (every rank starts the same buffers in the same order),
+    // progress lets the started sums advance without blocking (MPI moves data only inside its calls),
+    // and wait_sums returns when all of them are done. The buffers must live until then.
+    virtual void open_sums(const std::string& what) = 0;
+    virtual void start_sum(std::span<float> buffer) = 0;
+    virtual void progress() = 0;
+    virtual void wait_sums() = 0;
     // Replaces `bytes` on every rank with rank 0's.
     virtual void broadcast(std::string& bytes, const std::string& what) = 0;
 

@@ -1,65 +1,105 @@
-// Bucketed gradient sums over all ranks (see gradient_reducer.h).
+// Bucketed gradient sums over all ranks, overlapped with the backward pass (see gradient_reducer.h).
 #include "distributed/gradient_reducer.h"
 
 #include <algorithm>
 #include <span>
 
-#include "autograd/variable.h"
+#include "base/check.h"
 
 namespace hnas::distributed {
 
 GradientReducer::GradientReducer(std::vector<nn::NamedParameter> parameters, int64_t bucket_floats)
-    : parameters_(std::move(parameters)), has_gradient_(parameters_.size()) {
+    : parameters_(std::move(parameters)),
+      bucket_of_(parameters_.size()),
+      slot_of_(parameters_.size()),
+      ready_(parameters_.size()),
+      has_gradient_(parameters_.size()) {
     int64_t filled = 0;
-    for (size_t i = 0; i < parameters_.size(); ++i) {
+    for (size_t i = parameters_.size(); i-- > 0;) {
         const int64_t size = parameters_[i].parameter.numel();
         if (buckets_.empty() || (filled > 0 && filled + size > bucket_floats)) {
             buckets_.emplace_back();
             filled = 0;
         }
-        buckets_.back().push_back(i);
+        Bucket& bucket = buckets_.back();
+        bucket_of_[i] = buckets_.size() - 1;
+        slot_of_[i] = bucket.parameters.size();
+        bucket.parameters.push_back(i);
+        bucket.offsets.push_back(filled);
         filled += size;
+        index_of_.emplace(parameters_[i].parameter.node(), i);
     }
-    for (const auto& bucket : buckets_) {
-        int64_t size = 0;
-        for (size_t i : bucket) size += parameters_[i].parameter.numel();
-        buffers_.emplace_back(static_cast<size_t>(size));
+    for (Bucket& bucket : buckets_) {
+        const size_t last = bucket.parameters.back();
+        bucket.buffer.resize(static_cast<size_t>(bucket.offsets.back() + parameters_[last].parameter.numel()));
+        floats_ += static_cast<int64_t>(bucket.buffer.size());
     }
 }
 
-void GradientReducer::sum(Communicator& communicator, const std::string& what) {
-    std::vector<std::span<float>> spans;
-    for (size_t b = 0; b < buckets_.size(); ++b) {
-        float* out = buffers_[b].data();
-        for (size_t i : buckets_[b]) {
-            const Tensor grad = parameters_[i].parameter.grad();
-            const auto size = static_cast<size_t>(parameters_[i].parameter.numel());
-            has_gradient_[i] = grad.defined() ? 1.0f : 0.0f;
-            if (grad.defined()) {
-                std::copy(grad.data(), grad.data() + size, out);
-            } else {
-                std::fill(out, out + size, 0.0f);
-            }
-            out += size;
-        }
-        spans.emplace_back(buffers_[b]);
-    }
-    spans.emplace_back(has_gradient_);
-    communicator.sum(spans, what);
+void GradientReducer::begin(Communicator& communicator, const std::string& what) {
+    HNAS_CHECK(communicator_ == nullptr, "gradient sums '", what, "' begun before the previous ones finished");
+    communicator_ = &communicator;
+    communicator.open_sums(what);
+    std::fill(ready_.begin(), ready_.end(), 0);
+    for (Bucket& bucket : buckets_) bucket.pending = bucket.parameters.size();
+    next_bucket_ = 0;
+}
 
-    for (size_t b = 0; b < buckets_.size(); ++b) {
-        const float* in = buffers_[b].data();
-        for (size_t i : buckets_[b]) {
-            const auto size = static_cast<size_t>(parameters_[i].parameter.numel());
-            if (has_gradient_[i] > 0.0f) {
-                Node* node = parameters_[i].parameter.node();
-                if (!node->grad_initialized) {
-                    node->grad = Tensor::empty(node->value.shape());
-                    node->grad_initialized = true;
-                }
-                std::copy(in, in + size, node->grad.data());
+BackwardHooks GradientReducer::hooks() {
+    BackwardHooks hooks;
+    hooks.leaf_ready = [this](Node& leaf) {
+        const auto found = index_of_.find(&leaf);
+        if (found == index_of_.end()) return;  // a leaf that is not a parameter (an input)
+        parameter_ready(found->second);
+        start_ready_buckets();
+    };
+    hooks.node_done = [this](const Node&) { communicator_->progress(); };
+    return hooks;
+}
+
+// Copies the parameter's final gradient (zeros when it has none) into its bucket.
+void GradientReducer::parameter_ready(size_t index) {
+    HNAS_CHECK(communicator_ != nullptr, "gradient sums: a gradient became final outside begin()/finish()");
+    if (ready_[index]) return;
+    ready_[index] = 1;
+    Bucket& bucket = buckets_[bucket_of_[index]];
+    const Tensor grad = parameters_[index].parameter.grad();
+    const auto size = static_cast<size_t>(parameters_[index].parameter.numel());
+    float* out = bucket.buffer.data() + bucket.offsets[slot_of_[index]];
+    has_gradient_[index] = grad.defined() ? 1.0f : 0.0f;
+    if (grad.defined()) {
+        std::copy(grad.data(), grad.data() + size, out);
+    } else {
+        std::fill(out, out + size, 0.0f);
+    }
+    --bucket.pending;
+}
+
+void GradientReducer::start_ready_buckets() {
+    while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
+        communicator_->start_sum(buckets_[next_bucket_++].buffer);
+    }
+}
+
+void GradientReducer::finish() {
+    HNAS_CHECK(communicator_ != nullptr, "gradient sums: finish() without begin()");
+    for (size_t i = 0; i < parameters_.size(); ++i) parameter_ready(i);  // those the last pass did not reach
+    start_ready_buckets();
+    communicator_->start_sum(has_gradient_);
+    communicator_->wait_sums();
+    communicator_ = nullptr;
+
+    for (const Bucket& bucket : buckets_) {
+        for (size_t slot = 0; slot < bucket.parameters.size(); ++slot) {
+            const size_t i = bucket.parameters[slot];
+            if (has_gradient_[i] == 0.0f) continue;
+            Node* node = parameters_[i].parameter.node();
+            if (!node->grad_initialized) {
+                node->grad = Tensor::empty(node->value.shape());
+                node->grad_initialized = true;
             }
-            in += size;
+            const float* in = bucket.buffer.data() + bucket.offsets[slot];
+            std::copy(in, in + parameters_[i].parameter.numel(), node->grad.data());
         }
     }
 }

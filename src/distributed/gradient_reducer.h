@@ -1,11 +1,13 @@
 // Data-parallel gradient summation: after each rank's backward pass over its shard of the global batch,
 // every parameter's gradient becomes the sum over all ranks.
 //
-// Gradients are copied into buckets of about `bucket_floats` values (in parameter order) and every
-// bucket is summed as its own non-blocking all-reduce, all in flight at once, so large models pipeline
-// the transfers of one bucket with the reduction of the next. The reduction starts after the backward
-// pass: hnas's tape has no hook for "this parameter's gradient is final", so overlapping it with the
-// backward pass is not done (docs/distributed.md gives the measured share of the step it costs).
+// The sums overlap the backward pass, as PyTorch DDP's do. Gradients are copied into buckets of about
+// `bucket_floats` values, filled in reverse parameter order (the last layers' gradients are final
+// first), and a bucket's sum starts as soon as the backward pass has finished every gradient in it
+// (Var::backward's leaf_ready hook) and every bucket before it has started: all ranks start the same
+// operations in the same order, whatever order their gradients become final in. The sums progress
+// after every node of the pass (the node_done hook); finish() starts what is left, waits and writes the
+// sums back.
 //
 // A parameter that got no gradient on some rank (its shard of the batch did not use it, or the shard
 // was empty) contributes zeros there; it ends with a gradient on every rank if any rank had one, and
@@ -14,8 +16,10 @@
 #pragma once
 
 #include <string>
+#include <unordered_map>
 #include <vector>
 
+#include "autograd/variable.h"
 #include "distributed/communicator.h"
 #include "nn/module.h"
 
@@ -23,18 +27,41 @@ namespace hnas::distributed {
 
 class GradientReducer {
 public:
-    explicit GradientReducer(std::vector<nn::NamedParameter> parameters, int64_t bucket_floats = int64_t{1} << 20);
+    explicit GradientReducer(std::vector<nn::NamedParameter> parameters, int64_t bucket_floats = int64_t{1} << 18);
 
-    // Sums the parameters' gradients over all ranks; `what` names the operation in timeout messages.
-    void sum(Communicator& communicator, const std::string& what);
+    // One step's sums: begin() before its last backward pass, which runs with hooks(); then finish().
+    // `what` names the operation in timeout messages.
+    void begin(Communicator& communicator, const std::string& what);
+    BackwardHooks hooks();
+    void finish();
 
     int64_t buckets() const { return static_cast<int64_t>(buckets_.size()); }
+    int64_t floats() const { return floats_; }
+    // The last bucket holds the first parameters, whose gradients are final last (the embedding's, used
+    // by the forward pass's first op): its sum cannot overlap the backward pass.
+    int64_t last_bucket_floats() const { return static_cast<int64_t>(buckets_.back().buffer.size()); }
 
 private:
+    struct Bucket {
+        std::vector<size_t> parameters;  // indices into parameters_, in the bucket's buffer order
+        std::vector<int64_t> offsets;    // where each parameter's gradient sits in the buffer
+        std::vector<float> buffer;
+        size_t pending = 0;              // parameters whose gradient is not final yet
+    };
+
+    void parameter_ready(size_t index);
+    void start_ready_buckets();
+
     std::vector<nn::NamedParameter> parameters_;
-    std::vector<std::vector<size_t>> buckets_;  // parameter indices of each bucket
-    std::vector<std::vector<float>> buffers_;   // one per bucket
-    std::vector<float> has_gradient_;           // per parameter: 1 when this rank has a gradient
+    std::unordered_map<const Node*, size_t> index_of_;
+    std::vector<size_t> bucket_of_;   // per parameter
+    std::vector<size_t> slot_of_;     // per parameter: its position in its bucket
+    std::vector<Bucket> buckets_;
+    std::vector<char> ready_;         // per parameter, this step
+    std::vector<float> has_gradient_; // per parameter: 1 when this rank has a gradient
+    Communicator* communicator_ = nullptr;  // between begin() and finish()
+    size_t next_bucket_ = 0;          // the first bucket whose sum has not started
+    int64_t floats_ = 0;
 };
 
 }  // namespace hnas::distributed

@@ -31,6 +31,10 @@ constexpr double kGraceSeconds = 5.0;
 constexpr double kPingReplySeconds = 2.0;
 static_assert(kPingReplySeconds < kGraceSeconds);
 
+// progress() tests the open sums at most this often: often enough to keep a link busy, seldom enough
+// that the tests cost nothing beside the backward pass that calls it after every node.
+constexpr std::chrono::microseconds kProgressInterval{200};
+
 class MpiCommunicator final : public Communicator {
 public:
     explicit MpiCommunicator(double timeout_seconds) : timeout_(timeout_seconds) {
@@ -67,15 +71,38 @@ public:
     int size() const override { return size_; }
     int local_size() const override { return local_size_; }
 
-    void sum(const std::vector<std::span<float>>& buffers, const std::string& what) override {
-        std::vector<MPI_Request> requests = arrive();
-        for (const std::span<float>& buffer : buffers) {
-            if (buffer.empty()) continue;
-            requests.push_back(MPI_REQUEST_NULL);
-            MPI_Iallreduce(MPI_IN_PLACE, buffer.data(), count(buffer.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
-                           &requests.back());
+    void open_sums(const std::string& what) override {
+        HNAS_CHECK(open_what_.empty(), "MPI: sums '", what, "' opened while '", open_what_, "' are still open");
+        open_what_ = what;
+        open_requests_ = arrive();
+    }
+
+    void start_sum(std::span<float> buffer) override {
+        HNAS_CHECK(!open_what_.empty(), "MPI: start_sum outside open_sums/wait_sums");
+        if (buffer.empty()) return;
+        open_requests_.push_back(MPI_REQUEST_NULL);
+        MPI_Iallreduce(MPI_IN_PLACE, buffer.data(), count(buffer.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                       &open_requests_.back());
+    }
+
+    void progress() override {
+        // A test costs microseconds; between two of them a link moves far less than its socket buffers hold.
+        const auto now = Clock::now();
+        if (now - last_progress_ < kProgressInterval) return;
+        last_progress_ = now;
+        for (MPI_Request& request : open_requests_) {
+            if (request == MPI_REQUEST_NULL) continue;
+            int flag = 0;
+            MPI_Test(&request, &flag, MPI_STATUS_IGNORE);
+            if (!flag) return;  // one test drives the progress engine; later requests can wait
         }
-        wait(requests, what);
+    }
+
+    void wait_sums() override {
+        HNAS_CHECK(!open_what_.empty(), "MPI: wait_sums without open_sums");
+        wait(open_requests_, open_what_);
+        open_requests_.clear();
+        open_what_.clear();
     }
 
     void sum(std::span<double> values, const std::string& what) override {
@@ -237,6 +264,9 @@ private:
     std::vector<int> ping_answers_;  // rank 0: where the answers land (they may outlive silent_ranks())
     std::vector<int> note_values_;
     uint64_t operations_ = 0;
+    Clock::time_point last_progress_;
+    std::string open_what_;                    // the group of sums open_sums opened, until wait_sums
+    std::vector<MPI_Request> open_requests_;   // its arrival notes (see arrive()), then its sums
 };
 
 }  // namespace

@@ -312,6 +312,8 @@ private:
     double window_loss_ = 0.0;
     int64_t window_steps_ = 0, first_step_ = 0;
     int64_t window_targets_ = 0, window_input_tokens_ = 0;  // BatchTokens::global and ::input
+    double window_backward_ = 0.0;       // seconds in backward passes (data-parallel runs)
+    double window_gradient_wait_ = 0.0;  // seconds from the end of backward until every rank has the sums
     double last_loss_ = 0.0;
     models::DiagnosticForward diagnostic_forward_;  // over the inputs the diagnostics measure; empty: none
 };
@@ -512,17 +514,25 @@ double Trainer::train_step(double& grad_norm, double& learning_rate) {
         const tasks::BatchTokens tokens = task_->next_batch(world_.rank(), world_.size());
         window_targets_ += tokens.global;
         window_input_tokens_ += tokens.input;
+        // The last backward pass of the step starts the gradient sums as its gradients become final.
+        const bool sums_overlap = distributed_ && micro + 1 == micro_batches;
+        if (sums_overlap) reducer_->begin(world_, fmt::format("step {}: gradients", step));
         if (tokens.shard == 0) continue;  // fewer rows than ranks: this rank adds nothing to the sums
         Var loss = task_->batch_loss();
         const float value = loss.item();
         HNAS_CHECK(std::isfinite(value), "step ", step, ": the loss is ", value, "; stopping without a checkpoint ",
                    "(the last good one is in ", run_.checkpoint_dir().string(), ")");
         step_loss += value / static_cast<double>(micro_batches);
-        loss.backward(Tensor::full({}, micro_weight));
+        const auto backward_start = Clock::now();
+        loss.backward(Tensor::full({}, micro_weight), sums_overlap ? reducer_->hooks() : BackwardHooks{});
+        window_backward_ += std::chrono::duration<double>(Clock::now() - backward_start).count();
     }
     if (distributed_) {
-        reducer_->sum(world_, fmt::format("step {}: gradients", step));
+        // The wait runs until every rank has the sums: the loss sum after them returns only then.
+        const auto wait_start = Clock::now();
+        reducer_->finish();
         world_.sum(std::span<double>(&step_loss, 1), fmt::format("step {}: loss", step));
+        window_gradient_wait_ += std::chrono::duration<double>(Clock::now() - wait_start).count();
     }
     grad_norm = optim::clip_gradients(parameters_, config_.train.clip_norm, config_.train.clip_scope);
     if (!std::isfinite(grad_norm)) {
@@ -558,20 +568,30 @@ void Trainer::log_progress(double grad_norm, double learning_rate) {
             if (values.name == "u") hybrid_u[name] = values.values;
         }
     }
-    metrics_.write({{"step", step},
-                    {"epoch", position.epoch},
-                    {"loss", loss},
-                    {"learning_rate", learning_rate},
-                    {"grad_norm", grad_norm},
-                    {"input_tokens_per_second", input_tokens_per_second},
-                    {"targets_per_second", targets_per_second},
-                    {"target_unit", definition_.target_unit},
-                    {"elapsed_seconds", elapsed},
-                    {"memory", memory},
-                    {"profile", profile_record()},
-                    {"hybrid_u", hybrid_u}});
+    Json record = {{"step", step},
+                   {"epoch", position.epoch},
+                   {"loss", loss},
+                   {"learning_rate", learning_rate},
+                   {"grad_norm", grad_norm},
+                   {"input_tokens_per_second", input_tokens_per_second},
+                   {"targets_per_second", targets_per_second},
+                   {"target_unit", definition_.target_unit},
+                   {"elapsed_seconds", elapsed},
+                   {"memory", memory},
+                   {"profile", profile_record()},
+                   {"hybrid_u", hybrid_u}};
+    // How much of the gradient sums the backward pass did not hide (docs/distributed.md).
+    if (distributed_) {
+        const auto steps = static_cast<double>(window_steps_);
+        record["distributed"] = {{"backward_seconds_per_step", window_backward_ / steps},
+                                 {"gradient_wait_seconds_per_step", window_gradient_wait_ / steps},
+                                 {"buckets", reducer_->buckets()},
+                                 {"gradient_floats", reducer_->floats()},
+                                 {"gradient_floats_last_bucket", reducer_->last_bucket_floats()}};
+    }
+    metrics_.write(record);
     window_start_ = now;
-    window_loss_ = 0.0;
+    window_loss_ = window_backward_ = window_gradient_wait_ = 0.0;
     window_steps_ = window_targets_ = window_input_tokens_ = 0;
 }
 
