@@ -17,6 +17,7 @@
 #   --rounds N         alternating rounds (default 2)
 #   --rate R --delay D tc's units (default 1gbit, 0.5ms)
 #   --baseline BIN     also run this hnas binary (e.g. a copy of build/hnas made before a change)
+#   --bf16-sums        also run build/hnas with train.bf16_gradient_sums=true (row "hnasbf16")
 #   --out DIR          where runs go (default a fresh temporary directory)
 #   --no-build         use build/hnas as it is
 # Needs root (a network namespace and tc), Open MPI's mpirun and iproute2.
@@ -24,7 +25,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-configs="tiny gigaword" steps=60 skip=20 rounds=2 rate=1gbit delay=0.5ms baseline="" out="" build=1
+configs="tiny gigaword" steps=60 skip=20 rounds=2 rate=1gbit delay=0.5ms baseline="" out="" build=1 bf16_sums=0
 while (($#)); do
   case "$1" in
     --configs) configs=${2:?--configs needs a value}; shift ;;
@@ -36,6 +37,7 @@ while (($#)); do
     --baseline) baseline=${2:?--baseline needs a value}; shift ;;
     --out) out=${2:?--out needs a value}; shift ;;
     --no-build) build=0 ;;
+    --bf16-sums) bf16_sums=1 ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "bench_ddp: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -117,12 +119,15 @@ for config in $configs; do
     --model-prefix "$out/$config-tokenizer" --vocab-size "$vocab" >/dev/null 2>&1
   settings+=(tokenizer.model="$out/$config-tokenizer.model" train.steps="$steps" train.log_every="$skip"
              validation.every=0 validation.max_batches=1 validation.decode_examples=0 validation.metric=loss)
-  binaries=(hnas); [ -z "$baseline" ] || binaries+=(hnas_baseline)
+  # Variants: a row name and its binary; hnasbf16 is build/hnas with bf16 gradient sums.
+  variants=(hnas); [ -z "$baseline" ] || variants+=(hnas_baseline); ((bf16_sums)) && variants+=(hnasbf16)
   for ((round = 1; round <= rounds; ++round)); do
-    for binary in "${binaries[@]}"; do
+    for variant in "${variants[@]}"; do
+      extra=(); binary=$variant
+      [ "$variant" = hnasbf16 ] && extra=(train.bf16_gradient_sums=true) binary=hnas
       for link in fast slow; do
-        echo "bench_ddp: $config round $round: $binary, $link link" >&2
-        ddp_run "$config-$binary-$link-$round" "$out/bin/$binary" "$link" "$file" "${settings[@]}"
+        echo "bench_ddp: $config round $round: $variant, $link link" >&2
+        ddp_run "$config-$variant-$link-$round" "$out/bin/$binary" "$link" "$file" "${settings[@]}" "${extra[@]}"
       done
     done
   done

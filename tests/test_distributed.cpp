@@ -25,6 +25,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "backend/kernels.h"
 #include "config/experiment_config.h"
 #include "data/batch.h"
 #include "data/tokenizer.h"
@@ -91,9 +92,16 @@ public:
     void broadcast(std::string&, const std::string&) override {}
     [[noreturn]] void abort(const std::string& message) override { throw Error(message); }
 
-    void open_sums(const std::string&) override { started_.clear(); }
+    void open_sums(const std::string&) override {
+        started_.clear();
+        started_bf16_.clear();
+    }
     void start_sum(std::span<float> buffer) override {
         started_.push_back(buffer);
+        (in_backward ? started_in_backward : started_after_backward) += 1;
+    }
+    void start_sum(std::span<uint16_t> bf16_buffer) override {
+        started_bf16_.push_back(bf16_buffer);
         (in_backward ? started_in_backward : started_after_backward) += 1;
     }
     void progress() override { ++progress_calls; }
@@ -101,6 +109,7 @@ public:
         for (std::span<float> buffer : started_) {
             for (float& value : buffer) value *= 2.0f;
         }
+        for (std::span<uint16_t> buffer : started_bf16_) distributed::add_bf16(buffer.data(), buffer.data(), std::ssize(buffer));
     }
 
     bool in_backward = false;
@@ -108,11 +117,16 @@ public:
 
 private:
     std::vector<std::span<float>> started_;
+    std::vector<std::span<uint16_t>> started_bf16_;
 };
 
 // The buckets' sums start in order while the backward pass runs, each once every gradient in it is
-// final; the sums land in the gradients, and a parameter no rank gave a gradient keeps none.
-TEST(GradientReducer, SumsStartDuringBackwardInBucketOrder) {
+// final; the sums land in the gradients (in bf16: the sums of the gradients rounded to bf16), and a
+// parameter no rank gave a gradient keeps none.
+class GradientReducerSums : public ::testing::TestWithParam<bool> {};
+
+TEST_P(GradientReducerSums, StartDuringBackwardInBucketOrder) {
+    const bool bf16 = GetParam();
     auto parameter = [](std::initializer_list<float> values) {
         return Var(Tensor::from_floats({static_cast<int64_t>(values.size())}, std::vector<float>(values)), true);
     };
@@ -122,7 +136,7 @@ TEST(GradientReducer, SumsStartDuringBackwardInBucketOrder) {
                                                   {"p1", parameter({0.1f, 0.2f})},
                                                   {"p2", parameter({-0.3f, 0.4f})}};
     // One parameter per bucket: buckets p2, p1, p0, unused.
-    distributed::GradientReducer reducer(parameters, 2);
+    distributed::GradientReducer reducer(parameters, 2, bf16);
     ASSERT_EQ(reducer.buckets(), 4);
     auto loss_of = [&] {
         const Var& p0 = parameters[1].parameter;
@@ -154,9 +168,27 @@ TEST(GradientReducer, SumsStartDuringBackwardInBucketOrder) {
         const Tensor grad = parameters[i].parameter.grad();
         ASSERT_TRUE(grad.defined()) << parameters[i].name;
         for (int64_t j = 0; j < grad.numel(); ++j) {
-            EXPECT_FLOAT_EQ(grad.data()[j], 2.0f * alone[i].data()[j]) << parameters[i].name << " [" << j << "]";
+            const float own = alone[i].data()[j];
+            const float sent = bf16 ? kernels::bf16_to_float(kernels::round_to_bf16(own)) : own;
+            EXPECT_EQ(grad.data()[j], 2.0f * sent) << parameters[i].name << " [" << j << "]";
         }
     }
+}
+
+INSTANTIATE_TEST_SUITE_P(GradientReducer, GradientReducerSums, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) { return info.param ? "bf16" : "f32"; });
+
+// bf16 sums add in f32 and round to the nearest even bf16 (8 significant bits).
+TEST(GradientReducer, Bf16SumsRoundToNearestEven) {
+    auto bf16 = [](float value) { return kernels::round_to_bf16(value); };
+    const float ulp = 1.0f / 128.0f;  // bf16's spacing in [1, 2)
+    std::vector<uint16_t> in = {bf16(1.5f), bf16(1.0f), bf16(1.0f + ulp), bf16(-3.0f)};
+    std::vector<uint16_t> inout = {bf16(2.25f), bf16(ulp / 2), bf16(ulp / 2), bf16(3.0f)};
+    distributed::add_bf16(in.data(), inout.data(), std::ssize(in));
+    EXPECT_EQ(kernels::bf16_to_float(inout[0]), 3.75f);               // exact
+    EXPECT_EQ(kernels::bf16_to_float(inout[1]), 1.0f);                // halfway: down to the even neighbour
+    EXPECT_EQ(kernels::bf16_to_float(inout[2]), 1.0f + 2 * ulp);      // halfway: up to the even neighbour
+    EXPECT_EQ(kernels::bf16_to_float(inout[3]), 0.0f);
 }
 
 #ifdef HNAS_MPIEXEC
@@ -169,6 +201,9 @@ TEST(GradientReducer, SumsStartDuringBackwardInBucketOrder) {
 // differ by lr-sized steps there (2e-4 measured at lr 1e-3), which would hide real differences.
 constexpr double kParameterTolerance = 1e-6;
 constexpr double kLossTolerance = 1e-5;
+// With bf16 gradient sums: each gradient is off by up to 2^-9 of itself, so each Adam update by about
+// as much of lr (1e-3); 2.1e-5 was measured after kSteps steps.
+constexpr double kBf16ParameterTolerance = 1e-4;
 constexpr int kSteps = 10;
 constexpr int kTimeoutSeconds = 300;        // train.collective_timeout of healthy runs
 constexpr int kFailureTimeoutSeconds = 10;  // and of the failure tests
@@ -320,6 +355,17 @@ TEST(Distributed, TwoRanksMatchOneProcessAtEqualGlobalBatch) {
     const std::string log = testing::Subprocess{-1, two.path.string() + ".log"}.output();
     EXPECT_NE(log.find("data-parallel over 2 ranks"), std::string::npos) << log;
     EXPECT_EQ(log.find("[rank 1] [info]"), std::string::npos) << log;
+}
+
+// bf16 gradient sums round every gradient to 8 significant bits: the parameters leave the single
+// process's by far more than f32 sums' rounding differences, yet stay within kBf16ParameterTolerance.
+TEST(Distributed, Bf16GradientSumsStayCloseToOneProcess) {
+    RunDir two("two_ranks_bf16");
+    run_to_completion(two.path, 2, {"--set", "train.bf16_gradient_sums=true"});
+    const double difference = max_parameter_difference(newest_checkpoint(reference_run()), newest_checkpoint(two.path));
+    std::printf("max |parameter difference|, 1 process vs 2 ranks with bf16 sums after %d steps: %.3g\n", kSteps, difference);
+    EXPECT_GT(difference, kParameterTolerance) << "no sign of bf16 rounding: were the sums f32?";
+    EXPECT_LT(difference, kBf16ParameterTolerance);
 }
 
 // 2 ranks → 1 process → 2 ranks, stopping and resuming in between, ends where one process ends.

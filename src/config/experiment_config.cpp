@@ -455,6 +455,10 @@ void parse_train(ConfigNode& node, Task task, TrainConfig& t) {
                                        "before it ends the job naming the ranks that did not arrive; must exceed rank 0's "
                                        "longest validation plus checkpoint write, which the other ranks wait through",
                                        1.0, 86400.0);
+    t.bf16_gradient_sums = node.boolean("bf16_gradient_sums", t.bf16_gradient_sums,
+                                        "under mpirun: each rank's gradients are rounded to bf16 and summed over the "
+                                        "ranks in bf16 (each addition in f32, then rounded), half the bytes of f32 sums "
+                                        "on a slow link, as PyTorch DDP's bf16 compression hook");
 }
 
 // The metrics each task reports, the first the default (headline's rouge_l needs decoded headlines).

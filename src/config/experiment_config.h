@@ -98,6 +98,8 @@ struct TrainConfig {
     backend::MatmulPrecision precision = backend::MatmulPrecision::f32;
     // Under mpirun: seconds a rank waits in an operation with the other ranks before it ends the job.
     double collective_timeout = 600.0;
+    // Under mpirun: gradients travel and are summed in bf16, half the bytes (docs/distributed.md).
+    bool bf16_gradient_sums = false;
 };
 
 struct ValidationConfig {

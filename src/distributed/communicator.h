@@ -10,6 +10,7 @@
 // which ends the job naming it. An error (exception) on one rank must end the job too: call abort().
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
@@ -37,6 +38,8 @@ public:
     // and wait_sums returns when all of them are done. The buffers must live until then.
     virtual void open_sums(const std::string& what) = 0;
     virtual void start_sum(std::span<float> buffer) = 0;
+    // bf16 values (kernels::round_to_bf16), each addition done in f32 and rounded: add_bf16.
+    virtual void start_sum(std::span<uint16_t> bf16_buffer) = 0;
     virtual void progress() = 0;
     virtual void wait_sums() = 0;
     // Replaces `bytes` on every rank with rank 0's.
@@ -45,6 +48,9 @@ public:
     // Ends every rank of the job with exit code 1 after logging `message` (never returns).
     [[noreturn]] virtual void abort(const std::string& message) = 0;
 };
+
+// inout[i] = round_to_bf16(in[i] + inout[i]) over bf16 values, the sum of bf16 gradients over ranks.
+void add_bf16(const uint16_t* in, uint16_t* inout, int64_t n);
 
 // The MPI world when the environment shows a launch by an MPI launcher (Open MPI's mpirun, MPICH's
 // Hydra, or a PMIx launcher such as srun) and hnas was built with MPI, else the single process. MPI is initialized here and finalized when the returned object is destroyed. A rank waits

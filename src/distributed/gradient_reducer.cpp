@@ -4,12 +4,14 @@
 #include <algorithm>
 #include <span>
 
+#include "backend/kernels.h"
 #include "base/check.h"
 
 namespace hnas::distributed {
 
-GradientReducer::GradientReducer(std::vector<nn::NamedParameter> parameters, int64_t bucket_floats)
+GradientReducer::GradientReducer(std::vector<nn::NamedParameter> parameters, int64_t bucket_floats, bool bf16_sums)
     : parameters_(std::move(parameters)),
+      bf16_sums_(bf16_sums),
       bucket_of_(parameters_.size()),
       slot_of_(parameters_.size()),
       ready_(parameters_.size()),
@@ -33,6 +35,7 @@ GradientReducer::GradientReducer(std::vector<nn::NamedParameter> parameters, int
         const size_t last = bucket.parameters.back();
         bucket.buffer.resize(static_cast<size_t>(bucket.offsets.back() + parameters_[last].parameter.numel()));
         floats_ += static_cast<int64_t>(bucket.buffer.size());
+        if (bf16_sums_) bucket.bf16.resize(bucket.buffer.size());
     }
 }
 
@@ -77,7 +80,13 @@ void GradientReducer::parameter_ready(size_t index) {
 
 void GradientReducer::start_ready_buckets() {
     while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
-        communicator_->start_sum(buckets_[next_bucket_++].buffer);
+        Bucket& bucket = buckets_[next_bucket_++];
+        if (bf16_sums_) {
+            kernels::convert_to_bf16(bucket.buffer.data(), bucket.bf16.data(), static_cast<int64_t>(bucket.bf16.size()));
+            communicator_->start_sum(std::span<uint16_t>(bucket.bf16));
+        } else {
+            communicator_->start_sum(std::span<float>(bucket.buffer));
+        }
     }
 }
 
@@ -89,7 +98,10 @@ void GradientReducer::finish() {
     communicator_->wait_sums();
     communicator_ = nullptr;
 
-    for (const Bucket& bucket : buckets_) {
+    for (Bucket& bucket : buckets_) {
+        if (bf16_sums_) {
+            std::transform(bucket.bf16.begin(), bucket.bf16.end(), bucket.buffer.begin(), kernels::bf16_to_float);
+        }
         for (size_t slot = 0; slot < bucket.parameters.size(); ++slot) {
             const size_t i = bucket.parameters[slot];
             if (has_gradient_[i] == 0.0f) continue;

@@ -9,6 +9,10 @@
 // after every node of the pass (the node_done hook); finish() starts what is left, waits and writes the
 // sums back.
 //
+// With bf16 sums each bucket is rounded to bf16 before its sum starts and the sums travel and add up in
+// bf16 (Communicator::start_sum on bf16 values): half the bytes, for a rounding of every gradient to
+// 8 significant bits and of every partial sum (docs/distributed.md measures what it changes).
+//
 // A parameter that got no gradient on some rank (its shard of the batch did not use it, or the shard
 // was empty) contributes zeros there; it ends with a gradient on every rank if any rank had one, and
 // with none — so the optimizer leaves it and its moments alone, as in the single-process run — if none
@@ -27,7 +31,9 @@ namespace hnas::distributed {
 
 class GradientReducer {
 public:
-    explicit GradientReducer(std::vector<nn::NamedParameter> parameters, int64_t bucket_floats = int64_t{1} << 18);
+    static constexpr int64_t kBucketFloats = int64_t{1} << 18;  // 1 MB of f32
+
+    GradientReducer(std::vector<nn::NamedParameter> parameters, int64_t bucket_floats, bool bf16_sums);
 
     // One step's sums: begin() before its last backward pass, which runs with hooks(); then finish().
     // `what` names the operation in timeout messages.
@@ -46,6 +52,7 @@ private:
         std::vector<size_t> parameters;  // indices into parameters_, in the bucket's buffer order
         std::vector<int64_t> offsets;    // where each parameter's gradient sits in the buffer
         std::vector<float> buffer;
+        std::vector<uint16_t> bf16;      // the buffer in bf16, with bf16 sums
         size_t pending = 0;              // parameters whose gradient is not final yet
     };
 
@@ -53,6 +60,7 @@ private:
     void start_ready_buckets();
 
     std::vector<nn::NamedParameter> parameters_;
+    bool bf16_sums_;
     std::unordered_map<const Node*, size_t> index_of_;
     std::vector<size_t> bucket_of_;   // per parameter
     std::vector<size_t> slot_of_;     // per parameter: its position in its bucket

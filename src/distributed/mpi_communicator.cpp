@@ -35,6 +35,10 @@ static_assert(kPingReplySeconds < kGraceSeconds);
 // that the tests cost nothing beside the backward pass that calls it after every node.
 constexpr std::chrono::microseconds kProgressInterval{200};
 
+void add_bf16_op(void* in, void* inout, int* length, MPI_Datatype*) {
+    add_bf16(static_cast<const uint16_t*>(in), static_cast<uint16_t*>(inout), *length);
+}
+
 class MpiCommunicator final : public Communicator {
 public:
     explicit MpiCommunicator(double timeout_seconds) : timeout_(timeout_seconds) {
@@ -54,12 +58,14 @@ public:
         note_values_.resize(static_cast<size_t>(size_));
         ping_answers_.resize(static_cast<size_t>(size_));
         if (rank_ != 0) MPI_Irecv(&ping_value_, 1, MPI_INT, 0, 0, pings_, &ping_);
+        MPI_Op_create(&add_bf16_op, /*commute=*/1, &add_bf16_);
     }
     ~MpiCommunicator() override {
         if (ping_ != MPI_REQUEST_NULL) {
             MPI_Cancel(&ping_);
             MPI_Wait(&ping_, MPI_STATUS_IGNORE);
         }
+        MPI_Op_free(&add_bf16_);
         MPI_Comm_free(&pings_);
         MPI_Comm_free(&notes_);
         MPI_Finalize();
@@ -77,12 +83,10 @@ public:
         open_requests_ = arrive();
     }
 
-    void start_sum(std::span<float> buffer) override {
-        HNAS_CHECK(!open_what_.empty(), "MPI: start_sum outside open_sums/wait_sums");
-        if (buffer.empty()) return;
-        open_requests_.push_back(MPI_REQUEST_NULL);
-        MPI_Iallreduce(MPI_IN_PLACE, buffer.data(), count(buffer.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
-                       &open_requests_.back());
+    void start_sum(std::span<float> buffer) override { start_allreduce(buffer.data(), buffer.size(), MPI_FLOAT, MPI_SUM); }
+
+    void start_sum(std::span<uint16_t> bf16_buffer) override {
+        start_allreduce(bf16_buffer.data(), bf16_buffer.size(), MPI_UINT16_T, add_bf16_);
     }
 
     void progress() override {
@@ -134,6 +138,13 @@ public:
     }
 
 private:
+    void start_allreduce(void* values, size_t elements, MPI_Datatype type, MPI_Op sum) {
+        HNAS_CHECK(!open_what_.empty(), "MPI: start_sum outside open_sums/wait_sums");
+        if (elements == 0) return;
+        open_requests_.push_back(MPI_REQUEST_NULL);
+        MPI_Iallreduce(MPI_IN_PLACE, values, count(elements), type, sum, MPI_COMM_WORLD, &open_requests_.back());
+    }
+
     static int count(size_t elements) {
         HNAS_CHECK(elements <= static_cast<size_t>(std::numeric_limits<int>::max()), "MPI: a buffer of ", elements,
                    " elements is too large for one operation");
@@ -264,6 +275,7 @@ private:
     std::vector<int> ping_answers_;  // rank 0: where the answers land (they may outlive silent_ranks())
     std::vector<int> note_values_;
     uint64_t operations_ = 0;
+    MPI_Op add_bf16_ = MPI_OP_NULL;  // sums of bf16 values carried as MPI_UINT16_T
     Clock::time_point last_progress_;
     std::string open_what_;                    // the group of sums open_sums opened, until wait_sums
     std::vector<MPI_Request> open_requests_;   // its arrival notes (see arrive()), then its sums

@@ -432,7 +432,9 @@ void Trainer::start() {
     }
     learning_rate_ = config_.train.schedule;
     learning_rate_.total_steps = config_.train.steps - state_.schedule_offset;
-    if (distributed_) reducer_.emplace(parameters_);
+    if (distributed_) {
+        reducer_.emplace(parameters_, distributed::GradientReducer::kBucketFloats, config_.train.bf16_gradient_sums);
+    }
     check_replicas();
     std::vector<std::vector<int32_t>> diagnostic_rows;
     for (const std::string& text : task_->diagnostic_texts()) {
