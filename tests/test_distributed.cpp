@@ -357,6 +357,19 @@ TEST(Distributed, TwoRanksMatchOneProcessAtEqualGlobalBatch) {
     EXPECT_EQ(log.find("[rank 1] [info]"), std::string::npos) << log;
 }
 
+// With gradient accumulation only the last micro-batch's backward pass starts the sums; the earlier
+// ones add into the gradients first. 2 ranks over 2 micro-batches per step still end where one
+// process ends.
+TEST(Distributed, AccumulatedMicroBatchesMatchOneProcess) {
+    RunDir one("accumulated_one_process"), two("accumulated_two_ranks");
+    const std::vector<std::string> accumulate = {"--set", "train.gradient_accumulation=2"};
+    run_to_completion(one.path, 0, accumulate);
+    run_to_completion(two.path, 2, accumulate);
+    const double difference = max_parameter_difference(newest_checkpoint(one.path), newest_checkpoint(two.path));
+    std::printf("max |parameter difference|, 1 process vs 2 ranks, 2 micro-batches per step: %.3g\n", difference);
+    EXPECT_LT(difference, kParameterTolerance);
+}
+
 // bf16 gradient sums round every gradient to 8 significant bits: the parameters leave the single
 // process's by far more than f32 sums' rounding differences, yet stay within kBf16ParameterTolerance.
 TEST(Distributed, Bf16GradientSumsStayCloseToOneProcess) {
