@@ -559,10 +559,14 @@ void Trainer::log_progress(double grad_norm, double learning_rate) {
     const double loss = window_loss_ / static_cast<double>(window_steps_);
     const data::DataPosition position = task_->position();
     const Json memory = memory_record();
-    spdlog::info("step {:>7}/{}  epoch {}  loss {:.4f}  lr {:.3e}  |g| {:.3f}  {:.0f} input tok/s  {:.0f} {}/s  rss {}  elapsed {}  eta {}",
+    // Data-parallel runs: the part of the gradient sums the backward pass did not hide.
+    const std::string gradient_wait =
+        distributed_ ? fmt::format("  gradient wait {:.0f} ms/step", portable(1e3 * window_gradient_wait_ / static_cast<double>(window_steps_)))
+                     : "";
+    spdlog::info("step {:>7}/{}  epoch {}  loss {:.4f}  lr {:.3e}  |g| {:.3f}  {:.0f} input tok/s  {:.0f} {}/s  rss {}  elapsed {}  eta {}{}",
                  step, config_.train.steps, position.epoch, portable(loss), portable(learning_rate), portable(grad_norm),
                  portable(input_tokens_per_second), portable(targets_per_second), definition_.target_unit,
-                 gibibytes(memory["rss"].get<int64_t>()), format_duration(elapsed), format_duration(eta));
+                 gibibytes(memory["rss"].get<int64_t>()), format_duration(elapsed), format_duration(eta), gradient_wait);
     // Every hybrid weight u per layer and head (hnas attention), for the paper's Fig. 3 over training.
     Json hybrid_u = Json::object();
     for (const auto& [name, attention] : task_->model().attentions()) {
@@ -582,7 +586,6 @@ void Trainer::log_progress(double grad_norm, double learning_rate) {
                    {"memory", memory},
                    {"profile", profile_record()},
                    {"hybrid_u", hybrid_u}};
-    // How much of the gradient sums the backward pass did not hide (docs/distributed.md).
     if (distributed_) {
         const auto steps = static_cast<double>(window_steps_);
         record["distributed"] = {{"backward_seconds_per_step", window_backward_ / steps},
