@@ -29,7 +29,10 @@ GradientReducer::GradientReducer(std::vector<nn::NamedParameter> parameters, int
         bucket.parameters.push_back(i);
         bucket.offsets.push_back(filled);
         filled += size;
-        index_of_.emplace(parameters_[i].parameter.node(), i);
+        // A parameter listed twice would never be reported by the second entry and stall every bucket after it.
+        const auto [first, added] = index_of_.emplace(parameters_[i].parameter.node(), i);
+        HNAS_CHECK(added, "gradient sums: parameter '", parameters_[i].name, "' is the same tensor as '",
+                   parameters_[first->second].name, "'");
     }
     for (Bucket& bucket : buckets_) {
         const size_t last = bucket.parameters.back();
