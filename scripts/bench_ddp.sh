@@ -47,6 +47,8 @@ for value in "$steps" "$skip" "$rounds"; do
   [[ "$value" =~ ^[1-9][0-9]*$ ]] || { echo "bench_ddp: '$value' is not a positive integer" >&2; exit 2; }
 done
 ((skip < steps)) || { echo "bench_ddp: --skip $skip must be below --steps $steps" >&2; exit 2; }
+[[ "$rate" =~ ^[0-9.]+(bit|kbit|mbit|gbit)$ ]] || { echo "bench_ddp: --rate $rate is not a rate like 1gbit or 100mbit" >&2; exit 2; }
+[[ "$delay" =~ ^[0-9.]+(us|ms|s)$ ]] || { echo "bench_ddp: --delay $delay is not a time like 0.5ms" >&2; exit 2; }
 for config in $configs; do
   [[ "$config" == tiny || "$config" == gigaword ]] || { echo "bench_ddp: unknown config $config (tiny, gigaword)" >&2; exit 2; }
 done
