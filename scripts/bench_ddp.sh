@@ -71,12 +71,12 @@ results="$out/results.jsonl"
 
 # The slow link: netem gives rate and delay; a kernel without sch_netem gets tbf's rate alone.
 if unshare -n sh -c "ip link set lo up && tc qdisc add dev lo root netem delay $delay rate $rate" 2>/dev/null; then
-  slow_qdisc="netem delay $delay rate $rate" link="$rate, $delay"
+  slow_qdisc="netem delay $delay rate $rate" slow_link="$rate, $delay"
 else
-  slow_qdisc="tbf rate $rate burst 256kb latency 20ms" link="$rate, no added delay"
+  slow_qdisc="tbf rate $rate burst 256kb latency 20ms" slow_link="$rate, no added delay"
   echo "bench_ddp: this kernel has no sch_netem: the slow link is limited to $rate (tbf) without the $delay delay" >&2
 fi
-echo "bench_ddp: 2 ranks, 1 thread each, $steps steps (timed from step $skip), $rounds rounds; slow link: $link; output in $out" >&2
+echo "bench_ddp: 2 ranks, 1 thread each, $steps steps (timed from step $skip), $rounds rounds; slow link: $slow_link; output in $out" >&2
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 
@@ -118,7 +118,8 @@ for config in $configs; do
     gigaword) file=configs/gigaword.json vocab=8000 settings=(data.batch_sentences=64) ;;
   esac
   "$out/bin/hnas" vocab --input data/gigaword/derived/train_all.article.txt data/gigaword/derived/train_all.title.txt \
-    --model-prefix "$out/$config-tokenizer" --vocab-size "$vocab" >/dev/null 2>&1
+    --model-prefix "$out/$config-tokenizer" --vocab-size "$vocab" >"$out/$config-tokenizer.log" 2>&1 \
+    || { echo "bench_ddp: training the $config tokenizer failed; see $out/$config-tokenizer.log" >&2; exit 1; }
   settings+=(tokenizer.model="$out/$config-tokenizer.model" train.steps="$steps" train.log_every="$skip"
              validation.every=0 validation.max_batches=1 validation.decode_examples=0 validation.metric=loss)
   # Variants: a row name and its binary; hnasbf16 is build/hnas with bf16 gradient sums.
@@ -135,7 +136,7 @@ for config in $configs; do
   done
 done
 
-"$python" - "$results" "$rate" "$delay" "$link" <<'EOF'
+"$python" - "$results" "$rate" "$delay" "$slow_link" <<'EOF'
 import json, re, statistics, sys
 runs = [json.loads(line) for line in open(sys.argv[1])]
 rate_text, delay_text, link = sys.argv[2], sys.argv[3], sys.argv[4]
