@@ -35,10 +35,13 @@ GradientReducer::GradientReducer(std::vector<nn::NamedParameter> parameters, int
                    parameters_[first->second].name, "'");
     }
     for (Bucket& bucket : buckets_) {
-        const size_t last = bucket.parameters.back();
-        bucket.buffer.resize(static_cast<size_t>(bucket.offsets.back() + parameters_[last].parameter.numel()));
-        floats_ += static_cast<int64_t>(bucket.buffer.size());
-        if (bf16_sums_) bucket.bf16.resize(bucket.buffer.size());
+        bucket.floats = bucket.offsets.back() + parameters_[bucket.parameters.back()].parameter.numel();
+        floats_ += bucket.floats;
+        if (bf16_sums_) {
+            bucket.bf16.resize(static_cast<size_t>(bucket.floats));
+        } else {
+            bucket.f32.resize(static_cast<size_t>(bucket.floats));
+        }
     }
 }
 
@@ -63,20 +66,31 @@ BackwardHooks GradientReducer::hooks() {
     return hooks;
 }
 
-// Copies the parameter's final gradient (zeros when it has none) into its bucket.
+// Copies the parameter's final gradient (zeros when it has none) into its bucket, rounded to bf16 with
+// bf16 sums.
 void GradientReducer::parameter_ready(size_t index) {
     HNAS_CHECK(communicator_ != nullptr, "gradient sums: a gradient became final outside begin()/finish()");
     if (ready_[index]) return;
     ready_[index] = 1;
     Bucket& bucket = buckets_[bucket_of_[index]];
     const Tensor grad = parameters_[index].parameter.grad();
-    const auto size = static_cast<size_t>(parameters_[index].parameter.numel());
-    float* out = bucket.buffer.data() + bucket.offsets[slot_of_[index]];
+    const int64_t size = parameters_[index].parameter.numel();
+    const int64_t offset = bucket.offsets[slot_of_[index]];
     has_gradient_[index] = grad.defined() ? 1.0f : 0.0f;
-    if (grad.defined()) {
-        std::copy(grad.data(), grad.data() + size, out);
+    if (bf16_sums_) {
+        uint16_t* out = bucket.bf16.data() + offset;
+        if (grad.defined()) {
+            kernels::convert_to_bf16(grad.data(), out, size);
+        } else {
+            std::fill(out, out + size, kernels::round_to_bf16(0.0f));
+        }
     } else {
-        std::fill(out, out + size, 0.0f);
+        float* out = bucket.f32.data() + offset;
+        if (grad.defined()) {
+            std::copy(grad.data(), grad.data() + size, out);
+        } else {
+            std::fill(out, out + size, 0.0f);
+        }
     }
     --bucket.pending;
 }
@@ -85,10 +99,9 @@ void GradientReducer::start_ready_buckets() {
     while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
         Bucket& bucket = buckets_[next_bucket_++];
         if (bf16_sums_) {
-            kernels::convert_to_bf16(bucket.buffer.data(), bucket.bf16.data(), static_cast<int64_t>(bucket.bf16.size()));
             communicator_->start_sum(std::span<uint16_t>(bucket.bf16));
         } else {
-            communicator_->start_sum(std::span<float>(bucket.buffer));
+            communicator_->start_sum(std::span<float>(bucket.f32));
         }
     }
 }
@@ -101,10 +114,7 @@ void GradientReducer::finish() {
     communicator_->wait_sums();
     communicator_ = nullptr;
 
-    for (Bucket& bucket : buckets_) {
-        if (bf16_sums_) {
-            std::transform(bucket.bf16.begin(), bucket.bf16.end(), bucket.buffer.begin(), kernels::bf16_to_float);
-        }
+    for (const Bucket& bucket : buckets_) {
         for (size_t slot = 0; slot < bucket.parameters.size(); ++slot) {
             const size_t i = bucket.parameters[slot];
             if (has_gradient_[i] == 0.0f) continue;
@@ -113,8 +123,14 @@ void GradientReducer::finish() {
                 node->grad = Tensor::empty(node->value.shape());
                 node->grad_initialized = true;
             }
-            const float* in = bucket.buffer.data() + bucket.offsets[slot];
-            std::copy(in, in + parameters_[i].parameter.numel(), node->grad.data());
+            const int64_t offset = bucket.offsets[slot], size = parameters_[i].parameter.numel();
+            if (bf16_sums_) {
+                const uint16_t* in = bucket.bf16.data() + offset;
+                std::transform(in, in + size, node->grad.data(), kernels::bf16_to_float);
+            } else {
+                const float* in = bucket.f32.data() + offset;
+                std::copy(in, in + size, node->grad.data());
+            }
         }
     }
 }

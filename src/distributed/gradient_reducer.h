@@ -9,8 +9,8 @@
 // after every node of the pass (the node_done hook); finish() starts what is left, waits and writes the
 // sums back.
 //
-// With bf16 sums each bucket is rounded to bf16 before its sum starts and the sums travel and add up in
-// bf16 (Communicator::start_sum on bf16 values): half the bytes, for a rounding of every gradient to
+// With bf16 sums each gradient is rounded to bf16 as it is copied into its bucket, and the sums travel
+// and add up in bf16 (Communicator::start_sum on bf16 values): half the bytes, for a rounding of every gradient to
 // 8 significant bits and of every partial sum (docs/distributed.md measures what it changes).
 //
 // A parameter that got no gradient on some rank (its shard of the batch did not use it, or the shard
@@ -45,14 +45,15 @@ public:
     int64_t floats() const { return floats_; }
     // The last bucket holds the first parameters, whose gradients are final last (the embedding's, used
     // by the forward pass's first op): its sum cannot overlap the backward pass.
-    int64_t last_bucket_floats() const { return static_cast<int64_t>(buckets_.back().buffer.size()); }
+    int64_t last_bucket_floats() const { return buckets_.back().floats; }
 
 private:
     struct Bucket {
         std::vector<size_t> parameters;  // indices into parameters_, in the bucket's buffer order
         std::vector<int64_t> offsets;    // where each parameter's gradient sits in the buffer
-        std::vector<float> buffer;
-        std::vector<uint16_t> bf16;      // the buffer in bf16, with bf16 sums
+        int64_t floats = 0;
+        std::vector<float> f32;          // the buffer with f32 sums (empty with bf16 sums)
+        std::vector<uint16_t> bf16;      // the buffer with bf16 sums (empty with f32 sums)
         size_t pending = 0;              // parameters whose gradient is not final yet
     };
 

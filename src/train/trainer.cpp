@@ -312,7 +312,7 @@ private:
     double window_loss_ = 0.0;
     int64_t window_steps_ = 0, first_step_ = 0;
     int64_t window_targets_ = 0, window_input_tokens_ = 0;  // BatchTokens::global and ::input
-    double window_backward_ = 0.0;       // seconds in backward passes (data-parallel runs)
+    double window_backward_ = 0.0;       // seconds in backward passes (recorded for data-parallel runs)
     double window_gradient_wait_ = 0.0;  // seconds from the end of backward until every rank has the sums
     double last_loss_ = 0.0;
     models::DiagnosticForward diagnostic_forward_;  // over the inputs the diagnostics measure; empty: none
