@@ -81,6 +81,11 @@ Ops, inputs (in order) and attrs
               The output is contiguous.
   concat      x0, x1 (, x2); axis
   slice       x; axis, start, end. out = x.narrow(axis, start, end - start)
+  head_scores q (B, Tq, H*K), k (B, Tk, H*K); heads, alpha.
+              out = alpha * split(q) @ split(k)^T, (B, H, Tq, Tk), where split
+              reshapes to (B, T, H, K) and permutes to (B, H, T, K).
+  head_context    weights (B, H, Tq, Tk), v (B, Tk, H*K).
+              out = weights @ split(v), heads merged back: (B, Tq, H*K).
 
 attention.json format (a contract with the C++ tests)
 -----------------------------------------------------
@@ -260,7 +265,7 @@ OPS = {
     "matmul", "linear", "add", "sub", "mul", "div", "scale", "sum", "mean", "max",
     "exp", "log", "sqrt", "rsqrt", "relu", "tanh", "sigmoid", "gelu", "softmax",
     "log_softmax", "logsumexp", "layer_norm", "embedding", "cross_entropy",
-    "transpose", "permute", "reshape", "concat", "slice",
+    "transpose", "permute", "reshape", "concat", "slice", "head_scores", "head_context",
 }
 
 gen = torch.Generator()
@@ -535,6 +540,21 @@ def build_shape_ops():
              {"x": uniform((4, 3))}, lambda x: x.narrow(0, 1, 2).contiguous())
     add_case("slice_middle_axis_3d", "slice", {"axis": 1, "start": 2, "end": 5},
              {"x": uniform((2, 5, 3))}, lambda x: x.narrow(1, 2, 3).contiguous())
+
+
+def build_head_products():
+    """ops::head_scores and ops::head_context: per-head products of (B, T, H*K) projections."""
+    heads = 3
+
+    def split(t):  # (B, T, H*K) -> (B, H, T, K)
+        return t.reshape(t.shape[0], t.shape[1], heads, -1).permute(0, 2, 1, 3)
+
+    add_case("head_scores_3_heads_alpha", "head_scores", {"heads": heads, "alpha": 0.5},
+             {"q": uniform((2, 3, 6)), "k": uniform((2, 4, 6))},
+             lambda q, k: 0.5 * split(q) @ split(k).transpose(-1, -2))
+    add_case("head_context_3_heads", "head_context", {},
+             {"weights": uniform((2, 3, 3, 4)), "v": uniform((2, 4, 6))},
+             lambda weights, v: (weights @ split(v)).permute(0, 2, 1, 3).reshape(2, 3, 6))
 
 
 # ---------------------------------------------------------------- attention layer
@@ -1898,6 +1918,7 @@ def main():
     build_embedding()
     build_cross_entropy()
     build_shape_ops()
+    build_head_products()
     write(OPS_PATH, cases, MAX_BYTES)
 
     gen.manual_seed(ATTENTION_SEED)

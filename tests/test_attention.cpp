@@ -183,6 +183,49 @@ TEST(AttentionFused, EveryKindMatchesItsDefinition) {
     }
 }
 
+// The head products against their definition: split the heads of (B, T, H·K) with reshape + permute,
+// batched matmul, merge with permute + reshape. Values and both inputs' gradients.
+TEST(AttentionFused, HeadProductsMatchSplitMatmulMerge) {
+    const int64_t heads = 3, width = 4, queries = 5, keys = 7;
+    auto split = [&](const Var& x) {
+        return ops::permute(ops::reshape(x, {x.dim(0), x.dim(1), heads, width}), {0, 2, 1, 3});
+    };
+    auto merge = [&](const Var& x) {
+        return ops::reshape(ops::permute(x, {0, 2, 1, 3}), {x.dim(0), x.dim(2), heads * width});
+    };
+    struct Product {
+        std::string name;
+        std::vector<Tensor> inputs;
+        std::function<Var(const Var&, const Var&)> fused, definition;
+    };
+    const std::vector<Product> products{
+        {"head_scores",
+         {random_tensor({kBatch, queries, heads * width}, 51), random_tensor({kBatch, keys, heads * width}, 52)},
+         [&](const Var& q, const Var& k) { return ops::head_scores(q, k, heads, 0.3f); },
+         [&](const Var& q, const Var& k) { return ops::matmul(split(q), split(k), false, true, 0.3f); }},
+        {"head_context",
+         {random_tensor({kBatch, heads, queries, keys}, 53), random_tensor({kBatch, keys, heads * width}, 54)},
+         [&](const Var& w, const Var& v) { return ops::head_context(w, v); },
+         [&](const Var& w, const Var& v) { return merge(ops::matmul(w, split(v))); }}};
+    for (const Product& product : products) {
+        Var fused_a(product.inputs[0].clone(), true), fused_b(product.inputs[1].clone(), true);
+        Var reference_a(product.inputs[0].clone(), true), reference_b(product.inputs[1].clone(), true);
+        Var fused = product.fused(fused_a, fused_b), reference = product.definition(reference_a, reference_b);
+        ASSERT_EQ(fused.shape(), reference.shape()) << product.name;
+        const Tensor upstream = random_tensor(fused.shape(), 55);
+        fused.backward(upstream);
+        reference.backward(upstream);
+        for (int64_t e = 0; e < fused.numel(); ++e) {
+            ASSERT_NEAR(fused.value().data()[e], reference.value().data()[e], 1e-5) << product.name << " value " << e;
+        }
+        for (const auto& [got, expected] : {std::pair{fused_a, reference_a}, std::pair{fused_b, reference_b}}) {
+            for (int64_t e = 0; e < got.numel(); ++e) {
+                ASSERT_NEAR(got.grad().data()[e], expected.grad().data()[e], 1e-5) << product.name << " gradient " << e;
+            }
+        }
+    }
+}
+
 // ---- properties -------------------------------------------------------------------------------------
 
 struct RandomCase {

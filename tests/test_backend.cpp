@@ -244,6 +244,57 @@ TEST(BackendMatmul, RecordsProductsAndReplaysThemAlone) {
     EXPECT_THROW(backend::matmul_only_seconds(products, 0), Error);
 }
 
+// Entry p's logical element (i, j) of an operand of `heads`-grouped (rows, cols) matrices, stored
+// transposed or not, with its heads interleaved in the stored rows or split: index arithmetic.
+float head_element(const Tensor& x, int64_t p, int64_t heads, int64_t rows, int64_t cols, bool transposed,
+                   bool interleaved, int64_t i, int64_t j) {
+    const int64_t stored_rows = transposed ? cols : rows, stored_cols = transposed ? rows : cols;
+    const int64_t r = transposed ? j : i, c = transposed ? i : j;
+    const int64_t at = interleaved ? (((p / heads) * stored_rows + r) * heads + p % heads) * stored_cols + c
+                                   : (p * stored_rows + r) * stored_cols + c;
+    return x.data()[at];
+}
+
+TEST(BackendMatmul, ReadsAndWritesHeadsInterleavedOrSplitInEveryLayout) {
+    const int64_t heads = 3, batch = 2 * heads, m = 4, n = 5, k = 6;
+    uint64_t seed = 100;
+    for (int layout = 0; layout < 64; ++layout) {
+        backend::MatmulShape s{batch, m, n, k, (layout & 1) != 0, (layout & 2) != 0, false};
+        s.heads = heads;
+        s.a_interleaved = (layout & 4) != 0;
+        s.b_interleaved = (layout & 8) != 0;
+        s.c_interleaved = (layout & 16) != 0;
+        const bool accumulate = (layout & 32) != 0;
+        const Tensor a = random_tensor({batch * m * k}, seed++), b = random_tensor({batch * k * n}, seed++);
+        const Tensor c_before = random_tensor({batch * m * n}, seed++);
+        Tensor c = c_before.clone();
+        backend::matmul(a.data(), b.data(), c.data(), s, {0.75f, nullptr, accumulate});
+        for (int64_t p = 0; p < batch; ++p) {
+            for (int64_t i = 0; i < m; ++i) {
+                for (int64_t j = 0; j < n; ++j) {
+                    double expected = 0.0;
+                    for (int64_t q = 0; q < k; ++q) {
+                        expected += static_cast<double>(head_element(a, p, heads, m, k, s.trans_a, s.a_interleaved, i, q)) *
+                                    head_element(b, p, heads, k, n, s.trans_b, s.b_interleaved, q, j);
+                    }
+                    expected *= 0.75;
+                    if (accumulate) expected += head_element(c_before, p, heads, m, n, false, s.c_interleaved, i, j);
+                    ASSERT_NEAR(head_element(c, p, heads, m, n, false, s.c_interleaved, i, j), expected, 1e-5)
+                        << "layout " << layout << " entry " << p << " (" << i << ", " << j << ")";
+                }
+            }
+        }
+    }
+}
+
+TEST(BackendMatmul, RejectsHeadsThatDoNotDivideTheBatch) {
+    const Tensor a = random_tensor({5, 4}, 1), b = random_tensor({5, 4}, 2);
+    Tensor c = Tensor::empty({5, 4});
+    backend::MatmulShape shape{5, 2, 2, 2};
+    shape.heads = 2;
+    EXPECT_THROW(backend::matmul(a.data(), b.data(), c.data(), shape), Error);
+}
+
 TEST(BackendMatmul, RejectsAlphaWithBias) {
     const Tensor a = random_tensor({2, 2}, 1), b = random_tensor({2, 2}, 2), bias = random_tensor({2}, 3);
     Tensor c = Tensor::empty({2, 2});

@@ -61,6 +61,11 @@ std::vector<GradCase> all_cases() {
         [](const std::vector<Var>& v) { return ops::matmul(v[0], v[1]); });
     add("matmul_shared_b_trans_a_trans_b", {random_tensor({2, 4, 3}, 7), random_tensor({5, 4}, 8)},
         [](const std::vector<Var>& v) { return ops::matmul(v[0], v[1], true, true); });
+    // Products of heads kept side by side in (B, T, H·K) projections.
+    add("head_scores_alpha", {random_tensor({2, 3, 6}, 179), random_tensor({2, 4, 6}, 180)},
+        [](const std::vector<Var>& v) { return ops::head_scores(v[0], v[1], 3, 0.5f); });
+    add("head_context", {random_tensor({2, 3, 3, 4}, 181), random_tensor({2, 4, 6}, 182)},
+        [](const std::vector<Var>& v) { return ops::head_context(v[0], v[1]); });
     add("linear", {random_tensor({2, 3, 4}, 9), random_tensor({5, 4}, 10), random_tensor({5}, 11)},
         [](const std::vector<Var>& v) { return ops::linear(v[0], v[1], v[2]); });
     add("linear_no_bias", {random_tensor({3, 4}, 12), random_tensor({2, 4}, 13)},

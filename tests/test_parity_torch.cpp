@@ -49,6 +49,8 @@ Var run_op(const std::string& op, const Json& attrs, const std::vector<Var>& in,
     if (op == "reshape") return ops::reshape(in[0], attrs.at("shape").get<Shape>());
     if (op == "concat") return ops::concat(in, attr_int("axis"));
     if (op == "slice") return ops::slice(in[0], attr_int("axis"), attrs.at("start").get<int64_t>(), attrs.at("end").get<int64_t>());
+    if (op == "head_scores") return ops::head_scores(in[0], in[1], attr_int("heads"), attrs.at("alpha").get<float>());
+    if (op == "head_context") return ops::head_context(in[0], in[1]);
     throw Error("fixture names an op this test does not know: " + op);
 }
 

@@ -38,8 +38,8 @@ Engine& cpu() {
 std::atomic<MatmulPrecision> precision{MatmulPrecision::f32};
 
 struct MatmulKey {
-    int64_t batch, m, n, k;
-    bool trans_a, trans_b, shared_b, has_bias, accumulate, bf16;
+    int64_t batch, m, n, k, heads;
+    bool trans_a, trans_b, shared_b, a_interleaved, b_interleaved, c_interleaved, has_bias, accumulate, bf16;
     float alpha;
     bool operator==(const MatmulKey&) const = default;
 };
@@ -52,8 +52,10 @@ struct MatmulKeyHash {
         mix(static_cast<uint64_t>(key.m));
         mix(static_cast<uint64_t>(key.n));
         mix(static_cast<uint64_t>(key.k));
+        mix(static_cast<uint64_t>(key.heads));
         mix((key.trans_a ? 1u : 0u) | (key.trans_b ? 2u : 0u) | (key.shared_b ? 4u : 0u) |
-            (key.has_bias ? 8u : 0u) | (key.accumulate ? 16u : 0u) | (key.bf16 ? 32u : 0u));
+            (key.has_bias ? 8u : 0u) | (key.accumulate ? 16u : 0u) | (key.bf16 ? 32u : 0u) |
+            (key.a_interleaved ? 64u : 0u) | (key.b_interleaved ? 128u : 0u) | (key.c_interleaved ? 256u : 0u));
         mix(std::hash<float>{}(key.alpha));
         return h;
     }
@@ -65,20 +67,27 @@ struct CachedMatmul {
     dnnl::memory::desc scratchpad_desc;  // the temporary memory one execution needs (often none)
 };
 
-// Row-major (batch, rows, cols) descriptor, or the transpose of a stored (batch, cols, rows) array.
-dnnl::memory::desc matrix_desc(int64_t batch, int64_t rows, int64_t cols, bool transposed, bool shared, dt type) {
-    const int64_t batch_stride = shared ? 0 : rows * cols;
-    const dims strides = transposed ? dims{batch_stride, 1, rows} : dims{batch_stride, cols, 1};
-    return dnnl::memory::desc({shared ? 1 : batch, rows, cols}, type, strides);
+// The descriptor of `batch` (rows, cols) matrices stored row-major, or transposed: stored (cols, rows).
+// With heads > 1 the batch is (batch / heads, heads), and an interleaved operand's stored row r of
+// head h starts at (r·heads + h)·(stored row length).
+dnnl::memory::desc matrix_desc(int64_t batch, int64_t heads, int64_t rows, int64_t cols, bool transposed, bool shared,
+                               bool interleaved, dt type) {
+    const int64_t stored_rows = transposed ? cols : rows, stored_cols = transposed ? rows : cols;
+    const int64_t row_stride = interleaved ? heads * stored_cols : stored_cols;
+    const int64_t row_step = transposed ? 1 : row_stride, col_step = transposed ? row_stride : 1;
+    const int64_t matrix = stored_rows * stored_cols;
+    if (heads == 1) return dnnl::memory::desc({shared ? 1 : batch, rows, cols}, type, dims{shared ? 0 : matrix, row_step, col_step});
+    const int64_t head_stride = interleaved ? stored_cols : matrix;
+    return dnnl::memory::desc({batch / heads, heads, rows, cols}, type, dims{heads * matrix, head_stride, row_step, col_step});
 }
 
 CachedMatmul create_matmul(const MatmulKey& key) {
     CachedMatmul cached;
     // bf16 operands keep the f32 arrays' layout (they are elementwise copies); C and the bias stay f32.
     const dt operand_type = key.bf16 ? dt::bf16 : dt::f32;
-    cached.a_desc = matrix_desc(key.batch, key.m, key.k, key.trans_a, false, operand_type);
-    cached.b_desc = matrix_desc(key.batch, key.k, key.n, key.trans_b, key.shared_b, operand_type);
-    cached.c_desc = dnnl::memory::desc({key.batch, key.m, key.n}, dt::f32, dims{key.m * key.n, key.n, 1});
+    cached.a_desc = matrix_desc(key.batch, key.heads, key.m, key.k, key.trans_a, false, key.a_interleaved, operand_type);
+    cached.b_desc = matrix_desc(key.batch, key.heads, key.k, key.n, key.trans_b, key.shared_b, key.b_interleaved, operand_type);
+    cached.c_desc = matrix_desc(key.batch, key.heads, key.m, key.n, false, false, key.c_interleaved, dt::f32);
     if (key.has_bias) cached.bias_desc = dnnl::memory::desc({1, 1, key.n}, dt::f32, dims{key.n, key.n, 1});
 
     dnnl::primitive_attr attr;
@@ -201,8 +210,8 @@ thread_local GrowingBuffer scratchpad;
 
 MatmulKey key_of(const MatmulCall& call) {
     const MatmulShape& s = call.shape;
-    return {s.batch, s.m, s.n, s.k, s.trans_a, s.trans_b, s.shared_b, call.bias, call.accumulate,
-            call.precision == MatmulPrecision::bf16, call.alpha};
+    return {s.batch, s.m, s.n, s.k, s.heads, s.trans_a, s.trans_b, s.shared_b, s.a_interleaved, s.b_interleaved,
+            s.c_interleaved, call.bias, call.accumulate, call.precision == MatmulPrecision::bf16, call.alpha};
 }
 
 dnnl::memory wrap(const dnnl::memory::desc& desc, const void* pointer) {
@@ -297,6 +306,9 @@ double matmul_only_seconds(const std::vector<MatmulCall>& calls, int repeats) {
 void matmul(const float* a, const float* b, float* c, const MatmulShape& shape, const MatmulOptions& options) {
     HNAS_CHECK(shape.batch > 0 && shape.m > 0 && shape.n > 0 && shape.k > 0, "backend.matmul: empty problem (batch ",
                shape.batch, ", m ", shape.m, ", n ", shape.n, ", k ", shape.k, ")");
+    HNAS_CHECK(shape.heads >= 1 && shape.batch % shape.heads == 0 && (shape.heads == 1 || (!shape.shared_b && !options.bias)),
+               "backend.matmul: ", shape.heads, " heads for a batch of ", shape.batch,
+               " (heads must divide the batch, and products of heads take no shared B and no bias)");
     HNAS_CHECK(options.alpha == 1.0f || options.bias == nullptr,
                "backend.matmul: alpha with a bias is not supported (oneDNN would scale the bias too)");
     const auto start = Clock::now();

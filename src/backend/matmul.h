@@ -22,6 +22,12 @@ struct MatmulShape {
     bool trans_a = false;  // A is stored (k, m) instead of (m, k)
     bool trans_b = false;  // B is stored (n, k) instead of (k, n)
     bool shared_b = false;  // one B for every batch entry (weights), instead of one per entry
+    // Attention heads: the batch entries are (batch / heads, heads) pairs, and an interleaved operand
+    // keeps its heads side by side within each stored row, (batch / heads, rows, heads, cols) as a
+    // projection (B, T, H·K) holds them, instead of (batch / heads, heads, rows, cols): products read
+    // and write heads where they are, without split or merge copies.
+    int64_t heads = 1;
+    bool a_interleaved = false, b_interleaved = false, c_interleaved = false;
 
     double flops() const {  // 2·batch·m·n·k: a multiply and an add per term
         return 2.0 * static_cast<double>(batch) * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);

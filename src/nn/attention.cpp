@@ -75,15 +75,6 @@ void AttentionCache::keep_rows(const std::vector<int64_t>& rows, bool memory_unc
     }
 }
 
-Var MultiHeadAttention::split_heads(const Var& x) const {
-    return ops::permute(ops::reshape(x, {x.dim(0), x.dim(1), heads_, width_ / heads_}), {0, 2, 1, 3});
-}
-
-Var MultiHeadAttention::merge_heads(const Var& x) const {
-    Var merged = ops::permute(x, {0, 2, 1, 3});  // (B, T, H, K)
-    return ops::reshape(merged, {merged.dim(0), merged.dim(1), width_});
-}
-
 Var MultiHeadAttention::prior_bias(int64_t queries, int64_t keys, const ops::AttentionMask& mask, const Var& stack_prior) const {
     HNAS_CHECK(!prior_ || !stack_prior.defined(), "attention: a stack's prior given to an attention with a prior of its own");
     if (prior_) return prior_->forward(queries, keys, mask.query_offset);
@@ -153,21 +144,22 @@ Var MultiHeadAttention::attend(const Var& query, const Var& input_memory, const 
                                                 : WithPartners{input_memory, input_mask};
     const Var& memory = extended.memory;
     const ops::AttentionMask& mask = extended.mask;
-    Var q = split_heads(q_proj_.forward(query));  // (B, H, Tq, K)
-    Var k, v;                                     // (B, H, Tk, K)
+    // Projections keep their heads side by side, (B, T, H·K); the head products read them in place.
+    Var q = q_proj_.forward(query);  // (B, Tq, D)
+    Var k, v;                        // (B, Tk, D)
     if (!cache) {
-        k = split_heads(k_proj_.forward(memory));
-        v = split_heads(v_proj_ ? v_proj_->forward(memory) : memory);
+        k = k_proj_.forward(memory);
+        v = v_proj_ ? v_proj_->forward(memory) : memory;
     } else {
         HNAS_CHECK(role_ != AttentionRole::bidirectional && query.dim(1) == 1, "attention: step-by-step decoding takes ",
                    "one query position in a decoder attention, got ", shape_str(query.shape()), " in ",
                    name_of(role_));
         const bool grows = role_ == AttentionRole::causal_self;
         if (grows || !cache->keys.defined()) {
-            Var new_keys = split_heads(k_proj_.forward(memory)), new_values = split_heads(v_proj_ ? v_proj_->forward(memory) : memory);
+            Var new_keys = k_proj_.forward(memory), new_values = v_proj_ ? v_proj_->forward(memory) : memory;
             if (grows && cache->keys.defined()) {
-                new_keys = ops::concat({Var(cache->keys), new_keys}, 2);
-                new_values = ops::concat({Var(cache->values), new_values}, 2);
+                new_keys = ops::concat({Var(cache->keys), new_keys}, 1);
+                new_values = ops::concat({Var(cache->values), new_values}, 1);
             }
             cache->keys = new_keys.value();
             cache->values = new_values.value();
@@ -176,8 +168,8 @@ Var MultiHeadAttention::attend(const Var& query, const Var& input_memory, const 
         k = Var(cache->keys);
         v = Var(cache->values);
     }
-    Var scores = ops::matmul(q, k, false, true, alpha_ * score_scale_);  // (B, H, Tq, Tk), Tk doubled with partners
-    const int64_t input_templates = with_partners ? k.dim(2) / 2 : k.dim(2);
+    Var scores = ops::head_scores(q, k, heads_, alpha_ * score_scale_);  // (B, H, Tq, Tk), Tk doubled with partners
+    const int64_t input_templates = with_partners ? k.dim(1) / 2 : k.dim(1);
     const Var prior = preference(input_memory, input_mask, scores.dim(2), input_templates, cache, stack_prior);
     // log u at every (query, input template), (B, H, Tq, Tk): the preference a kind that compares
     // templates takes, and what the dual analysis records; undefined without priors
@@ -188,8 +180,8 @@ Var MultiHeadAttention::attend(const Var& query, const Var& input_memory, const 
     if (compares_templates_) {
         // paper 003 §9: the templates are the keys, compared with the input's (the first Tk) at the
         // scores' scale (without α); the prior is the preference u over the input's
-        const Var inputs = k.dim(2) == input_templates ? k : ops::slice(k, 2, 0, input_templates);
-        const Var similarity = ops::matmul(k, inputs, false, true, score_scale_);  // (B, H, A, Tk)
+        const Var inputs = k.dim(1) == input_templates ? k : ops::slice(k, 1, 0, input_templates);
+        const Var similarity = ops::head_scores(k, inputs, heads_, score_scale_);  // (B, H, A, Tk)
         weights = norm_.normalize({scores, similarity, log_preference}, mask);
     } else {
         if (prior.defined()) scores = ops::add(scores, prior);
@@ -206,7 +198,7 @@ Var MultiHeadAttention::attend(const Var& query, const Var& input_memory, const 
         recorded_log_preference_ = log_preference.defined() ? log_preference.value() : Tensor();
     }
     weights = attention_dropout_.forward(weights);
-    return merge_heads(ops::matmul(weights, v));  // (B, Tq, D)
+    return ops::head_context(weights, v);  // (B, Tq, D)
 }
 
 }  // namespace hnas::nn

@@ -1,6 +1,7 @@
-// Multi-head attention: q/k/v/output projections, heads split and merged with one reshape+permute
-// each, scores for all heads from one batched matmul, then the configured normalization (nn/
-// attention_norm.h) and, optionally, a learned relative-position prior added to the scores.
+// Multi-head attention: q/k/v/output projections, scores for all heads from one batched product that
+// reads the heads where the projections wrote them (ops::head_scores), then the configured
+// normalization (nn/attention_norm.h) and, optionally, a learned relative-position prior added to the
+// scores; the heads' outputs are written merged (ops::head_context).
 // Shapes: B batch, Tq queries, Tk keys, D model width, H heads, K = D/H head width.
 #pragma once
 
@@ -53,7 +54,7 @@ struct TemplatePartners {
 
 // What a decoder attention keeps between the steps of step-by-step decoding.
 struct AttentionCache {
-    Tensor keys, values;  // (B, H, Tk, K): causal self-attention appends one position per step;
+    Tensor keys, values;  // (B, Tk, D): causal self-attention appends one position per step;
                           // cross-attention projects the encoder memory once, at the first step
     Tensor norm_state;    // the normalization's own running state (AttentionNorm::normalize_step)
     Tensor preference;    // cross-attention's context preference (B, H, 1, Tk), from the first step
@@ -119,8 +120,6 @@ private:
     // with none.
     Var preference(const Var& memory, const ops::AttentionMask& mask, int64_t queries, int64_t keys, AttentionCache* cache,
                    const Var& stack_prior) const;
-    Var split_heads(const Var& x) const;  // (B, T, D) -> (B, H, T, K)
-    Var merge_heads(const Var& x) const;  // (B, H, T, K) -> (B, T, D)
 
     int64_t width_, heads_;
     float score_scale_;

@@ -1,4 +1,5 @@
-// Matrix products: matmul (plain and batched, with transposes folded into oneDNN's strides) and linear.
+// Matrix products: matmul (plain and batched, with transposes folded into oneDNN's strides), linear, and
+// the products of attention heads (head layouts folded into the strides too).
 #include "backend/kernels.h"
 #include "backend/matmul.h"
 #include "ops/ops.h"
@@ -127,6 +128,89 @@ Var linear(const Var& x, const Var& weight, const Var& bias) {
                             {1.0f, nullptr, accumulate});
         }
         if (bias_data && sink.wants(2)) sink.add(2, dy.reshape({rows, out_features}));  // db = Σ_rows dY
+    });
+}
+
+namespace {
+
+// One operand of a product of heads: its data, stored transposed or not, heads interleaved or split.
+struct HeadOperand {
+    const float* data;
+    bool transposed, interleaved;
+};
+
+// c_h = alpha · op(a_h) · op(b_h) for every (row, head) pair; c interleaved or split as asked.
+void head_gemm(HeadOperand a, HeadOperand b, float* c, bool c_interleaved, int64_t rows, int64_t heads, int64_t m,
+               int64_t n, int64_t k, float alpha, bool accumulate) {
+    backend::MatmulShape shape{rows * heads, m, n, k, a.transposed, b.transposed, false};
+    shape.heads = heads;
+    shape.a_interleaved = a.interleaved;
+    shape.b_interleaved = b.interleaved;
+    shape.c_interleaved = c_interleaved;
+    backend::matmul(a.data, b.data, c, shape, {alpha, nullptr, accumulate});
+}
+
+// The (B, T, H·K) operand of a head product: its head width K.
+int64_t head_width(const char* op, const Var& x, const Var& other, int64_t heads) {
+    HNAS_CHECK(x.rank() == 3 && heads >= 1 && x.dim(2) % heads == 0, op, ": ", shape_str(x.shape()),
+               " is not (B, T, H·K) for ", heads, " heads (with ", shape_str(other.shape()), ")");
+    return x.dim(2) / heads;
+}
+
+}  // namespace
+
+Var head_scores(const Var& q, const Var& k, int64_t heads, float alpha) {
+    const int64_t width = head_width("head_scores", q, k, heads);
+    HNAS_CHECK(k.rank() == 3 && k.dim(0) == q.dim(0) && k.dim(2) == q.dim(2), "head_scores: keys ", shape_str(k.shape()),
+               " do not match queries ", shape_str(q.shape()));
+    const int64_t rows = q.dim(0), queries = q.dim(1), keys = k.dim(1);
+    Tensor out = Tensor::empty({rows, heads, queries, keys});
+    if (out.numel() > 0 && width > 0) {
+        head_gemm({q.value().data(), false, true}, {k.value().data(), true, true}, out.data(), false, rows, heads,
+                  queries, keys, width, alpha, false);
+    } else {
+        out.fill(0.0f);
+    }
+    Tensor qv = q.value(), kv = k.value();
+    return make_result("head_scores", out, {q, k}, [=](const Tensor& ds, GradSink& sink) {
+        if (sink.wants(0)) {  // dQ_h = alpha · dS_h · K_h
+            const GradSink::Target target = sink.target(0);
+            head_gemm({ds.data(), false, false}, {kv.data(), false, true}, target.grad.data(), true, rows, heads, queries,
+                      width, keys, alpha, target.accumulate);
+        }
+        if (sink.wants(1)) {  // dK_h = alpha · dS_hᵀ · Q_h
+            const GradSink::Target target = sink.target(1);
+            head_gemm({ds.data(), true, false}, {qv.data(), false, true}, target.grad.data(), true, rows, heads, keys,
+                      width, queries, alpha, target.accumulate);
+        }
+    });
+}
+
+Var head_context(const Var& weights, const Var& v) {
+    HNAS_CHECK(weights.rank() == 4 && v.rank() == 3 && weights.dim(0) == v.dim(0) && weights.dim(3) == v.dim(1),
+               "head_context: weights ", shape_str(weights.shape()), " are not (B, H, Tq, Tk) for values ",
+               shape_str(v.shape()));
+    const int64_t rows = weights.dim(0), heads = weights.dim(1), queries = weights.dim(2), keys = weights.dim(3);
+    const int64_t width = head_width("head_context", v, weights, heads);
+    Tensor out = Tensor::empty({rows, queries, heads * width});
+    if (out.numel() > 0 && keys > 0) {
+        head_gemm({weights.value().data(), false, false}, {v.value().data(), false, true}, out.data(), true, rows, heads,
+                  queries, width, keys, 1.0f, false);
+    } else {
+        out.fill(0.0f);
+    }
+    Tensor wv = weights.value(), vv = v.value();
+    return make_result("head_context", out, {weights, v}, [=](const Tensor& dc, GradSink& sink) {
+        if (sink.wants(0)) {  // dW_h = dC_h · V_hᵀ
+            const GradSink::Target target = sink.target(0);
+            head_gemm({dc.data(), false, true}, {vv.data(), true, true}, target.grad.data(), false, rows, heads, queries,
+                      keys, width, 1.0f, target.accumulate);
+        }
+        if (sink.wants(1)) {  // dV_h = W_hᵀ · dC_h
+            const GradSink::Target target = sink.target(1);
+            head_gemm({wv.data(), true, false}, {dc.data(), false, true}, target.grad.data(), true, rows, heads, keys,
+                      width, queries, 1.0f, target.accumulate);
+        }
     });
 }
 

@@ -17,6 +17,13 @@ namespace hnas::ops {
 Var matmul(const Var& a, const Var& b, bool trans_a = false, bool trans_b = false, float alpha = 1.0f);
 // x · weightᵀ + bias with weight (out, in), x (..., in) -> (..., out). bias may be undefined.
 Var linear(const Var& x, const Var& weight, const Var& bias);
+// The products of multi-head attention on projections (B, T, H·K) as the linear layers write them,
+// heads side by side in each row; equal to splitting the heads (reshape to (B, T, H, K), permute to
+// (B, H, T, K)) before matmul and merging them after, without those copies.
+// head_scores: alpha · Q_h K_hᵀ for q (B, Tq, H·K), k (B, Tk, H·K) -> (B, H, Tq, Tk).
+Var head_scores(const Var& q, const Var& k, int64_t heads, float alpha = 1.0f);
+// head_context: W_h V_h for weights (B, H, Tq, Tk), v (B, Tk, H·K) -> merged (B, Tq, H·K).
+Var head_context(const Var& weights, const Var& v);
 
 // ---- elementwise.cpp ------------------------------------------------------------------------------
 // Binary ops broadcast like numpy; gradients are summed back over the broadcast axes.
