@@ -6,6 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "backend/matmul.h"
 #include "io/checkpoint.h"
 #include "test_support.h"
 
@@ -119,6 +120,25 @@ TEST(CommandLine, ExitStatusesSayHowTheCommandEnded) {
     const Outcome failed = run_hnas({"inspect", not_a_checkpoint});
     EXPECT_EQ(failed.exit_code(), 1) << failed.output;
     EXPECT_CONTAINS(failed.output, not_a_checkpoint);
+}
+
+// OpenMP threads spin briefly, then sleep (backend::choose_openmp_waiting), unless the user's environment
+// says how they wait; --version reports the settings the process runs with.
+TEST(CommandLine, OpenmpThreadsSpinBrieflyUnlessTheEnvironmentSaysOtherwise) {
+    auto version_with = [](const std::vector<std::pair<std::string, std::string>>& environment) {
+        const testing::Subprocess process = testing::start_subprocess(
+            {HNAS_EXECUTABLE, "--version"}, (scratch().root / "version.log").string(), environment,
+            {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"});
+        EXPECT_EQ(testing::finish(process), 0);
+        const std::string output = process.output();
+        fs::remove(scratch().root / "version.log");
+        return output;
+    };
+    EXPECT_CONTAINS(version_with({}), "OMP_WAIT_POLICY=PASSIVE, GOMP_SPINCOUNT=" + std::to_string(backend::kOpenmpSpinCount) + ")");
+    const std::string active = version_with({{"OMP_WAIT_POLICY", "ACTIVE"}});
+    EXPECT_CONTAINS(active, "OMP_WAIT_POLICY=ACTIVE)");
+    const std::string spin = version_with({{"GOMP_SPINCOUNT", "7"}});
+    EXPECT_CONTAINS(spin, "threads, GOMP_SPINCOUNT=7)");
 }
 
 // Log lines carry colour codes only where asked for: the tests' pipe gets plain text under auto, and

@@ -212,17 +212,18 @@ struct Subprocess {
 };
 
 // Starts args[0] (a path) with the arguments args[1...] and this process's environment with the
-// variables `environment` set; its output is appended to `log`. Everything the child needs is made
-// before fork(): another thread may hold the allocator's lock at that moment.
+// variables `environment` set and those named in `unset` removed; its output is appended to `log`.
+// Everything the child needs is made before fork(): another thread may hold the allocator's lock then.
 inline Subprocess start_subprocess(const std::vector<std::string>& args, const std::string& log,
-                                   const std::vector<std::pair<std::string, std::string>>& environment = {}) {
+                                   const std::vector<std::pair<std::string, std::string>>& environment = {},
+                                   const std::vector<std::string>& unset = {}) {
     std::vector<std::string> variables;
     for (const auto& [name, value] : environment) variables.push_back(name + "=" + value);
     for (char** variable = environ; *variable != nullptr; ++variable) {
         const std::string name = std::string(*variable).substr(0, std::string(*variable).find('='));
         const bool replaced =
             std::any_of(environment.begin(), environment.end(), [&](const auto& set) { return set.first == name; });
-        if (!replaced) variables.emplace_back(*variable);
+        if (!replaced && std::find(unset.begin(), unset.end(), name) == unset.end()) variables.emplace_back(*variable);
     }
     std::vector<char*> argv, envp;
     for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));

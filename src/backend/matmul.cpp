@@ -1,6 +1,7 @@
 #include "backend/matmul.h"
 
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -347,12 +348,22 @@ void set_num_threads(int threads) {
 
 int num_threads() { return omp_get_max_threads(); }
 
+void choose_openmp_waiting(char** argv) {
+    if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) return;
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    setenv("GOMP_SPINCOUNT", std::to_string(kOpenmpSpinCount).c_str(), 1);
+    execv("/proc/self/exe", argv);  // returns only on failure: then run with libgomp's defaults
+}
+
 std::string describe() {
     const dnnl_version_t* version = dnnl_version();
     std::ostringstream out;
     out << "oneDNN " << version->major << "." << version->minor << "." << version->patch << " (cpu runtime "
-        << (version->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "other") << ", " << num_threads()
-        << " threads)";
+        << (version->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "other") << ", " << num_threads() << " threads";
+    for (const char* variable : {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"}) {
+        if (const char* value = std::getenv(variable)) out << ", " << variable << "=" << value;
+    }
+    out << ")";
     return out.str();
 }
 

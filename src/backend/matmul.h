@@ -92,7 +92,17 @@ inline constexpr size_t kMatmulCacheCapacity = 1024;
 void set_num_threads(int threads);
 int num_threads();
 
-// "oneDNN 2.6.3 (cpu runtime OMP, isa ...)": for --version and logs.
+// How idle OpenMP threads wait, chosen once at the start of main: unless OMP_WAIT_POLICY or
+// GOMP_SPINCOUNT is set, re-executes the program (argv) with OMP_WAIT_POLICY=PASSIVE and
+// GOMP_SPINCOUNT=kOpenmpSpinCount, since libgomp reads them when it loads, before main. A short spin
+// before sleeping, measured in docs/performance.md ("How OpenMP threads wait"): sleeping at once made
+// each parallel region wait for a woken thread (a real gigaword run 10 % slower); spinning long made a
+// thread spin while its partner was descheduled by another process (1.6x slower under one busy core).
+inline constexpr int kOpenmpSpinCount = 3000;
+void choose_openmp_waiting(char** argv);
+
+// "oneDNN 2.6.3 (cpu runtime OpenMP, 2 threads, OMP_WAIT_POLICY=PASSIVE, GOMP_SPINCOUNT=3000)": for
+// --version and logs.
 std::string describe();
 
 }  // namespace hnas::backend

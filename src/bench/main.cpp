@@ -665,6 +665,7 @@ void bench_batches(const std::string& run_dir, int steps, const std::string& out
 }  // namespace
 
 int main(int argc, char** argv) {
+    hnas::backend::choose_openmp_waiting(argv);  // as hnas itself waits, so that the bench times what a run does
     CLI::App app{"hnas-bench: micro-benchmarks of the numeric core"};
     int warmup = 3, repeats = 15;
     hnas::backend::MatmulPrecision linear_precision = hnas::backend::MatmulPrecision::f32;

@@ -1,31 +1,19 @@
 // The hnas command line: one executable, one subcommand per job. The subcommands live in this folder,
 // one file per group (cli/commands.h); errors reach the user as one line naming what was wrong.
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
-#include <cstdlib>
 #include <iostream>
 
 #include "backend/matmul.h"
 #include "cli/commands.h"
 #include "cli/log_color.h"
 
-// OpenMP's default wait policy spins for a while at every barrier. hnas runs a data-prefetch thread
-// beside the OpenMP pool, so on a 2-core machine a spinning worker often waits for a descheduled one,
-// and a training step was measured 3.8x slower than with passive waiting. libgomp reads the policy
-// when it loads, before main, hence the re-execution; an explicit OMP_WAIT_POLICY is respected.
-void prefer_passive_openmp_waiting(char** argv) {
-    if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
-    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
-    execv("/proc/self/exe", argv);  // returns only on failure: then run with the default policy
-}
-
 // The exit statuses of hnas (README, "Exit statuses"): 0 done, 1 an error (one line naming it), 2 a
 // command line that CLI11 rejected, 128 + N a training run that signal N stopped after its checkpoint.
 constexpr int kUsageError = 2;
 
 int main(int argc, char** argv) {
-    prefer_passive_openmp_waiting(argv);
+    hnas::backend::choose_openmp_waiting(argv);
     CLI::App app{"hnas: Transformer training with doubly-normalized attention"};
     app.require_subcommand(0, 1);
     bool show_version = false;
