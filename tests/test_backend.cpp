@@ -403,10 +403,11 @@ TEST(BackendKernels, Bf16ConversionRoundsToNearestEven) {
         EXPECT_EQ(result & 0x8000, (nan >> 16) & 0x8000) << std::hex << nan;
         EXPECT_TRUE(result & 0x40) << "quiet NaN expected from " << std::hex << nan;
     }
-    // Random finite patterns of every exponent, through the (parallel) array conversion.
+    // Random finite patterns of every exponent (subnormals among them), through the (parallel, and
+    // where the CPU has one, hardware) array conversion, with a tail shorter than a vector.
     std::mt19937 generator(5);
     std::vector<float> values;
-    while (values.size() < 200000) {
+    while (values.size() < 200003) {
         const float x = std::bit_cast<float>(static_cast<uint32_t>(generator()));
         if (std::isfinite(x)) values.push_back(x);
     }
@@ -414,6 +415,19 @@ TEST(BackendKernels, Bf16ConversionRoundsToNearestEven) {
     kernels::convert_to_bf16(values.data(), converted.data(), static_cast<int64_t>(values.size()));
     for (size_t i = 0; i < values.size(); ++i) {
         ASSERT_EQ(converted[i], nearest_bf16(values[i])) << std::hexfloat << values[i];
+    }
+    // Every special value of the scalar rounding, in one array: the array conversion gives the same bits.
+    std::vector<float> specials;
+    for (uint32_t bits : {0x3F808000u, 0x3F818000u, 0xBF818000u, 0x3F808001u, 0x3F807FFFu, 0x3FFFFFFFu, 0x7F7FFFFFu,
+                          0x7F800000u, 0xFF800000u, 0x00008000u, 0x00018000u, 0x80000000u, 0x7FC00000u, 0x7F800001u,
+                          0x7FFFFFFFu, 0xFF800001u, 0xFFFFFFFFu, 0x00000001u, 0x807FFFFFu}) {
+        specials.push_back(std::bit_cast<float>(bits));
+    }
+    for (size_t i = 0; i < 64; ++i) specials.push_back(std::bit_cast<float>(static_cast<uint32_t>(0x7F800001u + i)));
+    std::vector<uint16_t> special_bits(specials.size());
+    kernels::convert_to_bf16(specials.data(), special_bits.data(), static_cast<int64_t>(specials.size()));
+    for (size_t i = 0; i < specials.size(); ++i) {
+        EXPECT_EQ(special_bits[i], kernels::round_to_bf16(specials[i])) << std::hex << std::bit_cast<uint32_t>(specials[i]);
     }
 }
 

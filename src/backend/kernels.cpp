@@ -1,5 +1,7 @@
 #include "backend/kernels.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -51,10 +53,32 @@ BroadcastPlan plan_broadcast(const Shape& out_shape, const std::vector<Shape>& o
     return plan;
 }
 
+#if defined(__AVX512F__) && defined(__AVX512BF16__)
+// The CPU's own conversion (VCVTNEPS2BF16: nearest even, NaNs made quiet, as round_to_bf16), 16 values
+// at a time, about twice the rate of the integer rounding on large arrays. It flushes subnormal inputs
+// to zero, so a group holding one is rounded by round_to_bf16 instead.
+void convert_to_bf16(const float* x, uint16_t* out, int64_t n) {
+    const int64_t groups = n / 16;
+    const __m512i exponent = _mm512_set1_epi32(0x7F800000), mantissa = _mm512_set1_epi32(0x007FFFFF);
+#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
+    for (int64_t g = 0; g < groups; ++g) {
+        const __m512 values = _mm512_loadu_ps(x + 16 * g);
+        const __m512i bits = _mm512_castps_si512(values);
+        const __mmask16 subnormal = _mm512_testn_epi32_mask(bits, exponent) & _mm512_test_epi32_mask(bits, mantissa);
+        if (subnormal == 0) {
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 16 * g), reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(values)));
+        } else {
+            for (int64_t i = 16 * g; i < 16 * g + 16; ++i) out[i] = round_to_bf16(x[i]);
+        }
+    }
+    for (int64_t i = 16 * groups; i < n; ++i) out[i] = round_to_bf16(x[i]);
+}
+#else
 void convert_to_bf16(const float* x, uint16_t* out, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= kParallelGrain)
     for (int64_t i = 0; i < n; ++i) out[i] = round_to_bf16(x[i]);
 }
+#endif
 
 void accumulate_reduced(const Tensor& src, Tensor& dst, bool accumulate) {
     const float* in = src.data();
