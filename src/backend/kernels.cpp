@@ -1,9 +1,11 @@
 #include "backend/kernels.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cstring>
+
+#if defined(__AVX512F__) && defined(__AVX512BF16__)
+#include <immintrin.h>  // convert_to_bf16's VCVTNEPS2BF16
+#endif
 
 namespace hnas::kernels {
 
