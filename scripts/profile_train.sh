@@ -3,13 +3,13 @@
 # the samples' self time grouped into families (oneDNN matmul, each non-matmul op family, allocation,
 # copies and fills, OpenMP waiting, the kernel's page faults, ...), in % of all samples.
 #   scripts/profile_train.sh [--task headline|mlm] [--kind lnas|dnas|hnas] [--steps N] [--warmup N]
-#                            [--threads N] [--out DIR]
+#                            [--threads N] [--precision f32|bf16] [--out DIR]
 # Needs linux-perf (apt-get install linux-perf) and a built build/hnas-bench (HNAS_BUILD_DIR).
 # oneDNN's JIT kernels are named for perf through DNNL_JIT_PROFILE=1 (a /tmp/perf-PID.map).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-task=headline kind=lnas steps=15 warmup=2 threads=2 out=""
+task=headline kind=lnas steps=15 warmup=2 threads=2 precision=f32 out=""
 while (($#)); do
   case "$1" in
     --task) task=${2:?}; shift ;;
@@ -17,6 +17,7 @@ while (($#)); do
     --steps) steps=${2:?}; shift ;;
     --warmup) warmup=${2:?}; shift ;;
     --threads) threads=${2:?}; shift ;;
+    --precision) precision=${2:?}; shift ;;
     --out) out=${2:?}; shift ;;
     -h|--help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "profile_train: unknown option $1 (see --help)" >&2; exit 2 ;;
@@ -28,18 +29,20 @@ bench="${HNAS_BUILD_DIR:-build}/hnas-bench"
 [ -x "$bench" ] || { echo "profile_train: $bench is missing; build the hnas-bench target first" >&2; exit 1; }
 out=${out:-$(mktemp -d /tmp/profile_train.XXXXXX)}
 mkdir -p "$out"
-data="$out/perf-$task-$kind.data"
+run="$task-$kind-$precision"
+data="$out/perf-$run.data"
 
 OMP_NUM_THREADS=$threads DNNL_JIT_PROFILE=1 perf record -q -g -F 499 -o "$data" -- \
   "$bench" train --task "$task" --kind "$kind" --threads "$threads" --steps "$steps" --warmup "$warmup" \
-  >"$out/run-$task-$kind.json"
-perf report -i "$data" --no-children --sort dso,sym --stdio -g none --percent-limit 0 2>/dev/null >"$out/report-$task-$kind.txt"
-echo "profile_train: $(cat "$out/run-$task-$kind.json")"
-python3 - "$out/report-$task-$kind.txt" <<'EOF'
+  --precision "$precision" >"$out/run-$run.json"
+perf report -i "$data" --no-children --sort dso,sym --stdio -g none --percent-limit 0 2>/dev/null >"$out/report-$run.txt"
+echo "profile_train: $(cat "$out/run-$run.json")"
+python3 - "$out/report-$run.txt" <<'EOF'
 import re, sys
 # First matching family wins; patterns are matched against perf's symbol (demangled).
 FAMILIES = [
     ("matmul (oneDNN: JIT kernels and library)", r"^libdnnl|^\[JIT\]|dnnl::|jit:|brgemm"),
+    ("bf16 operand conversion (f32 -> bf16)", r"convert_to_bf16|round_to_bf16"),
     ("OpenMP runtime (libgomp: spin-waiting at barriers, team start)", r"^libgomp|GOMP_|gomp_"),
     ("attention normalization (softmax/DNAS/HNAS)", r"normalize_attention|hybrid_attention|normalize_rows|ops::.*attention|softmax"),
     ("layer norm", r"layer_norm"),

@@ -166,6 +166,34 @@ TEST(BackendMatmul, PrecisionIsPartOfTheCacheKey) {
     EXPECT_STREQ(name_of(backend::MatmulPrecision::f32), "f32");
 }
 
+// A tensor given as operand() keeps its bf16 copy: later products read it and give the bits that
+// converting each time gives; after the tensor is written, the next product converts it again. Under
+// f32, operand() makes no copy.
+TEST(BackendMatmul, TensorOperandsAreConvertedOnceUntilWritten) {
+    MatmulCase mc = every_layout(2, 64, 80, 96)[5];
+    const auto run_with_operands = [&mc] {
+        Tensor c = mc.c_before.clone();
+        backend::matmul(backend::operand(mc.a), backend::operand(mc.b), c.data(), mc.shape, mc.options());
+        return c;
+    };
+    {
+        testing::PrecisionScope bf16(backend::MatmulPrecision::bf16);
+        const Tensor converted_each_time = mc.run();
+        EXPECT_TRUE(testing::same_tensor(run_with_operands(), converted_each_time));
+        EXPECT_TRUE(mc.a.bf16_copy().second);
+        EXPECT_TRUE(mc.b.bf16_copy().second);
+        EXPECT_TRUE(testing::same_tensor(run_with_operands(), converted_each_time));
+        float* a = mc.a.data();
+        for (int64_t i = 0; i < mc.a.numel(); ++i) a[i] = 3.0f - a[i];
+        const Tensor after_write = mc.run();
+        EXPECT_FALSE(testing::same_tensor(after_write, converted_each_time));
+        EXPECT_TRUE(testing::same_tensor(run_with_operands(), after_write));
+    }
+    const Tensor fresh = random_tensor({4, 4}, 9);
+    EXPECT_EQ(backend::operand(fresh).bf16, nullptr);
+    EXPECT_FALSE(fresh.bf16_copy().second);
+}
+
 TEST(BackendMatmul, ReusesCachedPrimitives) {
     const Tensor a = random_tensor({9, 4}, 1), b = random_tensor({4, 11}, 2);
     Tensor c = Tensor::empty({9, 11});

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <sstream>
+#include <utility>
 
 #include "base/enum_names.h"
 #include "base/number_format.h"
@@ -46,6 +47,27 @@ TEST(Tensor, ReshapeIsAViewAndInfersOneAxis) {
     EXPECT_EQ(t.data()[0], 42.0f);
     EXPECT_THROW(t.reshape({4, -1}), Error);
     EXPECT_THROW(t.reshape({-1, -1}), Error);
+}
+
+// The bf16 copy a tensor keeps for the matmul backend: current once filled, for every view of the
+// storage; stale after any non-const data() call, never after reads; its block counted as live memory.
+TEST(Tensor, Bf16CopyStaysCurrentUntilTheValuesAreWritten) {
+    Tensor t = Tensor::from_floats({2, 3}, {1, 2, 3, 4, 5, 6});
+    const int64_t live = tensor_memory().live;
+    const auto [block, current] = t.bf16_copy();
+    EXPECT_FALSE(current);
+    EXPECT_EQ(tensor_memory().live, live + 64);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(block) % 64, 0u);
+    const Tensor view = t.reshape({3, 2});
+    EXPECT_EQ(view.bf16_copy(), std::make_pair(block, true));
+    EXPECT_EQ(std::as_const(t).data()[0], 1.0f);
+    EXPECT_EQ(t.bf16_copy(), std::make_pair(block, true));
+    t.data()[0] = 7.0f;
+    EXPECT_EQ(view.bf16_copy(), std::make_pair(block, false));
+    EXPECT_EQ(t.bf16_copy(), std::make_pair(block, true));
+    t.reshape({6}).fill(0.0f);
+    EXPECT_EQ(t.bf16_copy(), std::make_pair(block, false));
+    EXPECT_FALSE(t.clone().bf16_copy().second);
 }
 
 TEST(Tensor, StorageIsAligned) {

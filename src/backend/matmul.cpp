@@ -304,7 +304,18 @@ double matmul_only_seconds(const std::vector<MatmulCall>& calls, int repeats) {
     return total;
 }
 
-void matmul(const float* a, const float* b, float* c, const MatmulShape& shape, const MatmulOptions& options) {
+MatmulOperand operand(const Tensor& tensor) {
+    if (matmul_precision() != MatmulPrecision::bf16) return tensor.data();
+    const auto [rounded, current] = tensor.bf16_copy();
+    if (!current) {
+        const auto start = Clock::now();
+        kernels::convert_to_bf16(tensor.data(), rounded, tensor.numel());
+        seconds.fetch_add(std::chrono::duration<double>(Clock::now() - start).count());
+    }
+    return {tensor.data(), rounded};
+}
+
+void matmul(MatmulOperand a, MatmulOperand b, float* c, const MatmulShape& shape, const MatmulOptions& options) {
     HNAS_CHECK(shape.batch > 0 && shape.m > 0 && shape.n > 0 && shape.k > 0, "backend.matmul: empty problem (batch ",
                shape.batch, ", m ", shape.m, ", n ", shape.n, ", k ", shape.k, ")");
     HNAS_CHECK(shape.heads >= 1 && shape.batch % shape.heads == 0 && (shape.heads == 1 || (!shape.shared_b && !options.bias)),
@@ -317,12 +328,12 @@ void matmul(const float* a, const float* b, float* c, const MatmulShape& shape, 
     const bool bf16 = call.precision == MatmulPrecision::bf16;
     const std::shared_ptr<const CachedMatmul> matmul_entry = matmul_cache().lookup(key_of(call));
     const CachedMatmul& cached = *matmul_entry;
-    const void* a_operand = a;
-    const void* b_operand = b;
+    const void* a_operand = a.f32;
+    const void* b_operand = b.f32;
     if (bf16) {
         // The stored arrays are contiguous (any transpose lives in the descriptors' strides).
-        a_operand = a_scratch.convert(a, shape.batch * shape.m * shape.k);
-        b_operand = b_scratch.convert(b, (shape.shared_b ? 1 : shape.batch) * shape.k * shape.n);
+        a_operand = a.bf16 ? a.bf16 : a_scratch.convert(a.f32, shape.batch * shape.m * shape.k);
+        b_operand = b.bf16 ? b.bf16 : b_scratch.convert(b.f32, (shape.shared_b ? 1 : shape.batch) * shape.k * shape.n);
     }
     cached.primitive.execute(cpu().stream, execution_args(cached, a_operand, b_operand, c, options.bias));
     cpu().stream.wait();

@@ -3,7 +3,8 @@
 // transposes when asked. Transposes are folded into the memory descriptors' strides, never copied.
 // Each distinct problem creates its oneDNN primitive once and reuses it from a cache.
 // The precision setting chooses f32 products or bf16 ones (operands rounded to bf16, products
-// accumulated, biased and written in f32); callers always pass and receive f32 arrays.
+// accumulated, biased and written in f32); callers pass f32 arrays, with their bf16 roundings when
+// they have them, and receive f32 arrays.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "base/enum_names.h"
+#include "tensor/tensor.h"
 
 namespace hnas::backend {
 
@@ -40,8 +42,21 @@ struct MatmulOptions {
     bool accumulate = false;      // C += result instead of C = result
 };
 
-void matmul(const float* a, const float* b, float* c, const MatmulShape& shape,
-            const MatmulOptions& options = {});
+// An operand of a product: its f32 values and, when already made, the same values rounded to bf16,
+// which a bf16 product reads instead of converting them again.
+struct MatmulOperand {
+    MatmulOperand(const float* values) : f32(values) {}  // implicit: any f32 array is an operand
+    MatmulOperand(const float* values, const uint16_t* rounded) : f32(values), bf16(rounded) {}
+    MatmulOperand plus(int64_t elements) const { return {f32 + elements, bf16 ? bf16 + elements : nullptr}; }
+    const float* f32;
+    const uint16_t* bf16 = nullptr;
+};
+
+// A tensor as an operand: under bf16 precision with its bf16 copy (Tensor::bf16_copy), converted only
+// when its values changed since a product last read it.
+MatmulOperand operand(const Tensor& tensor);
+
+void matmul(MatmulOperand a, MatmulOperand b, float* c, const MatmulShape& shape, const MatmulOptions& options = {});
 
 // f32: exact f32 products (the default). bf16: A and B are rounded to bf16 (nearest even) before the
 // product, which runs on the CPU's bf16 instructions (AMX / AVX512-BF16) with f32 accumulation; bias,
@@ -53,9 +68,10 @@ void set_matmul_precision(MatmulPrecision precision);
 MatmulPrecision matmul_precision();
 
 // What the matmuls have cost since the process started: calls, their FLOPs (2·batch·m·n·k) and
-// seconds (the whole call: primitive lookup, bf16 conversion, execution), and the primitives created
-// (one per shape, again when the cache had forgotten it) with the seconds their creation took. Tests and benchmarks use it to prove
-// that the hot path reuses primitives; the trainer's profile records, to show what varying shapes cost.
+// seconds (the whole call: primitive lookup, bf16 conversion, execution; and operand()'s conversions),
+// and the primitives created (one per shape, again when the cache had forgotten it) with the seconds
+// their creation took. Tests and benchmarks use it to prove that the hot path reuses primitives; the
+// trainer's profile records, to show what varying shapes cost.
 struct MatmulStats {
     int64_t calls = 0, primitives = 0;
     double flops = 0.0, seconds = 0.0, creation_seconds = 0.0;

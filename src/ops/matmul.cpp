@@ -10,7 +10,7 @@ namespace {
 
 // One operand of a batched product: `shared` means one matrix serves every batch entry.
 struct Operand {
-    const float* data;
+    backend::MatmulOperand data;
     bool shared;
 };
 
@@ -22,8 +22,8 @@ void gemm(Operand a, Operand b, float* c, bool c_shared, int64_t batch, int64_t 
         return;
     }
     for (int64_t i = 0; i < batch; ++i) {
-        const float* a_i = a.data + (a.shared ? 0 : i * m * k);
-        const float* b_i = b.data + (b.shared ? 0 : i * k * n);
+        const backend::MatmulOperand a_i = a.data.plus(a.shared ? 0 : i * m * k);
+        const backend::MatmulOperand b_i = b.data.plus(b.shared ? 0 : i * k * n);
         float* c_i = c + (c_shared ? 0 : i * m * n);
         backend::matmul(a_i, b_i, c_i, {1, m, n, k, trans_a, trans_b, false},
                         {alpha, nullptr, accumulate || (c_shared && i > 0)});
@@ -59,24 +59,26 @@ Var matmul(const Var& a, const Var& b, bool trans_a, bool trans_b, float alpha) 
     const int64_t rows = fold_batch ? batch * m : m;
     if (fold_batch) batch = 1;
     if (out.numel() > 0 && k > 0) {
-        gemm({a.value().data(), false}, {b.value().data(), b_shared}, out.data(), false, batch, rows, n, k, trans_a,
-             trans_b, alpha, false);
+        gemm({backend::operand(a.value()), false}, {backend::operand(b.value()), b_shared}, out.data(), false, batch,
+             rows, n, k, trans_a, trans_b, alpha, false);
     } else {
         out.fill(0.0f);
     }
 
     Tensor av = a.value(), bv = b.value();
     return make_result("matmul", out, {a, b}, [=](const Tensor& dc, GradSink& sink) {
-        const Operand dc_op{dc.data(), false};
+        const Operand dc_op{backend::operand(dc), false};
         if (sink.wants(0)) {
             const GradSink::Target target = sink.target(0);
             Tensor& da = target.grad;
             const bool accumulate = target.accumulate;
             // dA = dC · op(B)ᵀ, written in the stored orientation of A.
             if (!trans_a) {
-                gemm(dc_op, {bv.data(), b_shared}, da.data(), false, batch, rows, k, n, false, !trans_b, alpha, accumulate);
+                gemm(dc_op, {backend::operand(bv), b_shared}, da.data(), false, batch, rows, k, n, false, !trans_b, alpha,
+                     accumulate);
             } else {
-                gemm({bv.data(), b_shared}, dc_op, da.data(), false, batch, k, rows, n, trans_b, true, alpha, accumulate);
+                gemm({backend::operand(bv), b_shared}, dc_op, da.data(), false, batch, k, rows, n, trans_b, true, alpha,
+                     accumulate);
             }
         }
         if (sink.wants(1)) {
@@ -85,9 +87,11 @@ Var matmul(const Var& a, const Var& b, bool trans_a, bool trans_b, float alpha) 
             const bool accumulate = target.accumulate;
             // dB = op(A)ᵀ · dC, written in the stored orientation of B; summed over the batch when shared.
             if (!trans_b) {
-                gemm({av.data(), false}, dc_op, db.data(), b_shared, batch, k, n, rows, !trans_a, false, alpha, accumulate);
+                gemm({backend::operand(av), false}, dc_op, db.data(), b_shared, batch, k, n, rows, !trans_a, false, alpha,
+                     accumulate);
             } else {
-                gemm(dc_op, {av.data(), false}, db.data(), b_shared, batch, n, k, rows, true, trans_a, alpha, accumulate);
+                gemm(dc_op, {backend::operand(av), false}, db.data(), b_shared, batch, n, k, rows, true, trans_a, alpha,
+                     accumulate);
             }
         }
     });
@@ -106,8 +110,8 @@ Var linear(const Var& x, const Var& weight, const Var& bias) {
     out_shape.back() = out_features;
     Tensor out = Tensor::empty(out_shape);
     const float* bias_data = bias.defined() ? bias.value().data() : nullptr;
-    backend::matmul(x.value().data(), weight.value().data(), out.data(), {1, rows, out_features, in, false, true, false},
-                    {1.0f, bias_data, false});
+    backend::matmul(backend::operand(x.value()), backend::operand(weight.value()), out.data(),
+                    {1, rows, out_features, in, false, true, false}, {1.0f, bias_data, false});
 
     Tensor xv = x.value(), wv = weight.value();
     std::vector<Var> inputs{x, weight};
@@ -117,15 +121,15 @@ Var linear(const Var& x, const Var& weight, const Var& bias) {
             const GradSink::Target target = sink.target(0);  // dX = dY · W
             Tensor& dx = target.grad;
             const bool accumulate = target.accumulate;
-            backend::matmul(dy.data(), wv.data(), dx.data(), {1, rows, in, out_features, false, false, false},
-                            {1.0f, nullptr, accumulate});
+            backend::matmul(backend::operand(dy), backend::operand(wv), dx.data(),
+                            {1, rows, in, out_features, false, false, false}, {1.0f, nullptr, accumulate});
         }
         if (sink.wants(1)) {
             const GradSink::Target target = sink.target(1);  // dW = dYᵀ · X
             Tensor& dw = target.grad;
             const bool accumulate = target.accumulate;
-            backend::matmul(dy.data(), xv.data(), dw.data(), {1, out_features, in, rows, true, false, false},
-                            {1.0f, nullptr, accumulate});
+            backend::matmul(backend::operand(dy), backend::operand(xv), dw.data(),
+                            {1, out_features, in, rows, true, false, false}, {1.0f, nullptr, accumulate});
         }
         if (bias_data && sink.wants(2)) sink.add(2, dy.reshape({rows, out_features}));  // db = Σ_rows dY
     });
@@ -135,7 +139,7 @@ namespace {
 
 // One operand of a product of heads: its data, stored transposed or not, heads interleaved or split.
 struct HeadOperand {
-    const float* data;
+    backend::MatmulOperand data;
     bool transposed, interleaved;
 };
 
@@ -166,8 +170,8 @@ Var head_scores(const Var& q, const Var& k, int64_t heads, float alpha) {
     const int64_t rows = q.dim(0), queries = q.dim(1), keys = k.dim(1);
     Tensor out = Tensor::empty({rows, heads, queries, keys});
     if (out.numel() > 0 && width > 0) {
-        head_gemm({q.value().data(), false, true}, {k.value().data(), true, true}, out.data(), false, rows, heads,
-                  queries, keys, width, alpha, false);
+        head_gemm({backend::operand(q.value()), false, true}, {backend::operand(k.value()), true, true}, out.data(),
+                  false, rows, heads, queries, keys, width, alpha, false);
     } else {
         out.fill(0.0f);
     }
@@ -175,13 +179,13 @@ Var head_scores(const Var& q, const Var& k, int64_t heads, float alpha) {
     return make_result("head_scores", out, {q, k}, [=](const Tensor& ds, GradSink& sink) {
         if (sink.wants(0)) {  // dQ_h = alpha · dS_h · K_h
             const GradSink::Target target = sink.target(0);
-            head_gemm({ds.data(), false, false}, {kv.data(), false, true}, target.grad.data(), true, rows, heads, queries,
-                      width, keys, alpha, target.accumulate);
+            head_gemm({backend::operand(ds), false, false}, {backend::operand(kv), false, true}, target.grad.data(), true,
+                      rows, heads, queries, width, keys, alpha, target.accumulate);
         }
         if (sink.wants(1)) {  // dK_h = alpha · dS_hᵀ · Q_h
             const GradSink::Target target = sink.target(1);
-            head_gemm({ds.data(), true, false}, {qv.data(), false, true}, target.grad.data(), true, rows, heads, keys,
-                      width, queries, alpha, target.accumulate);
+            head_gemm({backend::operand(ds), true, false}, {backend::operand(qv), false, true}, target.grad.data(), true,
+                      rows, heads, keys, width, queries, alpha, target.accumulate);
         }
     });
 }
@@ -194,8 +198,8 @@ Var head_context(const Var& weights, const Var& v) {
     const int64_t width = head_width("head_context", v, weights, heads);
     Tensor out = Tensor::empty({rows, queries, heads * width});
     if (out.numel() > 0 && keys > 0) {
-        head_gemm({weights.value().data(), false, false}, {v.value().data(), false, true}, out.data(), true, rows, heads,
-                  queries, width, keys, 1.0f, false);
+        head_gemm({backend::operand(weights.value()), false, false}, {backend::operand(v.value()), false, true},
+                  out.data(), true, rows, heads, queries, width, keys, 1.0f, false);
     } else {
         out.fill(0.0f);
     }
@@ -203,13 +207,13 @@ Var head_context(const Var& weights, const Var& v) {
     return make_result("head_context", out, {weights, v}, [=](const Tensor& dc, GradSink& sink) {
         if (sink.wants(0)) {  // dW_h = dC_h · V_hᵀ
             const GradSink::Target target = sink.target(0);
-            head_gemm({dc.data(), false, true}, {vv.data(), true, true}, target.grad.data(), false, rows, heads, queries,
-                      keys, width, 1.0f, target.accumulate);
+            head_gemm({backend::operand(dc), false, true}, {backend::operand(vv), true, true}, target.grad.data(), false,
+                      rows, heads, queries, keys, width, 1.0f, target.accumulate);
         }
         if (sink.wants(1)) {  // dV_h = W_hᵀ · dC_h
             const GradSink::Target target = sink.target(1);
-            head_gemm({wv.data(), true, false}, {dc.data(), false, true}, target.grad.data(), true, rows, heads, keys,
-                      width, queries, 1.0f, target.accumulate);
+            head_gemm({backend::operand(wv), true, false}, {backend::operand(dc), false, true}, target.grad.data(), true,
+                      rows, heads, keys, width, queries, 1.0f, target.accumulate);
         }
     });
 }

@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
@@ -152,11 +153,19 @@ struct Tensor::Storage {
     explicit Storage(size_t requested)
         : bytes(block_size(requested)),
           data(BlockPool::instance().acquire(bytes)) {}
-    ~Storage() { BlockPool::instance().release(data, bytes); }
+    ~Storage() {
+        BlockPool::instance().release(data, bytes);
+        if (bf16 != nullptr) BlockPool::instance().release(bf16, bf16_bytes);
+    }
     Storage(const Storage&) = delete;
     Storage& operator=(const Storage&) = delete;
     size_t bytes;
     void* data;
+    // Tensor::bf16_copy's block, and whether it holds the values as they are now. Atomic because an
+    // OpenMP loop may call data() from several threads.
+    void* bf16 = nullptr;
+    size_t bf16_bytes = 0;
+    std::atomic<bool> bf16_current{false};
 };
 
 Tensor Tensor::empty(const Shape& shape, DType dtype) {
@@ -201,13 +210,30 @@ int64_t Tensor::dim(int axis) const {
     return shape_[static_cast<size_t>(normalize_axis(axis, rank(), "tensor.dim"))];
 }
 
-float* Tensor::data() {
+const float* Tensor::data() const {
     HNAS_CHECK(defined() && dtype_ == DType::f32, "tensor: f32 data of an ", defined() ? "i32" : "undefined",
                " tensor");
-    return static_cast<float*>(storage_->data);
+    return static_cast<const float*>(storage_->data);
 }
 
-const float* Tensor::data() const { return const_cast<Tensor*>(this)->data(); }
+float* Tensor::data() {
+    const float* values = std::as_const(*this).data();
+    // Loaded first: the flag's cache line stays shared while threads read it.
+    if (storage_->bf16_current.load(std::memory_order_relaxed)) storage_->bf16_current.store(false, std::memory_order_relaxed);
+    return const_cast<float*>(values);
+}
+
+std::pair<uint16_t*, bool> Tensor::bf16_copy() const {
+    HNAS_CHECK(defined() && dtype_ == DType::f32, "tensor: bf16 copy of an ", defined() ? "i32" : "undefined",
+               " tensor");
+    Storage& storage = *storage_;
+    if (storage.bf16 == nullptr) {
+        storage.bf16_bytes = block_size(static_cast<size_t>(numel_) * sizeof(uint16_t));
+        storage.bf16 = BlockPool::instance().acquire(storage.bf16_bytes);
+    }
+    const bool current = storage.bf16_current.exchange(true, std::memory_order_relaxed);
+    return {static_cast<uint16_t*>(storage.bf16), current};
+}
 
 int32_t* Tensor::ints() {
     HNAS_CHECK(defined() && dtype_ == DType::i32, "tensor: i32 data of an ", defined() ? "f32" : "undefined",

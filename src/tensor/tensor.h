@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "base/check.h"
@@ -36,7 +37,7 @@ public:
     int64_t numel() const { return numel_; }
     DType dtype() const { return dtype_; }
 
-    float* data();
+    float* data();  // marks the bf16 copy below stale: take the pointer before writing, not before reading
     const float* data() const;
     int32_t* ints();
     const int32_t* ints() const;
@@ -50,6 +51,13 @@ public:
     void fill(float value);
     bool shares_storage(const Tensor& other) const { return storage_ == other.storage_; }
     bool storage_shared() const { return storage_.use_count() > 1; }  // another Tensor holds the same storage
+
+    // The values rounded to bf16, kept with the storage for the matmul backend's bf16 products, so a
+    // tensor read by several products (a weight all step long, an input in forward and backward, an
+    // output gradient for dX and dW) is converted once. Returns the block of numel() bf16 values
+    // (allocated on first use) and whether it already holds the current values; when it does not, the
+    // caller fills it at once. A non-const data() call marks it stale again.
+    std::pair<uint16_t*, bool> bf16_copy() const;
 
 private:
     struct Storage;
