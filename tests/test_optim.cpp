@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/matmul.h"
 #include "io/checkpoint.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
@@ -107,6 +108,66 @@ TEST_P(OptimizerParity, FiveStepsMatchTheReference) {
 
 INSTANTIATE_TEST_SUITE_P(Optim, OptimizerParity, ::testing::Values("adamw", "adam", "lamb", "lamb_albert"),
                          [](const auto& info) { return info.param; });
+
+// ---- the loops on large tensors ---------------------------------------------------------------------
+
+// The optimizers one value at a time, as their definitions read (LAMB's norms summed in order).
+void reference_step(OptimizerKind kind, const OptimizerOptions& o, std::vector<float>& w, std::vector<float>& m,
+                    std::vector<float>& v, const std::vector<float>& g, int step, float rate) {
+    const bool lamb = kind == OptimizerKind::lamb;
+    const float c1 = 1.0f - std::pow(o.beta1, static_cast<float>(step)), c2 = 1.0f - std::pow(o.beta2, static_cast<float>(step));
+    std::vector<float> r(w.size());
+    double weight_squares = 0.0, update_squares = 0.0;
+    for (size_t i = 0; i < w.size(); ++i) {
+        const float gi = kind == OptimizerKind::adam ? g[i] + o.weight_decay * w[i] : g[i];
+        m[i] = o.beta1 * m[i] + (1.0f - o.beta1) * gi;
+        v[i] = o.beta2 * v[i] + (1.0f - o.beta2) * gi * gi;
+        r[i] = (m[i] / c1) / (std::sqrt(v[i] / c2) + o.epsilon);
+        if (lamb) r[i] += o.weight_decay * w[i];
+        weight_squares += static_cast<double>(w[i]) * w[i];
+        update_squares += static_cast<double>(r[i]) * r[i];
+    }
+    const float trust = lamb ? static_cast<float>(std::sqrt(weight_squares) / std::sqrt(update_squares)) : 1.0f;
+    for (size_t i = 0; i < w.size(); ++i) {
+        w[i] -= kind == OptimizerKind::adamw ? rate * (r[i] + o.weight_decay * w[i]) : rate * trust * r[i];
+    }
+}
+
+// Tensors large enough for two threads and for several of LAMB's blocks of norms: every kind follows
+// its definition to float rounding (the library's build fuses multiply-adds, LAMB sums its norms in
+// blocks), and gives the same bits on one thread as on two.
+TEST(OptimizerLoops, LargeTensorsMatchTheDefinitionOnAnyThreadCount) {
+    const int64_t n = 3 * 16384 + 5;
+    const int steps = 3;
+    const float rate = 1e-2f;
+    const int threads_before = backend::num_threads();
+    for (OptimizerKind kind : {OptimizerKind::adam, OptimizerKind::adamw, OptimizerKind::lamb}) {
+        OptimizerOptions options;
+        options.kind = kind;
+        options.weight_decay = 0.01f;
+        std::vector<Tensor> results;
+        for (int threads : {1, 2}) {
+            backend::set_num_threads(threads);
+            const Var weight(testing::random_tensor({n}, 5), true);
+            optim::Optimizer optimizer({{"layer.weight", weight}}, options);
+            std::vector<float> w = weight.value().to_floats(), m(static_cast<size_t>(n)), v(static_cast<size_t>(n));
+            for (int t = 1; t <= steps; ++t) {
+                const Tensor g = testing::random_tensor({n}, 100 + static_cast<uint64_t>(t));
+                optimizer.zero_grad();
+                set_grad(weight, g);
+                optimizer.step(rate);
+                reference_step(kind, options, w, m, v, g.to_floats(), t, rate);
+            }
+            for (int64_t i = 0; i < n; ++i) {
+                ASSERT_NEAR(weight.value().data()[i], w[static_cast<size_t>(i)], 1e-6)
+                    << name_of(kind) << " on " << threads << " threads, value " << i;
+            }
+            results.push_back(weight.value().clone());
+        }
+        EXPECT_TRUE(same_bits(results[0], results[1])) << name_of(kind) << ": 1 thread against 2";
+    }
+    backend::set_num_threads(threads_before);
+}
 
 // ---- which parameters are decayed --------------------------------------------------------------------
 

@@ -1,6 +1,9 @@
 #include "optim/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "backend/kernels.h"
 
@@ -21,6 +24,68 @@ Optimizer::Optimizer(std::vector<nn::NamedParameter> parameters, const Optimizer
     }
 }
 
+namespace {
+
+struct AdamStep {
+    float beta1, beta2, eps, correction1, correction2, learning_rate, decay;
+};
+
+// One Adam update of n values. Adam adds decay·w to the gradient (L2); AdamW subtracts lr·decay·w from
+// w directly. A function of plain values, one per kind: with the kind chosen inside the loop, or the
+// arrays reached through a lambda's captures, GCC vectorized Adam's loop poorly or not at all (3x slower).
+template <bool decoupled>
+void adam_update(float* w, float* m, float* v, const float* g, int64_t n, AdamStep s) {
+#pragma omp parallel for simd schedule(static) if (n >= kernels::kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) {
+        const float gi = decoupled ? g[i] : g[i] + s.decay * w[i];
+        m[i] = s.beta1 * m[i] + (1.0f - s.beta1) * gi;
+        v[i] = s.beta2 * v[i] + (1.0f - s.beta2) * gi * gi;
+        const float update = (m[i] / s.correction1) / (std::sqrt(v[i] / s.correction2) + s.eps);
+        w[i] -= s.learning_rate * (decoupled ? update + s.decay * w[i] : update);
+    }
+}
+
+struct LambStep {
+    float beta1, beta2, eps, correction1, correction2, decay;
+};
+
+// LAMB's update before the trust ratio, from the updated moments: r = m̂ / (√v̂ + ε) + λ·w.
+inline float lamb_direction(float m, float v, float w, const LambStep& s) {
+    return (m / s.correction1) / (std::sqrt(v / s.correction2) + s.eps) + s.decay * w;
+}
+
+// LAMB's first pass over n values: the moments updated, and ‖w‖² and ‖r‖² returned. The squares are
+// summed per block of kNormBlock values and the blocks in order, so the sums are the same whatever the
+// thread count; the second pass recomputes r rather than storing it.
+constexpr int64_t kNormBlock = 1 << 14;
+std::pair<double, double> lamb_moments(const float* w, float* m, float* v, const float* g, int64_t n, LambStep s) {
+    const int64_t blocks = (n + kNormBlock - 1) / kNormBlock;
+    std::vector<double> weight_squares(static_cast<size_t>(blocks)), update_squares(static_cast<size_t>(blocks));
+#pragma omp parallel for schedule(static) if (blocks > 1)
+    for (int64_t b = 0; b < blocks; ++b) {
+        double weight_sum = 0.0, update_sum = 0.0;
+        const int64_t end = std::min(n, (b + 1) * kNormBlock);
+#pragma omp simd reduction(+ : weight_sum, update_sum)
+        for (int64_t i = b * kNormBlock; i < end; ++i) {
+            m[i] = s.beta1 * m[i] + (1.0f - s.beta1) * g[i];
+            v[i] = s.beta2 * v[i] + (1.0f - s.beta2) * g[i] * g[i];
+            const float r = lamb_direction(m[i], v[i], w[i], s);
+            weight_sum += static_cast<double>(w[i]) * w[i];
+            update_sum += static_cast<double>(r) * r;
+        }
+        weight_squares[static_cast<size_t>(b)] = weight_sum;
+        update_squares[static_cast<size_t>(b)] = update_sum;
+    }
+    double weight_total = 0.0, update_total = 0.0;
+    for (int64_t b = 0; b < blocks; ++b) {
+        weight_total += weight_squares[static_cast<size_t>(b)];
+        update_total += update_squares[static_cast<size_t>(b)];
+    }
+    return {weight_total, update_total};
+}
+
+}  // namespace
+
 void Optimizer::step(float learning_rate) {
     ++step_;
     const float beta1 = options_.beta1, beta2 = options_.beta2, eps = options_.epsilon;
@@ -40,33 +105,22 @@ void Optimizer::step(float learning_rate) {
             // ALBERT's: m and v uncorrected, and the ratio 1 on biases, norms and the other undecayed tensors.
             const bool albert = options_.kind == OptimizerKind::lamb_albert;
             const float c1 = albert ? 1.0f : correction1, c2 = albert ? 1.0f : correction2;
-            std::vector<float> update(static_cast<size_t>(n));
-            double weight_norm = 0.0, update_norm = 0.0;
-            for (int64_t i = 0; i < n; ++i) {
-                m[i] = beta1 * m[i] + (1.0f - beta1) * g[i];
-                v[i] = beta2 * v[i] + (1.0f - beta2) * g[i] * g[i];
-                const float r = (m[i] / c1) / (std::sqrt(v[i] / c2) + eps) + decay * w[i];
-                update[static_cast<size_t>(i)] = r;
-                weight_norm += static_cast<double>(w[i]) * w[i];
-                update_norm += static_cast<double>(r) * r;
-            }
-            weight_norm = std::sqrt(weight_norm);
-            update_norm = std::sqrt(update_norm);
+            const LambStep step{beta1, beta2, eps, c1, c2, decay};
+            const auto [weight_squares, update_squares] = lamb_moments(w, m, v, g, n, step);
+            const double weight_norm = std::sqrt(weight_squares), update_norm = std::sqrt(update_squares);
             const bool adapted = !albert || weights_[p];
             const float trust = adapted && weight_norm > 0.0 && update_norm > 0.0 ? static_cast<float>(weight_norm / update_norm)
                                                                                    : 1.0f;
-            for (int64_t i = 0; i < n; ++i) w[i] -= learning_rate * trust * update[static_cast<size_t>(i)];
+            const float rate = learning_rate * trust;
+#pragma omp parallel for simd schedule(static) if (n >= kernels::kParallelGrain)
+            for (int64_t i = 0; i < n; ++i) w[i] -= rate * lamb_direction(m[i], v[i], w[i], step);
             continue;
         }
-        // Adam adds decay·w to the gradient (L2); AdamW subtracts lr·decay·w from w directly.
-        const bool decoupled = options_.kind == OptimizerKind::adamw;
-#pragma omp parallel for simd schedule(static) if (n >= kernels::kParallelGrain)
-        for (int64_t i = 0; i < n; ++i) {
-            const float gi = decoupled ? g[i] : g[i] + decay * w[i];
-            m[i] = beta1 * m[i] + (1.0f - beta1) * gi;
-            v[i] = beta2 * v[i] + (1.0f - beta2) * gi * gi;
-            const float update = (m[i] / correction1) / (std::sqrt(v[i] / correction2) + eps);
-            w[i] -= learning_rate * (update + (decoupled ? decay * w[i] : 0.0f));
+        const AdamStep step{beta1, beta2, eps, correction1, correction2, learning_rate, decay};
+        if (options_.kind == OptimizerKind::adamw) {
+            adam_update<true>(w, m, v, g, n, step);
+        } else {
+            adam_update<false>(w, m, v, g, n, step);
         }
     }
 }
