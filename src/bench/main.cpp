@@ -14,6 +14,8 @@
 //   hnas-bench decode     beam search of a trained headline model over test articles, in `hnas decode`'s
 //                         batches: articles/s, and a file of the batches, hypotheses and parameters from
 //                         which scripts/torch_decode.py decodes the same (scripts/bench_decode.sh)
+//   hnas-bench optimizer  one optimizer step (Adam, AdamW, LAMB, ALBERT's LAMB) over a reference model's
+//                         parameters with random gradients: ms and the bytes it must move per second
 //   hnas-bench batches    the first training batches of a run of `hnas train` (headline or mlm), with
 //                         a model's initial parameters: what scripts/torch_real.py replays, so that the
 //                         PyTorch twin trains on the same batches (scripts/bench_real.sh)
@@ -662,6 +664,41 @@ void bench_batches(const std::string& run_dir, int steps, const std::string& out
     std::cout << nlohmann::json{{"batches", steps}, {"out", out}, {"loss0_eval", meta["loss0_eval"]}}.dump() << std::endl;
 }
 
+// One step of each optimizer over the reference model's parameters (--task), gradients random: the
+// median ms and the rate of the bytes an update must move (w, m and v read and written, g read).
+void bench_optimizer(const std::string& task, int warmup, int repeats) {
+    using namespace hnas;
+    TrainBenchOptions o;
+    o.task = task;
+    const models::ModelConfig config = reference_config(o);
+    Rng init_rng(1, 1), dropout_rng(1, 2), grad_rng(1, 3);
+    std::unique_ptr<nn::Module> model;
+    if (config.architecture == models::Architecture::seq2seq) {
+        model = std::make_unique<models::Seq2SeqModel>(config, init_rng, dropout_rng);
+    } else {
+        model = std::make_unique<models::BertModel>(config, init_rng, dropout_rng);
+    }
+    const auto parameters = model->named_parameters();
+    fmt::print("one optimizer step over the {} reference model's {} parameters ({} tensors), {} threads\n", task,
+               model->parameter_count(), parameters.size(), backend::num_threads());
+    fmt::print("{:<12} {:>9} {:>12}\n", "optimizer", "ms", "GB/s moved");
+    for (const optim::OptimizerKind kind : {optim::OptimizerKind::adam, optim::OptimizerKind::adamw,
+                                            optim::OptimizerKind::lamb, optim::OptimizerKind::lamb_albert}) {
+        optim::OptimizerOptions options;
+        options.kind = kind;
+        options.weight_decay = 0.01f;
+        optim::Optimizer optimizer(parameters, options);
+        optimizer.zero_grad();
+        for (const auto& named : parameters) {
+            Var parameter = named.parameter;
+            ops::sum_all(ops::mul(parameter, Var(normal_tensor(grad_rng, parameter.shape(), 0.0f, 1e-3f)))).backward();
+        }
+        const double seconds = median_seconds([&] { optimizer.step(1e-4f); }, warmup, repeats);
+        const double bytes = 7.0 * sizeof(float) * static_cast<double>(model->parameter_count());
+        fmt::print("{:<12} {:>9.2f} {:>12.1f}\n", name_of(kind), 1e3 * seconds, bytes / seconds / 1e9);
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -733,6 +770,10 @@ int main(int argc, char** argv) {
         ->check(hnas::cli::positive_integer<int64_t>());
     decode_command->add_option("--out", decode_options.out, "The file to write")->required();
     decode_command->callback([&] { bench_decode(decode_options); });
+    std::string optimizer_task = "headline";
+    auto* optimizer_command = app.add_subcommand("optimizer", "one step of each optimizer over a reference model's parameters");
+    optimizer_command->add_option("--task", optimizer_task, "headline or mlm")->check(CLI::IsMember({"headline", "mlm"}));
+    optimizer_command->callback([&] { bench_optimizer(optimizer_task, warmup, repeats); });
     std::string batches_run, batches_out;
     int batches_steps = 400;
     auto* batches_command = app.add_subcommand(
