@@ -55,7 +55,7 @@ FAMILIES = [
     ("permute / transpose / slice copies", r"permute|copy_axis|slice|transpose|concat"),
     ("broadcast elementwise (add, mul, scale)", r"broadcast_binary|map_unary|elementwise|ops::add|ops::mul|scale"),
     ("reductions (bias grads, sums)", r"accumulate_reduced|reduce|ops::sum"),
-    ("optimizer (Adam)", r"Optimizer::step"),
+    ("optimizer (Adam, LAMB)", r"Optimizer::step|adam_update|lamb_moments"),
     ("gradient clipping", r"clip_gradients"),
     ("autograd bookkeeping", r"Var::|Node|GradSink|make_result|backward|shared_ptr|std::function"),
     ("memcpy / memset", r"memcpy|memset|memmove"),
