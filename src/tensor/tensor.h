@@ -56,7 +56,8 @@ public:
     // tensor read by several products (a weight all step long, an input in forward and backward, an
     // output gradient for dX and dW) is converted once. Returns the block of numel() bf16 values
     // (allocated on first use) and whether it already holds the current values; when it does not, the
-    // caller fills it at once. A non-const data() call marks it stale again.
+    // caller fills it at once. A non-const data() call marks it stale again. One thread at a time per
+    // tensor (the thread that runs the products).
     std::pair<uint16_t*, bool> bf16_copy() const;
 
 private:
