@@ -6,6 +6,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "tensor/tensor.h"
@@ -37,6 +38,16 @@ inline float fast_erf(float x) {
     const float poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
     const float magnitude = 1.0f - poly * fast_exp(-a * a);
     return x < 0.0f ? -magnitude : magnitude;
+}
+
+// The largest of n contiguous values (−∞ when n is 0), in vector lanes. Written without std::max,
+// which returns a reference: GCC 12 then leaves the reduction scalar, one dependent compare per value
+// (cross-entropy's forward pass over 8,000-wide rows ran 6× slower).
+inline float max_value(const float* x, int64_t n) {
+    float top = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : top)
+    for (int64_t j = 0; j < n; ++j) top = top > x[j] ? top : x[j];
+    return top;
 }
 
 // Loops smaller than this run on one thread: forking costs more than it saves.

@@ -9,10 +9,7 @@ namespace hnas::ops {
 // ---- over keys (rows) ----------------------------------------------------------------------------
 
 float softmax_row(const float* x, int64_t n, float* out) {
-    float top = kMinusInfinity;
-    // Not std::max, which returns a reference: GCC 12 then leaves the reduction scalar.
-#pragma omp simd reduction(max : top)
-    for (int64_t j = 0; j < n; ++j) top = top > x[j] ? top : x[j];
+    const float top = kernels::max_value(x, n);
     if (top == kMinusInfinity) {
         std::fill(out, out + n, 0.0f);
         return 0.0f;
@@ -43,9 +40,7 @@ void softmax_rows_adjoint(const float* A, const float* g, const AttentionDims& d
 void normalize_rows(float* L, const AttentionDims& d, float* c) {
     for (int64_t i = 0; i < d.queries; ++i) {
         float* row = L + i * d.keys;
-        float top = kMinusInfinity;
-#pragma omp simd reduction(max : top)
-        for (int64_t j = 0; j < d.keys; ++j) top = top > row[j] ? top : row[j];
+        const float top = kernels::max_value(row, d.keys);
         if (top == kMinusInfinity) {
             c[i] = 0.0f;
             continue;

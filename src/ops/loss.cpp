@@ -1,7 +1,6 @@
 // Cross-entropy over logits, fused with log-softmax, with an ignore index and label smoothing.
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "backend/kernels.h"
 #include "ops/ops.h"
@@ -34,9 +33,7 @@ Var cross_entropy(const Var& logits, const Tensor& targets, int ignore_index, fl
     for (int64_t r = 0; r < rows; ++r) {
         if (target[r] == ignore_index) continue;
         const float* row = in + r * classes;
-        float top = -std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : top)
-        for (int64_t j = 0; j < classes; ++j) top = std::max(top, row[j]);
+        const float top = kernels::max_value(row, classes);
         float sum_exp = 0.0f, sum_logits = 0.0f;
 #pragma omp simd reduction(+ : sum_exp, sum_logits)
         for (int64_t j = 0; j < classes; ++j) {
