@@ -300,6 +300,15 @@ models::ModelConfig reference_config(const TrainBenchOptions& o) {
     return c;
 }
 
+// The reference model of o.task (seq2seq for headline, BERT for mlm), freshly initialized.
+std::unique_ptr<hnas::nn::Module> reference_model(const TrainBenchOptions& o, hnas::Rng& init_rng, hnas::Rng& dropout_rng) {
+    const hnas::models::ModelConfig config = reference_config(o);
+    if (config.architecture == hnas::models::Architecture::seq2seq) {
+        return std::make_unique<hnas::models::Seq2SeqModel>(config, init_rng, dropout_rng);
+    }
+    return std::make_unique<hnas::models::BertModel>(config, init_rng, dropout_rng);
+}
+
 // One fixed-shape batch of random ordinary token ids; every position is real (no padding).
 struct BenchBatch {
     std::vector<std::pair<std::string, Tensor>> tensors;  // named as in the --dump-initial checkpoint
@@ -410,14 +419,8 @@ void bench_train(const TrainBenchOptions& o) {
     using namespace hnas;
     if (o.threads > 0) backend::set_num_threads(o.threads);
     backend::set_matmul_precision(o.precision);
-    const models::ModelConfig config = reference_config(o);
     Rng init_rng(o.seed, 1), dropout_rng(o.seed, 2), data_rng(o.seed, 3);
-    std::unique_ptr<nn::Module> model;
-    if (config.architecture == models::Architecture::seq2seq) {
-        model = std::make_unique<models::Seq2SeqModel>(config, init_rng, dropout_rng);
-    } else {
-        model = std::make_unique<models::BertModel>(config, init_rng, dropout_rng);
-    }
+    const std::unique_ptr<nn::Module> model = reference_model(o, init_rng, dropout_rng);
     const auto parameters = model->named_parameters();
     optim::OptimizerOptions optimizer_options;
     optimizer_options.kind = optim::OptimizerKind::adam;
@@ -670,14 +673,8 @@ void bench_optimizer(const std::string& task, int warmup, int repeats) {
     using namespace hnas;
     TrainBenchOptions o;
     o.task = task;
-    const models::ModelConfig config = reference_config(o);
     Rng init_rng(1, 1), dropout_rng(1, 2), grad_rng(1, 3);
-    std::unique_ptr<nn::Module> model;
-    if (config.architecture == models::Architecture::seq2seq) {
-        model = std::make_unique<models::Seq2SeqModel>(config, init_rng, dropout_rng);
-    } else {
-        model = std::make_unique<models::BertModel>(config, init_rng, dropout_rng);
-    }
+    const std::unique_ptr<nn::Module> model = reference_model(o, init_rng, dropout_rng);
     const auto parameters = model->named_parameters();
     fmt::print("one optimizer step over the {} reference model's {} parameters ({} tensors), {} threads\n", task,
                model->parameter_count(), parameters.size(), backend::num_threads());
