@@ -409,6 +409,25 @@ uint16_t nearest_bf16(float x) {
     return (truncated & 1) ? next : truncated;
 }
 
+// The vectorized maximum: the largest value wherever it sits (each position of a length that leaves a
+// tail after the vector lanes), −∞ for no values or only −∞, and +∞ when present.
+TEST(BackendKernels, MaxValueFindsTheLargestAnywhere) {
+    constexpr float kInf = std::numeric_limits<float>::infinity();
+    EXPECT_EQ(kernels::max_value(nullptr, 0), -kInf);
+    const std::vector<float> minus_infinities(37, -kInf);
+    EXPECT_EQ(kernels::max_value(minus_infinities.data(), 37), -kInf);
+    for (int64_t length : {1, 16, 37, 8000}) {
+        for (int64_t at = 0; at < length; at += std::max<int64_t>(1, length / 50)) {
+            std::vector<float> values(static_cast<size_t>(length));
+            for (int64_t i = 0; i < length; ++i) values[static_cast<size_t>(i)] = -1.0f - static_cast<float>(i % 7);
+            values[static_cast<size_t>(at)] = -0.5f;
+            ASSERT_EQ(kernels::max_value(values.data(), length), -0.5f) << "length " << length << ", largest at " << at;
+            values[static_cast<size_t>(length - 1 - at)] = kInf;
+            ASSERT_EQ(kernels::max_value(values.data(), length), kInf) << "length " << length;
+        }
+    }
+}
+
 TEST(BackendKernels, Bf16ConversionRoundsToNearestEven) {
     auto round_bits = [](uint32_t bits) { return kernels::round_to_bf16(std::bit_cast<float>(bits)); };
     EXPECT_EQ(kernels::round_to_bf16(1.0f), 0x3F80);
