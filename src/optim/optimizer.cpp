@@ -26,31 +26,29 @@ Optimizer::Optimizer(std::vector<nn::NamedParameter> parameters, const Optimizer
 
 namespace {
 
-struct AdamStep {
-    float beta1, beta2, eps, correction1, correction2, learning_rate, decay;
+// The constants of one step of Adam or LAMB: the moments' decay rates, ε, the bias corrections
+// (1 for ALBERT's LAMB) and the weight decay of the tensor at hand.
+struct MomentStep {
+    float beta1, beta2, eps, correction1, correction2, decay;
 };
 
 // One Adam update of n values. Adam adds decay·w to the gradient (L2); AdamW subtracts lr·decay·w from
 // w directly. A function of plain values, one per kind: with the kind chosen inside the loop, or the
 // arrays reached through a lambda's captures, GCC vectorized Adam's loop poorly or not at all (3x slower).
 template <bool decoupled>
-void adam_update(float* w, float* m, float* v, const float* g, int64_t n, AdamStep s) {
+void adam_update(float* w, float* m, float* v, const float* g, int64_t n, MomentStep s, float learning_rate) {
 #pragma omp parallel for simd schedule(static) if (n >= kernels::kParallelGrain)
     for (int64_t i = 0; i < n; ++i) {
         const float gi = decoupled ? g[i] : g[i] + s.decay * w[i];
         m[i] = s.beta1 * m[i] + (1.0f - s.beta1) * gi;
         v[i] = s.beta2 * v[i] + (1.0f - s.beta2) * gi * gi;
         const float update = (m[i] / s.correction1) / (std::sqrt(v[i] / s.correction2) + s.eps);
-        w[i] -= s.learning_rate * (decoupled ? update + s.decay * w[i] : update);
+        w[i] -= learning_rate * (decoupled ? update + s.decay * w[i] : update);
     }
 }
 
-struct LambStep {
-    float beta1, beta2, eps, correction1, correction2, decay;
-};
-
 // LAMB's update before the trust ratio, from the updated moments: r = m̂ / (√v̂ + ε) + λ·w.
-inline float lamb_direction(float m, float v, float w, const LambStep& s) {
+inline float lamb_direction(float m, float v, float w, const MomentStep& s) {
     return (m / s.correction1) / (std::sqrt(v / s.correction2) + s.eps) + s.decay * w;
 }
 
@@ -58,10 +56,10 @@ inline float lamb_direction(float m, float v, float w, const LambStep& s) {
 // summed per block of kNormBlock values and the blocks in order, so the sums are the same whatever the
 // thread count; the second pass recomputes r rather than storing it.
 constexpr int64_t kNormBlock = 1 << 14;
-std::pair<double, double> lamb_moments(const float* w, float* m, float* v, const float* g, int64_t n, LambStep s) {
+std::pair<double, double> lamb_moments(const float* w, float* m, float* v, const float* g, int64_t n, MomentStep s) {
     const int64_t blocks = (n + kNormBlock - 1) / kNormBlock;
     std::vector<double> weight_squares(static_cast<size_t>(blocks)), update_squares(static_cast<size_t>(blocks));
-#pragma omp parallel for schedule(static) if (blocks > 1)
+#pragma omp parallel for schedule(static) if (n >= kernels::kParallelGrain)
     for (int64_t b = 0; b < blocks; ++b) {
         double weight_sum = 0.0, update_sum = 0.0;
         const int64_t end = std::min(n, (b + 1) * kNormBlock);
@@ -105,7 +103,7 @@ void Optimizer::step(float learning_rate) {
             // ALBERT's: m and v uncorrected, and the ratio 1 on biases, norms and the other undecayed tensors.
             const bool albert = options_.kind == OptimizerKind::lamb_albert;
             const float c1 = albert ? 1.0f : correction1, c2 = albert ? 1.0f : correction2;
-            const LambStep step{beta1, beta2, eps, c1, c2, decay};
+            const MomentStep step{beta1, beta2, eps, c1, c2, decay};
             const auto [weight_squares, update_squares] = lamb_moments(w, m, v, g, n, step);
             const double weight_norm = std::sqrt(weight_squares), update_norm = std::sqrt(update_squares);
             const bool adapted = !albert || weights_[p];
@@ -116,11 +114,11 @@ void Optimizer::step(float learning_rate) {
             for (int64_t i = 0; i < n; ++i) w[i] -= rate * lamb_direction(m[i], v[i], w[i], step);
             continue;
         }
-        const AdamStep step{beta1, beta2, eps, correction1, correction2, learning_rate, decay};
+        const MomentStep step{beta1, beta2, eps, correction1, correction2, decay};
         if (options_.kind == OptimizerKind::adamw) {
-            adam_update<true>(w, m, v, g, n, step);
+            adam_update<true>(w, m, v, g, n, step, learning_rate);
         } else {
-            adam_update<false>(w, m, v, g, n, step);
+            adam_update<false>(w, m, v, g, n, step, learning_rate);
         }
     }
 }
