@@ -7,7 +7,8 @@
 #      1e-4 relative, the step-0 gradient norms within 1e-3; the next steps' losses are shown;
 #   3. times both, alternating hnas and PyTorch run by run, for every task and kind over several
 #      rounds, and prints a markdown table of medians (ranges over the rounds in brackets), with
-#      hnas's step over its matmul-only bound: one step's products timed alone in oneDNN (issue #20).
+#      hnas's step over its matmul-only bound: one step's products timed alone in oneDNN (issue #20),
+#      on operands in cache and on operands evicted from the caches by a 64 MiB write.
 # Options:
 #   --quick           smoke test: 1 round of 2 timed steps after 1 warm-up step
 #   --rounds N        rounds per configuration (default 3)
@@ -130,17 +131,19 @@ configs = list(dict.fromkeys((r["task"], r["kind"]) for r in runs))
 hnas_precision = next(r.get("precision", "f32") for r in runs if r["impl"] == "hnas")
 if hnas_precision != "f32":
     print(f"hnas trains with {hnas_precision} matmuls, PyTorch in f32.\n")
-print("| task | kind | hnas input tokens/s | torch input tokens/s | hnas/torch | hnas step ms | torch step ms | hnas matmul-only ms | hnas step / matmul-only | hnas peak RSS MiB | torch peak RSS MiB | RSS hnas/torch | hnas step / lnas |")
-print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+print("| task | kind | hnas input tokens/s | torch input tokens/s | hnas/torch | hnas step ms | torch step ms | hnas matmul-only ms | hnas step / matmul-only | matmul-only ms, evicted | step / evicted | hnas peak RSS MiB | torch peak RSS MiB | RSS hnas/torch | hnas step / lnas |")
+print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 for task, kind in configs:
     ht, tt = pick("hnas", task, kind, "input_tokens_per_s"), pick("torch", task, kind, "input_tokens_per_s")
     hm, tm = pick("hnas", task, kind, "step_ms_median"), pick("torch", task, kind, "step_ms_median")
     hr, tr = pick("hnas", task, kind, "peak_rss_mib"), pick("torch", task, kind, "peak_rss_mib")
     lnas = pick("hnas", task, "lnas", "step_ms_median")
     bound, over_bound = pick("hnas", task, kind, "matmul_bound_ms"), pick("hnas", task, kind, "step_over_matmul_bound")
+    evicted, over_evicted = pick("hnas", task, kind, "matmul_bound_evicted_ms"), pick("hnas", task, kind, "step_over_matmul_bound_evicted")
     relative = f"{med(hm) / med(lnas):.3f}" if lnas else "–"
     print(f"| {task} | {kind} | {span(ht, '{:.0f}')} | {span(tt, '{:.0f}')} | {med(ht) / med(tt):.2f} | {span(hm, '{:.0f}')} | "
-          f"{span(tm, '{:.0f}')} | {span(bound, '{:.0f}')} | {span(over_bound, '{:.2f}')} | {med(hr):.0f} | {med(tr):.0f} | "
+          f"{span(tm, '{:.0f}')} | {span(bound, '{:.0f}')} | {span(over_bound, '{:.2f}')} | {span(evicted, '{:.0f}')} | "
+          f"{span(over_evicted, '{:.2f}')} | {med(hr):.0f} | {med(tr):.0f} | "
           f"{med(hr) / med(tr):.2f} | {relative} |")
 first = runs[0]
 steps, warmup, threads = first["steps"], first["warmup"], first["threads"]
@@ -148,7 +151,9 @@ rounds = len(pick("hnas", *configs[0], "input_tokens_per_s"))
 print(f"\nMedians over {rounds} round(s) [min–max]; each run {warmup} warm-up + {steps} timed steps, "
       f"{threads} threads; input tokens/s = tokens the model reads per step (source + target, or the MLM sequence) / median step time; "
       "matmul-only = one step's matrix products, each timed alone in oneDNN with the step's shapes and layouts "
-      "(hnas-bench train --matmul-bound), summed; model GFLOP/s (3 × forward matmul FLOPs / median step):")
+      "(hnas-bench train --matmul-bound), summed; evicted: the same with a "
+      f"{next(r['matmul_bound_evict_mib'] for r in runs if r['impl'] == 'hnas')} MiB buffer written before each product, so the operands come from "
+      "memory as a step's do; model GFLOP/s (3 × forward matmul FLOPs / median step):")
 for task, kind in configs:
     hg, tg = pick("hnas", task, kind, "model_gflop_per_s"), pick("torch", task, kind, "model_gflop_per_s")
     print(f"  {task} {kind}: hnas {med(hg):.1f}, torch {med(tg):.1f} "

@@ -265,11 +265,11 @@ TEST(BackendMatmul, RecordsProductsAndReplaysThemAlone) {
     EXPECT_TRUE(products[1].accumulate);
     EXPECT_FLOAT_EQ(products[1].alpha, 0.5f);
     const int64_t calls_before = backend::matmul_stats().calls;
-    const double bound = backend::matmul_only_seconds(products, 3);
-    EXPECT_GT(bound, 0.0);
+    EXPECT_GT(backend::matmul_only_seconds(products, 3, 0), 0.0);
+    EXPECT_GT(backend::matmul_only_seconds(products, 3, size_t{1} << 20), 0.0);
     EXPECT_EQ(backend::matmul_stats().calls, calls_before);
-    EXPECT_EQ(backend::matmul_only_seconds({}, 3), 0.0);
-    EXPECT_THROW(backend::matmul_only_seconds(products, 0), Error);
+    EXPECT_EQ(backend::matmul_only_seconds({}, 3, 0), 0.0);
+    EXPECT_THROW(backend::matmul_only_seconds(products, 0, 0), Error);
 }
 
 // Entry p's logical element (i, j) of an operand of `heads`-grouped (rows, cols) matrices, stored

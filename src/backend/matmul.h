@@ -98,8 +98,10 @@ public:
 
 // The matmul-only bound of a list of products: each run alone by its oneDNN primitive on operands
 // already in its precision (no conversion, no lookup), timed `repeats` times after one untimed run;
-// the sum over the calls of each one's median seconds.
-double matmul_only_seconds(const std::vector<MatmulCall>& calls, int repeats);
+// the sum over the calls of each one's median seconds. With evict_bytes > 0, a buffer of that size is
+// written before each timed run, so the operands come from beyond any cache smaller than it, as a
+// step's do once its tensors outgrow the caches; with 0 they stay in cache from the run before.
+double matmul_only_seconds(const std::vector<MatmulCall>& calls, int repeats, size_t evict_bytes);
 
 // The matmul primitives kept, those of the most recently used shapes (matmul.cpp says why).
 inline constexpr size_t kMatmulCacheCapacity = 1024;

@@ -9,7 +9,8 @@
 //   hnas-bench train      whole training steps of issue #8's reference models (headline, mlm) on random
 //                         fixed-shape batches: one JSON line (input and target tokens/s, step times, peak RSS, losses);
 //                         --precision bf16 for bf16 matmuls; --matmul-bound: also the step's products
-//                         timed alone in oneDNN, and the step over that bound (issue #20)
+//                         timed alone in oneDNN, and the step over that bound (issue #20), with
+//                         operands in cache and again evicted by a --evict-mib write before each product
 //                         scripts/bench_train.sh runs it against scripts/torch_reference.py
 //   hnas-bench decode     beam search of a trained headline model over test articles, in `hnas decode`'s
 //                         batches: articles/s, and a file of the batches, hypotheses and parameters from
@@ -262,6 +263,7 @@ struct TrainBenchOptions {
     bool no_dropout = false;       // every dropout rate 0 (for loss comparisons across frameworks)
     std::string dump_initial;      // checkpoint of the initial parameters and the first batch
     bool matmul_bound = false;     // also time the products of one more step in oneDNN alone (issue #20)
+    int64_t evict_mib = 64;        // the bound again with a buffer this large written before each product
 };
 
 // Shapes of the two reference workloads (issue #8).
@@ -539,8 +541,11 @@ void bench_train(const TrainBenchOptions& o) {
             train_step(first);
             products = recorder.calls();
         }
+        // Twice: on operands left in cache by the run before (the products' own rate), and on operands
+        // evicted by a large write (the rate a step gets from memory: docs/performance.md).
         constexpr int kBoundRepeats = 5;
-        const double bound = backend::matmul_only_seconds(products, kBoundRepeats);
+        const double bound = backend::matmul_only_seconds(products, kBoundRepeats, 0);
+        const double evicted_bound = backend::matmul_only_seconds(products, kBoundRepeats, static_cast<size_t>(o.evict_mib) << 20);
         double product_flops = 0.0;
         for (const backend::MatmulCall& call : products) {
             product_flops += call.shape.flops();
@@ -548,7 +553,13 @@ void bench_train(const TrainBenchOptions& o) {
         result["matmul_bound_products"] = products.size();
         result["matmul_bound_ms"] = 1e3 * bound;
         result["matmul_bound_gflop_per_s"] = product_flops / bound * 1e-9;
-        if (result.contains("step_ms_median")) result["step_over_matmul_bound"] = result["step_ms_median"].get<double>() * 1e-3 / bound;
+        result["matmul_bound_evict_mib"] = o.evict_mib;
+        result["matmul_bound_evicted_ms"] = 1e3 * evicted_bound;
+        if (result.contains("step_ms_median")) {
+            const double step_seconds = result["step_ms_median"].get<double>() * 1e-3;
+            result["step_over_matmul_bound"] = step_seconds / bound;
+            result["step_over_matmul_bound_evicted"] = step_seconds / evicted_bound;
+        }
     }
     result["peak_rss_mib"] = peak_rss_mib();
     std::cout << result.dump() << std::endl;
@@ -744,6 +755,10 @@ int main(int argc, char** argv) {
     train_command->add_flag("--no-dropout", train_options.no_dropout, "Every dropout rate 0 (loss comparisons)");
     train_command->add_flag("--matmul-bound", train_options.matmul_bound,
                             "Also time one step's matrix products alone in oneDNN; reports step / that bound");
+    train_command->add_option("--evict-mib", train_options.evict_mib,
+                              "With --matmul-bound, also time the products after writing a buffer of this many MiB "
+                              "(operands from memory, not cache)")
+        ->check(hnas::cli::non_negative_integer<int64_t>());
     train_command->add_option("--dump-initial", train_options.dump_initial,
                               "Write the initial parameters, the first batch and the dropout-off step-0 loss to this "
                               "checkpoint (every step then trains on that batch)");
