@@ -8,6 +8,7 @@
 
 #include "backend/kernels.h"
 #include "backend/matmul.h"
+#include "ops/ops.h"
 #include "test_support.h"
 
 namespace hnas {
@@ -192,6 +193,36 @@ TEST(BackendMatmul, TensorOperandsAreConvertedOnceUntilWritten) {
     const Tensor fresh = random_tensor({4, 4}, 9);
     EXPECT_EQ(backend::operand(fresh).bf16, nullptr);
     EXPECT_FALSE(fresh.bf16_copy().second);
+}
+
+// Whether a tensor's bf16 copy is current and holds its values rounded to the nearest even bf16.
+::testing::AssertionResult holds_current_bf16_copy(const Tensor& tensor) {
+    std::vector<uint16_t> expected(static_cast<size_t>(tensor.numel()));
+    kernels::convert_to_bf16(tensor.data(), expected.data(), tensor.numel());
+    const auto [copy, current] = tensor.bf16_copy();
+    if (!current) return ::testing::AssertionFailure() << "the bf16 copy is stale";
+    for (size_t i = 0; i < expected.size(); ++i) {
+        if (copy[i] != expected[i]) return ::testing::AssertionFailure() << "bf16 value " << i << " differs";
+    }
+    return ::testing::AssertionSuccess();
+}
+
+// Under bf16, the ops whose results feed products (issue #20 item 3) write the bf16 copies themselves:
+// layer norm's and GELU's outputs, the gradients GELU and cross-entropy hand back. Under f32, none.
+TEST(BackendMatmul, OpsFeedingProductsWriteTheirOperandsBf16Copies) {
+    const auto run = [](backend::MatmulPrecision precision) {
+        testing::PrecisionScope scope(precision);
+        const Var x(random_tensor({6, 40}, 3)), weight(random_tensor({40}, 5)), bias(random_tensor({40}, 6));
+        const Var hidden(random_tensor({6, 40}, 7), true), logits(random_tensor({5, 40}, 4), true);
+        const Var normalized = ops::layer_norm(x, weight, bias, 1e-5f);
+        const Var activated = ops::gelu(hidden);
+        const Tensor targets = Tensor::from_ints({5}, {3, -1, 0, 39, 7});  // one row ignored
+        Var loss = ops::add(ops::sum_all(ops::mul(activated, activated)), ops::cross_entropy(logits, targets, -1, 0.1f));
+        loss.backward();
+        return std::array<Tensor, 4>{normalized.value(), activated.value(), hidden.grad(), logits.grad()};
+    };
+    for (const Tensor& tensor : run(backend::MatmulPrecision::bf16)) EXPECT_TRUE(holds_current_bf16_copy(tensor));
+    for (const Tensor& tensor : run(backend::MatmulPrecision::f32)) EXPECT_FALSE(tensor.bf16_copy().second);
 }
 
 TEST(BackendMatmul, ReusesCachedPrimitives) {

@@ -109,11 +109,27 @@ void broadcast_binary(const float* a, const Shape& a_shape, const float* b, cons
     }
 }
 
-// out[i] = f(x[i]) elementwise over n values.
+// out[i] = f(x[i]) elementwise over n values; with `rounded`, also rounded[i] = round_to_bf16(out[i])
+// in the same pass (backend::operand_copy_to_fill).
 template <typename F>
-void map_unary(const float* x, float* out, int64_t n, F f) {
+void map_unary(const float* x, float* out, int64_t n, F f, uint16_t* rounded = nullptr) {
+    if (rounded == nullptr) {
 #pragma omp parallel for simd schedule(static) if (n >= kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) out[i] = f(x[i]);
+        for (int64_t i = 0; i < n; ++i) out[i] = f(x[i]);
+    } else {
+#pragma omp parallel for simd schedule(static) if (n >= kParallelGrain)
+        for (int64_t i = 0; i < n; ++i) {
+            out[i] = f(x[i]);
+            rounded[i] = round_to_bf16(out[i]);
+        }
+    }
+}
+
+// A row just written, rounded to bf16 while it is still in cache (null `out`: nothing to round).
+inline void round_row_to_bf16(const float* x, uint16_t* out, int64_t n) {
+    if (out == nullptr) return;
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) out[i] = round_to_bf16(x[i]);
 }
 
 // dst = (accumulate ? dst : 0) + src summed over the axes along which dst's shape was broadcast

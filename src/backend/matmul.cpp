@@ -317,6 +317,10 @@ MatmulOperand operand(const Tensor& tensor) {
     return {tensor.data(), rounded};
 }
 
+uint16_t* operand_copy_to_fill(Tensor& tensor) {
+    return matmul_precision() == MatmulPrecision::bf16 ? tensor.bf16_copy().first : nullptr;
+}
+
 void matmul(MatmulOperand a, MatmulOperand b, float* c, const MatmulShape& shape, const MatmulOptions& options) {
     HNAS_CHECK(shape.batch > 0 && shape.m > 0 && shape.n > 0 && shape.k > 0, "backend.matmul: empty problem (batch ",
                shape.batch, ", m ", shape.m, ", n ", shape.n, ", k ", shape.k, ")");

@@ -56,6 +56,12 @@ struct MatmulOperand {
 // when its values changed since a product last read it.
 MatmulOperand operand(const Tensor& tensor);
 
+// For an op whose output (or input gradient) is a product's operand in the models here: under bf16
+// precision, that tensor's bf16 copy, marked current, for the op to fill with round_to_bf16 of every
+// value in the same pass as it writes them, so no product converts it again (issue #20 item 3); under
+// f32, null. Take the tensor's data() pointer first: data() marks the copy stale.
+uint16_t* operand_copy_to_fill(Tensor& tensor);
+
 void matmul(MatmulOperand a, MatmulOperand b, float* c, const MatmulShape& shape, const MatmulOptions& options = {});
 
 // f32: exact f32 products (the default). bf16: A and B are rounded to bf16 (nearest even) before the

@@ -4,6 +4,7 @@
 #include <numbers>
 
 #include "backend/kernels.h"
+#include "backend/matmul.h"
 #include "ops/ops.h"
 
 namespace hnas::ops {
@@ -13,12 +14,19 @@ namespace {
 // What a unary op's derivative reads; its backward keeps only that tensor alive.
 enum class DerivativeReads { nothing, input, output };
 
+// Whether the op's output and its input's gradient are products' operands in the models here (the
+// feed-forward activation sits between two linear layers): then, under bf16 precision, both are
+// written with their bf16 copies (backend::operand_copy_to_fill).
+enum class FeedsProducts { no, yes };
+
 // y = f(x); dx = dy · dfdx(v), v being the input or the output (whichever `reads` names; unused when
 // the derivative is a constant).
-template <DerivativeReads reads, typename Forward, typename Derivative>
+template <DerivativeReads reads, FeedsProducts feeds = FeedsProducts::no, typename Forward, typename Derivative>
 Var unary_op(const char* name, const Var& x, Forward forward, Derivative dfdx) {
     Tensor y = Tensor::empty(x.shape());
-    kernels::map_unary(x.value().data(), y.data(), y.numel(), forward);
+    float* out = y.data();
+    uint16_t* out_rounded = feeds == FeedsProducts::yes ? backend::operand_copy_to_fill(y) : nullptr;
+    kernels::map_unary(x.value().data(), out, y.numel(), forward, out_rounded);
     const Tensor kept = reads == DerivativeReads::input ? x.value() : reads == DerivativeReads::output ? y : Tensor();
     return make_result(name, y, {x}, [kept, dfdx](const Tensor& dy, GradSink& sink) {
         const GradSink::Target target = sink.target(0);
@@ -27,11 +35,19 @@ Var unary_op(const char* name, const Var& x, Forward forward, Derivative dfdx) {
         const float* read = reads == DerivativeReads::nothing ? nullptr : kept.data();
         const float* g = dy.data();
         float* d = dx.data();
+        uint16_t* rounded = feeds == FeedsProducts::yes ? backend::operand_copy_to_fill(dx) : nullptr;
         const int64_t n = dx.numel();
+        if (rounded == nullptr) {
 #pragma omp parallel for simd schedule(static) if (n >= kernels::kParallelGrain)
-        for (int64_t i = 0; i < n; ++i) {
-            const float value = g[i] * dfdx(reads == DerivativeReads::nothing ? 0.0f : read[i]);
-            write_gradient(d[i], value, accumulate);
+            for (int64_t i = 0; i < n; ++i) {
+                write_gradient(d[i], g[i] * dfdx(reads == DerivativeReads::nothing ? 0.0f : read[i]), accumulate);
+            }
+        } else {
+#pragma omp parallel for simd schedule(static) if (n >= kernels::kParallelGrain)
+            for (int64_t i = 0; i < n; ++i) {
+                write_gradient(d[i], g[i] * dfdx(reads == DerivativeReads::nothing ? 0.0f : read[i]), accumulate);
+                rounded[i] = kernels::round_to_bf16(d[i]);
+            }
         }
     });
 }
@@ -134,7 +150,7 @@ Var rsqrt(const Var& x) {
 }
 
 Var relu(const Var& x) {
-    return unary_op<DerivativeReads::output>(
+    return unary_op<DerivativeReads::output, FeedsProducts::yes>(
         "relu", x, [](float v) { return v > 0.0f ? v : 0.0f; }, [](float y) { return y > 0.0f ? 1.0f : 0.0f; });
 }
 
@@ -143,7 +159,7 @@ Var gelu(const Var& x, GeluForm form) {
     constexpr float kInvSqrt2Pi = 0.39894228040143268f;
     if (form == GeluForm::erf) {
         // gelu(x) = x·Φ(x); gelu'(x) = Φ(x) + x·φ(x)
-        return unary_op<DerivativeReads::input>(
+        return unary_op<DerivativeReads::input, FeedsProducts::yes>(
             "gelu", x, [](float v) { return 0.5f * v * (1.0f + kernels::fast_erf(v * kInvSqrt2)); },
             [](float v) {
                 return 0.5f * (1.0f + kernels::fast_erf(v * kInvSqrt2)) + v * kInvSqrt2Pi * kernels::fast_exp(-0.5f * v * v);
@@ -151,7 +167,7 @@ Var gelu(const Var& x, GeluForm form) {
     }
     // The tanh approximation: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
     constexpr float kSqrt2OverPi = 0.79788456080286536f;
-    return unary_op<DerivativeReads::input>(
+    return unary_op<DerivativeReads::input, FeedsProducts::yes>(
         "gelu_tanh", x,
         [](float v) { return 0.5f * v * (1.0f + std::tanh(kSqrt2OverPi * (v + 0.044715f * v * v * v))); },
         [](float v) {

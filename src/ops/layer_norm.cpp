@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "backend/kernels.h"
+#include "backend/matmul.h"
 #include "ops/ops.h"
 
 namespace hnas::ops {
@@ -20,6 +21,7 @@ Var layer_norm(const Var& x, const Var& weight, const Var& bias, float eps) {
     Tensor row_rstd = Tensor::empty({rows});  // 1 / sqrt(var + eps), kept for the backward pass
     const float *in = x.value().data(), *w = weight.value().data(), *b = bias.value().data();
     float *out = y.data(), *mean = row_mean.data(), *rstd = row_rstd.data();
+    uint16_t* rounded = backend::operand_copy_to_fill(y);  // every layer norm here feeds linear layers
 #pragma omp parallel for schedule(static) if (x.numel() >= kernels::kParallelGrain)
     for (int64_t r = 0; r < rows; ++r) {
         const float* row = in + r * width;
@@ -33,6 +35,7 @@ Var layer_norm(const Var& x, const Var& weight, const Var& bias, float eps) {
         const float inv = 1.0f / std::sqrt(squares / static_cast<float>(width) + eps);
 #pragma omp simd
         for (int64_t j = 0; j < width; ++j) out[r * width + j] = (row[j] - mu) * inv * w[j] + b[j];
+        kernels::round_row_to_bf16(out + r * width, rounded == nullptr ? nullptr : rounded + r * width, width);
         mean[r] = mu;
         rstd[r] = inv;
     }

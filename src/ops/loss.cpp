@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "backend/kernels.h"
+#include "backend/matmul.h"
 #include "ops/ops.h"
 
 namespace hnas::ops {
@@ -59,12 +60,16 @@ Var cross_entropy(const Var& logits, const Tensor& targets, int ignore_index, fl
                            const float *in = lv.data(), *lse = row_lse.data();
                            const int32_t* target = targets.ints();
                            float* d = dx.data();
+                           // The logits' gradient feeds the output projection's backward products.
+                           uint16_t* rounded = backend::operand_copy_to_fill(dx);
 #pragma omp parallel for schedule(static) if (dx.numel() >= kernels::kParallelGrain)
                            for (int64_t r = 0; r < rows; ++r) {
                                float* drow = d + r * classes;
+                               uint16_t* rounded_row = rounded == nullptr ? nullptr : rounded + r * classes;
                                const float* row = in + r * classes;
                                if (target[r] == ignore_index) {
                                    if (!accumulate) std::fill(drow, drow + classes, 0.0f);
+                                   kernels::round_row_to_bf16(drow, rounded_row, classes);
                                    continue;
                                }
                                const float row_lse = lse[r];
@@ -74,6 +79,7 @@ Var cross_entropy(const Var& logits, const Tensor& targets, int ignore_index, fl
                                    write_gradient(drow[j], value, accumulate);
                                }
                                drow[target[r]] -= (1.0f - label_smoothing) * upstream;
+                               kernels::round_row_to_bf16(drow, rounded_row, classes);
                            }
                        });
 }
