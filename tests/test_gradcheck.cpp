@@ -154,6 +154,10 @@ std::vector<GradCase> all_cases() {
         Rng rng(5);  // the same mask at every evaluation
         return ops::dropout(v[0], 0.3f, rng);
     });
+    add("dropout_add", {random_tensor({4, 8}, 151), random_tensor({4, 8}, 152)}, [](const std::vector<Var>& v) {
+        Rng rng(5);
+        return ops::dropout_add(v[0], v[1], 0.3f, rng);
+    });
     const Tensor ids = Tensor::from_ints({2, 4}, {1, 3, 3, 6, 0, 1, 5, 3});
     add("embedding", {random_tensor({7, 5}, 160)},
         [ids](const std::vector<Var>& v) { return ops::embedding(v[0], ids); });

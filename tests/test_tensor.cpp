@@ -295,5 +295,35 @@ TEST(Dropout, KeepsTheExpectedFractionAndScales) {
     EXPECT_NEAR(static_cast<double>(kept) / y.numel(), 0.75, 0.01);
 }
 
+// The fused residual sum against its definition, add(residual, dropout(branch)), from the same RNG
+// state, on enough values for the parallel loop: the same mask, the sums equal up to the fused
+// multiply-add's single rounding, the gradients equal bit for bit.
+TEST(Dropout, FusedResidualSumMatchesDropoutThenAdd) {
+    const Shape shape{5, 64, 80};
+    Var residual_f(testing::random_tensor(shape, 1), true), branch_f(testing::random_tensor(shape, 2), true);
+    Var residual_c(residual_f.value().clone(), true), branch_c(branch_f.value().clone(), true);
+    const Var weights(testing::random_tensor(shape, 3));
+    Rng fused_rng(7), composed_rng(7);
+    const Var fused = ops::dropout_add(residual_f, branch_f, 0.3f, fused_rng);
+    const Var composed = ops::add(residual_c, ops::dropout(branch_c, 0.3f, composed_rng));
+    EXPECT_EQ(fused_rng.state(), composed_rng.state());
+    const float *f = fused.value().data(), *c = composed.value().data(), *r = residual_f.value().data();
+    int64_t dropped = 0;
+    for (int64_t i = 0; i < fused.numel(); ++i) {
+        ASSERT_NEAR(f[i], c[i], 1e-6f * (1.0f + std::abs(c[i]))) << i;
+        if (c[i] == r[i]) {
+            ASSERT_EQ(f[i], r[i]) << i;  // a dropped element is the residual exactly
+            ++dropped;
+        }
+    }
+    EXPECT_NEAR(static_cast<double>(dropped) / fused.numel(), 0.3, 0.01);
+    Var fused_loss = ops::sum_all(ops::mul(fused, weights)), composed_loss = ops::sum_all(ops::mul(composed, weights));
+    fused_loss.backward();
+    composed_loss.backward();
+    EXPECT_TRUE(testing::same_tensor(residual_f.grad(), residual_c.grad()));
+    EXPECT_TRUE(testing::same_tensor(branch_f.grad(), branch_c.grad()));
+    EXPECT_THROW(ops::dropout_add(residual_f, Var(Tensor::zeros({5, 64})), 0.3f, fused_rng), Error);
+}
+
 }  // namespace
 }  // namespace hnas

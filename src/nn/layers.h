@@ -48,6 +48,10 @@ class Dropout : public Module {
 public:
     Dropout(float p, Rng& rng) : p_(p), rng_(rng) {}
     Var forward(const Var& x) const { return training() && p_ > 0.0f ? ops::dropout(x, p_, rng_) : x; }
+    // residual + forward(branch), in one fused op while training.
+    Var add_to(const Var& residual, const Var& branch) const {
+        return training() && p_ > 0.0f ? ops::dropout_add(residual, branch, p_, rng_) : ops::add(residual, branch);
+    }
 
 private:
     float p_;

@@ -71,11 +71,11 @@ TransformerLayer::TransformerLayer(const TransformerLayerOptions& o, Rng& init_r
 template <typename Branch>
 Var TransformerLayer::sublayer(const Var& x, const LayerNorm& norm, Branch branch) const {
     switch (norm_) {
-    case NormPlacement::pre: return ops::add(x, dropout_.forward(branch(norm.forward(x))));
-    case NormPlacement::mte: return ops::add(x, dropout_.forward(norm.forward(branch(x))));
+    case NormPlacement::pre: return dropout_.add_to(x, branch(norm.forward(x)));
+    case NormPlacement::mte: return dropout_.add_to(x, norm.forward(branch(x)));
     case NormPlacement::post: break;
     }
-    return norm.forward(ops::add(x, dropout_.forward(branch(x))));
+    return norm.forward(dropout_.add_to(x, branch(x)));
 }
 
 Var TransformerLayer::mix(const Var& x, const ops::AttentionMask& mask, AttentionCache* cache, const Var& prior,
