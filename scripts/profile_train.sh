@@ -48,7 +48,7 @@ FAMILIES = [
     ("layer norm", r"layer_norm"),
     ("model initialization (not the step)", r"Rng::normal_tensor|Rng::uniform_tensor|init_xavier|init_normal|__cos|__sin"),
     ("GELU (incl. libm erff)", r"gelu|erf"),
-    ("dropout", r"dropout"),
+    ("dropout", r"dropout|masked_gradient"),
     ("cross-entropy / log-softmax", r"cross_entropy|log_softmax|logsumexp"),
     ("exp (libm, softmax / cross-entropy)", r"__expf|__exp|expf@plt"),
     ("embedding gather/scatter", r"embedding"),
