@@ -409,15 +409,18 @@ TEST(BackendKernels, PermuteCopyMatchesIndexArithmetic) {
 // The vectorizable exp and erf of the hot loops against libm over their whole useful range, with
 // exp's exact 0 for masked (-inf) entries.
 TEST(BackendKernels, FastExpAndErfMatchLibm) {
-    double worst_exp = 0, worst_erf = 0;
+    double worst_exp = 0, worst_erf = 0, worst_gaussian = 0;
     for (int i = -200000; i <= 200000; ++i) {
         const float x = static_cast<float>(i) * 4.3e-4f;  // -86 .. 86
         worst_exp = std::max(worst_exp, std::abs(kernels::fast_exp(x) / std::exp(static_cast<double>(x)) - 1.0));
         const float z = static_cast<float>(i) * 3e-5f;  // -6 .. 6
-        worst_erf = std::max(worst_erf, std::abs(kernels::fast_erf(z) - std::erf(static_cast<double>(z))));
+        const kernels::ErfWithGaussian e = kernels::fast_erf_with_gaussian(z);
+        worst_erf = std::max(worst_erf, std::abs(e.erf - std::erf(static_cast<double>(z))));
+        worst_gaussian = std::max(worst_gaussian, std::abs(e.gaussian - std::exp(-static_cast<double>(z) * z)));
     }
     EXPECT_LT(worst_exp, 5e-7) << "relative error of fast_exp";
     EXPECT_LT(worst_erf, 1e-6) << "absolute error of fast_erf";
+    EXPECT_LT(worst_gaussian, 1e-6) << "absolute error of fast_erf_with_gaussian's e^(-x^2)";
     EXPECT_EQ(kernels::fast_exp(-std::numeric_limits<float>::infinity()), 0.0f);
     EXPECT_EQ(kernels::fast_erf(0.0f), 0.0f);
 }

@@ -32,13 +32,20 @@ inline float fast_exp(float x) {
 // training step in it): Abramowitz & Stegun 7.1.26, erf(|x|) = 1 − t·(a1 + t·(a2 + … + t·a5))·e^(−x²)
 // with t = 1/(1 + p·|x|): absolute error below 1.5e-7 in exact arithmetic, 5.3e-7 measured in float
 // (tests/test_backend.cpp), far inside the 2e-5 of the PyTorch parity fixtures.
-inline float fast_erf(float x) {
+// fast_erf_with_gaussian also returns the e^(−x²) it is built from, for GELU's derivative, whose
+// normal density φ(x) ∝ e^(−x²/2) is then one exp fewer per element.
+struct ErfWithGaussian {
+    float erf, gaussian;  // erf(x), e^(−x²)
+};
+inline ErfWithGaussian fast_erf_with_gaussian(float x) {
     const float a = std::abs(x);
     const float t = 1.0f / (1.0f + 0.3275911f * a);
     const float poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
-    const float magnitude = 1.0f - poly * fast_exp(-a * a);
-    return x < 0.0f ? -magnitude : magnitude;
+    const float gaussian = fast_exp(-a * a);
+    const float magnitude = 1.0f - poly * gaussian;
+    return {x < 0.0f ? -magnitude : magnitude, gaussian};
 }
+inline float fast_erf(float x) { return fast_erf_with_gaussian(x).erf; }
 
 // The largest of n contiguous values (−∞ when n is 0), in vector lanes. Written without std::max,
 // which returns a reference: GCC 12 then leaves the reduction scalar, one dependent compare per value

@@ -158,11 +158,13 @@ Var gelu(const Var& x, GeluForm form) {
     constexpr float kInvSqrt2 = 0.70710678118654752f;
     constexpr float kInvSqrt2Pi = 0.39894228040143268f;
     if (form == GeluForm::erf) {
-        // gelu(x) = x·Φ(x); gelu'(x) = Φ(x) + x·φ(x)
+        // gelu(x) = x·Φ(x); gelu'(x) = Φ(x) + x·φ(x), with Φ(x) = (1 + erf(x/√2))/2 and
+        // φ(x) = e^(−(x/√2)²)/√(2π): erf's own exponential.
         return unary_op<DerivativeReads::input, FeedsProducts::yes>(
             "gelu", x, [](float v) { return 0.5f * v * (1.0f + kernels::fast_erf(v * kInvSqrt2)); },
             [](float v) {
-                return 0.5f * (1.0f + kernels::fast_erf(v * kInvSqrt2)) + v * kInvSqrt2Pi * kernels::fast_exp(-0.5f * v * v);
+                const kernels::ErfWithGaussian e = kernels::fast_erf_with_gaussian(v * kInvSqrt2);
+                return 0.5f * (1.0f + e.erf) + v * kInvSqrt2Pi * e.gaussian;
             });
     }
     // The tanh approximation: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
