@@ -4,7 +4,9 @@
 #   2. `hnas-bench batches` writes the batches that run drew, with a model's initial parameters;
 #   3. scripts/torch_real.py trains the PyTorch twin on the same batches in the same order (its step-0
 #      loss, dropout off, must equal hnas's within 1e-4 relative: the same model on both sides);
-#   4. with --baseline BIN, the same `hnas train` run of another hnas binary (the code before a change).
+#   4. with --baseline BIN, the same `hnas train` run of another hnas binary (the code before a change);
+#   5. with --bf16, the same `hnas train` run with bf16 matmuls (train.precision=bf16), and the twin
+#      under PyTorch's mixed precision (torch_real.py --bf16: autocast to bf16).
 # It prints a markdown table: max RSS (GNU time), hnas's tensor live peak, the seconds to the last step
 # (hnas: metrics.jsonl's elapsed_seconds; torch: from its first step's start), and the ratios.
 #   gigaword: configs/gigaword.json --set train.steps=N data.batch_sentences=64 train.learning_rate=0.001
@@ -14,19 +16,21 @@
 #   --threads N        threads for both frameworks (default 2)
 #   --configs "A B"    subset of "gigaword mlm"
 #   --baseline BIN     also run this hnas binary (e.g. a copy of build/hnas made before a change)
+#   --bf16             also run hnas with bf16 matmuls and the twin under bf16 autocast
 #   --out DIR          where runs, batches and JSON lines go (default a fresh temporary directory)
 #   --no-build         use build/hnas and build/hnas-bench as they are
 # Environment: HNAS_BUILD_DIR (default build), PYTHON (default /usr/bin/python3, Debian's, with torch).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-steps=400 threads=2 configs="gigaword mlm" baseline="" out="" build=1
+steps=400 threads=2 configs="gigaword mlm" baseline="" out="" build=1 bf16=0
 while (($#)); do
   case "$1" in
     --steps) steps=${2:?--steps needs a value}; shift ;;
     --threads) threads=${2:?--threads needs a value}; shift ;;
     --configs) configs=${2:?--configs needs a value}; shift ;;
     --baseline) baseline=${2:?--baseline needs a value}; shift ;;
+    --bf16) bf16=1 ;;
     --out) out=${2:?--out needs a value}; shift ;;
     --no-build) build=0 ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
@@ -86,6 +90,27 @@ print(json.dumps({"name": name, "impl": "hnas", "seconds": last["elapsed_seconds
 EOF
 }
 
+# torch_run NAME [--bf16]: the twin trained on $config's batches, appended to results as a JSON line.
+torch_run() {
+  local name=$1; shift
+  /usr/bin/time -v -o "$out/$name.time" "$python" scripts/torch_real.py --batches "$out/$config.batches" \
+    --threads "$threads" "$@" >"$out/$name.json" 2>"$out/$name.log" \
+    || { echo "bench_real: the torch twin $name failed; see $out/$name.log" >&2; exit 1; }
+  "$python" - "$out" "$name" >>"$results" <<'EOF'
+import json, re, sys
+out, name = sys.argv[1], sys.argv[2]
+twin = json.load(open(f"{out}/{name}.json"))
+relative = abs(twin["loss0_eval"] - twin["hnas_loss0_eval"]) / abs(twin["hnas_loss0_eval"])
+if relative > 1e-4:
+    sys.exit(f"bench_real: {name}: step-0 loss torch {twin['loss0_eval']} hnas {twin['hnas_loss0_eval']}: not the same model")
+if not any("openblas" in library for library in twin["blas"]):
+    sys.exit(f"bench_real: torch did not run on OpenBLAS ({twin['blas']}); the comparison would be unfair")
+max_rss_kib = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", open(f"{out}/{name}.time").read()).group(1))
+print(json.dumps({"name": name, "impl": "torch", "seconds": twin["seconds"], "loss": twin["losses"][-1]["loss"],
+                  "max_rss_mib": max_rss_kib / 1024, "loss0_relative": relative}))
+EOF
+}
+
 for config in $configs; do
   case "$config" in
     gigaword) file=configs/gigaword.json settings=(train.steps="$steps" data.batch_sentences=64 train.learning_rate=0.001) ;;
@@ -95,25 +120,16 @@ for config in $configs; do
   hnas_run "$config-hnas" "$out/bin/hnas" "$file" "${settings[@]}"
   "$out/bin/hnas-bench" batches --run "$out/$config-hnas" --steps "$steps" --out "$out/$config.batches" >/dev/null
   echo "bench_real: $config: torch" >&2
-  /usr/bin/time -v -o "$out/$config-torch.time" "$python" scripts/torch_real.py --batches "$out/$config.batches" \
-    --threads "$threads" >"$out/$config-torch.json" 2>"$out/$config-torch.log" \
-    || { echo "bench_real: the torch twin of $config failed; see $out/$config-torch.log" >&2; exit 1; }
-  "$python" - "$out" "$config" >>"$results" <<'EOF'
-import json, re, sys
-out, config = sys.argv[1], sys.argv[2]
-twin = json.load(open(f"{out}/{config}-torch.json"))
-relative = abs(twin["loss0_eval"] - twin["hnas_loss0_eval"]) / abs(twin["hnas_loss0_eval"])
-if relative > 1e-4:
-    sys.exit(f"bench_real: {config}: step-0 loss torch {twin['loss0_eval']} hnas {twin['hnas_loss0_eval']}: not the same model")
-if not any("openblas" in library for library in twin["blas"]):
-    sys.exit(f"bench_real: torch did not run on OpenBLAS ({twin['blas']}); the comparison would be unfair")
-max_rss_kib = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", open(f"{out}/{config}-torch.time").read()).group(1))
-print(json.dumps({"name": f"{config}-torch", "impl": "torch", "seconds": twin["seconds"], "loss": twin["losses"][-1]["loss"],
-                  "max_rss_mib": max_rss_kib / 1024, "loss0_relative": relative}))
-EOF
+  torch_run "$config-torch"
   if [ -n "$baseline" ]; then
     echo "bench_real: $config: baseline hnas" >&2
     hnas_run "$config-baseline" "$out/bin/hnas-baseline" "$file" "${settings[@]}"
+  fi
+  if ((bf16)); then
+    echo "bench_real: $config: hnas in bf16" >&2
+    hnas_run "$config-hnas_bf16" "$out/bin/hnas" "$file" "${settings[@]}" train.precision=bf16
+    echo "bench_real: $config: torch under bf16 autocast" >&2
+    torch_run "$config-torch_bf16" --bf16
   fi
 done
 
@@ -125,7 +141,7 @@ print(f"| run | max RSS MiB | tensor live peak MiB | RSS / live peak | RSS / tor
       f"loss (last 50 steps) | minor faults | matmul primitives |")
 print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 for name, r in runs.items():
-    torch = runs[name.split("-")[0] + "-torch"]
+    torch = runs[name.split("-")[0] + "-torch"]  # PyTorch in f32: every row's reference
     live = r.get("live_peak_mib")
     cells = [name, f"{r['max_rss_mib']:.0f}", f"{live:.0f}" if live else "–",
              f"{r['max_rss_mib'] / live:.2f}" if live else "–", f"{r['max_rss_mib'] / torch['max_rss_mib']:.2f}",
@@ -133,5 +149,10 @@ for name, r in runs.items():
              str(r.get("minor_faults") or "–"), str(r.get("matmul_primitives") or "–")]
     print("| " + " | ".join(cells) + " |")
 print(f"\nStep-0 loss (dropout off, same parameters and batch), torch against hnas, relative: " +
-      ", ".join(f"{n.split('-')[0]} {r['loss0_relative']:.1e}" for n, r in runs.items() if r["impl"] == "torch"))
+      ", ".join(f"{n.split('-')[0]} {r['loss0_relative']:.1e}" for n, r in runs.items() if n.endswith("-torch")))
+for name in (n for n in runs if n.endswith("-hnas_bf16")):
+    config = name.split("-")[0]
+    hnas_seconds, torch_seconds = runs[name]["seconds"], runs[config + "-torch_bf16"]["seconds"]
+    print(f"{config}, both in bf16: hnas {hnas_seconds:.1f} s, PyTorch under autocast {torch_seconds:.1f} s: "
+          f"hnas {torch_seconds / hnas_seconds:.2f}x as fast")
 EOF

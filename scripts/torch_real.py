@@ -4,7 +4,11 @@
 (scripts/torch_reference.py's, which must match the run's config) with the config's optimizer,
 learning-rate schedule, clipping, label smoothing and dropout, step by step on the same batches.
 
-    /usr/bin/python3 scripts/torch_real.py --batches run.batches --steps 400 --threads 2
+    /usr/bin/python3 scripts/torch_real.py --batches run.batches --steps 400 --threads 2 [--bf16]
+
+--bf16 trains under PyTorch's own mixed precision, torch.autocast("cpu", dtype=torch.bfloat16): the
+products in bf16 (oneDNN, AMX where the CPU has it), the ops autocast keeps in f32 in f32. The step-0
+check stays f32.
 
 Prints one JSON line: seconds from the first step's start to the end of the last, the process's peak
 RSS, the step-0 loss with dropout off beside hnas's, and the mean loss of every 50 steps. Progress goes
@@ -130,6 +134,7 @@ def main():
     parser.add_argument("--batches", required=True, help="the file `hnas-bench batches` wrote")
     parser.add_argument("--steps", type=int, default=0, help="steps to train (default: every batch in the file)")
     parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
+    parser.add_argument("--bf16", action="store_true", help="train under torch.autocast('cpu', dtype=torch.bfloat16)")
     args = parser.parse_args()
     if args.threads < 1 or args.steps < 0:
         parser.error("--threads must be >= 1 and --steps >= 0")
@@ -174,7 +179,8 @@ def main():
     for step in range(1, steps + 1):
         step_optimizer = set_learning_rate(optimizer, learning_rate_at(train, step))
         model.zero_grad(set_to_none=True)
-        loss = model.loss(batch(step - 1))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
+            loss = model.loss(batch(step - 1))
         value = loss.item()
         if not math.isfinite(value):
             sys.exit(f"torch_real: loss {value} at step {step}")
@@ -188,7 +194,7 @@ def main():
             print(f"torch_real: step {step}/{steps}  loss {window_means[-1]['loss']:.4f}  "
                   f"elapsed {time.perf_counter() - start:.1f} s  rss {rss_mib():.0f} MiB", file=sys.stderr, flush=True)
     seconds = time.perf_counter() - start
-    print(json.dumps({"impl": "torch", "task": config["task"], "kind": kind, "threads": torch.get_num_threads(),
+    print(json.dumps({"impl": "torch", "task": config["task"], "kind": kind, "bf16": args.bf16, "threads": torch.get_num_threads(),
                       "steps": steps, "seconds": seconds, "loss0_eval": loss0_eval,
                       "hnas_loss0_eval": metadata["loss0_eval"], "losses": window_means,
                       "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,

@@ -290,7 +290,9 @@ class Bert(nn.Module):
         for layer in self.encoder.layers:
             x = layer(x, masks)
         rows = x.reshape(-1, WIDTH)[b["masked_positions"]]
-        hidden = self.mlm_head.norm(F.gelu(self.mlm_head.dense(rows)))
+        # .float(): a no-op in f32; under CPU autocast (torch_real.py --bf16) torch 1.13 hands layer_norm
+        # the bf16 GELU output with f32 weights and stops ("expected scalar type BFloat16").
+        hidden = self.mlm_head.norm(F.gelu(self.mlm_head.dense(rows)).float())
         logits = hidden @ e.tokens.weight.t() + self.mlm_head.bias
         loss = F.cross_entropy(logits, b["masked_labels"], ignore_index=PAD_ID)
         if self.sentence_order_weight > 0:
