@@ -36,8 +36,6 @@ Engine& cpu() {
     return instance;
 }
 
-std::atomic<MatmulPrecision> precision{MatmulPrecision::f32};
-
 struct MatmulKey {
     int64_t batch, m, n, k, heads;
     bool trans_a, trans_b, shared_b, a_interleaved, b_interleaved, c_interleaved, has_bias, accumulate, bf16;
@@ -317,10 +315,6 @@ MatmulOperand operand(const Tensor& tensor) {
     return {tensor.data(), rounded};
 }
 
-uint16_t* operand_copy_to_fill(Tensor& tensor) {
-    return matmul_precision() == MatmulPrecision::bf16 ? tensor.bf16_copy().first : nullptr;
-}
-
 void matmul(MatmulOperand a, MatmulOperand b, float* c, const MatmulShape& shape, const MatmulOptions& options) {
     HNAS_CHECK(shape.batch > 0 && shape.m > 0 && shape.n > 0 && shape.k > 0, "backend.matmul: empty problem (batch ",
                shape.batch, ", m ", shape.m, ", n ", shape.n, ", k ", shape.k, ")");
@@ -353,10 +347,6 @@ MatmulStats matmul_stats() {
     const auto [created, creation_seconds] = matmul_cache().created();
     return {calls.load(), created, flops.load(), seconds.load(), creation_seconds};
 }
-
-void set_matmul_precision(MatmulPrecision value) { precision.store(value); }
-
-MatmulPrecision matmul_precision() { return precision.load(); }
 
 void set_num_threads(int threads) {
     HNAS_CHECK(threads > 0, "threads must be positive, got ", threads);

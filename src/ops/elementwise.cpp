@@ -37,6 +37,8 @@ Var unary_op(const char* name, const Var& x, Forward forward, Derivative dfdx) {
         float* d = dx.data();
         uint16_t* rounded = feeds == FeedsProducts::yes ? backend::operand_copy_to_fill(dx) : nullptr;
         const int64_t n = dx.numel();
+        // Two loops spelled out: with the gradient in a shared lambda GCC left both scalar (GELU's
+        // backward took 21 % of a bf16 step).
         if (rounded == nullptr) {
 #pragma omp parallel for simd schedule(static) if (n >= kernels::kParallelGrain)
             for (int64_t i = 0; i < n; ++i) {

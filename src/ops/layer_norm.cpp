@@ -21,7 +21,9 @@ Var layer_norm(const Var& x, const Var& weight, const Var& bias, float eps) {
     Tensor row_rstd = Tensor::empty({rows});  // 1 / sqrt(var + eps), kept for the backward pass
     const float *in = x.value().data(), *w = weight.value().data(), *b = bias.value().data();
     float *out = y.data(), *mean = row_mean.data(), *rstd = row_rstd.data();
-    uint16_t* rounded = backend::operand_copy_to_fill(y);  // every layer norm here feeds linear layers
+    // Most layer norms here feed linear layers (post-LN sublayers, pre-LN branches, final norms); under
+    // bf16 the copy of one that does not (the MTE block's, paper 002) goes unread.
+    uint16_t* rounded = backend::operand_copy_to_fill(y);
 #pragma omp parallel for schedule(static) if (x.numel() >= kernels::kParallelGrain)
     for (int64_t r = 0; r < rows; ++r) {
         const float* row = in + r * width;

@@ -1,0 +1,21 @@
+// The process-wide matmul precision and what the ops that feed products ask of it, apart from
+// matmul.cpp: the builds without the products (tests/fuzz) link those ops too.
+#include <atomic>
+
+#include "backend/matmul.h"
+
+namespace hnas::backend {
+
+namespace {
+std::atomic<MatmulPrecision> precision{MatmulPrecision::f32};
+}  // namespace
+
+void set_matmul_precision(MatmulPrecision value) { precision.store(value); }
+
+MatmulPrecision matmul_precision() { return precision.load(); }
+
+uint16_t* operand_copy_to_fill(Tensor& tensor) {
+    return matmul_precision() == MatmulPrecision::bf16 ? tensor.bf16_copy().first : nullptr;
+}
+
+}  // namespace hnas::backend
