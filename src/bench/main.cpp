@@ -757,8 +757,8 @@ int main(int argc, char** argv) {
                             "Also time one step's matrix products alone in oneDNN; reports step / that bound");
     train_command->add_option("--evict-mib", train_options.evict_mib,
                               "With --matmul-bound, also time the products after writing a buffer of this many MiB "
-                              "(operands from memory, not cache)")
-        ->check(hnas::cli::non_negative_integer<int64_t>());
+                              "(operands from memory, not cache); at least 1")
+        ->check(hnas::cli::positive_integer<int64_t>());
     train_command->add_option("--dump-initial", train_options.dump_initial,
                               "Write the initial parameters, the first batch and the dropout-off step-0 loss to this "
                               "checkpoint (every step then trains on that batch)");
