@@ -216,10 +216,12 @@ TEST(BackendMatmul, OpsFeedingProductsWriteTheirOperandsBf16Copies) {
         const Var hidden(random_tensor({6, 40}, 7), true), logits(random_tensor({5, 40}, 4), true);
         const Var normalized = ops::layer_norm(x, weight, bias, 1e-5f);
         const Var activated = ops::gelu(hidden);
+        Rng dropout_rng(9);
+        const Var dropped = ops::dropout(Var(random_tensor({6, 40}, 8)), 0.3f, dropout_rng);
         const Tensor targets = Tensor::from_ints({5}, {3, -1, 0, 39, 7});  // one row ignored
         Var loss = ops::add(ops::sum_all(ops::mul(activated, activated)), ops::cross_entropy(logits, targets, -1, 0.1f));
         loss.backward();
-        return std::array<Tensor, 4>{normalized.value(), activated.value(), hidden.grad(), logits.grad()};
+        return std::array<Tensor, 5>{normalized.value(), activated.value(), dropped.value(), hidden.grad(), logits.grad()};
     };
     for (const Tensor& tensor : run(backend::MatmulPrecision::bf16)) EXPECT_TRUE(holds_current_bf16_copy(tensor));
     for (const Tensor& tensor : run(backend::MatmulPrecision::f32)) EXPECT_FALSE(tensor.bf16_copy().second);

@@ -165,6 +165,31 @@ TEST(Tensor, DtypeIsChecked) {
     Tensor values = Tensor::zeros({2});
     EXPECT_THROW(values.ints(), Error);
     EXPECT_THROW(Tensor::from_floats({3}, {1.0f}), Error);
+    Tensor mask = Tensor::zeros({3, 5}, DType::u8);
+    try {
+        mask.data();
+        FAIL() << "expected an error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("asked for f32 data, but the tensor is u8"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(values.bytes(), Error);
+}
+
+// A byte tensor holds one byte per element, and its copies copy bytes.
+TEST(Tensor, BytesCopyAsBytes) {
+    Tensor mask = Tensor::zeros({3, 5}, DType::u8);
+    for (int64_t i = 0; i < mask.numel(); ++i) ASSERT_EQ(mask.bytes()[i], 0);
+    for (int64_t i = 0; i < mask.numel(); ++i) mask.bytes()[i] = static_cast<uint8_t>(10 + i);
+    const Tensor copy = mask.clone();
+    const Tensor rows = mask.take_rows({2, 0});
+    for (int64_t i = 0; i < mask.numel(); ++i) EXPECT_EQ(copy.bytes()[i], 10 + i);
+    for (int64_t j = 0; j < 5; ++j) {
+        EXPECT_EQ(rows.bytes()[j], 20 + j);
+        EXPECT_EQ(rows.bytes()[5 + j], 10 + j);
+    }
+    const int64_t live = tensor_memory().live;
+    const Tensor large = Tensor::empty({1 << 20}, DType::u8);
+    EXPECT_EQ(tensor_memory().live - live, 1 << 20);
 }
 
 TEST(Shape, BroadcastErrorsNameTheOpAndShapes) {

@@ -136,6 +136,8 @@ private:
     std::set<std::pair<size_t, char*>> free_by_size_;  // the same, ordered by size for best fit
 };
 
+size_t element_size(DType dtype) { return dtype == DType::u8 ? 1 : 4; }
+
 // A block's size: a multiple of kAlignment, as aligned_alloc requires and large blocks keep.
 size_t block_size(size_t requested) { return std::max(kAlignment, (requested + kAlignment - 1) / kAlignment * kAlignment); }
 
@@ -174,13 +176,13 @@ Tensor Tensor::empty(const Shape& shape, DType dtype) {
     t.shape_ = shape;
     t.numel_ = shape_numel(shape);
     t.dtype_ = dtype;
-    t.storage_ = std::make_shared<Storage>(static_cast<size_t>(t.numel_) * 4);
+    t.storage_ = std::make_shared<Storage>(static_cast<size_t>(t.numel_) * element_size(dtype));
     return t;
 }
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype) {
     Tensor t = empty(shape, dtype);
-    std::memset(t.storage_->data, 0, static_cast<size_t>(t.numel_) * 4);
+    std::memset(t.storage_->data, 0, static_cast<size_t>(t.numel_) * element_size(dtype));
     return t;
 }
 
@@ -211,8 +213,8 @@ int64_t Tensor::dim(int axis) const {
 }
 
 const float* Tensor::data() const {
-    HNAS_CHECK(defined() && dtype_ == DType::f32, "tensor: f32 data of an ", defined() ? "i32" : "undefined",
-               " tensor");
+    HNAS_CHECK(defined() && dtype_ == DType::f32, "tensor: asked for f32 data, but the tensor is ",
+               defined() ? name_of(dtype_) : "undefined");
     return static_cast<const float*>(storage_->data);
 }
 
@@ -224,8 +226,8 @@ float* Tensor::data() {
 }
 
 std::pair<uint16_t*, bool> Tensor::bf16_copy() const {
-    HNAS_CHECK(defined() && dtype_ == DType::f32, "tensor: bf16 copy of an ", defined() ? "i32" : "undefined",
-               " tensor");
+    HNAS_CHECK(defined() && dtype_ == DType::f32, "tensor: asked for a bf16 copy, but the tensor is ",
+               defined() ? name_of(dtype_) : "undefined");
     Storage& storage = *storage_;
     if (storage.bf16 == nullptr) {
         storage.bf16_bytes = block_size(static_cast<size_t>(numel_) * sizeof(uint16_t));
@@ -236,12 +238,20 @@ std::pair<uint16_t*, bool> Tensor::bf16_copy() const {
 }
 
 int32_t* Tensor::ints() {
-    HNAS_CHECK(defined() && dtype_ == DType::i32, "tensor: i32 data of an ", defined() ? "f32" : "undefined",
-               " tensor");
+    HNAS_CHECK(defined() && dtype_ == DType::i32, "tensor: asked for i32 data, but the tensor is ",
+               defined() ? name_of(dtype_) : "undefined");
     return static_cast<int32_t*>(storage_->data);
 }
 
 const int32_t* Tensor::ints() const { return const_cast<Tensor*>(this)->ints(); }
+
+uint8_t* Tensor::bytes() {
+    HNAS_CHECK(defined() && dtype_ == DType::u8, "tensor: asked for u8 data, but the tensor is ",
+               defined() ? name_of(dtype_) : "undefined");
+    return static_cast<uint8_t*>(storage_->data);
+}
+
+const uint8_t* Tensor::bytes() const { return const_cast<Tensor*>(this)->bytes(); }
 
 float Tensor::item() const {
     HNAS_CHECK(numel_ == 1, "tensor.item: tensor of shape ", shape_str(shape_), " is not a single value");
@@ -274,13 +284,14 @@ Tensor Tensor::reshape(const Shape& shape) const {
 
 Tensor Tensor::clone() const {
     Tensor copy = empty(shape_, dtype_);
-    std::memcpy(copy.storage_->data, storage_->data, static_cast<size_t>(numel_) * 4);
+    std::memcpy(copy.storage_->data, storage_->data, static_cast<size_t>(numel_) * element_size(dtype_));
     return copy;
 }
 
 Tensor Tensor::take_rows(const std::vector<int64_t>& rows) const {
     HNAS_CHECK(rank() >= 1, "take_rows: a scalar has no rows");
-    const int64_t count = shape_[0], row_bytes = (count > 0 ? numel_ / count : 0) * 4;
+    const int64_t count = shape_[0],
+                  row_bytes = (count > 0 ? numel_ / count : 0) * static_cast<int64_t>(element_size(dtype_));
     Shape shape = shape_;
     shape[0] = static_cast<int64_t>(rows.size());
     Tensor taken = empty(shape, dtype_);

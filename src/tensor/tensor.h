@@ -1,4 +1,4 @@
-// Tensor: a row-major, contiguous block of f32 values (or int32 token ids) with a shape.
+// Tensor: a row-major, contiguous block of f32 values (or int32 token ids, or bytes) with a shape.
 // Storage is shared and 64-byte aligned; reshape() is a view, everything else copies. There are no
 // strided views: ops that permute data (transpose, slice) materialize, which keeps every kernel a
 // plain loop over contiguous memory and every oneDNN call a dense descriptor.
@@ -15,8 +15,8 @@
 
 namespace hnas {
 
-enum class DType { f32, i32 };
-inline constexpr EnumName<DType> kDTypeNames[]{{DType::f32, "f32"}, {DType::i32, "i32"}};
+enum class DType { f32, i32, u8 };
+inline constexpr EnumName<DType> kDTypeNames[]{{DType::f32, "f32"}, {DType::i32, "i32"}, {DType::u8, "u8"}};
 constexpr const auto& enum_names(DType) { return kDTypeNames; }
 
 class Tensor {
@@ -41,6 +41,8 @@ public:
     const float* data() const;
     int32_t* ints();
     const int32_t* ints() const;
+    uint8_t* bytes();  // a u8 tensor's values: dropout's keep masks
+    const uint8_t* bytes() const;
     float item() const;  // the value of a one-element f32 tensor
 
     Tensor reshape(const Shape& shape) const;  // a view sharing storage; one axis may be -1
