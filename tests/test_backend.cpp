@@ -195,20 +195,9 @@ TEST(BackendMatmul, TensorOperandsAreConvertedOnceUntilWritten) {
     EXPECT_FALSE(fresh.bf16_copy().second);
 }
 
-// Whether a tensor's bf16 copy is current and holds its values rounded to the nearest even bf16.
-::testing::AssertionResult holds_current_bf16_copy(const Tensor& tensor) {
-    std::vector<uint16_t> expected(static_cast<size_t>(tensor.numel()));
-    kernels::convert_to_bf16(tensor.data(), expected.data(), tensor.numel());
-    const auto [copy, current] = tensor.bf16_copy();
-    if (!current) return ::testing::AssertionFailure() << "the bf16 copy is stale";
-    for (size_t i = 0; i < expected.size(); ++i) {
-        if (copy[i] != expected[i]) return ::testing::AssertionFailure() << "bf16 value " << i << " differs";
-    }
-    return ::testing::AssertionSuccess();
-}
-
 // Under bf16, the ops whose results feed products (issue #20 item 3) write the bf16 copies themselves:
-// layer norm's and GELU's outputs, the gradients GELU and cross-entropy hand back. Under f32, none.
+// layer norm's, GELU's and dropout's outputs, the gradients GELU and cross-entropy hand back. Under
+// f32, none.
 TEST(BackendMatmul, OpsFeedingProductsWriteTheirOperandsBf16Copies) {
     const auto run = [](backend::MatmulPrecision precision) {
         testing::PrecisionScope scope(precision);
@@ -223,7 +212,7 @@ TEST(BackendMatmul, OpsFeedingProductsWriteTheirOperandsBf16Copies) {
         loss.backward();
         return std::array<Tensor, 5>{normalized.value(), activated.value(), dropped.value(), hidden.grad(), logits.grad()};
     };
-    for (const Tensor& tensor : run(backend::MatmulPrecision::bf16)) EXPECT_TRUE(holds_current_bf16_copy(tensor));
+    for (const Tensor& tensor : run(backend::MatmulPrecision::bf16)) EXPECT_TRUE(testing::holds_current_bf16_copy(tensor));
     for (const Tensor& tensor : run(backend::MatmulPrecision::f32)) EXPECT_FALSE(tensor.bf16_copy().second);
 }
 

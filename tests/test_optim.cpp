@@ -169,6 +169,33 @@ TEST(OptimizerLoops, LargeTensorsMatchTheDefinitionOnAnyThreadCount) {
     backend::set_num_threads(threads_before);
 }
 
+// Under bf16 a step writes each weight's bf16 copy with its new values, for the products that read it,
+// and leaves biases' alone; under f32, no copy.
+TEST(OptimizerLoops, UnderBf16TheStepWritesTheWeightsBf16Copies) {
+    const int64_t n = 2 * 4096 + 7;
+    for (backend::MatmulPrecision precision : {backend::MatmulPrecision::bf16, backend::MatmulPrecision::f32}) {
+        testing::PrecisionScope scope(precision);
+        for (OptimizerKind kind : {OptimizerKind::adam, OptimizerKind::adamw, OptimizerKind::lamb}) {
+            OptimizerOptions options;
+            options.kind = kind;
+            const Var weight(testing::random_tensor({n}, 5), true), bias(testing::random_tensor({7}, 6), true);
+            optim::Optimizer optimizer({{"layer.weight", weight}, {"layer.bias", bias}}, options);
+            for (int t = 1; t <= 2; ++t) {
+                optimizer.zero_grad();
+                set_grad(weight, testing::random_tensor({n}, 100 + static_cast<uint64_t>(t)));
+                set_grad(bias, testing::random_tensor({7}, 200 + static_cast<uint64_t>(t)));
+                optimizer.step(1e-2f);
+            }
+            if (precision == backend::MatmulPrecision::bf16) {
+                EXPECT_TRUE(testing::holds_current_bf16_copy(weight.value())) << name_of(kind);
+            } else {
+                EXPECT_FALSE(weight.value().bf16_copy().second) << name_of(kind);
+            }
+            EXPECT_FALSE(bias.value().bf16_copy().second) << name_of(kind);
+        }
+    }
+}
+
 // ---- which parameters are decayed --------------------------------------------------------------------
 
 TEST(NoWeightDecay, BiasesNormsAndThePriorAreExcluded) {

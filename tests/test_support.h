@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "autograd/variable.h"
+#include "backend/kernels.h"
 #include "backend/matmul.h"
 #include "base/rng.h"
 #include "data/tokenizer.h"
@@ -57,6 +58,18 @@ struct PrecisionScope {
     PrecisionScope(const PrecisionScope&) = delete;
     PrecisionScope& operator=(const PrecisionScope&) = delete;
 };
+
+// Whether a tensor's bf16 copy is current and holds its values rounded to the nearest even bf16.
+inline ::testing::AssertionResult holds_current_bf16_copy(const Tensor& tensor) {
+    std::vector<uint16_t> expected(static_cast<size_t>(tensor.numel()));
+    kernels::convert_to_bf16(tensor.data(), expected.data(), tensor.numel());
+    const auto [copy, current] = tensor.bf16_copy();
+    if (!current) return ::testing::AssertionFailure() << "the bf16 copy is stale";
+    for (size_t i = 0; i < expected.size(); ++i) {
+        if (copy[i] != expected[i]) return ::testing::AssertionFailure() << "bf16 value " << i << " differs";
+    }
+    return ::testing::AssertionSuccess();
+}
 
 // Per-step training losses from a run directory's metrics log (every record with a "loss").
 inline std::vector<double> logged_losses(const std::string& run_dir) {

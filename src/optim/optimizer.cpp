@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backend/kernels.h"
+#include "backend/matmul.h"
 
 namespace hnas::optim {
 
@@ -32,18 +33,29 @@ struct MomentStep {
     float beta1, beta2, eps, correction1, correction2, decay;
 };
 
+// The updates run over blocks of kUpdateBlock values, each block's new weights rounded to their bf16
+// copy right after (while in L1) when the products read one: then no product converts a weight.
+constexpr int64_t kUpdateBlock = 4096;
+
 // One Adam update of n values. Adam adds decay·w to the gradient (L2); AdamW subtracts lr·decay·w from
 // w directly. A function of plain values, one per kind: with the kind chosen inside the loop, or the
 // arrays reached through a lambda's captures, GCC vectorized Adam's loop poorly or not at all (3x slower).
 template <bool decoupled>
-void adam_update(float* w, float* m, float* v, const float* g, int64_t n, MomentStep s, float learning_rate) {
-#pragma omp parallel for simd schedule(static) if (n >= kernels::kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) {
-        const float gi = decoupled ? g[i] : g[i] + s.decay * w[i];
-        m[i] = s.beta1 * m[i] + (1.0f - s.beta1) * gi;
-        v[i] = s.beta2 * v[i] + (1.0f - s.beta2) * gi * gi;
-        const float update = (m[i] / s.correction1) / (std::sqrt(v[i] / s.correction2) + s.eps);
-        w[i] -= learning_rate * (decoupled ? update + s.decay * w[i] : update);
+void adam_update(float* w, float* m, float* v, const float* g, int64_t n, MomentStep s, float learning_rate,
+                 uint16_t* rounded) {
+    const int64_t blocks = (n + kUpdateBlock - 1) / kUpdateBlock;
+#pragma omp parallel for schedule(static) if (n >= kernels::kParallelGrain)
+    for (int64_t b = 0; b < blocks; ++b) {
+        const int64_t begin = b * kUpdateBlock, end = std::min(n, begin + kUpdateBlock);
+#pragma omp simd
+        for (int64_t i = begin; i < end; ++i) {
+            const float gi = decoupled ? g[i] : g[i] + s.decay * w[i];
+            m[i] = s.beta1 * m[i] + (1.0f - s.beta1) * gi;
+            v[i] = s.beta2 * v[i] + (1.0f - s.beta2) * gi * gi;
+            const float update = (m[i] / s.correction1) / (std::sqrt(v[i] / s.correction2) + s.eps);
+            w[i] -= learning_rate * (decoupled ? update + s.decay * w[i] : update);
+        }
+        kernels::round_row_to_bf16(w + begin, rounded == nullptr ? nullptr : rounded + begin, end - begin);
     }
 }
 
@@ -94,7 +106,11 @@ void Optimizer::step(float learning_rate) {
         const Tensor grad = parameter.grad();
         if (!grad.defined()) continue;
         const float decay = decayed_[p] ? options_.weight_decay : 0.0f;
-        float* w = parameter.value().data();
+        Tensor value = parameter.value();
+        float* w = value.data();
+        // Weights are products' operands: under bf16 their copies are written here (a bias or norm's
+        // would go unread). Taken after data(), which marks the copy stale.
+        uint16_t* rounded = weights_[p] ? backend::operand_copy_to_fill(value) : nullptr;
         float *m = first_moment_[p].data(), *v = second_moment_[p].data();
         const float* g = grad.data();
         const int64_t n = parameter.numel();
@@ -112,13 +128,14 @@ void Optimizer::step(float learning_rate) {
             const float rate = learning_rate * trust;
 #pragma omp parallel for simd schedule(static) if (n >= kernels::kParallelGrain)
             for (int64_t i = 0; i < n; ++i) w[i] -= rate * lamb_direction(m[i], v[i], w[i], step);
+            if (rounded != nullptr) kernels::convert_to_bf16(w, rounded, n);
             continue;
         }
         const MomentStep step{beta1, beta2, eps, correction1, correction2, decay};
         if (options_.kind == OptimizerKind::adamw) {
-            adam_update<true>(w, m, v, g, n, step, learning_rate);
+            adam_update<true>(w, m, v, g, n, step, learning_rate, rounded);
         } else {
-            adam_update<false>(w, m, v, g, n, step, learning_rate);
+            adam_update<false>(w, m, v, g, n, step, learning_rate, rounded);
         }
     }
 }
