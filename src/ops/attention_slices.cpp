@@ -31,7 +31,7 @@ void load_masked(const float* scores, const SliceMask& mask, int64_t queries, in
 WantedGradient wanted_gradient(GradSink& sink, size_t input) {
     if (!sink.wants(input)) return {};
     const GradSink::Target target = sink.target(input);  // once: it marks the gradient initialized
-    return {target.grad, target.accumulate};
+    return {target.grad, target.accumulate, target.grad.data()};
 }
 
 void add_head_gradient(GradSink& sink, size_t input, const std::vector<double>& per_slice, const AttentionDims& d) {

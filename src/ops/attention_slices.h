@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/kernels.h"
+#include "backend/matmul.h"
 #include "ops/ops.h"
 
 namespace hnas::ops {
@@ -75,11 +76,24 @@ void for_each_slice(const AttentionDims& d, Body&& body) {
     }
 }
 
-// Input `input`'s gradient when it is wanted (undefined otherwise), and whether to add into it.
+// Input `input`'s gradient when it is wanted (undefined otherwise), and whether to add into it. Its
+// values are taken once (each data() call would mark a bf16 copy stale again).
 struct WantedGradient {
     Tensor grad;
     bool accumulate = false;
-    float* slice(int64_t s, int64_t n) { return grad.defined() ? grad.data() + s * n : nullptr; }
+    float* values = nullptr;
+    uint16_t* rounded = nullptr;  // the bf16 copy to fill, with_operand_copy() under bf16 only
+
+    // For a gradient that feeds products (the scores' feeds dQ and dK): its bf16 copy, written slice by
+    // slice by round_slice() once each is final, so that no product converts it.
+    WantedGradient& with_operand_copy() {
+        if (grad.defined()) rounded = backend::operand_copy_to_fill(grad);
+        return *this;
+    }
+    float* slice(int64_t s, int64_t n) const { return values ? values + s * n : nullptr; }
+    void round_slice(int64_t s, int64_t n) const {
+        if (rounded != nullptr) kernels::round_row_to_bf16(values + s * n, rounded + s * n, n);
+    }
 };
 WantedGradient wanted_gradient(GradSink& sink, size_t input);
 

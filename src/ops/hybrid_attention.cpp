@@ -85,12 +85,13 @@ Var hybrid_attention(const Var& scores, const Var& theta, const AttentionMask& m
     });
     return make_result("hybrid_attention", mixed, {scores, theta}, [=](const Tensor& dy, GradSink& sink) {
         std::vector<double> dtheta(static_cast<size_t>(d.slices()));
-        WantedGradient dscores = wanted_gradient(sink, 0);
+        const WantedGradient dscores = wanted_gradient(sink, 0).with_operand_copy();
         for_each_slice(d, [&](int64_t s, SliceScratch& scratch) {
             const float w = u[static_cast<size_t>(s % d.heads)];
             const double mix = hybrid_attention_backward(dy.data() + s * n, doubly.data() + s * n, softmax.data() + s * n,
                                                          row_normalizers.data() + s * d.queries, w, d,
                                                          dscores.slice(s, n), dscores.accumulate, scratch);
+            dscores.round_slice(s, n);
             dtheta[static_cast<size_t>(s)] = mix * w * (1.0f - w);  // forward: u = sigmoid(θ)
         });
         add_head_gradient(sink, 1, dtheta, d);

@@ -166,16 +166,17 @@ Var normalize_attention(const Var& scores, const AttentionMask& mask, const std:
                                     normalizers, s, L, weights.data() + s * n, scratch);
     });
     return make_result("normalize_attention", weights, {scores}, [=](const Tensor& dy, GradSink& sink) {
-        const GradSink::Target target = sink.target(0);
+        const WantedGradient dscores = wanted_gradient(sink, 0).with_operand_copy();
         for_each_slice(d, [&](int64_t s, SliceScratch& scratch) {
-            float* out = target.grad.data() + s * n;
-            float* G = target.accumulate ? SliceScratch::sized(scratch.gradient, n) : out;
+            float* out = dscores.slice(s, n);
+            float* G = dscores.accumulate ? SliceScratch::sized(scratch.gradient, n) : out;
             normalize_attention_backward(dy.data() + s * n, weights.data() + s * n, keep_log ? log_values.data() + s * n : nullptr,
                                          normalizers, s, steps, SliceMask(mask, d, s / d.heads), d, G, scratch);
-            if (target.accumulate) {
+            if (dscores.accumulate) {
 #pragma omp simd
                 for (int64_t e = 0; e < n; ++e) out[e] += G[e];
             }
+            dscores.round_slice(s, n);
         });
     });
 }
