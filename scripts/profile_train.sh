@@ -56,7 +56,7 @@ FAMILIES = [
     ("broadcast elementwise (add, mul, scale)", r"broadcast_binary|map_unary|elementwise|ops::add|ops::mul|scale"),
     ("reductions (bias grads, sums)", r"accumulate_reduced|reduce|ops::sum"),
     ("optimizer (Adam, LAMB)", r"Optimizer::step|adam_update|lamb_moments"),
-    ("gradient clipping", r"clip_gradients"),
+    ("gradient clipping (norms)", r"clip_factors|squared_norm"),
     ("autograd bookkeeping", r"Var::|Node|GradSink|make_result|backward|shared_ptr|std::function"),
     ("memcpy / memset", r"memcpy|memset|memmove"),
     ("allocation (malloc/free, pool)", r"malloc|free|_int_|cfree|operator new|operator delete|Storage|aligned_alloc|tcache|mmap|munmap|brk"),

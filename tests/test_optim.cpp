@@ -302,16 +302,17 @@ TEST(ClipGradients, ReturnsTheGlobalNormAndScalesOnlyAboveMaxNorm) {
     set_grad(parameters[0].parameter, a);
     set_grad(parameters[1].parameter, b);
 
-    // √(1 + 4 + 4 + 16) = 5; at or below max_norm, or max_norm 0 (off), nothing changes
+    // √(1 + 4 + 4 + 16) = 5; at or below max_norm, or max_norm 0 (off), every factor is 1
     for (double max_norm : {10.0, 5.0, 0.0, -1.0}) {
-        EXPECT_EQ(optim::clip_gradients(parameters, max_norm), 5.0) << max_norm;
-        EXPECT_TRUE(same_bits(parameters[0].parameter.grad(), a)) << max_norm;
-        EXPECT_TRUE(same_bits(parameters[1].parameter.grad(), b)) << max_norm;
+        const optim::GradientClip clip = optim::clip_factors(parameters, max_norm);
+        EXPECT_EQ(clip.norm, 5.0) << max_norm;
+        EXPECT_EQ(clip.factors, (std::vector<float>{1.0f, 1.0f, 1.0f})) << max_norm;
     }
-    EXPECT_EQ(optim::clip_gradients(parameters, 2.5), 5.0);  // the norm before clipping
-    EXPECT_TRUE(same_bits(parameters[0].parameter.grad(), Tensor::from_floats({3}, {0.5f, -1.0f, 1.0f})));
-    EXPECT_TRUE(same_bits(parameters[1].parameter.grad(), Tensor::from_floats({2, 2}, {0.0f, 2.0f, 0.0f, 0.0f})));
-    EXPECT_EQ(optim::clip_gradients(parameters, 2.5), 2.5);
+    const optim::GradientClip clip = optim::clip_factors(parameters, 2.5);
+    EXPECT_EQ(clip.norm, 5.0);  // the norm before clipping
+    EXPECT_EQ(clip.factors, (std::vector<float>{0.5f, 0.5f, 0.5f}));
+    EXPECT_TRUE(same_bits(parameters[0].parameter.grad(), a));  // the gradients themselves stay as they are
+    EXPECT_TRUE(same_bits(parameters[1].parameter.grad(), b));
     EXPECT_FALSE(parameters[2].parameter.grad().defined());
 }
 
@@ -320,9 +321,9 @@ TEST(ClipGradients, PerTensorClipsEachTensorToMaxNorm) {
     std::vector<nn::NamedParameter> parameters = {{"a", Var(Tensor::zeros({3}), true)}, {"b", Var(Tensor::zeros({2, 2}), true)}};
     set_grad(parameters[0].parameter, Tensor::from_floats({3}, {1.0f, -2.0f, 2.0f}));      // norm 3
     set_grad(parameters[1].parameter, Tensor::from_floats({2, 2}, {0.0f, 4.0f, 0.0f, 0.0f}));  // norm 4
-    EXPECT_EQ(optim::clip_gradients(parameters, 3.5, optim::ClipScope::per_tensor), 5.0);  // the global norm before
-    EXPECT_TRUE(same_bits(parameters[0].parameter.grad(), Tensor::from_floats({3}, {1.0f, -2.0f, 2.0f})));
-    EXPECT_TRUE(same_bits(parameters[1].parameter.grad(), Tensor::from_floats({2, 2}, {0.0f, 3.5f, 0.0f, 0.0f})));
+    const optim::GradientClip clip = optim::clip_factors(parameters, 3.5, optim::ClipScope::per_tensor);
+    EXPECT_EQ(clip.norm, 5.0);  // the global norm before
+    EXPECT_EQ(clip.factors, (std::vector<float>{1.0f, 3.5f / 4.0f}));
 }
 
 TEST(ClipGradients, LargeGradientsClipToMaxNorm) {
@@ -332,25 +333,63 @@ TEST(ClipGradients, LargeGradientsClipToMaxNorm) {
     const Tensor big = testing::random_tensor({200, 200}, 11), small = testing::random_tensor({7}, 12, -3.0f, 3.0f);
     set_grad(parameters[0].parameter, big);
     set_grad(parameters[1].parameter, small);
-    auto norm_of = [&](const std::vector<Tensor>& tensors) {
-        long double squares = 0.0L;
-        for (const Tensor& t : tensors) {
-            for (int64_t i = 0; i < t.numel(); ++i) squares += static_cast<long double>(t.data()[i]) * t.data()[i];
-        }
-        return static_cast<double>(std::sqrt(squares));
-    };
-    const double expected = norm_of({big, small});
-    ASSERT_GT(expected, 50.0);
-    const double norm = optim::clip_gradients(parameters, 1.0);
-    EXPECT_NEAR(norm, expected, 1e-12 * expected);
-    EXPECT_NEAR(norm_of({parameters[0].parameter.grad(), parameters[1].parameter.grad()}), 1.0, 1e-6);
-    for (size_t p = 0; p < parameters.size(); ++p) {  // one common factor, direction kept
-        const Tensor before = p == 0 ? big : small, after = parameters[p].parameter.grad();
-        for (int64_t i = 0; i < after.numel(); ++i) {
-            ASSERT_NEAR(after.data()[i], before.data()[i] / expected, 1e-6 * std::abs(before.data()[i] / expected) + 1e-12)
-                << parameters[p].name << " " << i;
-        }
+    long double squares = 0.0L;
+    for (const Tensor& t : {big, small}) {
+        for (int64_t i = 0; i < t.numel(); ++i) squares += static_cast<long double>(t.data()[i]) * t.data()[i];
     }
+    const double expected = static_cast<double>(std::sqrt(squares));
+    ASSERT_GT(expected, 50.0);
+    const optim::GradientClip clip = optim::clip_factors(parameters, 1.0);
+    EXPECT_NEAR(clip.norm, expected, 1e-12 * expected);
+    for (float factor : clip.factors) EXPECT_FLOAT_EQ(factor, static_cast<float>(1.0 / clip.norm));  // one common factor
+}
+
+// A step with gradient factors is the step on gradients scaled by them beforehand, for every kind: bit
+// for bit, but for Adam's L2 term, which the compiler may fuse with the scaled gradient (one rounding
+// fewer); and factors of the wrong count are refused.
+TEST(ClipGradients, TheStepAppliesTheFactorsAsItReadsTheGradients) {
+    const int64_t n = 3 * 4096 + 5;
+    for (OptimizerKind kind : {OptimizerKind::adam, OptimizerKind::adamw, OptimizerKind::lamb, OptimizerKind::lamb_albert}) {
+        OptimizerOptions options;
+        options.kind = kind;
+        options.weight_decay = 0.01f;
+        const std::vector<float> factors{0.375f, 1.0f};
+        std::vector<Tensor> results;
+        for (bool scaled_beforehand : {false, true}) {
+            const Var weight(testing::random_tensor({n}, 5), true), bias(testing::random_tensor({7}, 6), true);
+            optim::Optimizer optimizer({{"layer.weight", weight}, {"layer.bias", bias}}, options);
+            for (int t = 1; t <= 2; ++t) {
+                Tensor g = testing::random_tensor({n}, 100 + static_cast<uint64_t>(t));
+                if (scaled_beforehand) {
+                    for (int64_t i = 0; i < n; ++i) g.data()[i] *= factors[0];
+                }
+                optimizer.zero_grad();
+                set_grad(weight, g);
+                set_grad(bias, testing::random_tensor({7}, 200 + static_cast<uint64_t>(t)));
+                if (scaled_beforehand) {
+                    optimizer.step(1e-2f);
+                } else {
+                    optimizer.step(1e-2f, factors);
+                }
+            }
+            results.push_back(weight.value().clone());
+        }
+        if (kind == OptimizerKind::adam) {
+            for (int64_t i = 0; i < n; ++i) {
+                const float expected = results[1].data()[i];
+                // relative to the weight plus the learning rate, the size of one step's move
+                ASSERT_NEAR(results[0].data()[i], expected, 1e-6f * (std::abs(expected) + 1e-2f)) << i;
+            }
+        } else {
+            EXPECT_TRUE(same_bits(results[0], results[1])) << name_of(kind);
+        }
+        EXPECT_FALSE(same_bits(results[0], testing::random_tensor({n}, 5))) << name_of(kind);
+    }
+    const Var weight(testing::random_tensor({4}, 5), true);
+    optim::Optimizer optimizer({{"layer.weight", weight}}, OptimizerOptions{});
+    set_grad(weight, testing::random_tensor({4}, 6));
+    const std::vector<float> two{1.0f, 1.0f};
+    EXPECT_THROW(optimizer.step(1e-2f, two), Error);
 }
 
 // ---- files: parameters without a gradient, save and load ---------------------------------------------

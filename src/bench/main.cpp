@@ -471,9 +471,9 @@ void bench_train(const TrainBenchOptions& o) {
         Var loss = batch_loss(*model, o.task, batch);
         const float value = loss.item();
         loss.backward();
-        const double norm = optim::clip_gradients(parameters, kClipNorm);
-        optimizer.step(o.learning_rate);
-        return std::pair<float, double>{value, norm};
+        const optim::GradientClip clip = optim::clip_factors(parameters, kClipNorm);
+        optimizer.step(o.learning_rate, clip.factors);
+        return std::pair<float, double>{value, clip.norm};
     };
     // With --dump-initial every step trains on the dumped batch, so the other side can replay them.
     std::vector<double> times;

@@ -28,9 +28,9 @@ Optimizer::Optimizer(std::vector<nn::NamedParameter> parameters, const Optimizer
 namespace {
 
 // The constants of one step of Adam or LAMB: the moments' decay rates, ε, the bias corrections
-// (1 for ALBERT's LAMB) and the weight decay of the tensor at hand.
+// (1 for ALBERT's LAMB), and the weight decay and gradient factor (clipping) of the tensor at hand.
 struct MomentStep {
-    float beta1, beta2, eps, correction1, correction2, decay;
+    float beta1, beta2, eps, correction1, correction2, decay, gradient_factor;
 };
 
 // The updates run over blocks of kUpdateBlock values, each block's new weights rounded to their bf16
@@ -49,7 +49,8 @@ void adam_update(float* w, float* m, float* v, const float* g, int64_t n, Moment
         const int64_t begin = b * kUpdateBlock, end = std::min(n, begin + kUpdateBlock);
 #pragma omp simd
         for (int64_t i = begin; i < end; ++i) {
-            const float gi = decoupled ? g[i] : g[i] + s.decay * w[i];
+            const float clipped = g[i] * s.gradient_factor;
+            const float gi = decoupled ? clipped : clipped + s.decay * w[i];
             m[i] = s.beta1 * m[i] + (1.0f - s.beta1) * gi;
             v[i] = s.beta2 * v[i] + (1.0f - s.beta2) * gi * gi;
             const float update = (m[i] / s.correction1) / (std::sqrt(v[i] / s.correction2) + s.eps);
@@ -77,8 +78,9 @@ std::pair<double, double> lamb_moments(const float* w, float* m, float* v, const
         const int64_t end = std::min(n, (b + 1) * kNormBlock);
 #pragma omp simd reduction(+ : weight_sum, update_sum)
         for (int64_t i = b * kNormBlock; i < end; ++i) {
-            m[i] = s.beta1 * m[i] + (1.0f - s.beta1) * g[i];
-            v[i] = s.beta2 * v[i] + (1.0f - s.beta2) * g[i] * g[i];
+            const float gi = g[i] * s.gradient_factor;
+            m[i] = s.beta1 * m[i] + (1.0f - s.beta1) * gi;
+            v[i] = s.beta2 * v[i] + (1.0f - s.beta2) * gi * gi;
             const float r = lamb_direction(m[i], v[i], w[i], s);
             weight_sum += static_cast<double>(w[i]) * w[i];
             update_sum += static_cast<double>(r) * r;
@@ -96,7 +98,9 @@ std::pair<double, double> lamb_moments(const float* w, float* m, float* v, const
 
 }  // namespace
 
-void Optimizer::step(float learning_rate) {
+void Optimizer::step(float learning_rate, std::span<const float> gradient_factors) {
+    HNAS_CHECK(gradient_factors.empty() || gradient_factors.size() == parameters_.size(), "optimizer: ",
+               gradient_factors.size(), " gradient factors for ", parameters_.size(), " parameters");
     ++step_;
     const float beta1 = options_.beta1, beta2 = options_.beta2, eps = options_.epsilon;
     const float correction1 = 1.0f - std::pow(beta1, static_cast<float>(step_));
@@ -106,6 +110,7 @@ void Optimizer::step(float learning_rate) {
         const Tensor grad = parameter.grad();
         if (!grad.defined()) continue;
         const float decay = decayed_[p] ? options_.weight_decay : 0.0f;
+        const float factor = gradient_factors.empty() ? 1.0f : gradient_factors[p];
         Tensor value = parameter.value();
         float* w = value.data();
         // Weights are products' operands: under bf16 their copies are written here (a bias or norm's
@@ -119,7 +124,7 @@ void Optimizer::step(float learning_rate) {
             // ALBERT's: m and v uncorrected, and the ratio 1 on biases, norms and the other undecayed tensors.
             const bool albert = options_.kind == OptimizerKind::lamb_albert;
             const float c1 = albert ? 1.0f : correction1, c2 = albert ? 1.0f : correction2;
-            const MomentStep step{beta1, beta2, eps, c1, c2, decay};
+            const MomentStep step{beta1, beta2, eps, c1, c2, decay, factor};
             const auto [weight_squares, update_squares] = lamb_moments(w, m, v, g, n, step);
             const double weight_norm = std::sqrt(weight_squares), update_norm = std::sqrt(update_squares);
             const bool adapted = !albert || weights_[p];
@@ -131,7 +136,7 @@ void Optimizer::step(float learning_rate) {
             if (rounded != nullptr) kernels::convert_to_bf16(w, rounded, n);
             continue;
         }
-        const MomentStep step{beta1, beta2, eps, correction1, correction2, decay};
+        const MomentStep step{beta1, beta2, eps, correction1, correction2, decay, factor};
         if (options_.kind == OptimizerKind::adamw) {
             adam_update<true>(w, m, v, g, n, step, learning_rate, rounded);
         } else {
@@ -168,30 +173,22 @@ double squared_norm(const Tensor& grad) {
     for (int64_t i = 0; i < grad.numel(); ++i) sum += static_cast<double>(g[i]) * g[i];
     return sum;
 }
-
-void scale_gradient(Tensor grad, float factor) {
-    float* g = grad.data();
-    const int64_t n = grad.numel();
-#pragma omp parallel for simd schedule(static) if (n >= kernels::kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) g[i] *= factor;
-}
 }  // namespace
 
-double clip_gradients(const std::vector<nn::NamedParameter>& parameters, double max_norm, ClipScope scope) {
+GradientClip clip_factors(const std::vector<nn::NamedParameter>& parameters, double max_norm, ClipScope scope) {
     std::vector<double> squares(parameters.size(), 0.0);
     double total = 0.0;
     for (size_t p = 0; p < parameters.size(); ++p) {
         const Tensor grad = parameters[p].parameter.grad();
         if (grad.defined()) total += squares[p] = squared_norm(grad);
     }
-    const double norm = std::sqrt(total);
-    if (max_norm <= 0.0) return norm;
+    GradientClip clip{std::sqrt(total), std::vector<float>(parameters.size(), 1.0f)};
+    if (max_norm <= 0.0) return clip;
     for (size_t p = 0; p < parameters.size(); ++p) {
-        const Tensor grad = parameters[p].parameter.grad();
-        const double own = scope == ClipScope::global ? norm : std::sqrt(squares[p]);
-        if (grad.defined() && own > max_norm) scale_gradient(grad, static_cast<float>(max_norm / own));
+        const double own = scope == ClipScope::global ? clip.norm : std::sqrt(squares[p]);
+        if (own > max_norm) clip.factors[p] = static_cast<float>(max_norm / own);
     }
-    return norm;
+    return clip;
 }
 
 }  // namespace hnas::optim

@@ -7,6 +7,7 @@
 // checkpoints, so a resumed run continues exactly.
 #pragma once
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -37,9 +38,11 @@ class Optimizer {
 public:
     Optimizer(std::vector<nn::NamedParameter> parameters, const OptimizerOptions& options);
 
-    // One update with the given learning rate from the accumulated gradients; a parameter without a
-    // gradient (unused this step) is left alone, its moments unchanged.
-    void step(float learning_rate);
+    // One update with the given learning rate from the accumulated gradients, each read times its
+    // parameter's factor in `gradient_factors` when given (gradient clipping, applied as the update
+    // reads the gradient rather than in a pass of its own); a parameter without a gradient (unused this
+    // step) is left alone, its moments unchanged.
+    void step(float learning_rate, std::span<const float> gradient_factors = {});
     void zero_grad();
     int64_t steps_taken() const { return step_; }
 
@@ -63,9 +66,14 @@ enum class ClipScope { global, per_tensor };
 inline constexpr EnumName<ClipScope> kClipScopeNames[]{{ClipScope::global, "global"}, {ClipScope::per_tensor, "per_tensor"}};
 constexpr const auto& enum_names(ClipScope) { return kClipScopeNames; }
 
-// Scales the gradients so that their global L2 norm (or each tensor's, per_tensor) is at most
-// max_norm (when max_norm > 0); returns the global norm before clipping. Accumulated in double, in a
-// fixed order: deterministic.
-double clip_gradients(const std::vector<nn::NamedParameter>& parameters, double max_norm, ClipScope scope = ClipScope::global);
+// The gradients' global L2 norm, and the factor each parameter's gradient is to be scaled by (in the
+// parameters' order, for Optimizer::step) so that the global norm (or each tensor's, per_tensor) is at
+// most max_norm; every factor is 1 when max_norm ≤ 0 or the norm is within it. The norm is accumulated
+// in double, in a fixed order: deterministic.
+struct GradientClip {
+    double norm = 0.0;
+    std::vector<float> factors;
+};
+GradientClip clip_factors(const std::vector<nn::NamedParameter>& parameters, double max_norm, ClipScope scope = ClipScope::global);
 
 }  // namespace hnas::optim

@@ -536,13 +536,14 @@ double Trainer::train_step(double& grad_norm, double& learning_rate) {
         world_.sum(std::span<double>(&step_loss, 1), fmt::format("step {}: loss", step));
         window_gradient_wait_ += std::chrono::duration<double>(Clock::now() - wait_start).count();
     }
-    grad_norm = optim::clip_gradients(parameters_, config_.train.clip_norm, config_.train.clip_scope);
+    const optim::GradientClip clip = optim::clip_factors(parameters_, config_.train.clip_norm, config_.train.clip_scope);
+    grad_norm = clip.norm;
     if (!std::isfinite(grad_norm)) {
         throw Error("step " + std::to_string(step) + ": non-finite gradient in " + first_non_finite_gradient(parameters_) +
                     "; stopping without a checkpoint (the last good one is in " + run_.checkpoint_dir().string() + ")");
     }
     learning_rate = optim::learning_rate_at(learning_rate_, step - state_.schedule_offset);
-    optimizer_->step(static_cast<float>(learning_rate));
+    optimizer_->step(static_cast<float>(learning_rate), clip.factors);
     return step_loss;
 }
 
