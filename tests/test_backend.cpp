@@ -5,6 +5,7 @@
 #include <bit>
 #include <limits>
 #include <random>
+#include <tuple>
 
 #include "backend/kernels.h"
 #include "backend/matmul.h"
@@ -193,6 +194,73 @@ TEST(BackendMatmul, TensorOperandsAreConvertedOnceUntilWritten) {
     const Tensor fresh = random_tensor({4, 4}, 9);
     EXPECT_EQ(backend::operand(fresh).bf16, nullptr);
     EXPECT_FALSE(fresh.bf16_copy().second);
+}
+
+// A product written as bf16 alone (MatmulResult::bf16_only) holds the rounding of the f32 result, bit
+// for bit, in every layout without accumulation, interleaved heads too; it needs bf16 precision and
+// no accumulation.
+TEST(BackendMatmul, Bf16OnlyResultsAreTheRoundedF32Results) {
+    testing::PrecisionScope bf16(backend::MatmulPrecision::bf16);
+    const auto check = [](const Tensor& a, const Tensor& b, const backend::MatmulShape& shape,
+                          const backend::MatmulOptions& options, const std::string& name) {
+        Tensor f32 = Tensor::empty({shape.batch * shape.m * shape.n});
+        backend::matmul(a.data(), b.data(), f32.data(), shape, options);
+        std::vector<uint16_t> expected(static_cast<size_t>(f32.numel())), rounded(expected.size());
+        kernels::convert_to_bf16(f32.data(), expected.data(), f32.numel());
+        backend::matmul(a.data(), b.data(), backend::MatmulResult::bf16_only(rounded.data()), shape, options);
+        EXPECT_EQ(rounded, expected) << name;
+    };
+    for (const auto& [batch, m, n, k] : {std::array<int64_t, 4>{3, 5, 7, 6}, std::array<int64_t, 4>{2, 64, 80, 96}}) {
+        for (const MatmulCase& mc : every_layout(batch, m, n, k)) {
+            if (!mc.accumulate) check(mc.a, mc.b, mc.shape, mc.options(), mc.name());
+        }
+    }
+    backend::MatmulShape heads{6, 4, 5, 8, false, true, false};
+    heads.heads = 3;
+    heads.a_interleaved = heads.b_interleaved = heads.c_interleaved = true;
+    check(random_tensor({6 * 4 * 8}, 1), random_tensor({6 * 8 * 5}, 2), heads, {}, "interleaved heads");
+
+    const Tensor a = random_tensor({4, 4}, 3), b = random_tensor({4, 4}, 4);
+    std::vector<uint16_t> out(16);
+    EXPECT_THROW(backend::matmul(a.data(), b.data(), backend::MatmulResult::bf16_only(out.data()), {1, 4, 4, 4},
+                                 {1.0f, nullptr, true}),
+                 Error);
+    testing::PrecisionScope f32(backend::MatmulPrecision::f32);
+    EXPECT_THROW(backend::matmul(a.data(), b.data(), backend::MatmulResult::bf16_only(out.data()), {1, 4, 4, 4}), Error);
+}
+
+// The ops whose results only products read (ops::ResultReaders::products): under bf16, linear and
+// head_context write only the bf16 copy, the rounding of what they would write in f32; the next
+// product reads it without making f32 values; reading them makes them exactly; and the gradients are
+// the same bit for bit. Under f32 the two readers give the same tensors.
+TEST(BackendMatmul, ResultsOnlyProductsReadAreWrittenAsBf16Alone) {
+    for (backend::MatmulPrecision precision : {backend::MatmulPrecision::bf16, backend::MatmulPrecision::f32}) {
+        testing::PrecisionScope scope(precision);
+        const auto run = [](ops::ResultReaders readers) {
+            const Var x(random_tensor({2, 6, 24}, 1), true), weight(random_tensor({24, 24}, 2), true);
+            const Var bias(random_tensor({24}, 3), true), weights(random_tensor({2, 3, 5, 6}, 4), true);
+            const Var projected = ops::linear(x, weight, bias, readers);  // (2, 6, 24): values of 3 heads of 8
+            const Var context = ops::head_context(weights, projected, readers);  // (2, 5, 24)
+            const int64_t live = tensor_memory().live;
+            const Var product = ops::linear(context, weight, Var());  // reads the context as an operand only
+            const bool made_f32 = tensor_memory().live - live > product.value().numel() * 4;
+            ops::sum_all(ops::mul(product, product)).backward();
+            return std::tuple{projected.value(), context.value(), made_f32,
+                              std::array<Tensor, 4>{x.grad(), weight.grad(), bias.grad(), weights.grad()}};
+        };
+        const auto [projected_any, context_any, made_any, grads_any] = run(ops::ResultReaders::any);
+        const auto [projected, context, made, grads] = run(ops::ResultReaders::products);
+        EXPECT_FALSE(made) << name_of(precision);
+        for (const auto& [only_products, any] : {std::pair{projected, projected_any}, std::pair{context, context_any}}) {
+            if (precision == backend::MatmulPrecision::bf16) {
+                EXPECT_TRUE(testing::same_tensor(only_products, rounded_to_bf16(any)));  // made from the copy, exactly
+                EXPECT_TRUE(testing::holds_current_bf16_copy(only_products));
+            } else {
+                EXPECT_TRUE(testing::same_tensor(only_products, any));
+            }
+        }
+        for (size_t g = 0; g < grads.size(); ++g) EXPECT_TRUE(testing::same_tensor(grads[g], grads_any[g])) << g;
+    }
 }
 
 // Under bf16, the ops whose results feed products (issue #20 item 3) write the bf16 copies themselves:

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -68,6 +69,28 @@ TEST(Tensor, Bf16CopyStaysCurrentUntilTheValuesAreWritten) {
     t.reshape({6}).fill(0.0f);
     EXPECT_EQ(t.bf16_copy(), std::make_pair(block, false));
     EXPECT_FALSE(t.clone().bf16_copy().second);
+}
+
+// A bf16-only tensor holds just its bf16 copy until its values are read; then they are made from the
+// copy, exactly, once; reading before the copy is written is an error.
+TEST(Tensor, Bf16OnlyValuesAreMadeFromTheCopyWhenRead) {
+    const int64_t before = tensor_memory().live;
+    Tensor unwritten = Tensor::bf16_only({2, 3});
+    EXPECT_THROW(unwritten.data(), Error);
+    Tensor t = Tensor::bf16_only({2, 3});
+    const auto [copy, current] = t.bf16_copy();
+    EXPECT_FALSE(current);
+    const std::vector<float> values{1.0f, -2.5f, 0.0f, 3.140625f, -0.0078125f, 65536.0f};  // exact in bf16
+    for (size_t i = 0; i < values.size(); ++i) copy[i] = static_cast<uint16_t>(std::bit_cast<uint32_t>(values[i]) >> 16);
+    const int64_t with_copy = tensor_memory().live;
+    EXPECT_EQ(with_copy - before, 64);  // the one copy (a 64-byte block) and nothing else
+    const Tensor view = t.reshape({6});
+    EXPECT_EQ(view.to_floats(), values);
+    EXPECT_EQ(tensor_memory().live - with_copy, 64);  // the f32 values, made once for both views
+    EXPECT_EQ(t.to_floats(), values);
+    EXPECT_TRUE(t.bf16_copy().second);
+    t.data()[0] = 7.0f;
+    EXPECT_FALSE(t.bf16_copy().second);  // written: the copy is stale
 }
 
 TEST(Tensor, StorageIsAligned) {

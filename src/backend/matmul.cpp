@@ -38,7 +38,7 @@ Engine& cpu() {
 
 struct MatmulKey {
     int64_t batch, m, n, k, heads;
-    bool trans_a, trans_b, shared_b, a_interleaved, b_interleaved, c_interleaved, has_bias, accumulate, bf16;
+    bool trans_a, trans_b, shared_b, a_interleaved, b_interleaved, c_interleaved, has_bias, accumulate, bf16, bf16_result;
     float alpha;
     bool operator==(const MatmulKey&) const = default;
 };
@@ -54,7 +54,8 @@ struct MatmulKeyHash {
         mix(static_cast<uint64_t>(key.heads));
         mix((key.trans_a ? 1u : 0u) | (key.trans_b ? 2u : 0u) | (key.shared_b ? 4u : 0u) |
             (key.has_bias ? 8u : 0u) | (key.accumulate ? 16u : 0u) | (key.bf16 ? 32u : 0u) |
-            (key.a_interleaved ? 64u : 0u) | (key.b_interleaved ? 128u : 0u) | (key.c_interleaved ? 256u : 0u));
+            (key.a_interleaved ? 64u : 0u) | (key.b_interleaved ? 128u : 0u) | (key.c_interleaved ? 256u : 0u) |
+            (key.bf16_result ? 512u : 0u));
         mix(std::hash<float>{}(key.alpha));
         return h;
     }
@@ -82,11 +83,13 @@ dnnl::memory::desc matrix_desc(int64_t batch, int64_t heads, int64_t rows, int64
 
 CachedMatmul create_matmul(const MatmulKey& key) {
     CachedMatmul cached;
-    // bf16 operands keep the f32 arrays' layout (they are elementwise copies); C and the bias stay f32.
+    // bf16 operands keep the f32 arrays' layout (they are elementwise copies); the bias stays f32, and
+    // C too unless written as bf16 alone.
     const dt operand_type = key.bf16 ? dt::bf16 : dt::f32;
     cached.a_desc = matrix_desc(key.batch, key.heads, key.m, key.k, key.trans_a, false, key.a_interleaved, operand_type);
     cached.b_desc = matrix_desc(key.batch, key.heads, key.k, key.n, key.trans_b, key.shared_b, key.b_interleaved, operand_type);
-    cached.c_desc = matrix_desc(key.batch, key.heads, key.m, key.n, false, false, key.c_interleaved, dt::f32);
+    cached.c_desc = matrix_desc(key.batch, key.heads, key.m, key.n, false, false, key.c_interleaved,
+                                key.bf16_result ? dt::bf16 : dt::f32);
     if (key.has_bias) cached.bias_desc = dnnl::memory::desc({1, 1, key.n}, dt::f32, dims{key.n, key.n, 1});
 
     dnnl::primitive_attr attr;
@@ -210,7 +213,8 @@ thread_local GrowingBuffer scratchpad;
 MatmulKey key_of(const MatmulCall& call) {
     const MatmulShape& s = call.shape;
     return {s.batch, s.m, s.n, s.k, s.heads, s.trans_a, s.trans_b, s.shared_b, s.a_interleaved, s.b_interleaved,
-            s.c_interleaved, call.bias, call.accumulate, call.precision == MatmulPrecision::bf16, call.alpha};
+            s.c_interleaved, call.bias, call.accumulate, call.precision == MatmulPrecision::bf16, call.bf16_result,
+            call.alpha};
 }
 
 dnnl::memory wrap(const dnnl::memory::desc& desc, const void* pointer) {
@@ -219,7 +223,7 @@ dnnl::memory wrap(const dnnl::memory::desc& desc, const void* pointer) {
 
 // The execution arguments of one product: operands, result, the bias when given, and the calling
 // thread's scratchpad when the primitive needs one.
-std::unordered_map<int, dnnl::memory> execution_args(const CachedMatmul& cached, const void* a, const void* b, float* c,
+std::unordered_map<int, dnnl::memory> execution_args(const CachedMatmul& cached, const void* a, const void* b, void* c,
                                                      const float* bias) {
     std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, wrap(cached.a_desc, a)},
                                                {DNNL_ARG_WEIGHTS, wrap(cached.b_desc, b)},
@@ -307,15 +311,14 @@ double matmul_only_seconds(const std::vector<MatmulCall>& calls, int repeats, si
 MatmulOperand operand(const Tensor& tensor) {
     if (matmul_precision() != MatmulPrecision::bf16) return tensor.data();
     const auto [rounded, current] = tensor.bf16_copy();
-    if (!current) {
-        const auto start = Clock::now();
-        kernels::convert_to_bf16(tensor.data(), rounded, tensor.numel());
-        seconds.fetch_add(std::chrono::duration<double>(Clock::now() - start).count());
-    }
+    if (current) return {nullptr, rounded};  // no f32 values needed: a bf16-only tensor need not make them
+    const auto start = Clock::now();
+    kernels::convert_to_bf16(tensor.data(), rounded, tensor.numel());
+    seconds.fetch_add(std::chrono::duration<double>(Clock::now() - start).count());
     return {tensor.data(), rounded};
 }
 
-void matmul(MatmulOperand a, MatmulOperand b, float* c, const MatmulShape& shape, const MatmulOptions& options) {
+void matmul(MatmulOperand a, MatmulOperand b, MatmulResult c, const MatmulShape& shape, const MatmulOptions& options) {
     HNAS_CHECK(shape.batch > 0 && shape.m > 0 && shape.n > 0 && shape.k > 0, "backend.matmul: empty problem (batch ",
                shape.batch, ", m ", shape.m, ", n ", shape.n, ", k ", shape.k, ")");
     HNAS_CHECK(shape.heads >= 1 && shape.batch % shape.heads == 0 && (shape.heads == 1 || (!shape.shared_b && !options.bias)),
@@ -324,8 +327,10 @@ void matmul(MatmulOperand a, MatmulOperand b, float* c, const MatmulShape& shape
     HNAS_CHECK(options.alpha == 1.0f || options.bias == nullptr,
                "backend.matmul: alpha with a bias is not supported (oneDNN would scale the bias too)");
     const auto start = Clock::now();
-    const MatmulCall call{shape, options.alpha, options.bias != nullptr, options.accumulate, matmul_precision()};
+    const MatmulCall call{shape, options.alpha, options.bias != nullptr, options.accumulate, matmul_precision(), c.bf16 != nullptr};
     const bool bf16 = call.precision == MatmulPrecision::bf16;
+    HNAS_CHECK(!call.bf16_result || (bf16 && !call.accumulate && c.f32 == nullptr),
+               "backend.matmul: a bf16 result needs bf16 precision, no accumulation and no f32 result beside it");
     const std::shared_ptr<const CachedMatmul> matmul_entry = matmul_cache().lookup(key_of(call));
     const CachedMatmul& cached = *matmul_entry;
     const void* a_operand = a.f32;
@@ -335,7 +340,8 @@ void matmul(MatmulOperand a, MatmulOperand b, float* c, const MatmulShape& shape
         a_operand = a.bf16 ? a.bf16 : a_scratch.convert(a.f32, shape.batch * shape.m * shape.k);
         b_operand = b.bf16 ? b.bf16 : b_scratch.convert(b.f32, (shape.shared_b ? 1 : shape.batch) * shape.k * shape.n);
     }
-    cached.primitive.execute(cpu().stream, execution_args(cached, a_operand, b_operand, c, options.bias));
+    void* result = call.bf16_result ? static_cast<void*>(c.bf16) : static_cast<void*>(c.f32);
+    cached.primitive.execute(cpu().stream, execution_args(cached, a_operand, b_operand, result, options.bias));
     cpu().stream.wait();
     record(call);
     calls.fetch_add(1);

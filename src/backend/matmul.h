@@ -4,7 +4,8 @@
 // Each distinct problem creates its oneDNN primitive once and reuses it from a cache.
 // The precision setting chooses f32 products or bf16 ones (operands rounded to bf16, products
 // accumulated, biased and written in f32); callers pass f32 arrays, with their bf16 roundings when
-// they have them, and receive f32 arrays.
+// they have them, and receive f32 arrays, or under bf16 the result's bf16 rounding alone when only
+// products read it.
 #pragma once
 
 #include <cstdint>
@@ -43,13 +44,29 @@ struct MatmulOptions {
 };
 
 // An operand of a product: its f32 values and, when already made, the same values rounded to bf16,
-// which a bf16 product reads instead of converting them again.
+// which a bf16 product reads instead of converting them again (then the f32 values may be null).
 struct MatmulOperand {
     MatmulOperand(const float* values) : f32(values) {}  // implicit: any f32 array is an operand
     MatmulOperand(const float* values, const uint16_t* rounded) : f32(values), bf16(rounded) {}
-    MatmulOperand plus(int64_t elements) const { return {f32 + elements, bf16 ? bf16 + elements : nullptr}; }
+    MatmulOperand plus(int64_t elements) const {
+        return {f32 ? f32 + elements : nullptr, bf16 ? bf16 + elements : nullptr};
+    }
     const float* f32;
     const uint16_t* bf16 = nullptr;
+};
+
+// Where a product writes C: its f32 values, or, under bf16 precision for a result only products read,
+// only their rounding to bf16 (nearest even, as convert_to_bf16; oneDNN rounds the f32 sum it has
+// biased), which saves writing the f32 values and converting them (issue #20 item 3).
+struct MatmulResult {
+    MatmulResult(float* values) : f32(values) {}  // implicit: any f32 array is a result
+    static MatmulResult bf16_only(uint16_t* rounded) {
+        MatmulResult result(nullptr);
+        result.bf16 = rounded;
+        return result;
+    }
+    float* f32;
+    uint16_t* bf16 = nullptr;
 };
 
 // A tensor as an operand: under bf16 precision with its bf16 copy (Tensor::bf16_copy), converted only
@@ -62,7 +79,7 @@ MatmulOperand operand(const Tensor& tensor);
 // f32, null. Take the tensor's data() pointer first: data() marks the copy stale.
 uint16_t* operand_copy_to_fill(Tensor& tensor);
 
-void matmul(MatmulOperand a, MatmulOperand b, float* c, const MatmulShape& shape, const MatmulOptions& options = {});
+void matmul(MatmulOperand a, MatmulOperand b, MatmulResult c, const MatmulShape& shape, const MatmulOptions& options = {});
 
 // f32: exact f32 products (the default). bf16: A and B are rounded to bf16 (nearest even) before the
 // product, which runs on the CPU's bf16 instructions (AMX / AVX512-BF16) with f32 accumulation; bias,
@@ -90,6 +107,7 @@ struct MatmulCall {
     float alpha = 1.0f;
     bool bias = false, accumulate = false;
     MatmulPrecision precision = MatmulPrecision::f32;
+    bool bf16_result = false;  // C written as bf16 alone (MatmulResult::bf16_only)
 };
 
 // Records every product matmul() runs, on any thread, while it lives; one recorder at a time.

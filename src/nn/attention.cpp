@@ -131,7 +131,8 @@ WithPartners append_partner_templates(const Var& memory, const ops::AttentionMas
 }  // namespace
 
 Var MultiHeadAttention::attend(const Var& query, const Var& input_memory, const ops::AttentionMask& input_mask,
-                               AttentionCache* cache, const Var& stack_prior, const TemplatePartners* partners) const {
+                               AttentionCache* cache, const Var& stack_prior, const TemplatePartners* partners,
+                               ops::ResultReaders context_readers) const {
     HNAS_CHECK(query.rank() == 3 && input_memory.rank() == 3 && query.dim(2) == width_ && input_memory.dim(2) == width_ &&
                    query.dim(0) == input_memory.dim(0),
                "attention: query ", shape_str(query.shape()), " and memory ", shape_str(input_memory.shape()),
@@ -144,12 +145,16 @@ Var MultiHeadAttention::attend(const Var& query, const Var& input_memory, const 
                                                 : WithPartners{input_memory, input_mask};
     const Var& memory = extended.memory;
     const ops::AttentionMask& mask = extended.mask;
-    // Projections keep their heads side by side, (B, T, H·K); the head products read them in place.
-    Var q = q_proj_.forward(query);  // (B, Tq, D)
-    Var k, v;                        // (B, Tk, D)
+    // Projections keep their heads side by side, (B, T, H·K); the head products read them in place, and
+    // only they (ops::ResultReaders): but a decoding cache appends keys and values, and comparing
+    // templates slices the keys.
+    using ops::ResultReaders;
+    Var q = q_proj_.forward(query, ResultReaders::products);  // (B, Tq, D)
+    Var k, v;                                                 // (B, Tk, D)
     if (!cache) {
-        k = k_proj_.forward(memory);
-        v = v_proj_ ? v_proj_->forward(memory) : memory;
+        const ResultReaders readers = compares_templates_ ? ResultReaders::any : ResultReaders::products;
+        k = k_proj_.forward(memory, readers);
+        v = v_proj_ ? v_proj_->forward(memory, readers) : memory;
     } else {
         HNAS_CHECK(role_ != AttentionRole::bidirectional && query.dim(1) == 1, "attention: step-by-step decoding takes ",
                    "one query position in a decoder attention, got ", shape_str(query.shape()), " in ",
@@ -198,7 +203,7 @@ Var MultiHeadAttention::attend(const Var& query, const Var& input_memory, const 
         recorded_log_preference_ = log_preference.defined() ? log_preference.value() : Tensor();
     }
     weights = attention_dropout_.forward(weights);
-    return ops::head_context(weights, v);  // (B, Tq, D)
+    return ops::head_context(weights, v, context_readers);  // (B, Tq, D)
 }
 
 }  // namespace hnas::nn

@@ -81,12 +81,15 @@ public:
     // `partners`: extra templates for a kind that compares templates, appended after the memory's keys.
     Var forward(const Var& query, const Var& memory, const ops::AttentionMask& mask, AttentionCache* cache = nullptr,
                 const Var& stack_prior = Var(), const TemplatePartners* partners = nullptr) const {
-        return project_output(attend(query, memory, mask, cache, stack_prior, partners));
+        return project_output(attend(query, memory, mask, cache, stack_prior, partners,
+                                     out_proj_ ? ops::ResultReaders::products : ops::ResultReaders::any));
     }
     // forward() in its two parts: the heads' outputs merged, (B, Tq, D), and the output projection of
     // them. Paper 002's MTE block normalizes the merged heads in between (nn/transformer_layer.h).
+    // `context_readers`: who reads the merged heads (ops::ResultReaders).
     Var attend(const Var& query, const Var& memory, const ops::AttentionMask& mask, AttentionCache* cache = nullptr,
-               const Var& stack_prior = Var(), const TemplatePartners* partners = nullptr) const;
+               const Var& stack_prior = Var(), const TemplatePartners* partners = nullptr,
+               ops::ResultReaders context_readers = ops::ResultReaders::any) const;
     Var project_output(const Var& merged) const { return out_proj_ ? out_proj_->forward(merged) : merged; }
 
     // Statistics for the analyses, kept from the last forward while recording is on.

@@ -13,7 +13,10 @@ namespace hnas::nn {
 class Linear : public Module {
 public:
     Linear(int64_t in_features, int64_t out_features, Rng& init_rng, bool with_bias = true);
-    Var forward(const Var& x) const { return ops::linear(x, weight_, bias_); }  // (..., in) -> (..., out)
+    // (..., in) -> (..., out); `readers` says who reads the result (ops::ResultReaders).
+    Var forward(const Var& x, ops::ResultReaders readers = ops::ResultReaders::any) const {
+        return ops::linear(x, weight_, bias_, readers);
+    }
 
     const Var& weight() const { return weight_; }
     const Var& bias() const { return bias_; }

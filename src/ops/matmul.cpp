@@ -8,6 +8,22 @@ namespace hnas::ops {
 
 namespace {
 
+// A product's result tensor and where the product writes it: f32 values, or under bf16 precision for
+// products-only readers, the bf16 copy alone.
+struct ProductResult {
+    Tensor tensor;
+    backend::MatmulResult target;
+};
+ProductResult product_result(const Shape& shape, ResultReaders readers) {
+    if (readers == ResultReaders::products && backend::matmul_precision() == backend::MatmulPrecision::bf16) {
+        Tensor tensor = Tensor::bf16_only(shape);
+        const backend::MatmulResult target = backend::MatmulResult::bf16_only(tensor.bf16_copy().first);
+        return {tensor, target};
+    }
+    Tensor tensor = Tensor::empty(shape);
+    return {tensor, tensor.data()};
+}
+
 // One operand of a batched product: `shared` means one matrix serves every batch entry.
 struct Operand {
     backend::MatmulOperand data;
@@ -97,7 +113,7 @@ Var matmul(const Var& a, const Var& b, bool trans_a, bool trans_b, float alpha) 
     });
 }
 
-Var linear(const Var& x, const Var& weight, const Var& bias) {
+Var linear(const Var& x, const Var& weight, const Var& bias, ResultReaders readers) {
     const Shape& xs = x.shape();
     const Shape& ws = weight.shape();
     HNAS_CHECK(ws.size() == 2 && !xs.empty() && xs.back() == ws[1], "linear: input ", shape_str(xs),
@@ -108,9 +124,9 @@ Var linear(const Var& x, const Var& weight, const Var& bias) {
     const int64_t rows = x.numel() / in;
     Shape out_shape = xs;
     out_shape.back() = out_features;
-    Tensor out = Tensor::empty(out_shape);
+    const auto [out, target] = product_result(out_shape, readers);
     const float* bias_data = bias.defined() ? bias.value().data() : nullptr;
-    backend::matmul(backend::operand(x.value()), backend::operand(weight.value()), out.data(),
+    backend::matmul(backend::operand(x.value()), backend::operand(weight.value()), target,
                     {1, rows, out_features, in, false, true, false}, {1.0f, bias_data, false});
 
     Tensor xv = x.value(), wv = weight.value();
@@ -144,7 +160,7 @@ struct HeadOperand {
 };
 
 // c_h = alpha · op(a_h) · op(b_h) for every (row, head) pair; c interleaved or split as asked.
-void head_gemm(HeadOperand a, HeadOperand b, float* c, bool c_interleaved, int64_t rows, int64_t heads, int64_t m,
+void head_gemm(HeadOperand a, HeadOperand b, backend::MatmulResult c, bool c_interleaved, int64_t rows, int64_t heads, int64_t m,
                int64_t n, int64_t k, float alpha, bool accumulate) {
     backend::MatmulShape shape{rows * heads, m, n, k, a.transposed, b.transposed, false};
     shape.heads = heads;
@@ -190,18 +206,21 @@ Var head_scores(const Var& q, const Var& k, int64_t heads, float alpha) {
     });
 }
 
-Var head_context(const Var& weights, const Var& v) {
+Var head_context(const Var& weights, const Var& v, ResultReaders readers) {
     HNAS_CHECK(weights.rank() == 4 && v.rank() == 3 && weights.dim(0) == v.dim(0) && weights.dim(3) == v.dim(1),
                "head_context: weights ", shape_str(weights.shape()), " are not (B, H, Tq, Tk) for values ",
                shape_str(v.shape()));
     const int64_t rows = weights.dim(0), heads = weights.dim(1), queries = weights.dim(2), keys = weights.dim(3);
     const int64_t width = head_width("head_context", v, weights, heads);
-    Tensor out = Tensor::empty({rows, queries, heads * width});
-    if (out.numel() > 0 && keys > 0) {
+    const Shape out_shape{rows, queries, heads * width};
+    Tensor out;
+    if (shape_numel(out_shape) > 0 && keys > 0) {
+        const ProductResult result = product_result(out_shape, readers);
+        out = result.tensor;
         head_gemm({backend::operand(weights.value()), false, false}, {backend::operand(v.value()), false, true},
-                  out.data(), true, rows, heads, queries, width, keys, 1.0f, false);
+                  result.target, true, rows, heads, queries, width, keys, 1.0f, false);
     } else {
-        out.fill(0.0f);
+        out = Tensor::zeros(out_shape);
     }
     Tensor wv = weights.value(), vv = v.value();
     return make_result("head_context", out, {weights, v}, [=](const Tensor& dc, GradSink& sink) {

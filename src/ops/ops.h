@@ -12,18 +12,22 @@
 namespace hnas::ops {
 
 // ---- matmul.cpp -----------------------------------------------------------------------------------
+// Who reads a product's result: anything, or only other products (attention's queries, keys, values
+// and merged heads before the output projection). Under bf16 precision a result that only products
+// read is written as its bf16 copy alone (Tensor::bf16_only); under f32 the two are the same.
+enum class ResultReaders { any, products };
 // op(a) · op(b) over the last two axes; leading (batch) axes must match, or b may be 2-D (shared).
 // trans_a / trans_b read the stored matrix as its transpose, without copying. alpha scales the product.
 Var matmul(const Var& a, const Var& b, bool trans_a = false, bool trans_b = false, float alpha = 1.0f);
 // x · weightᵀ + bias with weight (out, in), x (..., in) -> (..., out). bias may be undefined.
-Var linear(const Var& x, const Var& weight, const Var& bias);
+Var linear(const Var& x, const Var& weight, const Var& bias, ResultReaders readers = ResultReaders::any);
 // The products of multi-head attention on projections (B, T, H·K) as the linear layers write them,
 // heads side by side in each row; equal to splitting the heads (reshape to (B, T, H, K), permute to
 // (B, H, T, K)) before matmul and merging them after, without those copies.
 // head_scores: alpha · Q_h K_hᵀ for q (B, Tq, H·K), k (B, Tk, H·K) -> (B, H, Tq, Tk).
 Var head_scores(const Var& q, const Var& k, int64_t heads, float alpha = 1.0f);
 // head_context: W_h V_h for weights (B, H, Tq, Tk), v (B, Tk, H·K) -> merged (B, Tq, H·K).
-Var head_context(const Var& weights, const Var& v);
+Var head_context(const Var& weights, const Var& v, ResultReaders readers = ResultReaders::any);
 
 // ---- elementwise.cpp ------------------------------------------------------------------------------
 // Binary ops broadcast like numpy; gradients are summed back over the broadcast axes.

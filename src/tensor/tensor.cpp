@@ -152,22 +152,47 @@ AllocationError::AllocationError(int64_t bytes_, const TensorMemory& held_)
       held(held_) {}
 
 struct Tensor::Storage {
-    explicit Storage(size_t requested)
-        : bytes(block_size(requested)),
-          data(BlockPool::instance().acquire(bytes)) {}
+    // The f32 block is taken at once, or (bf16_only) on the first read of the values.
+    Storage(size_t requested, bool with_values)
+        : requested_bytes(requested),
+          bytes(block_size(requested)),
+          data(with_values ? BlockPool::instance().acquire(bytes) : nullptr) {}
     ~Storage() {
-        BlockPool::instance().release(data, bytes);
+        if (void* block = data.load(std::memory_order_relaxed)) BlockPool::instance().release(block, bytes);
         if (bf16 != nullptr) BlockPool::instance().release(bf16, bf16_bytes);
     }
     Storage(const Storage&) = delete;
     Storage& operator=(const Storage&) = delete;
-    size_t bytes;
-    void* data;
+
+    // The values' block; a bf16-only tensor's is made from its copy here, exactly (bf16 → f32 is a shift).
+    void* values() {
+        void* block = data.load(std::memory_order_acquire);
+        return block != nullptr ? block : widen();
+    }
+
+    size_t requested_bytes, bytes;
+    // Null while the values exist only as the bf16 copy below (Tensor::bf16_only).
+    std::atomic<void*> data;
     // Tensor::bf16_copy's block, and whether it holds the values as they are now. Atomic because an
     // OpenMP loop may call data() from several threads.
     void* bf16 = nullptr;
     size_t bf16_bytes = 0;
     std::atomic<bool> bf16_current{false};
+
+private:
+    void* widen() {
+        static std::mutex widening;  // rare: only when something reads a bf16-only result after all
+        std::lock_guard<std::mutex> lock(widening);
+        if (void* block = data.load(std::memory_order_acquire)) return block;  // another thread widened it
+        HNAS_CHECK(bf16 != nullptr && bf16_current.load(std::memory_order_relaxed),
+                   "tensor: the values of a bf16-only tensor were read before its bf16 copy was written");
+        void* block = BlockPool::instance().acquire(bytes);
+        const auto* in = static_cast<const uint16_t*>(bf16);
+        auto* out = static_cast<uint32_t*>(block);
+        for (size_t i = 0; i < requested_bytes / sizeof(float); ++i) out[i] = static_cast<uint32_t>(in[i]) << 16;
+        data.store(block, std::memory_order_release);
+        return block;
+    }
 };
 
 Tensor Tensor::empty(const Shape& shape, DType dtype) {
@@ -176,13 +201,22 @@ Tensor Tensor::empty(const Shape& shape, DType dtype) {
     t.shape_ = shape;
     t.numel_ = shape_numel(shape);
     t.dtype_ = dtype;
-    t.storage_ = std::make_shared<Storage>(static_cast<size_t>(t.numel_) * element_size(dtype));
+    t.storage_ = std::make_shared<Storage>(static_cast<size_t>(t.numel_) * element_size(dtype), true);
+    return t;
+}
+
+Tensor Tensor::bf16_only(const Shape& shape) {
+    for (int64_t d : shape) HNAS_CHECK(d >= 0, "tensor: negative dimension in shape ", shape_str(shape));
+    Tensor t;
+    t.shape_ = shape;
+    t.numel_ = shape_numel(shape);
+    t.storage_ = std::make_shared<Storage>(static_cast<size_t>(t.numel_) * sizeof(float), false);
     return t;
 }
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype) {
     Tensor t = empty(shape, dtype);
-    std::memset(t.storage_->data, 0, static_cast<size_t>(t.numel_) * element_size(dtype));
+    std::memset(t.storage_->values(), 0, static_cast<size_t>(t.numel_) * element_size(dtype));
     return t;
 }
 
@@ -215,7 +249,7 @@ int64_t Tensor::dim(int axis) const {
 const float* Tensor::data() const {
     HNAS_CHECK(defined() && dtype_ == DType::f32, "tensor: asked for f32 data, but the tensor is ",
                defined() ? name_of(dtype_) : "undefined");
-    return static_cast<const float*>(storage_->data);
+    return static_cast<const float*>(storage_->values());
 }
 
 float* Tensor::data() {
@@ -240,7 +274,7 @@ std::pair<uint16_t*, bool> Tensor::bf16_copy() const {
 int32_t* Tensor::ints() {
     HNAS_CHECK(defined() && dtype_ == DType::i32, "tensor: asked for i32 data, but the tensor is ",
                defined() ? name_of(dtype_) : "undefined");
-    return static_cast<int32_t*>(storage_->data);
+    return static_cast<int32_t*>(storage_->values());
 }
 
 const int32_t* Tensor::ints() const { return const_cast<Tensor*>(this)->ints(); }
@@ -248,7 +282,7 @@ const int32_t* Tensor::ints() const { return const_cast<Tensor*>(this)->ints(); 
 uint8_t* Tensor::bytes() {
     HNAS_CHECK(defined() && dtype_ == DType::u8, "tensor: asked for u8 data, but the tensor is ",
                defined() ? name_of(dtype_) : "undefined");
-    return static_cast<uint8_t*>(storage_->data);
+    return static_cast<uint8_t*>(storage_->values());
 }
 
 const uint8_t* Tensor::bytes() const { return const_cast<Tensor*>(this)->bytes(); }
@@ -284,7 +318,7 @@ Tensor Tensor::reshape(const Shape& shape) const {
 
 Tensor Tensor::clone() const {
     Tensor copy = empty(shape_, dtype_);
-    std::memcpy(copy.storage_->data, storage_->data, static_cast<size_t>(numel_) * element_size(dtype_));
+    std::memcpy(copy.storage_->values(), storage_->values(), static_cast<size_t>(numel_) * element_size(dtype_));
     return copy;
 }
 
@@ -295,8 +329,8 @@ Tensor Tensor::take_rows(const std::vector<int64_t>& rows) const {
     Shape shape = shape_;
     shape[0] = static_cast<int64_t>(rows.size());
     Tensor taken = empty(shape, dtype_);
-    auto* out = static_cast<char*>(taken.storage_->data);
-    const auto* in = static_cast<const char*>(storage_->data);
+    auto* out = static_cast<char*>(taken.storage_->values());
+    const auto* in = static_cast<const char*>(storage_->values());
     for (size_t i = 0; i < rows.size(); ++i) {
         HNAS_CHECK(rows[i] >= 0 && rows[i] < count, "take_rows: row ", rows[i], " of a tensor ", shape_str(shape_));
         std::memcpy(out + static_cast<int64_t>(i) * row_bytes, in + rows[i] * row_bytes, static_cast<size_t>(row_bytes));

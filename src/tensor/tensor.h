@@ -29,6 +29,10 @@ public:
     static Tensor from_floats(const Shape& shape, const std::vector<float>& values);
     static Tensor from_ints(const Shape& shape, const std::vector<int32_t>& values);
     static Tensor scalar(float value) { return full({}, value); }
+    // An uninitialized f32 tensor whose values are held only as their bf16 copy: a bf16 product's
+    // result that only products read (ops::ResultReaders). Its producer fills bf16_copy(); the f32
+    // values are made from that copy, exactly, the first time anything reads them.
+    static Tensor bf16_only(const Shape& shape);
 
     bool defined() const { return storage_ != nullptr; }
     const Shape& shape() const { return shape_; }
