@@ -229,34 +229,43 @@ TEST(BackendMatmul, Bf16OnlyResultsAreTheRoundedF32Results) {
     EXPECT_THROW(backend::matmul(a.data(), b.data(), backend::MatmulResult::bf16_only(out.data()), {1, 4, 4, 4}), Error);
 }
 
-// The ops whose results only products read (ops::ResultReaders::products): under bf16, linear and
-// head_context write only the bf16 copy, the rounding of what they would write in f32; the next
-// product reads it without making f32 values; reading them makes them exactly; and the gradients are
-// the same bit for bit. Under f32 the two readers give the same tensors.
+// The ops whose results only products read (ops::ResultReaders::products): under bf16, linear,
+// head_context and GELU write only the bf16 copy, the rounding of what they would write in f32; the
+// next product reads it without making f32 values; reading them makes them exactly; and the gradients
+// are the same bit for bit. Under f32 the two readers give the same tensors.
 TEST(BackendMatmul, ResultsOnlyProductsReadAreWrittenAsBf16Alone) {
     for (backend::MatmulPrecision precision : {backend::MatmulPrecision::bf16, backend::MatmulPrecision::f32}) {
         testing::PrecisionScope scope(precision);
         const auto run = [](ops::ResultReaders readers) {
             const Var x(random_tensor({2, 6, 24}, 1), true), weight(random_tensor({24, 24}, 2), true);
             const Var bias(random_tensor({24}, 3), true), weights(random_tensor({2, 3, 5, 6}, 4), true);
+            // Each consumer below makes one result of 2·5·24 values; more new bytes than its f32 values
+            // would mean it made its input's f32 values.
+            bool made_f32 = false;
+            const auto consume = [&made_f32](const auto& make) {
+                const int64_t live = tensor_memory().live;
+                Var out = make();
+                made_f32 |= tensor_memory().live - live > 2 * 5 * 24 * 4;
+                return out;
+            };
             const Var projected = ops::linear(x, weight, bias, readers);  // (2, 6, 24): values of 3 heads of 8
-            const Var context = ops::head_context(weights, projected, readers);  // (2, 5, 24)
-            const int64_t live = tensor_memory().live;
-            const Var product = ops::linear(context, weight, Var());  // reads the context as an operand only
-            const bool made_f32 = tensor_memory().live - live > product.value().numel() * 4;
+            const Var context = consume([&] { return ops::head_context(weights, projected, readers); });  // (2, 5, 24)
+            const Var hidden = consume([&] { return ops::linear(context, weight, Var()); });
+            const Var activated = ops::gelu(hidden, ops::GeluForm::erf, readers);
+            const Var product = consume([&] { return ops::linear(activated, weight, Var()); });
             ops::sum_all(ops::mul(product, product)).backward();
-            return std::tuple{projected.value(), context.value(), made_f32,
+            return std::tuple{std::array<Tensor, 3>{projected.value(), context.value(), activated.value()}, made_f32,
                               std::array<Tensor, 4>{x.grad(), weight.grad(), bias.grad(), weights.grad()}};
         };
-        const auto [projected_any, context_any, made_any, grads_any] = run(ops::ResultReaders::any);
-        const auto [projected, context, made, grads] = run(ops::ResultReaders::products);
+        const auto [values_any, made_any, grads_any] = run(ops::ResultReaders::any);
+        const auto [values, made, grads] = run(ops::ResultReaders::products);
         EXPECT_FALSE(made) << name_of(precision);
-        for (const auto& [only_products, any] : {std::pair{projected, projected_any}, std::pair{context, context_any}}) {
+        for (size_t v = 0; v < values.size(); ++v) {
             if (precision == backend::MatmulPrecision::bf16) {
-                EXPECT_TRUE(testing::same_tensor(only_products, rounded_to_bf16(any)));  // made from the copy, exactly
-                EXPECT_TRUE(testing::holds_current_bf16_copy(only_products));
+                EXPECT_TRUE(testing::same_tensor(values[v], rounded_to_bf16(values_any[v]))) << v;  // made from the copy
+                EXPECT_TRUE(testing::holds_current_bf16_copy(values[v])) << v;
             } else {
-                EXPECT_TRUE(testing::same_tensor(only_products, any));
+                EXPECT_TRUE(testing::same_tensor(values[v], values_any[v])) << v;
             }
         }
         for (size_t g = 0; g < grads.size(); ++g) EXPECT_TRUE(testing::same_tensor(grads[g], grads_any[g])) << g;

@@ -132,6 +132,13 @@ void map_unary(const float* x, float* out, int64_t n, F f, uint16_t* rounded = n
     }
 }
 
+// rounded[i] = round_to_bf16(f(x[i])) alone: a result only products read (ops::ResultReaders).
+template <typename F>
+void map_unary_to_bf16(const float* x, uint16_t* rounded, int64_t n, F f) {
+#pragma omp parallel for simd schedule(static) if (n >= kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) rounded[i] = round_to_bf16(f(x[i]));
+}
+
 // A row just written, rounded to bf16 while it is still in cache (null `out`: nothing to round).
 inline void round_row_to_bf16(const float* x, uint16_t* out, int64_t n) {
     if (out == nullptr) return;

@@ -28,7 +28,9 @@ FeedForward::FeedForward(int64_t width, int64_t hidden, Activation activation, f
 Var FeedForward::forward(const Var& x) const {
     Var hidden = fc1_.forward(x);  // (..., F)
     if (hidden_norm_) hidden = hidden_norm_->forward(hidden);
-    hidden = activation_ == Activation::gelu ? ops::gelu(hidden) : ops::relu(hidden);
+    // fc2 is GELU's only reader, unless dropout comes between (it reads the f32 values).
+    const ops::ResultReaders readers = dropout_.active() ? ops::ResultReaders::any : ops::ResultReaders::products;
+    hidden = activation_ == Activation::gelu ? ops::gelu(hidden, ops::GeluForm::erf, readers) : ops::relu(hidden);
     return fc2_.forward(dropout_.forward(hidden));  // (..., D)
 }
 

@@ -50,10 +50,11 @@ private:
 class Dropout : public Module {
 public:
     Dropout(float p, Rng& rng) : p_(p), rng_(rng) {}
-    Var forward(const Var& x) const { return training() && p_ > 0.0f ? ops::dropout(x, p_, rng_) : x; }
+    bool active() const { return training() && p_ > 0.0f; }
+    Var forward(const Var& x) const { return active() ? ops::dropout(x, p_, rng_) : x; }
     // residual + forward(branch), in one fused op while training.
     Var add_to(const Var& residual, const Var& branch) const {
-        return training() && p_ > 0.0f ? ops::dropout_add(residual, branch, p_, rng_) : ops::add(residual, branch);
+        return active() ? ops::dropout_add(residual, branch, p_, rng_) : ops::add(residual, branch);
     }
 
 private:

@@ -20,13 +20,21 @@ enum class DerivativeReads { nothing, input, output };
 enum class FeedsProducts { no, yes };
 
 // y = f(x); dx = dy · dfdx(v), v being the input or the output (whichever `reads` names; unused when
-// the derivative is a constant).
+// the derivative is a constant). Under bf16 precision, y whose `readers` are only products is written
+// as its bf16 copy alone (then the derivative must not read it).
 template <DerivativeReads reads, FeedsProducts feeds = FeedsProducts::no, typename Forward, typename Derivative>
-Var unary_op(const char* name, const Var& x, Forward forward, Derivative dfdx) {
-    Tensor y = Tensor::empty(x.shape());
-    float* out = y.data();
-    uint16_t* out_rounded = feeds == FeedsProducts::yes ? backend::operand_copy_to_fill(y) : nullptr;
-    kernels::map_unary(x.value().data(), out, y.numel(), forward, out_rounded);
+Var unary_op(const char* name, const Var& x, Forward forward, Derivative dfdx, ResultReaders readers = ResultReaders::any) {
+    Tensor y;
+    if (readers == ResultReaders::products && backend::matmul_precision() == backend::MatmulPrecision::bf16) {
+        HNAS_CHECK(reads != DerivativeReads::output, name, ": a derivative that reads the output needs its f32 values");
+        y = Tensor::bf16_only(x.shape());
+        kernels::map_unary_to_bf16(x.value().data(), y.bf16_copy().first, y.numel(), forward);
+    } else {
+        y = Tensor::empty(x.shape());
+        float* out = y.data();
+        uint16_t* out_rounded = feeds == FeedsProducts::yes ? backend::operand_copy_to_fill(y) : nullptr;
+        kernels::map_unary(x.value().data(), out, y.numel(), forward, out_rounded);
+    }
     const Tensor kept = reads == DerivativeReads::input ? x.value() : reads == DerivativeReads::output ? y : Tensor();
     return make_result(name, y, {x}, [kept, dfdx](const Tensor& dy, GradSink& sink) {
         const GradSink::Target target = sink.target(0);
@@ -156,7 +164,7 @@ Var relu(const Var& x) {
         "relu", x, [](float v) { return v > 0.0f ? v : 0.0f; }, [](float y) { return y > 0.0f ? 1.0f : 0.0f; });
 }
 
-Var gelu(const Var& x, GeluForm form) {
+Var gelu(const Var& x, GeluForm form, ResultReaders readers) {
     constexpr float kInvSqrt2 = 0.70710678118654752f;
     constexpr float kInvSqrt2Pi = 0.39894228040143268f;
     if (form == GeluForm::erf) {
@@ -167,7 +175,8 @@ Var gelu(const Var& x, GeluForm form) {
             [](float v) {
                 const kernels::ErfWithGaussian e = kernels::fast_erf_with_gaussian(v * kInvSqrt2);
                 return 0.5f * (1.0f + e.erf) + v * kInvSqrt2Pi * e.gaussian;
-            });
+            },
+            readers);
     }
     // The tanh approximation: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
     constexpr float kSqrt2OverPi = 0.79788456080286536f;
@@ -177,7 +186,8 @@ Var gelu(const Var& x, GeluForm form) {
         [](float v) {
             const float t = std::tanh(kSqrt2OverPi * (v + 0.044715f * v * v * v));
             return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * kSqrt2OverPi * (1.0f + 3.0f * 0.044715f * v * v);
-        });
+        },
+        readers);
 }
 
 Var tanh(const Var& x) {

@@ -43,7 +43,7 @@ Var sqrt(const Var& x);
 Var rsqrt(const Var& x);  // 1 / sqrt(x)
 Var relu(const Var& x);
 enum class GeluForm { erf, tanh };
-Var gelu(const Var& x, GeluForm form = GeluForm::erf);
+Var gelu(const Var& x, GeluForm form = GeluForm::erf, ResultReaders readers = ResultReaders::any);
 Var tanh(const Var& x);
 Var sigmoid(const Var& x);
 
