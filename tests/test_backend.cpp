@@ -230,7 +230,7 @@ TEST(BackendMatmul, Bf16OnlyResultsAreTheRoundedF32Results) {
 }
 
 // The ops whose results only products read (ops::ResultReaders::products): under bf16, linear,
-// head_context and GELU write only the bf16 copy, the rounding of what they would write in f32; the
+// head_context, dropout and GELU write only the bf16 copy, the rounding of what they would write in f32; the
 // next product reads it without making f32 values; reading them makes them exactly; and the gradients
 // are the same bit for bit. Under f32 the two readers give the same tensors.
 TEST(BackendMatmul, ResultsOnlyProductsReadAreWrittenAsBf16Alone) {
@@ -249,12 +249,14 @@ TEST(BackendMatmul, ResultsOnlyProductsReadAreWrittenAsBf16Alone) {
                 return out;
             };
             const Var projected = ops::linear(x, weight, bias, readers);  // (2, 6, 24): values of 3 heads of 8
-            const Var context = consume([&] { return ops::head_context(weights, projected, readers); });  // (2, 5, 24)
+            Rng dropout_rng(5);
+            const Var dropped = ops::dropout(weights, 0.25f, dropout_rng, readers);
+            const Var context = consume([&] { return ops::head_context(dropped, projected, readers); });  // (2, 5, 24)
             const Var hidden = consume([&] { return ops::linear(context, weight, Var()); });
             const Var activated = ops::gelu(hidden, ops::GeluForm::erf, readers);
             const Var product = consume([&] { return ops::linear(activated, weight, Var()); });
             ops::sum_all(ops::mul(product, product)).backward();
-            return std::tuple{std::array<Tensor, 3>{projected.value(), context.value(), activated.value()}, made_f32,
+            return std::tuple{std::array<Tensor, 4>{projected.value(), dropped.value(), context.value(), activated.value()}, made_f32,
                               std::array<Tensor, 4>{x.grad(), weight.grad(), bias.grad(), weights.grad()}};
         };
         const auto [values_any, made_any, grads_any] = run(ops::ResultReaders::any);

@@ -202,7 +202,7 @@ Var MultiHeadAttention::attend(const Var& query, const Var& input_memory, const 
         recorded_memory_ = input_memory.value();
         recorded_log_preference_ = log_preference.defined() ? log_preference.value() : Tensor();
     }
-    weights = attention_dropout_.forward(weights);
+    weights = attention_dropout_.forward(weights, ResultReaders::products);
     return ops::head_context(weights, v, context_readers);  // (B, Tq, D)
 }
 

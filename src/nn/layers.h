@@ -51,7 +51,10 @@ class Dropout : public Module {
 public:
     Dropout(float p, Rng& rng) : p_(p), rng_(rng) {}
     bool active() const { return training() && p_ > 0.0f; }
-    Var forward(const Var& x) const { return active() ? ops::dropout(x, p_, rng_) : x; }
+    // `readers`: who reads the result (ops::ResultReaders).
+    Var forward(const Var& x, ops::ResultReaders readers = ops::ResultReaders::any) const {
+        return active() ? ops::dropout(x, p_, rng_, readers) : x;
+    }
     // residual + forward(branch), in one fused op while training.
     Var add_to(const Var& residual, const Var& branch) const {
         return active() ? ops::dropout_add(residual, branch, p_, rng_) : ops::add(residual, branch);

@@ -62,23 +62,34 @@ void check_probability(const char* op, float p) {
 
 }  // namespace
 
-Var dropout(const Var& x, float p, Rng& rng) {
+Var dropout(const Var& x, float p, Rng& rng, ResultReaders readers) {
     check_probability("dropout", p);
     if (p == 0.0f) return x;
     const KeepFactors factors{rng.next_u64(), p, 1.0f / (1.0f - p)};
     Tensor mask = Tensor::empty(x.shape(), DType::u8);
-    Tensor y = Tensor::empty(x.shape());
     const float* in = x.value().data();
     uint8_t* m = mask.bytes();
-    float* out = y.data();
     // Dropouts here feed products (attention weights the context, post-norm embeddings the first
     // projections, the feed-forward activation its second layer), so under bf16 the copy is written
-    // here; a pre-norm model's embedding dropout feeds a layer norm and leaves its copy unread.
-    uint16_t* rounded = backend::operand_copy_to_fill(y);
+    // here, alone when only products read the result; a pre-norm model's embedding dropout feeds a
+    // layer norm and leaves its copy unread.
+    const bool bf16_only = readers == ResultReaders::products && backend::matmul_precision() == backend::MatmulPrecision::bf16;
+    Tensor y = bf16_only ? Tensor::bf16_only(x.shape()) : Tensor::empty(x.shape());
+    float* out = bf16_only ? nullptr : y.data();
+    uint16_t* rounded = bf16_only ? y.bf16_copy().first : backend::operand_copy_to_fill(y);
     for_each_block(x.numel(), factors, [=](int64_t begin, int64_t count, const float* factor) {
         const float* block_in = in + begin;
-        float* block_out = out + begin;
         uint8_t* block_mask = m + begin;
+        if (out == nullptr) {
+            uint16_t* block_rounded = rounded + begin;
+#pragma omp simd
+            for (int64_t j = 0; j < count; ++j) {
+                block_mask[j] = factor[j] != 0.0f;
+                block_rounded[j] = kernels::round_to_bf16(block_in[j] * factor[j]);
+            }
+            return;
+        }
+        float* block_out = out + begin;
 #pragma omp simd
         for (int64_t j = 0; j < count; ++j) {
             block_mask[j] = factor[j] != 0.0f;

@@ -68,7 +68,7 @@ Var layer_norm(const Var& x, const Var& weight, const Var& bias, float eps = 1e-
 // ---- dropout.cpp ----------------------------------------------------------------------------------
 // Zeroes each value with probability p and scales the rest by 1/(1-p) (inverted dropout). The mask is
 // a pure function of one draw from rng and the element index, so thread count does not change it.
-Var dropout(const Var& x, float p, Rng& rng);
+Var dropout(const Var& x, float p, Rng& rng, ResultReaders readers = ResultReaders::any);
 // residual + dropout(branch, p, rng) fused (same shapes): a transformer sublayer's residual sum.
 Var dropout_add(const Var& residual, const Var& branch, float p, Rng& rng);
 
