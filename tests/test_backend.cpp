@@ -275,8 +275,8 @@ TEST(BackendMatmul, ResultsOnlyProductsReadAreWrittenAsBf16Alone) {
 }
 
 // Under bf16, the ops whose results feed products (issue #20 item 3) write the bf16 copies themselves:
-// layer norm's, GELU's and dropout's outputs, the gradients GELU, cross-entropy and the attention
-// normalizations hand back. Under f32, none.
+// layer norm's, GELU's and dropout's outputs, the gradients GELU, cross-entropy, a residual dropout's
+// branch and the attention normalizations hand back. Under f32, none.
 TEST(BackendMatmul, OpsFeedingProductsWriteTheirOperandsBf16Copies) {
     const auto run = [](backend::MatmulPrecision precision) {
         testing::PrecisionScope scope(precision);
@@ -286,8 +286,11 @@ TEST(BackendMatmul, OpsFeedingProductsWriteTheirOperandsBf16Copies) {
         const Var activated = ops::gelu(hidden);
         Rng dropout_rng(9);
         const Var dropped = ops::dropout(Var(random_tensor({6, 40}, 8)), 0.3f, dropout_rng);
+        const Var branch(random_tensor({6, 40}, 15), true);  // a residual branch: its gradient feeds its linear layer
+        const Var summed = ops::dropout_add(Var(random_tensor({6, 40}, 16)), branch, 0.3f, dropout_rng);
         const Tensor targets = Tensor::from_ints({5}, {3, -1, 0, 39, 7});  // one row ignored
         Var loss = ops::add(ops::sum_all(ops::mul(activated, activated)), ops::cross_entropy(logits, targets, -1, 0.1f));
+        loss = ops::add(loss, ops::sum_all(ops::mul(summed, summed)));
         // The scores' gradients, which feed dQ and dK, from LNAS and DNAS (normalize_attention) and HNAS.
         const Var lnas_scores(random_tensor({2, 3, 5, 7}, 10), true), dnas_scores(random_tensor({2, 3, 5, 7}, 11), true);
         const Var hnas_scores(random_tensor({2, 3, 5, 7}, 12), true), theta(random_tensor({3}, 13));
@@ -299,8 +302,9 @@ TEST(BackendMatmul, OpsFeedingProductsWriteTheirOperandsBf16Copies) {
             loss = ops::add(loss, ops::sum_all(ops::mul(weights, upstream)));
         }
         loss.backward();
-        return std::array<Tensor, 8>{normalized.value(), activated.value(), dropped.value(), hidden.grad(),
-                                     logits.grad(), lnas_scores.grad(), dnas_scores.grad(), hnas_scores.grad()};
+        return std::array<Tensor, 9>{normalized.value(),  activated.value(),   dropped.value(),
+                                     hidden.grad(),       logits.grad(),       branch.grad(),
+                                     lnas_scores.grad(),  dnas_scores.grad(),  hnas_scores.grad()};
     };
     for (const Tensor& tensor : run(backend::MatmulPrecision::bf16)) EXPECT_TRUE(testing::holds_current_bf16_copy(tensor));
     for (const Tensor& tensor : run(backend::MatmulPrecision::f32)) EXPECT_FALSE(tensor.bf16_copy().second);

@@ -43,17 +43,30 @@ void for_each_block(int64_t n, const KeepFactors& factors, Body body) {
     }
 }
 
-// The dropped input's gradient, dy ⊙ mask · 1/(1−p): the scaled mask is the derivative.
-void add_masked_gradient(const Tensor& dy, const Tensor& mask, float keep_scale, GradSink& sink, size_t input) {
+// The dropped input's gradient, dy ⊙ mask · 1/(1−p): the scaled mask is the derivative. With
+// FeedsProducts::yes (a residual branch's gradient, which its linear layer's backward products read),
+// its bf16 copy is written in the same pass under bf16.
+enum class FeedsProducts { no, yes };
+void add_masked_gradient(const Tensor& dy, const Tensor& mask, float keep_scale, GradSink& sink, size_t input,
+                         FeedsProducts feeds) {
     const GradSink::Target target = sink.target(input);
     Tensor& dx = target.grad;
     const bool accumulate = target.accumulate;
     const float* g = dy.data();
     const uint8_t* m = mask.bytes();
     float* d = dx.data();
+    uint16_t* rounded = feeds == FeedsProducts::yes ? backend::operand_copy_to_fill(dx) : nullptr;
     const int64_t n = dx.numel();
+    if (rounded == nullptr) {
 #pragma omp parallel for simd schedule(static) if (n >= kernels::kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) write_gradient(d[i], g[i] * (static_cast<float>(m[i]) * keep_scale), accumulate);
+        for (int64_t i = 0; i < n; ++i) write_gradient(d[i], g[i] * (static_cast<float>(m[i]) * keep_scale), accumulate);
+    } else {
+#pragma omp parallel for simd schedule(static) if (n >= kernels::kParallelGrain)
+        for (int64_t i = 0; i < n; ++i) {
+            write_gradient(d[i], g[i] * (static_cast<float>(m[i]) * keep_scale), accumulate);
+            rounded[i] = kernels::round_to_bf16(d[i]);
+        }
+    }
 }
 
 void check_probability(const char* op, float p) {
@@ -98,7 +111,7 @@ Var dropout(const Var& x, float p, Rng& rng, ResultReaders readers) {
         kernels::round_row_to_bf16(block_out, rounded == nullptr ? nullptr : rounded + begin, count);
     });
     return make_result("dropout", y, {x}, [mask, factors](const Tensor& dy, GradSink& sink) {
-        add_masked_gradient(dy, mask, factors.keep_scale, sink, 0);
+        add_masked_gradient(dy, mask, factors.keep_scale, sink, 0, FeedsProducts::no);
     });
 }
 
@@ -127,7 +140,7 @@ Var dropout_add(const Var& residual, const Var& branch, float p, Rng& rng) {
     });
     return make_result("dropout_add", y, {residual, branch}, [mask, factors](const Tensor& dy, GradSink& sink) {
         sink.add(0, dy);
-        if (sink.wants(1)) add_masked_gradient(dy, mask, factors.keep_scale, sink, 1);
+        if (sink.wants(1)) add_masked_gradient(dy, mask, factors.keep_scale, sink, 1, FeedsProducts::yes);
     });
 }
 
