@@ -256,8 +256,9 @@ TEST(BackendMatmul, ResultsOnlyProductsReadAreWrittenAsBf16Alone) {
             const Var activated = ops::gelu(hidden, ops::GeluForm::erf, readers);
             const Var product = consume([&] { return ops::linear(activated, weight, Var()); });
             ops::sum_all(ops::mul(product, product)).backward();
-            return std::tuple{std::array<Tensor, 4>{projected.value(), dropped.value(), context.value(), activated.value()}, made_f32,
-                              std::array<Tensor, 4>{x.grad(), weight.grad(), bias.grad(), weights.grad()}};
+            return std::tuple{
+                std::array<Tensor, 4>{projected.value(), dropped.value(), context.value(), activated.value()}, made_f32,
+                std::array<Tensor, 4>{x.grad(), weight.grad(), bias.grad(), weights.grad()}};
         };
         const auto [values_any, made_any, grads_any] = run(ops::ResultReaders::any);
         const auto [values, made, grads] = run(ops::ResultReaders::products);
@@ -296,8 +297,9 @@ TEST(BackendMatmul, OpsFeedingProductsWriteTheirOperandsBf16Copies) {
         const Var hnas_scores(random_tensor({2, 3, 5, 7}, 12), true), theta(random_tensor({3}, 13));
         const Var upstream(random_tensor({2, 3, 5, 7}, 14));
         const ops::AttentionMask mask{};
-        for (const Var& weights : {ops::normalize_attention(lnas_scores, mask, {ops::NormalizeAxis::keys}),
-                                   ops::normalize_attention(dnas_scores, mask, {ops::NormalizeAxis::queries, ops::NormalizeAxis::keys}),
+        using ops::NormalizeAxis;
+        for (const Var& weights : {ops::normalize_attention(lnas_scores, mask, {NormalizeAxis::keys}),
+                                   ops::normalize_attention(dnas_scores, mask, {NormalizeAxis::queries, NormalizeAxis::keys}),
                                    ops::hybrid_attention(hnas_scores, theta, mask)}) {
             loss = ops::add(loss, ops::sum_all(ops::mul(weights, upstream)));
         }

@@ -349,7 +349,8 @@ TEST(ClipGradients, LargeGradientsClipToMaxNorm) {
 // fewer); and factors of the wrong count are refused.
 TEST(ClipGradients, TheStepAppliesTheFactorsAsItReadsTheGradients) {
     const int64_t n = 3 * 4096 + 5;
-    for (OptimizerKind kind : {OptimizerKind::adam, OptimizerKind::adamw, OptimizerKind::lamb, OptimizerKind::lamb_albert}) {
+    for (OptimizerKind kind :
+         {OptimizerKind::adam, OptimizerKind::adamw, OptimizerKind::lamb, OptimizerKind::lamb_albert}) {
         OptimizerOptions options;
         options.kind = kind;
         options.weight_decay = 0.01f;
@@ -402,7 +403,8 @@ protected:
 };
 
 TEST_F(OptimizerFiles, ParameterWithoutGradientIsLeftAlone) {
-    for (OptimizerKind kind : {OptimizerKind::adam, OptimizerKind::adamw, OptimizerKind::lamb, OptimizerKind::lamb_albert}) {
+    for (OptimizerKind kind :
+         {OptimizerKind::adam, OptimizerKind::adamw, OptimizerKind::lamb, OptimizerKind::lamb_albert}) {
         OptimizerOptions options;
         options.kind = kind;
         options.weight_decay = 0.1f;  // would move "idle.weight" if it were touched

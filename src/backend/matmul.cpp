@@ -38,7 +38,8 @@ Engine& cpu() {
 
 struct MatmulKey {
     int64_t batch, m, n, k, heads;
-    bool trans_a, trans_b, shared_b, a_interleaved, b_interleaved, c_interleaved, has_bias, accumulate, bf16, bf16_result;
+    bool trans_a, trans_b, shared_b, a_interleaved, b_interleaved, c_interleaved, has_bias, accumulate, bf16,
+        bf16_result;
     float alpha;
     bool operator==(const MatmulKey&) const = default;
 };
@@ -327,7 +328,8 @@ void matmul(MatmulOperand a, MatmulOperand b, MatmulResult c, const MatmulShape&
     HNAS_CHECK(options.alpha == 1.0f || options.bias == nullptr,
                "backend.matmul: alpha with a bias is not supported (oneDNN would scale the bias too)");
     const auto start = Clock::now();
-    const MatmulCall call{shape, options.alpha, options.bias != nullptr, options.accumulate, matmul_precision(), c.bf16 != nullptr};
+    const MatmulCall call{shape, options.alpha, options.bias != nullptr, options.accumulate, matmul_precision(),
+                          c.bf16 != nullptr};
     const bool bf16 = call.precision == MatmulPrecision::bf16;
     HNAS_CHECK(!call.bf16_result || (bf16 && !call.accumulate && c.f32 == nullptr),
                "backend.matmul: a bf16 result needs bf16 precision, no accumulation and no f32 result beside it");

@@ -79,7 +79,8 @@ MatmulOperand operand(const Tensor& tensor);
 // f32, null. Take the tensor's data() pointer first: data() marks the copy stale.
 uint16_t* operand_copy_to_fill(Tensor& tensor);
 
-void matmul(MatmulOperand a, MatmulOperand b, MatmulResult c, const MatmulShape& shape, const MatmulOptions& options = {});
+void matmul(MatmulOperand a, MatmulOperand b, MatmulResult c, const MatmulShape& shape,
+            const MatmulOptions& options = {});
 
 // f32: exact f32 products (the default). bf16: A and B are rounded to bf16 (nearest even) before the
 // product, which runs on the CPU's bf16 instructions (AMX / AVX512-BF16) with f32 accumulation; bias,

@@ -26,7 +26,9 @@ struct KeepFactors {
         const uint64_t first = key + static_cast<uint64_t>(begin);
         const float drop = p, scale = keep_scale;
 #pragma omp simd
-        for (int64_t j = 0; j < count; ++j) factor[j] = unit_float(mix64(first + static_cast<uint64_t>(j))) < drop ? 0.0f : scale;
+        for (int64_t j = 0; j < count; ++j) {
+            factor[j] = unit_float(mix64(first + static_cast<uint64_t>(j))) < drop ? 0.0f : scale;
+        }
     }
 };
 
@@ -86,7 +88,8 @@ Var dropout(const Var& x, float p, Rng& rng, ResultReaders readers) {
     // projections, the feed-forward activation its second layer), so under bf16 the copy is written
     // here, alone when only products read the result; a pre-norm model's embedding dropout feeds a
     // layer norm and leaves its copy unread.
-    const bool bf16_only = readers == ResultReaders::products && backend::matmul_precision() == backend::MatmulPrecision::bf16;
+    const bool bf16_only =
+        readers == ResultReaders::products && backend::matmul_precision() == backend::MatmulPrecision::bf16;
     Tensor y = bf16_only ? Tensor::bf16_only(x.shape()) : Tensor::empty(x.shape());
     float* out = bf16_only ? nullptr : y.data();
     uint16_t* rounded = bf16_only ? y.bf16_copy().first : backend::operand_copy_to_fill(y);

@@ -23,7 +23,8 @@ enum class FeedsProducts { no, yes };
 // the derivative is a constant). Under bf16 precision, y whose `readers` are only products is written
 // as its bf16 copy alone (then the derivative must not read it).
 template <DerivativeReads reads, FeedsProducts feeds = FeedsProducts::no, typename Forward, typename Derivative>
-Var unary_op(const char* name, const Var& x, Forward forward, Derivative dfdx, ResultReaders readers = ResultReaders::any) {
+Var unary_op(const char* name, const Var& x, Forward forward, Derivative dfdx,
+             ResultReaders readers = ResultReaders::any) {
     Tensor y;
     if (readers == ResultReaders::products && backend::matmul_precision() == backend::MatmulPrecision::bf16) {
         HNAS_CHECK(reads != DerivativeReads::output, name, ": a derivative that reads the output needs its f32 values");

@@ -160,8 +160,8 @@ struct HeadOperand {
 };
 
 // c_h = alpha · op(a_h) · op(b_h) for every (row, head) pair; c interleaved or split as asked.
-void head_gemm(HeadOperand a, HeadOperand b, backend::MatmulResult c, bool c_interleaved, int64_t rows, int64_t heads, int64_t m,
-               int64_t n, int64_t k, float alpha, bool accumulate) {
+void head_gemm(HeadOperand a, HeadOperand b, backend::MatmulResult c, bool c_interleaved, int64_t rows,
+               int64_t heads, int64_t m, int64_t n, int64_t k, float alpha, bool accumulate) {
     backend::MatmulShape shape{rows * heads, m, n, k, a.transposed, b.transposed, false};
     shape.heads = heads;
     shape.a_interleaved = a.interleaved;

@@ -74,6 +74,7 @@ struct GradientClip {
     double norm = 0.0;
     std::vector<float> factors;
 };
-GradientClip clip_factors(const std::vector<nn::NamedParameter>& parameters, double max_norm, ClipScope scope = ClipScope::global);
+GradientClip clip_factors(const std::vector<nn::NamedParameter>& parameters, double max_norm,
+                          ClipScope scope = ClipScope::global);
 
 }  // namespace hnas::optim
