@@ -160,7 +160,7 @@ void GradSink::add(size_t input, const Tensor& grad) {
     Node& node = *inputs_[input];
     // An interior node's gradient is read only by its own backward pass, so its first contribution
     // of the full shape is shared instead of copied (a residual add's backward then copies nothing).
-    // Leaves are excluded: the optimizer, clipping and the gradient sums write their gradients in place.
+    // Leaves are excluded: the gradient sums (data-parallel) write their gradients in place.
     if (!node.grad_initialized && node.backward_fn && grad.shape() == node.shape()) {
         node.grad = grad;
         node.grad_initialized = true;
