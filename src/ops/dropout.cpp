@@ -48,7 +48,6 @@ void for_each_block(int64_t n, const KeepFactors& factors, Body body) {
 // The dropped input's gradient, dy ⊙ mask · 1/(1−p): the scaled mask is the derivative. With
 // FeedsProducts::yes (a residual branch's gradient, which its linear layer's backward products read),
 // its bf16 copy is written in the same pass under bf16.
-enum class FeedsProducts { no, yes };
 void add_masked_gradient(const Tensor& dy, const Tensor& mask, float keep_scale, GradSink& sink, size_t input,
                          FeedsProducts feeds) {
     const GradSink::Target target = sink.target(input);

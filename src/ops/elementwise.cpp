@@ -14,10 +14,6 @@ namespace {
 // What a unary op's derivative reads; its backward keeps only that tensor alive.
 enum class DerivativeReads { nothing, input, output };
 
-// Whether the op's output and its input's gradient are products' operands in the models here (the
-// feed-forward activation sits between two linear layers): then, under bf16 precision, both are
-// written with their bf16 copies (backend::operand_copy_to_fill).
-enum class FeedsProducts { no, yes };
 
 // y = f(x); dx = dy · dfdx(v), v being the input or the output (whichever `reads` names; unused when
 // the derivative is a constant). Under bf16 precision, y whose `readers` are only products is written

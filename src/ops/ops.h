@@ -16,6 +16,10 @@ namespace hnas::ops {
 // and merged heads before the output projection). Under bf16 precision a result that only products
 // read is written as its bf16 copy alone (Tensor::bf16_only); under f32 the two are the same.
 enum class ResultReaders { any, products };
+// Whether an op's result (or the gradient it hands back) is, in the models here, also a product's
+// operand beside its other readers: then, under bf16 precision, it is written with its bf16 copy in the
+// same pass (backend::operand_copy_to_fill).
+enum class FeedsProducts { no, yes };
 // op(a) · op(b) over the last two axes; leading (batch) axes must match, or b may be 2-D (shared).
 // trans_a / trans_b read the stored matrix as its transpose, without copying. alpha scales the product.
 Var matmul(const Var& a, const Var& b, bool trans_a = false, bool trans_b = false, float alpha = 1.0f);
