@@ -98,11 +98,11 @@ public:
     }
     void start_sum(std::span<float> buffer) override {
         started_.push_back(buffer);
-        (in_backward ? started_in_backward : started_after_backward) += 1;
+        count_start();
     }
     void start_sum(std::span<uint16_t> bf16_buffer) override {
         started_bf16_.push_back(bf16_buffer);
-        (in_backward ? started_in_backward : started_after_backward) += 1;
+        count_start();
     }
     void progress() override { ++progress_calls; }
     void wait_sums() override {
@@ -114,8 +114,14 @@ public:
 
     bool in_backward = false;
     int started_in_backward = 0, started_after_backward = 0, progress_calls = 0;
+    std::vector<int> started_after_nodes;  // per sum started in the pass: the nodes done before it
 
 private:
+    void count_start() {
+        (in_backward ? started_in_backward : started_after_backward) += 1;
+        if (in_backward) started_after_nodes.push_back(progress_calls);
+    }
+
     std::vector<std::span<float>> started_;
     std::vector<std::span<uint16_t>> started_bf16_;
 };
@@ -173,6 +179,43 @@ TEST_P(GradientReducerSums, StartDuringBackwardInBucketOrder) {
             EXPECT_EQ(grad.data()[j], 2.0f * sent) << parameters[i].name << " [" << j << "]";
         }
     }
+}
+
+// After the first step the buckets follow the order the pass made gradients final, so each sum starts
+// as soon as its gradient is final. Here parameter order is the worst guess: the last bucket's
+// parameter is used by the pass's first node, and the first bucket's by none.
+TEST(GradientReducer, AfterTheFirstStepBucketsFollowTheOrderGradientsBecameFinal) {
+    auto parameter = [](float value) { return Var(Tensor::from_floats({1}, {value}), true); };
+    std::vector<nn::NamedParameter> parameters = {
+        {"p2", parameter(-0.3f)}, {"p1", parameter(0.1f)}, {"p0", parameter(0.5f)}, {"unused", parameter(1.0f)}};
+    distributed::GradientReducer reducer(parameters, 1, /*bf16_sums=*/false);
+    auto step = [&](TwoEqualRanks& ranks) {
+        for (auto& [name, value] : parameters) value.zero_grad();
+        const Var &p2 = parameters[0].parameter, &p1 = parameters[1].parameter, &p0 = parameters[2].parameter;
+        Var loss = ops::sum_all(ops::mul(ops::exp(ops::mul(ops::exp(p0), p1)), p2));
+        reducer.begin(ranks, "test");
+        ranks.in_backward = true;
+        loss.backward(Tensor::full({}, 1.0f), reducer.hooks());
+        ranks.in_backward = false;
+        reducer.finish();
+    };
+    ASSERT_EQ(reducer.bucket_order(), (std::vector<size_t>{3, 2, 1, 0})) << "reverse parameter order";
+    TwoEqualRanks first;
+    step(first);
+    EXPECT_EQ(first.started_in_backward, 0) << "the unused parameter's bucket comes first and holds all back";
+    ASSERT_EQ(reducer.bucket_order(), (std::vector<size_t>{0, 1, 2, 3})) << "p2, p1, p0 as the pass made them final";
+
+    TwoEqualRanks second;
+    step(second);
+    EXPECT_EQ(second.started_in_backward, 3);
+    ASSERT_EQ(second.started_after_nodes.size(), 3u);
+    EXPECT_LT(second.started_after_nodes[0], second.started_after_nodes[1]) << "p2's sum starts before p1 is final";
+    EXPECT_LT(second.started_after_nodes[1], second.started_after_nodes[2]) << "p1's sum starts before p0 is final";
+    const float p0 = 0.5f, p1 = 0.1f, p2 = -0.3f, inner = std::exp(std::exp(p0) * p1);
+    EXPECT_FLOAT_EQ(parameters[0].parameter.grad().data()[0], 2.0f * inner);
+    EXPECT_FLOAT_EQ(parameters[1].parameter.grad().data()[0], 2.0f * p2 * inner * std::exp(p0));
+    EXPECT_FLOAT_EQ(parameters[2].parameter.grad().data()[0], 2.0f * p2 * inner * p1 * std::exp(p0));
+    EXPECT_FALSE(parameters[3].parameter.grad().defined());
 }
 
 INSTANTIATE_TEST_SUITE_P(GradientReducer, GradientReducerSums, ::testing::Values(false, true),
