@@ -512,6 +512,20 @@ TEST(BackendKernels, FastExpAndErfMatchLibm) {
     EXPECT_EQ(kernels::fast_erf(0.0f), 0.0f);
 }
 
+// The double exp of beam search's log-softmax against libm from the underflow to the overflow bound.
+TEST(BackendKernels, ExpDoubleMatchesLibm) {
+    double worst = 0;
+    for (int i = -708000; i <= 709000; ++i) {
+        const double x = static_cast<double>(i) * 1.0007e-3;
+        if (x < -708.0 || x > 709.0) continue;
+        worst = std::max(worst, std::abs(kernels::exp_double(x) / std::exp(x) - 1.0));
+    }
+    EXPECT_LT(worst, 5e-16) << "relative error of exp_double (2 ulp is 4.4e-16)";
+    EXPECT_EQ(kernels::exp_double(0.0), 1.0);
+    EXPECT_EQ(kernels::exp_double(-800.0), 0.0);
+    EXPECT_EQ(kernels::exp_double(-std::numeric_limits<double>::infinity()), 0.0);
+}
+
 // The value of a bf16 bit pattern from the format's definition, in double; the all-ones exponent with a
 // zero mantissa counts as 2¹²⁸, where IEEE rounding places the overflow threshold.
 double bf16_pattern_value(uint16_t pattern) {

@@ -28,6 +28,28 @@ inline float fast_exp(float x) {
     return x < -87.0f ? 0.0f : p * scale;
 }
 
+// exp(x) in double, for sums that must keep double's precision (beam search's log-softmax), written to
+// vectorize like fast_exp: 2^n · exp(r), r = x − n·ln 2 with fdlibm's two-part ln 2, and a degree-13
+// Taylor polynomial for exp(r) (truncation below 5e-18 relative). Within 2 ulp of libm's exp; exact 0
+// below −708, where exp leaves the normal doubles. n is rounded by adding 1.5·2^52, and 2^n is built
+// from the bits of that sum, so no conversion to an integer is needed.
+inline double exp_double(double x) {
+    constexpr double kRound = 6755399441055744.0;  // 1.5·2^52
+    const double clamped = std::min(std::max(x, -708.0), 709.0);
+    const double shifted = clamped * 1.4426950408889634 + kRound;
+    const double n = shifted - kRound;
+    const double r = (clamped - n * 6.93147180369123816490e-01) - n * 1.90821492927058770002e-10;
+    double p = 1.0 / 6227020800.0;  // 1/13!
+    for (const double inverse_factorial : {1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0, 1.0 / 362880.0,
+                                           1.0 / 40320.0, 1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0,
+                                           1.0 / 6.0, 0.5, 1.0, 1.0}) {
+        p = p * r + inverse_factorial;
+    }
+    const int64_t exponent = std::bit_cast<int64_t>(shifted) - std::bit_cast<int64_t>(kRound);
+    const double scale = std::bit_cast<double>((exponent + 1023) << 52);
+    return x < -708.0 ? 0.0 : p * scale;
+}
+
 // erf(x), vectorizable like fast_exp (std::erf is a libm call per element; GELU spent 17 % of a
 // training step in it): Abramowitz & Stegun 7.1.26, erf(|x|) = 1 − t·(a1 + t·(a2 + … + t·a5))·e^(−x²)
 // with t = 1/(1 + p·|x|): absolute error below 1.5e-7 in exact arithmetic, 5.3e-7 measured in float

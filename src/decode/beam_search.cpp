@@ -5,6 +5,8 @@
 #include <limits>
 #include <numeric>
 
+#include "backend/kernels.h"
+
 namespace hnas::decode {
 
 namespace {
@@ -19,9 +21,10 @@ struct Candidate {
 
 // Log-softmax of one row of logits, in double so the order of the logits is kept exactly.
 void log_softmax_row(const float* logits, int64_t vocabulary, std::vector<double>& out) {
-    const double top = *std::max_element(logits, logits + vocabulary);
+    const double top = kernels::max_value(logits, vocabulary);
     double total = 0.0;
-    for (int64_t v = 0; v < vocabulary; ++v) total += std::exp(logits[v] - top);
+#pragma omp simd reduction(+ : total)
+    for (int64_t v = 0; v < vocabulary; ++v) total += kernels::exp_double(static_cast<double>(logits[v]) - top);
     const double normalizer = top + std::log(total);
     for (int64_t v = 0; v < vocabulary; ++v) out[static_cast<size_t>(v)] = logits[v] - normalizer;
 }
@@ -36,6 +39,42 @@ void ban_repeated_ngrams(const std::vector<int32_t>& tokens, int64_t n, std::vec
         if (std::equal(ngram, ngram + (n - 1), suffix)) {
             log_probabilities[static_cast<size_t>(ngram[n - 1])] = kImpossible;
         }
+    }
+}
+
+// A row's best extensions, best first: (token, log-probability) after the bans of `step` (eos before
+// the minimum length; only eos at the last step; repeated n-grams), impossible ones left out.
+struct Extension {
+    int32_t token;
+    double log_probability;
+};
+
+struct RowScratch {
+    std::vector<double> log_probabilities;
+    std::vector<int32_t> order;
+};
+
+void best_extensions(const float* logits, const std::vector<int32_t>& tokens, const BeamOptions& options,
+                     int64_t step, int64_t limit, int32_t eos_id, size_t keep, RowScratch& scratch,
+                     std::vector<Extension>& best) {
+    std::vector<double>& log_probabilities = scratch.log_probabilities;
+    log_softmax_row(logits, static_cast<int64_t>(log_probabilities.size()), log_probabilities);
+    if (step < options.min_length) log_probabilities[static_cast<size_t>(eos_id)] = kImpossible;
+    if (step == limit) {  // out of room: only eos remains
+        const double eos = log_probabilities[static_cast<size_t>(eos_id)];
+        std::fill(log_probabilities.begin(), log_probabilities.end(), kImpossible);
+        log_probabilities[static_cast<size_t>(eos_id)] = eos;
+    }
+    ban_repeated_ngrams(tokens, options.no_repeat_ngram, log_probabilities);
+    std::iota(scratch.order.begin(), scratch.order.end(), 0);
+    std::partial_sort(scratch.order.begin(), scratch.order.begin() + static_cast<std::ptrdiff_t>(keep),
+                      scratch.order.end(), [&](int32_t x, int32_t y) {
+                          return log_probabilities[static_cast<size_t>(x)] > log_probabilities[static_cast<size_t>(y)];
+                      });
+    best.clear();
+    for (size_t i = 0; i < keep; ++i) {
+        const double lp = log_probabilities[static_cast<size_t>(scratch.order[i])];
+        if (lp != kImpossible) best.push_back({scratch.order[i], lp});
     }
 }
 
@@ -83,13 +122,29 @@ std::vector<std::vector<Hypothesis>> beam_search(const models::Seq2SeqModel& mod
     std::vector<std::vector<int32_t>> beam_tokens(static_cast<size_t>(sources * beam));
     std::vector<std::vector<Hypothesis>> finished(static_cast<size_t>(sources));
 
-    std::vector<double> log_probabilities(static_cast<size_t>(vocabulary));
-    std::vector<int32_t> order(static_cast<size_t>(vocabulary));
     const auto keep = static_cast<size_t>(std::min(2 * beam, vocabulary));
+    std::vector<std::vector<Extension>> extensions;  // per row, this step
     for (int64_t step = 0; step <= limit && !active.empty(); ++step) {
         std::vector<int32_t> inputs;
         for (const auto& tokens : beam_tokens) inputs.push_back(tokens.empty() ? bos_id : tokens.back());
         const Tensor logits = model.decode_step(state, Tensor::from_ints({static_cast<int64_t>(inputs.size())}, inputs));
+
+        // The rows' best extensions are independent of each other: the threads share them out.
+        const auto live_rows = static_cast<int64_t>(beam_tokens.size());
+        extensions.resize(static_cast<size_t>(live_rows));
+#pragma omp parallel
+        {
+            RowScratch scratch{std::vector<double>(static_cast<size_t>(vocabulary)),
+                               std::vector<int32_t>(static_cast<size_t>(vocabulary))};
+#pragma omp for schedule(dynamic)
+            for (int64_t row = 0; row < live_rows; ++row) {
+                auto& best = extensions[static_cast<size_t>(row)];
+                best.clear();
+                if (beam_log_probabilities[static_cast<size_t>(row)] == kImpossible) continue;
+                best_extensions(logits.data() + row * vocabulary, beam_tokens[static_cast<size_t>(row)], options, step,
+                                limit, eos_id, keep, scratch, best);
+            }
+        }
 
         std::vector<int64_t> next_rows, next_active;
         std::vector<double> next_log_probabilities;
@@ -101,25 +156,8 @@ std::vector<std::vector<Hypothesis>> beam_search(const models::Seq2SeqModel& mod
             std::vector<Candidate> candidates;
             for (int64_t k = 0; k < beam; ++k) {
                 const double prefix = beam_log_probabilities[static_cast<size_t>(first_row + k)];
-                if (prefix == kImpossible) continue;
-                log_softmax_row(logits.data() + (first_row + k) * vocabulary, vocabulary, log_probabilities);
-                if (step < options.min_length) log_probabilities[static_cast<size_t>(eos_id)] = kImpossible;
-                if (step == limit) {  // out of room: only eos remains
-                    const double eos = log_probabilities[static_cast<size_t>(eos_id)];
-                    std::fill(log_probabilities.begin(), log_probabilities.end(), kImpossible);
-                    log_probabilities[static_cast<size_t>(eos_id)] = eos;
-                }
-                ban_repeated_ngrams(beam_tokens[static_cast<size_t>(first_row + k)], options.no_repeat_ngram,
-                                    log_probabilities);
-                std::iota(order.begin(), order.end(), 0);
-                std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(keep), order.end(),
-                                  [&](int32_t x, int32_t y) {
-                                      return log_probabilities[static_cast<size_t>(x)] >
-                                             log_probabilities[static_cast<size_t>(y)];
-                                  });
-                for (size_t i = 0; i < keep; ++i) {
-                    const double lp = log_probabilities[static_cast<size_t>(order[i])];
-                    if (lp != kImpossible) candidates.push_back({prefix + lp, k, order[i]});
+                for (const Extension& e : extensions[static_cast<size_t>(first_row + k)]) {
+                    candidates.push_back({prefix + e.log_probability, k, e.token});
                 }
             }
             std::stable_sort(candidates.begin(), candidates.end(),
