@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backend/kernels.h"
+
 namespace hnas::nn {
 
 namespace {
@@ -65,12 +67,46 @@ bool keeps_rows_in_place(const std::vector<int64_t>& rows, int64_t count) {
     return true;
 }
 
+// The cached (B, T, D) positions of `rows` (all rows when empty), each followed by its row of `added`
+// (rows.size(), 1, D): causal self-attention's append with beam search's pending reorder in one copy.
+Tensor append_position(const Tensor& cached, const std::vector<int64_t>& rows, const Tensor& added) {
+    const int64_t count = rows.empty() ? cached.dim(0) : static_cast<int64_t>(rows.size());
+    const int64_t positions = cached.dim(1), width = cached.dim(2);
+    HNAS_CHECK(added.shape() == (Shape{count, 1, width}), "attention cache: appending ", shape_str(added.shape()),
+               " to ", count, " rows of ", shape_str(cached.shape()));
+    Tensor out = Tensor::empty({count, positions + 1, width});
+    const float* from = cached.data();
+    const float* new_position = added.data();
+    float* to = out.data();
+    const auto row_floats = static_cast<size_t>(positions * width);
+#pragma omp parallel for schedule(static) if (count * positions * width >= kernels::kParallelGrain)
+    for (int64_t i = 0; i < count; ++i) {
+        const int64_t row = rows.empty() ? i : rows[static_cast<size_t>(i)];
+        std::copy_n(from + row * positions * width, row_floats, to + i * (positions + 1) * width);
+        std::copy_n(new_position + i * width, width, to + (i * (positions + 1) + positions) * width);
+    }
+    return out;
+}
+
 }  // namespace
 
 void AttentionCache::keep_rows(const std::vector<int64_t>& rows, bool memory_unchanged) {
     const bool memory_stays = from_memory && memory_unchanged;
+    const bool grows = keys.defined() && !from_memory;
+    if (grows) {
+        const int64_t count = pending_rows.empty() ? keys.dim(0) : static_cast<int64_t>(pending_rows.size());
+        if (!keeps_rows_in_place(rows, count)) {
+            std::vector<int64_t> kept(rows.size());
+            for (size_t i = 0; i < rows.size(); ++i) {
+                HNAS_CHECK(rows[i] >= 0 && rows[i] < count, "attention cache: row ", rows[i], " of ", count, " rows");
+                kept[i] = pending_rows.empty() ? rows[i] : pending_rows[static_cast<size_t>(rows[i])];
+            }
+            pending_rows = std::move(kept);
+        }
+    }
     for (Tensor* tensor : {&keys, &values, &norm_state, &preference}) {
         if (!tensor->defined() || (memory_stays && tensor != &norm_state)) continue;
+        if (grows && (tensor == &keys || tensor == &values)) continue;
         if (!keeps_rows_in_place(rows, tensor->dim(0))) *tensor = tensor->take_rows(rows);
     }
 }
@@ -161,13 +197,16 @@ Var MultiHeadAttention::attend(const Var& query, const Var& input_memory, const 
                    name_of(role_));
         const bool grows = role_ == AttentionRole::causal_self;
         if (grows || !cache->keys.defined()) {
-            Var new_keys = k_proj_.forward(memory), new_values = v_proj_ ? v_proj_->forward(memory) : memory;
+            const Var new_keys = k_proj_.forward(memory), new_values = v_proj_ ? v_proj_->forward(memory) : memory;
             if (grows && cache->keys.defined()) {
-                new_keys = ops::concat({Var(cache->keys), new_keys}, 1);
-                new_values = ops::concat({Var(cache->values), new_values}, 1);
+                HNAS_CHECK(!grad_enabled(), "attention: step-by-step decoding runs without gradients (NoGradScope)");
+                cache->keys = append_position(cache->keys, cache->pending_rows, new_keys.value());
+                cache->values = append_position(cache->values, cache->pending_rows, new_values.value());
+                cache->pending_rows.clear();
+            } else {
+                cache->keys = new_keys.value();
+                cache->values = new_values.value();
             }
-            cache->keys = new_keys.value();
-            cache->values = new_values.value();
             cache->from_memory = !grows;
         }
         k = Var(cache->keys);

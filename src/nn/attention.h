@@ -59,6 +59,10 @@ struct AttentionCache {
     Tensor norm_state;    // the normalization's own running state (AttentionNorm::normalize_step)
     Tensor preference;    // cross-attention's context preference (B, H, 1, Tk), from the first step
     bool from_memory = false;  // keys, values and preference are the encoder memory's (cross-attention)
+    // The rows of causal self-attention's keys and values that are kept, in order (empty: all, as they
+    // are). keep_rows leaves them to the next step's append, which copies every cached position anyway:
+    // a reorder then costs no copy of its own.
+    std::vector<int64_t> pending_rows;
     // Keeps the given batch rows, in that order (beam search's reordering of hypotheses); rows kept in
     // place copy nothing. `memory_unchanged`: every row keeps the source it had (hypotheses of one
     // source reordered among themselves), so what comes from the memory is left as it is.
