@@ -50,8 +50,8 @@ public:
     // The parameters (indices into the constructor's list) in the order they fill the buckets.
     std::vector<size_t> bucket_order() const;
     int64_t floats() const { return floats_; }
-    // The last bucket holds the first parameters, whose gradients are final last (the embedding's, used
-    // by the forward pass's first op): its sum cannot overlap the backward pass.
+    // The last bucket holds the parameters whose gradients are final last (the embedding's, used by the
+    // forward pass's first op): its sum cannot overlap the backward pass.
     int64_t last_bucket_floats() const { return buckets_.back().floats; }
 
 private:
