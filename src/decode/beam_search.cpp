@@ -1,5 +1,7 @@
 #include "decode/beam_search.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -124,6 +126,9 @@ std::vector<std::vector<Hypothesis>> beam_search(const models::Seq2SeqModel& mod
 
     const auto keep = static_cast<size_t>(std::min(2 * beam, vocabulary));
     std::vector<std::vector<Extension>> extensions;  // per row, this step
+    std::vector<RowScratch> scratches(static_cast<size_t>(omp_get_max_threads()),
+                                      RowScratch{std::vector<double>(static_cast<size_t>(vocabulary)),
+                                                 std::vector<int32_t>(static_cast<size_t>(vocabulary))});
     for (int64_t step = 0; step <= limit && !active.empty(); ++step) {
         std::vector<int32_t> inputs;
         for (const auto& tokens : beam_tokens) inputs.push_back(tokens.empty() ? bos_id : tokens.back());
@@ -134,8 +139,7 @@ std::vector<std::vector<Hypothesis>> beam_search(const models::Seq2SeqModel& mod
         extensions.resize(static_cast<size_t>(live_rows));
 #pragma omp parallel
         {
-            RowScratch scratch{std::vector<double>(static_cast<size_t>(vocabulary)),
-                               std::vector<int32_t>(static_cast<size_t>(vocabulary))};
+            RowScratch& scratch = scratches[static_cast<size_t>(omp_get_thread_num())];
 #pragma omp for schedule(dynamic)
             for (int64_t row = 0; row < live_rows; ++row) {
                 auto& best = extensions[static_cast<size_t>(row)];

@@ -14,7 +14,6 @@ namespace {
 // What a unary op's derivative reads; its backward keeps only that tensor alive.
 enum class DerivativeReads { nothing, input, output };
 
-
 // y = f(x); dx = dy · dfdx(v), v being the input or the output (whichever `reads` names; unused when
 // the derivative is a constant). Under bf16 precision, y whose `readers` are only products is written
 // as its bf16 copy alone (then the derivative must not read it).
