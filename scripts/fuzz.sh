@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Fuzzes hnas's readers of untrusted input with libFuzzer: the experiment config with --set overrides,
-# the checkpoint reader, the Gigaword article/title reader and the masked-LM text reader
-# (tests/fuzz/). Builds the targets with clang, AddressSanitizer and UndefinedBehaviorSanitizer in
+# the checkpoint reader, the Gigaword article/title reader, the masked-LM text reader, the fine-tuning
+# data readers, and two structure-aware targets that build valid safetensors and checkpoint framing
+# around hostile shapes, offsets and metadata (tests/fuzz/). Builds the targets with clang, AddressSanitizer and UndefinedBehaviorSanitizer in
 # build-fuzz/, then runs each for SECONDS (one target per core at a time), starting from a copy of its committed seed corpus
 # (tests/fuzz/corpus/<target>/) so that the committed corpus stays as it is.
 #
-#   scripts/fuzz.sh SECONDS [TARGET ...]      # TARGET: fuzz_config, fuzz_checkpoint, fuzz_gigaword, fuzz_mlm, fuzz_finetune_data
+#   scripts/fuzz.sh SECONDS [TARGET ...]      # TARGET: fuzz_config, fuzz_checkpoint, fuzz_gigaword, fuzz_mlm,
+#                                             # fuzz_finetune_data, fuzz_safetensors_structure, fuzz_checkpoint_structure
 #
 # Prints per target the executions and whether it found anything; exits 1 if any target crashed,
 # leaked, timed out or ran out of memory, printing the report and the path of the input that did it
@@ -20,7 +22,9 @@ fi
 seconds=$1
 shift
 targets=("$@")
-if ((${#targets[@]} == 0)); then targets=(fuzz_config fuzz_checkpoint fuzz_gigaword fuzz_mlm fuzz_finetune_data); fi
+if ((${#targets[@]} == 0)); then
+  targets=(fuzz_config fuzz_checkpoint fuzz_gigaword fuzz_mlm fuzz_finetune_data fuzz_safetensors_structure fuzz_checkpoint_structure)
+fi
 
 # Debian 12's clang 14, its libFuzzer and sanitizer runtimes (libclang-rt-14-dev) and its OpenMP
 # runtime (libomp-14-dev); scripts/setup.sh installs the rest.

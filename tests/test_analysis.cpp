@@ -167,6 +167,20 @@ TEST(HybridWeights, FromCheckpointsAndRunLogs) {
     EXPECT_EQ(points[1].attentions[0].second, (std::vector<double>{0.3, 0.4}));
 }
 
+// A run log's step must be a non-negative integer: get<int64_t>() would cast 1e300 unchecked and wrap
+// 2^64 - 1 to -1.
+TEST(HybridWeights, ARunLogStepThatIsNoIntegerIsRefused) {
+    const testing::ScratchDir scratch("hnas_hybrid_step_");
+    const std::string log_path = scratch.path("metrics.jsonl");
+    const std::vector<std::pair<std::string, std::string>> steps = {
+        {"1e300", "1e+300"}, {"18446744073709551615", "18446744073709551615"}, {"-1", "-1"}, {"\"10\"", "\"10\""}};
+    for (const auto& [step, shown] : steps) {
+        testing::write_file(log_path, R"({"step": )" + step + R"(, "loss": 1, "hybrid_u": {"a": [0.1]}})" "\n");
+        EXPECT_CONTAINS(testing::error_of([&] { analysis::hybrid_weights_of_run(scratch.root.string()); }),
+                        log_path + ":1: step must be an integer in [0, 9223372036854775807], got " + shown);
+    }
+}
+
 TEST(Commands, DecodeEvalAndAnalyzeWriteTheirFiles) {
     const auto& env = AnalysisEnvironment::get();
     const std::string checkpoint = write_checkpoint("cli_hnas.ckpt", model_json("headline", "hnas"));

@@ -3,9 +3,11 @@
 // identity on the file's tensors, and the safetensors reader's checks (src/io/safetensors.h).
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "analysis/dual_deviation.h"
 #include "analysis/explain_away.h"
@@ -45,7 +47,7 @@ TEST(BertImport, LogitsEqualPyTorchsBert) {
     models::load_parameters(trained.checkpoint, model);
     model.set_training(false);
 
-    const Json expected = Json::parse(testing::read_file((kFixture / "expected.json").string()));
+    const Json expected = Json::parse(hnas::read_file((kFixture / "expected.json").string(), "fixture"));
     const std::vector<int64_t>& rows = trained.tokenizer.source_rows();
     std::vector<int32_t> to_hnas(rows.size(), -1);  // vocab.txt row -> hnas id
     for (size_t id = 0; id < rows.size(); ++id) {
@@ -131,8 +133,8 @@ TEST(BertImport, ExportOfImportIsTheIdentity) {
         ASSERT_EQ(back.shape(), tensor.shape()) << name;
         EXPECT_EQ(std::memcmp(back.data(), tensor.data(), static_cast<size_t>(tensor.numel()) * 4), 0) << name;
     }
-    EXPECT_EQ(testing::read_file(scratch.path("exported/vocab.txt")), testing::read_file((kFixture / "vocab.txt").string()));
-    const Json config = Json::parse(testing::read_file(scratch.path("exported/config.json")));
+    EXPECT_EQ(hnas::read_file(scratch.path("exported/vocab.txt"), "vocabulary"), hnas::read_file((kFixture / "vocab.txt").string(), "vocabulary"));
+    const Json config = Json::parse(hnas::read_file(scratch.path("exported/config.json"), "config"));
     EXPECT_EQ(config.at("num_attention_heads"), 4);
     EXPECT_EQ(config.at("vocab_size"), 36);
     // hnas's own parameters (here hnas attention's θ) keep their names under "hnas.".
@@ -206,6 +208,8 @@ TEST(SafeTensors, RoundTripAndEveryCheck) {
                                                              "y": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})",
                                                           two_floats)),
                     "the tensors' bytes overlap at data byte 4");
+    EXPECT_CONTAINS(error("negative.st", safetensors_bytes(R"({"x": {"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]}})", two_floats)),
+                    "tensor x: the shape [-2] must list integers in [0, 68719476736]");
     // Half precision converts: F16 1.5 is 0x3E00, BF16 -2 is 0xC000.
     const std::string halves("\x00\x3E\x00\xC0", 4);
     std::ofstream(scratch.path("half.st"), std::ios::binary)
@@ -213,6 +217,89 @@ TEST(SafeTensors, RoundTripAndEveryCheck) {
     const io::SafeTensors half = io::read_safetensors(scratch.path("half.st"));
     EXPECT_EQ(half.tensors.at("h").data()[0], 1.5f);
     EXPECT_EQ(half.tensors.at("g").data()[0], -2.0f);
+    // F16 subnormals: 0x0001 is 2^-24, 0x83FF is -(1023/1024)·2^-14.
+    std::ofstream(scratch.path("subnormal.st"), std::ios::binary)
+        << safetensors_bytes(R"({"s": {"dtype": "F16", "shape": [2], "data_offsets": [0, 4]}})", std::string("\x01\x00\xFF\x83", 4));
+    const io::SafeTensors subnormal = io::read_safetensors(scratch.path("subnormal.st"));
+    EXPECT_EQ(subnormal.tensors.at("s").data()[0], std::ldexp(1.0f, -24));
+    EXPECT_EQ(subnormal.tensors.at("s").data()[1], -std::ldexp(1023.0f / 1024.0f, -14));
+}
+
+// Shapes whose element count wraps around 64 bits: 2^62 · 4 F32 values need 2^64 bytes, which wrap to
+// the 0 bytes the offsets give; 2^31 · 2^31 · 4 wraps the count itself. Each once reached the copy loop
+// and crashed `hnas import-bert`; now the reader refuses them, naming the file, the tensor and the shape.
+TEST(SafeTensors, ShapesWhoseCountWrapsAreRefused) {
+    const testing::ScratchDir scratch("hnas_bert_import_");
+    auto write = [&](const std::string& name, const std::string& header) {
+        std::ofstream(scratch.path(name), std::ios::binary) << safetensors_bytes(header, "");
+        return scratch.path(name);
+    };
+    const std::string huge = write("huge.safetensors", R"({"bert.embeddings.word_embeddings.weight": {"dtype": "F32",
+        "shape": [4611686018427387904, 4], "data_offsets": [0, 0]}})");
+    EXPECT_CONTAINS(error_of([&] { io::read_safetensors(huge); }),
+                    huge + ": tensor bert.embeddings.word_embeddings.weight: the shape [4611686018427387904,4] must list integers in [0, 68719476736]");
+    const std::string wrapped = write("wrapped.safetensors", R"({"w": {"dtype": "BF16", "shape": [2147483648, 2147483648, 4],
+        "data_offsets": [0, 0]}})");
+    EXPECT_CONTAINS(error_of([&] { io::read_safetensors(wrapped); }),
+                    wrapped + ": tensor w: shape (2147483648, 2147483648, 4) has more than 68719476736 elements");
+    convert::ImportOptions options = options_to(scratch.path("x.ckpt"));
+    options.weights = huge;
+    options.config = (kFixture / "config.json").string();
+    EXPECT_CONTAINS(error_of([&] { convert::import_bert(options); }), "the shape [4611686018427387904,4] must list integers");
+    EXPECT_FALSE(fs::exists(scratch.path("x.ckpt")));
+}
+
+// Weights that are NaN or infinite are refused, naming each tensor and how many of its values, unless
+// the user asks for them (--allow-non-finite).
+TEST(BertImport, NonFiniteWeightsAreRefusedUnlessAllowed) {
+    const testing::ScratchDir scratch("hnas_bert_import_");
+    io::SafeTensors file = io::read_safetensors((kFixture / "model.safetensors").string());
+    Tensor& key = file.tensors.at("bert.encoder.layer.1.attention.self.key.weight");
+    key.data()[0] = std::numeric_limits<float>::quiet_NaN();
+    key.data()[5] = -std::numeric_limits<float>::infinity();
+    file.tensors.at("cls.predictions.bias").data()[3] = std::numeric_limits<float>::infinity();
+    io::write_safetensors(scratch.path("nan.safetensors"), file);
+    convert::ImportOptions options = options_to(scratch.path("x.ckpt"));
+    options.weights = scratch.path("nan.safetensors");
+    options.config = (kFixture / "config.json").string();
+    EXPECT_CONTAINS(error_of([&] { convert::import_bert(options); }),
+                    "import-bert: " + options.weights + " holds NaN or infinite weights in bert.encoder.layer.1.attention.self.key.weight "
+                    "(2 of 1024), cls.predictions.bias (1 of 36); pass --allow-non-finite to import them as they are");
+    EXPECT_FALSE(fs::exists(scratch.path("x.ckpt")));
+    options.allow_non_finite = true;
+    convert::import_bert(options);
+    EXPECT_TRUE(fs::exists(scratch.path("x.ckpt")));
+}
+
+// Values in config.json and tensor names that decide the model's size are checked before a model is built.
+TEST(BertImport, ConfigFieldsAndLayerNumbersAreChecked) {
+    const testing::ScratchDir scratch("hnas_bert_import_");
+    convert::ImportOptions options = options_to(scratch.path("x.ckpt"));
+    std::ofstream(scratch.path("heads.json")) << R"({"num_attention_heads": "4"})";
+    options.config = scratch.path("heads.json");
+    EXPECT_CONTAINS(error_of([&] { convert::import_bert(options); }),
+                    "heads.json: num_attention_heads is \"4\", expected an integer in [1, 4096]");
+    std::ofstream(scratch.path("eps.json")) << R"({"num_attention_heads": 4, "layer_norm_eps": "small"})";
+    options.config = scratch.path("eps.json");
+    EXPECT_CONTAINS(error_of([&] { convert::import_bert(options); }), "layer_norm_eps is \"small\", expected a positive number");
+    std::ofstream(scratch.path("array.json")) << "[4]";
+    options.config = scratch.path("array.json");
+    EXPECT_CONTAINS(error_of([&] { convert::import_bert(options); }), "array.json is not a JSON object (a BertConfig)");
+
+    options.config = (kFixture / "config.json").string();
+    io::SafeTensors file = io::read_safetensors((kFixture / "model.safetensors").string());
+    file.tensors.emplace("bert.encoder.layer.99999999999999999999.output.dense.bias", Tensor::zeros({32}));
+    io::write_safetensors(scratch.path("long.safetensors"), file);
+    options.weights = scratch.path("long.safetensors");
+    EXPECT_CONTAINS(error_of([&] { convert::import_bert(options); }),
+                    "tensor bert.encoder.layer.99999999999999999999.output.dense.bias has no layer number of at most 4 digits");
+    file.tensors.erase("bert.encoder.layer.99999999999999999999.output.dense.bias");
+    file.tensors.emplace("bert.encoder.layer.9999.output.dense.bias", Tensor::zeros({32}));
+    io::write_safetensors(scratch.path("gap.safetensors"), file);
+    options.weights = scratch.path("gap.safetensors");
+    EXPECT_CONTAINS(error_of([&] { convert::import_bert(options); }),
+                    "the encoder's layers are numbered up to 9999 but only 3 of them have tensors");
+    EXPECT_FALSE(fs::exists(scratch.path("x.ckpt")));
 }
 
 }  // namespace

@@ -104,6 +104,31 @@ TEST(CommandLine, InspectCountsModelsThatReadNoTokens) {
     EXPECT_CONTAINS(multiview.output, "parameters: ");
 }
 
+// `hnas inspect` shows the model of every bundled config, run from the checkout as the README does; a
+// config whose vocabulary comes from its tokenizer says where the count came from.
+TEST(CommandLine, InspectShowsEveryBundledConfig) {
+    const fs::path source = HNAS_SOURCE_DIR;
+    const fs::path previous = fs::current_path();
+    fs::current_path(source);  // the configs name their data relative to the checkout
+    int configs = 0;
+    for (const auto& entry : fs::directory_iterator(source / "configs")) {
+        if (entry.path().extension() != ".json") continue;
+        ++configs;
+        const Outcome outcome = run_hnas({"inspect", entry.path().string()});
+        EXPECT_EQ(outcome.exit_code(), 0) << entry.path() << "\n" << outcome.output;
+        EXPECT_CONTAINS(outcome.output, "parameters: ");
+    }
+    const Outcome gigaword = run_hnas({"inspect", "configs/gigaword.json"});
+    EXPECT_CONTAINS(gigaword.output, "vocabulary: 8000 pieces, from tokenizer.vocab_size (the tokenizer a run trains from its data)");
+    const Outcome changed = run_hnas({"inspect", "configs/gigaword.json", "--set", "tokenizer.vocab_size=4000"});
+    EXPECT_CONTAINS(changed.output, "vocabulary: 4000 pieces, from tokenizer.vocab_size");
+    const Outcome finetune = run_hnas({"inspect", "configs/finetune_sotu_era.json", "--set", "init_from=runs/none/best.ckpt"});
+    EXPECT_EQ(finetune.exit_code(), 0) << finetune.output;
+    EXPECT_CONTAINS(finetune.output, "until init_from runs/none/best.ckpt exists (its tokenizer decides; --vocab-size sets another)");
+    fs::current_path(previous);
+    EXPECT_GE(configs, 19);
+}
+
 // ---- exit statuses ---------------------------------------------------------------------------------------
 
 TEST(CommandLine, ExitStatusesSayHowTheCommandEnded) {

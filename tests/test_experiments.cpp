@@ -4,7 +4,9 @@
 // ranks share the trials without overlap.
 #include <signal.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <thread>
 
 #include "base/json.h"
@@ -13,6 +15,7 @@
 #include "experiments/compare.h"
 #include "experiments/grid.h"
 #include "experiments/run_result.h"
+#include "experiments/sweep.h"
 #include "train/run_directory.h"
 #include "test_support.h"
 
@@ -171,7 +174,7 @@ TEST(Compare, SummariesAndPairedTestsOverSeedsAndExamples) {
     EXPECT_CONTAINS(comparison.markdown, "| a | b | rouge_l | 3 | 2.0000 |");
 
     // Scores of another test set are not paired example by example.
-    Json other = Json::parse(testing::read_file((scratch.root / "b" / "seed-1" / kResultFile).string()));
+    Json other = Json::parse(hnas::read_file((scratch.root / "b" / "seed-1" / kResultFile).string(), "run result"));
     other["test_settings"] = {{"articles", "another.txt"}};
     testing::write_file((scratch.root / "b" / "seed-1" / kResultFile).string(), other.dump());
     const Comparison mixed = compare(collect_results({scratch.root.string()}), 2000, 7);
@@ -187,6 +190,82 @@ TEST(Compare, RefusesTwoRunsOfOneSeed) {
                     "setting x has two runs of seed 1");
     EXPECT_CONTAINS(testing::error_of([&] { collect_results({(scratch.root / "more" / "x" / "none").string()}); }),
                     "is not a folder");
+}
+
+// A result.json's seed must be an integer: get<int64_t>() would truncate 1.5 and cast 1e300 unchecked.
+TEST(Compare, RefusesASeedThatIsNoInteger) {
+    const testing::ScratchDir scratch("hnas_compare_seed_");
+    write_result(scratch.root / "x" / "seed-1", 1, 30, {1});
+    const std::string path = (scratch.root / "x" / "seed-1" / kResultFile).string();
+    Json result = Json::parse(hnas::read_file(path, "run result"));
+    for (const Json& seed : {Json(1.5), Json(1e300), Json("1")}) {
+        result["seed"] = seed;
+        testing::write_file(path, result.dump());
+        EXPECT_CONTAINS(testing::error_of([&] { collect_results({scratch.root.string()}); }),
+                        "compare: " + path + ": seed must be an integer in [-9223372036854775808, 9223372036854775807], got " +
+                            seed.dump());
+    }
+}
+
+// Integers read from files are checked before they are cast: a float (1e300 would be undefined), an
+// unsigned beyond int64_t (it would wrap to -1) and anything outside [low, high] are hnas::Errors.
+TEST(JsonInteger, ReadsOnlyIntegersInRange) {
+    const auto error = [](const std::string& text) {
+        return testing::error_of([&] { json_integer(parse_json(text, "test:"), -5, 5, "the value"); });
+    };
+    EXPECT_EQ(json_integer(parse_json("5", "test:"), -5, 5, "x"), 5);
+    EXPECT_EQ(json_integer(parse_json("-5", "test:"), -5, 5, "x"), -5);
+    constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+    EXPECT_EQ(json_integer(parse_json("9223372036854775807", "test:"), 0, kMax, "x"), kMax);
+    EXPECT_EQ(error("6"), "the value must be an integer in [-5, 5], got 6");
+    EXPECT_EQ(error("-6"), "the value must be an integer in [-5, 5], got -6");
+    EXPECT_EQ(error("1e300"), "the value must be an integer in [-5, 5], got 1e+300");
+    EXPECT_EQ(error("2.0"), "the value must be an integer in [-5, 5], got 2.0");
+    EXPECT_EQ(error("18446744073709551615"), "the value must be an integer in [-5, 5], got 18446744073709551615");
+    EXPECT_EQ(error("\"3\""), "the value must be an integer in [-5, 5], got \"3\"");
+    EXPECT_EQ(error("null"), "the value must be an integer in [-5, 5], got null");
+    EXPECT_CONTAINS(testing::error_of([&] { json_integer(parse_json("9223372036854775808", "test:"), 0, kMax, "x"); }),
+                    "got 9223372036854775808");
+    // A long value is cut short in the message.
+    std::string long_array = "[1";
+    for (int i = 0; i < 500; ++i) long_array += ",1";
+    long_array += "]";
+    EXPECT_EQ(error(long_array).size(), std::string("the value must be an integer in [-5, 5], got ").size() + 80 + 3);
+    EXPECT_EQ(json_number(parse_json("2", "test:"), "x"), 2.0);
+    EXPECT_EQ(testing::error_of([] { json_number(parse_json("\"2\"", "test:"), "the count"); }),
+              "the count must be a number, got \"2\"");
+}
+
+// A sweep record's setting names and seeds become folders below it: names that leave the sweep's
+// folder or name none, and seeds that are no integers, are refused naming the record.
+TEST(FindRuns, SweepRecordsNameOnlyFoldersBelowTheSweep) {
+    const testing::ScratchDir scratch("hnas_find_runs_");
+    const std::string record = (scratch.root / kSweepFile).string();
+    const auto sweep_of = [](const Json& setting, const Json& seed) {
+        return Json{{"settings", Json::array({setting})}, {"seeds", Json::array({seed})}};
+    };
+    const auto named = [](const Json& name) { return Json{{"name", name}, {"overrides", Json::object()}}; };
+    const auto runs_error = [&](const Json& sweep) {
+        testing::write_file(record, sweep.dump());
+        return testing::error_of([&] { find_runs(scratch.root.string(), kResultFile, "compare"); });
+    };
+    testing::write_file(record, sweep_of(named("kind=lnas"), 2).dump());
+    const std::vector<RunPath> runs = find_runs(scratch.root.string(), kResultFile, "compare");
+    ASSERT_EQ(runs.size(), 1u);
+    EXPECT_EQ(runs[0].dir, scratch.root / "kind=lnas" / "seed-2");
+    const std::string where = "compare: sweep record " + record + ": ";
+    for (const std::string& name : std::vector<std::string>{"..", ".", "", "a/b", "/etc", "../..", std::string("a\0b", 3)}) {
+        EXPECT_CONTAINS(runs_error(sweep_of(named(name), 1)),
+                        where + "the setting name " + Json(name).dump() + " is not a folder name");
+    }
+    for (const Json& setting : {Json{{"overrides", Json::object()}}, named(5), Json("x")}) {
+        EXPECT_CONTAINS(runs_error(sweep_of(setting, 1)), where + "each setting must be an object with a \"name\" string");
+    }
+    EXPECT_CONTAINS(runs_error(sweep_of(named("x"), "1/../../y")), where + "a seed must be an integer in [");
+    EXPECT_CONTAINS(runs_error(sweep_of(named("x"), 1.5)), where + "a seed must be an integer in [");
+    EXPECT_CONTAINS(runs_error(Json{{"settings", "x"}, {"seeds", {1}}}), where + "\"settings\" must be an array");
+    EXPECT_CONTAINS(runs_error(Json{{"settings", Json::array({named("x")})}}), where + "\"seeds\" must be an array");
+    EXPECT_CONTAINS(runs_error(Json::array()), where + "\"settings\" must be an array");
 }
 
 // The tiny headline config of the sweep tests: 24 steps, a checkpoint every 4, its last checkpoint
@@ -262,12 +341,12 @@ void expect_sweep_complete(const fs::path& out) {
             EXPECT_EQ(result->at("step"), 24);
             EXPECT_EQ(result->at("per_example").at("rouge_l").size(), 12u);
             EXPECT_EQ(testing::first_lines((run / kTestOutputsFile).string(), 100).size(), 12u);
-            const Json trial = Json::parse(testing::read_file(out / setting / (std::string(seed) + ".trial.json")));
+            const Json trial = Json::parse(hnas::read_file(out / setting / (std::string(seed) + ".trial.json"), "trial record"));
             EXPECT_TRUE(trial.at("trained").get<bool>());
             EXPECT_LE(trial.at("threads").get<int>() * trial.at("parallel").get<int>(), distributed::threads_per_rank(0, 1));
         }
     }
-    EXPECT_CONTAINS(testing::read_file(out / "comparison.md"), "| kind=lnas | 2 |");
+    EXPECT_CONTAINS(hnas::read_file(out / "comparison.md", "comparison"), "| kind=lnas | 2 |");
 }
 
 TEST(Sweep, KilledAndRerunTrainsEachTrialOnceThenCompares) {
@@ -298,12 +377,48 @@ TEST(Sweep, KilledAndRerunTrainsEachTrialOnceThenCompares) {
     // The page of the whole sweep.
     const testing::Outcome report = testing::run_hnas({"report", out.path.string()}, scratch);
     ASSERT_EQ(report.exit_code(), 0) << report.output;
-    EXPECT_CONTAINS(testing::read_file(out.path / "report.html"), "<td>kind=dnas</td><td>2</td>");
+    EXPECT_CONTAINS(hnas::read_file(out.path / "report.html", "report"), "<td>kind=dnas</td><td>2</td>");
     auto other = sweep_args(out.path.string(), 1);
     other[4] = "model.attention.encoder.kind=[hnas]";
     const testing::Outcome refused = testing::run_hnas(other, scratch);
     EXPECT_EQ(refused.exit_code(), 1);
     EXPECT_CONTAINS(refused.output, "holds another sweep (its settings differ");
+
+    // hnas test on a trial whose metrics.jsonl a kill cut short skips the partial last line; a progress
+    // record whose step is no integer, or that lacks a key, is an error naming the log and the line.
+    const fs::path trial = out.path / "kind=lnas" / "seed-1";
+    const std::string log_path = (trial / "metrics.jsonl").string(), log_text = hnas::read_file(log_path, "metrics log");
+    const std::string where = "test: metrics log " + log_path + ":" +
+                              std::to_string(std::count(log_text.begin(), log_text.end(), '\n') + 1) + ":";
+    const Json training = read_run_result(trial)->at("training");
+    testing::write_file(log_path, log_text + R"({"step": 25, "lo)");
+    EXPECT_EQ(test_run(trial).at("training"), training);
+    testing::write_file(log_path, log_text + R"({"step": 1e300, "loss": 1.0, "input_tokens_per_second": 9.0})" "\n");
+    EXPECT_CONTAINS(testing::error_of([&] { test_run(trial); }),
+                    where + " step must be an integer in [0, 9223372036854775807], got 1e+300");
+    testing::write_file(log_path, log_text + R"({"step": 25, "loss": 1.0})" "\n");
+    EXPECT_CONTAINS(testing::error_of([&] { test_run(trial); }),
+                    where + " a progress record (with \"loss\") has no \"input_tokens_per_second\"");
+}
+
+// The sweep reads how far each trial got from its metrics.jsonl: a progress record whose step is no
+// integer stops it before any trial starts, naming the log and the line.
+TEST(Sweep, AStepThatIsNoIntegerInATrialsLogIsRefused) {
+    const SweepEnvironment& environment = SweepEnvironment::get();
+    const testing::RunDir out(environment.scratch, "bad_step");
+    const fs::path trial = out.path / "lnas" / "seed-1";
+    fs::create_directories(trial);
+    const std::string log_path = (trial / "metrics.jsonl").string();
+    testing::write_file(log_path, R"({"step": 1, "loss": 2.0})" "\n" R"({"step": 1e300, "loss": 1.0})" "\n");
+    SweepOptions options;
+    options.config = environment.config;
+    options.settings = {Setting{"lnas", {Override{"model.attention.encoder.kind", "lnas"}}}};
+    options.seeds = 1;
+    options.out = out.path.string();
+    options.executable = "/bin/false";  // never started: the log is read before any trial
+    const auto world = distributed::single_process();
+    EXPECT_CONTAINS(testing::error_of([&] { run_sweep(options, *world); }),
+                    "sweep: metrics log " + log_path + ":2: step must be an integer in [0, 9223372036854775807], got 1e+300");
 }
 
 TEST(Sweep, SigtermStopsTheTrialsAtACheckpointAndARerunContinues) {
@@ -361,7 +476,7 @@ TEST(Sweep, MpiRanksShareTheTrialsWithoutOverlap) {
     int index = 0;
     for (const char* setting : {"kind=lnas", "kind=dnas"}) {
         for (const char* seed : {"seed-1", "seed-2"}) {
-            const Json trial = Json::parse(testing::read_file(out.path / setting / (std::string(seed) + ".trial.json")));
+            const Json trial = Json::parse(hnas::read_file(out.path / setting / (std::string(seed) + ".trial.json"), "trial record"));
             EXPECT_EQ(trial.at("rank"), index++ % 2) << setting << "/" << seed;
         }
     }

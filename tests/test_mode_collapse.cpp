@@ -7,16 +7,17 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "analysis/mode_collapse.h"
 #include "base/check.h"
+#include "nn/attention_norm.h"
 
 namespace {
 
 using hnas::name_of;
-using hnas::analysis::AttentionKind;
 using hnas::analysis::attention_weights;
 using hnas::analysis::centre_distance_analysis;
 using hnas::analysis::CentreDistanceOptions;
@@ -28,6 +29,7 @@ using hnas::analysis::Normalization;
 using hnas::analysis::Points;
 using hnas::analysis::run_mode_collapse;
 using hnas::analysis::simulate_centre_distance;
+using hnas::analysis::ToyKind;
 
 // Three 2-D points, the third far from the others, so the normalizations differ visibly.
 const Points kThreePoints{2, {0.3, -0.2, 0.5, 0.1, -1.2, 0.9}};
@@ -55,7 +57,7 @@ std::vector<double> column_sums(const std::vector<double>& weights, size_t n) {
 TEST(ModeCollapseWeights, LnasIsSoftmaxOverKeys) {
     const double scale = 1.5;
     const auto e = naive_exp_scores(kThreePoints, scale);
-    const auto weights = attention_weights(kThreePoints, scale, {AttentionKind::lnas});
+    const auto weights = attention_weights(kThreePoints, scale, {ToyKind::lnas});
     for (size_t i = 0; i < 3; ++i) {
         const double row_sum = e[i * 3] + e[i * 3 + 1] + e[i * 3 + 2];
         for (size_t j = 0; j < 3; ++j) EXPECT_NEAR(weights[i * 3 + j], e[i * 3 + j] / row_sum, 1e-14) << i << "," << j;
@@ -69,8 +71,8 @@ TEST(ModeCollapseWeights, DnasNormalizesOverQueriesThenKeys) {
     const auto key_sums = column_sums(e, 3);
     std::vector<double> xi(9);
     for (size_t k = 0; k < 9; ++k) xi[k] = e[k] / key_sums[k % 3];
-    const auto weights = attention_weights(kThreePoints, scale, {AttentionKind::dnas});
-    const auto lower = attention_weights(kThreePoints, scale, {AttentionKind::lnas});
+    const auto weights = attention_weights(kThreePoints, scale, {ToyKind::dnas});
+    const auto lower = attention_weights(kThreePoints, scale, {ToyKind::lnas});
     double largest_difference_from_lnas = 0.0;
     for (size_t i = 0; i < 3; ++i) {
         const double row_sum = xi[i * 3] + xi[i * 3 + 1] + xi[i * 3 + 2];
@@ -84,18 +86,44 @@ TEST(ModeCollapseWeights, DnasNormalizesOverQueriesThenKeys) {
 
 TEST(ModeCollapseWeights, HnasMixesDnasAndLnas) {
     const double u = 0.3;
-    const auto hybrid = attention_weights(kThreePoints, 1.0, {AttentionKind::hnas, u});
-    const auto upper = attention_weights(kThreePoints, 1.0, {AttentionKind::dnas});
-    const auto lower = attention_weights(kThreePoints, 1.0, {AttentionKind::lnas});
+    const auto hybrid = attention_weights(kThreePoints, 1.0, {ToyKind::hnas, u});
+    const auto upper = attention_weights(kThreePoints, 1.0, {ToyKind::dnas});
+    const auto lower = attention_weights(kThreePoints, 1.0, {ToyKind::lnas});
     for (size_t k = 0; k < 9; ++k) EXPECT_NEAR(hybrid[k], u * upper[k] + (1 - u) * lower[k], 1e-15);
+}
+
+// The toy's double-precision kinds are the registered kinds' definitions (src/nn/attention_kinds/): on a
+// random, non-symmetric score matrix (so normalizing over the wrong axis first shows), each agrees with
+// the kind's fused normalize() and with its composed reference() to float precision.
+TEST(ModeCollapseWeights, ToyKindsAreTheRegisteredKinds) {
+    const size_t n = 7;
+    std::mt19937 draw(45);
+    std::uniform_real_distribution<float> score(-4.0f, 4.0f);
+    std::vector<float> scores(n * n);
+    for (float& s : scores) s = score(draw);
+    const hnas::Var scores_var(hnas::Tensor::from_floats({1, 1, static_cast<int64_t>(n), static_cast<int64_t>(n)}, scores));
+    const double u = 0.3;
+    hnas::nn::AttentionNormOptions options;
+    options.hybrid_init = static_cast<float>(u);
+    for (const ToyKind kind : {ToyKind::lnas, ToyKind::dnas, ToyKind::hnas}) {
+        const auto toy = hnas::analysis::normalize_scores(std::vector<double>(scores.begin(), scores.end()), n, {kind, u});
+        const auto norm = hnas::nn::find_attention_kind(std::string(name_of(kind))).make(options);
+        for (const bool fused : {true, false}) {
+            const hnas::Var weights = fused ? norm->normalize(scores_var, {}) : norm->reference(scores_var, {});
+            ASSERT_EQ(weights.numel(), static_cast<int64_t>(n * n));
+            for (size_t k = 0; k < n * n; ++k)
+                EXPECT_NEAR(weights.value().data()[k], toy[k], 1e-6)
+                    << name_of(kind) << (fused ? " normalize" : " reference") << " entry " << k;
+        }
+    }
 }
 
 // Lemma 1: with DNAS every key keeps a column sum of at least 1/L (L keys). Along a line, dot-product
 // LNAS sends every query's weight to the far end, so the key at 0.5 is explained away.
 TEST(ModeCollapseWeights, DnasKeepsEveryKeyLnasExplainsAway) {
     const Points line{1, {0.5, 1.0, 2.0, 3.0}};
-    const auto lnas_sums = column_sums(attention_weights(line, 2.0, {AttentionKind::lnas}), 4);
-    const auto dnas_sums = column_sums(attention_weights(line, 2.0, {AttentionKind::dnas}), 4);
+    const auto lnas_sums = column_sums(attention_weights(line, 2.0, {ToyKind::lnas}), 4);
+    const auto dnas_sums = column_sums(attention_weights(line, 2.0, {ToyKind::dnas}), 4);
     EXPECT_LT(lnas_sums[0], 0.5 / 4);
     for (size_t j = 0; j < 4; ++j) EXPECT_GE(dnas_sums[j], (1 - 1e-12) / 4) << "key " << j;
 }
@@ -106,14 +134,14 @@ TEST(ModeCollapseWeights, ToyPointsRowsSumToOneAndDnasKeepsEveryKey) {
     const Points& points = result.runs[0].steps[0].points;
     const size_t n = points.size();
     ASSERT_EQ(n, 550u);
-    for (const AttentionKind kind : {AttentionKind::lnas, AttentionKind::dnas}) {
+    for (const ToyKind kind : {ToyKind::lnas, ToyKind::dnas}) {
         const auto weights = attention_weights(points, 1.0, {kind});
         for (size_t i = 0; i < n; ++i) {
             double row_sum = 0.0;
             for (size_t j = 0; j < n; ++j) row_sum += weights[i * n + j];
             ASSERT_NEAR(row_sum, 1.0, 1e-12) << name_of(kind) << " query " << i;
         }
-        if (kind == AttentionKind::dnas) {
+        if (kind == ToyKind::dnas) {
             const auto sums = column_sums(weights, n);
             for (size_t j = 0; j < n; ++j) ASSERT_GE(sums[j], (1 - 1e-12) / static_cast<double>(n)) << "key " << j;
         }
@@ -131,7 +159,7 @@ TEST(ModeCollapseClusters, SingleLinkageWithStrayPoints) {
 }
 
 // Two clusters, with at most 1 % of the points stray (a Gaussian's outliers at step 0).
-void expect_two_clusters(const hnas::analysis::ModeCollapseStep& step, AttentionKind kind, uint64_t seed) {
+void expect_two_clusters(const hnas::analysis::ModeCollapseStep& step, ToyKind kind, uint64_t seed) {
     EXPECT_EQ(step.clustering.clusters(), 2u) << name_of(kind) << " seed " << seed << " step " << step.step;
     EXPECT_LE(step.clustering.stray_points, step.points.size() / 100)
         << name_of(kind) << " seed " << seed << " step " << step.step;
@@ -144,15 +172,15 @@ TEST(ModeCollapseToy, UnbalancedLnasCollapsesDnasKeepsTwoClusters) {
         ASSERT_EQ(result.runs.size(), 2u);
         const auto& lnas = result.runs[0];
         const auto& dnas = result.runs[1];
-        ASSERT_EQ(lnas.normalization.kind, AttentionKind::lnas);
-        ASSERT_EQ(dnas.normalization.kind, AttentionKind::dnas);
+        ASSERT_EQ(lnas.normalization.kind, ToyKind::lnas);
+        ASSERT_EQ(dnas.normalization.kind, ToyKind::dnas);
         ASSERT_EQ(lnas.steps.size(), 5u);
         const double initial_distance = lnas.steps[0].centre_distance;
         EXPECT_NEAR(initial_distance, 3.2757, 0.1) << "seed " << seed;
-        expect_two_clusters(lnas.steps[0], AttentionKind::lnas, seed);
+        expect_two_clusters(lnas.steps[0], ToyKind::lnas, seed);
         EXPECT_EQ(lnas.steps.back().clustering.cluster_sizes, (std::vector<size_t>{550})) << "seed " << seed;
         EXPECT_LT(lnas.steps.back().centre_distance, 0.05 * initial_distance) << "seed " << seed;
-        for (const auto& step : dnas.steps) expect_two_clusters(step, AttentionKind::dnas, seed);
+        for (const auto& step : dnas.steps) expect_two_clusters(step, ToyKind::dnas, seed);
         EXPECT_GT(dnas.steps.back().centre_distance, 0.8 * initial_distance) << "seed " << seed;
     }
 }
@@ -185,7 +213,7 @@ TEST(ModeCollapseToy, RejectsBadOptions) {
     expect_error(ModeCollapseOptions{.score_scale = 0}, "score scale");
     expect_error(ModeCollapseOptions{.kinds = {}}, "kind");
     expect_error(ModeCollapseOptions{.hybrid_u = 1.5}, "hybrid u");
-    EXPECT_THROW(hnas::parse_enum<AttentionKind>("softmax", "kind"), hnas::Error);
+    EXPECT_THROW(hnas::parse_enum<ToyKind>("softmax", "kind"), hnas::Error);
 }
 
 TEST(CentreDistance, ClosedFormsAtHandComputedPoints) {
@@ -228,14 +256,14 @@ TEST(CentreDistance, AnalyticMatchesOneDimensionalSimulation) {
     EXPECT_GE(simulated, 3u * 15u);
     EXPECT_LT(result.max_abs_error, 1e-6);
     // The simulation tells the normalizations apart: LNAS simulated against Eq. 12 would fail.
-    EXPECT_GT(std::abs(simulate_centre_distance(1.0, 100, 10, {AttentionKind::lnas}) - dnas_centre_distance(1.0, 10.0)), 0.1);
+    EXPECT_GT(std::abs(simulate_centre_distance(1.0, 100, 10, {ToyKind::lnas}) - dnas_centre_distance(1.0, 10.0)), 0.1);
 }
 
 TEST(CentreDistance, RejectsBadOptions) {
     EXPECT_THROW(centre_distance_analysis(CentreDistanceOptions{.a_values = {0.0}}), hnas::Error);
     EXPECT_THROW(centre_distance_analysis(CentreDistanceOptions{.r_min = 2, .r_max = 1}), hnas::Error);
     EXPECT_THROW(centre_distance_analysis(CentreDistanceOptions{.r_min = 1e-6}), hnas::Error);  // too many points
-    EXPECT_THROW(simulate_centre_distance(1.0, 0, 5, {AttentionKind::lnas}), hnas::Error);
+    EXPECT_THROW(simulate_centre_distance(1.0, 0, 5, {ToyKind::lnas}), hnas::Error);
 }
 
 }  // namespace

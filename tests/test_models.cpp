@@ -87,6 +87,19 @@ TEST(Config, ImpossibleValuesAreErrors) {
     EXPECT_CONTAINS(config_error(raw), "unknown attention kind 'softmax'; known kinds: lnas, dnas");
 }
 
+// Sizes have upper bounds, so no product of them (parameters, batches, the memory estimate) can wrap.
+TEST(Config, SizesHaveUpperBounds) {
+    Json raw = tiny_config("headline");
+    raw["model"]["d_model"] = int64_t{1} << 40;
+    EXPECT_CONTAINS(config_error(raw), "config model.d_model: must be between 1 and 1048576, got 1099511627776");
+    raw = tiny_config("headline");
+    raw["model"]["encoder_layers"] = 5000;
+    EXPECT_CONTAINS(config_error(raw), "config model.encoder_layers: must be between 1 and 1024, got 5000");
+    raw = tiny_config("headline");
+    raw["data"]["batch_tokens"] = uint64_t{1} << 63;
+    EXPECT_CONTAINS(config_error(raw), "config data.batch_tokens: must be at most 1073741824");
+}
+
 TEST(Config, SharedEncoderDecoderNeedsMatchingAttendingStacks) {
     Json raw = tiny_config("headline");
     raw["model"]["share_encoder_decoder"] = true;
@@ -231,7 +244,7 @@ TEST(Config, BaseConfigsMergeObjectByObject) {
 
 TEST(Config, ReadmeKeyTablesAreTheParsers) {
     const std::string path = std::string(HNAS_SOURCE_DIR) + "/configs/README.md";
-    const std::string document = testing::read_file(path);
+    const std::string document = hnas::read_file(path, "configs README");
     const std::string expected = config::with_key_tables(document, path);
     std::istringstream have(document), want(expected);
     std::string have_line, want_line;
@@ -282,6 +295,22 @@ TEST(Config, HostileJsonIsAnErrorNamingTheFileAndTheKey) {
     // Not JSON at all: a plain string value, which the strict reader then rejects by type.
     EXPECT_CONTAINS(load_error(good, {"train.learning_rate=fast"}), "config train.learning_rate: expected a number, got \"fast\"");
     std::filesystem::remove(path);
+}
+
+// The largest sizes a config allows multiply past int64 in the activations' estimate: it saturates at
+// 2^50 bytes instead of wrapping to a small number that would pass the memory check.
+TEST(Models, MemoryEstimateOfTheLargestConfigSaturatesInsteadOfWrapping) {
+    Json raw = tiny_config("headline");
+    raw["model"]["d_model"] = 1 << 20;
+    raw["model"]["heads"] = 4096;
+    raw["model"]["ffn_dim"] = 1 << 20;
+    raw["model"]["encoder_layers"] = 1024;
+    raw["model"]["decoder_layers"] = 1024;
+    const config::ExperimentConfig parsed = config::parse_experiment_config(raw);
+    const int64_t rows = 1 << 20, length = 1 << 20;
+    const models::MemoryEstimate estimate = models::estimate_training_memory(parsed.model, {rows, length, length, rows * length});
+    EXPECT_EQ(estimate.activation_bytes, int64_t{1} << 50);
+    EXPECT_GT(estimate.total_bytes(), int64_t{1} << 50);
 }
 
 TEST(Models, MemoryEstimateCountsTheParametersOfTheBuiltModel) {

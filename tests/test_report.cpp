@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 
@@ -87,6 +88,48 @@ TEST(Report, HoldsTablesAndChartsAndNoExternalReference) {
         }
     }
     EXPECT_CONTAINS(testing::error_of([&] { report_html({(scratch.root / "none").string()}); }), "is not a folder");
+}
+
+// metrics.jsonl is read as untrusted input: lines that are no JSON (yet) are skipped, but a record nested
+// deeper than hnas writes, a step or ln_low that is no integer and a histogram count that is no number
+// are errors naming the log, never a stack overflow, undefined behaviour or a bare library exception.
+TEST(Report, MetricsLogsAreReadAsUntrustedInput) {
+    const testing::ScratchDir scratch("hnas_report_hostile_");
+    write_sweep(scratch.root);
+    const std::string log_path = (scratch.root / "kind=lnas" / "seed-1" / "metrics.jsonl").string();
+    const std::string log_text = hnas::read_file(log_path, "metrics log");
+    const std::string next_line = std::to_string(std::count(log_text.begin(), log_text.end(), '\n') + 1);
+    const auto report_error = [&](const std::string& lines) {
+        testing::write_file(log_path, log_text + lines);
+        return testing::error_of([&] { report_html({scratch.root.string()}); });
+    };
+    constexpr const char* kNoError = "(no hnas::Error thrown)";
+    // A record a kill cut short and a resumed run continued, then a partial last line.
+    EXPECT_EQ(report_error(R"({"step": 101, "lo{"step": 102, "loss": 1.0})" "\n" R"({"step": 103, "lo)"), kNoError);
+    const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+    const std::string deep_error = report_error(R"({"step": 101, "loss": 1.0, "deep": )" + deep + "}\n");
+    EXPECT_CONTAINS(deep_error, "report: metrics log " + log_path + ":" + next_line + ": nesting deeper than 100 levels");
+    const std::string step_error = "report: metrics log " + log_path + ":" + next_line +
+                                   ": step must be an integer in [0, 9223372036854775807], got ";
+    EXPECT_CONTAINS(report_error(R"({"step": 1e300, "loss": 1.0})" "\n"), step_error + "1e+300");
+    EXPECT_CONTAINS(report_error(R"({"step": 18446744073709551615, "loss": 1.0})" "\n"), step_error + "18446744073709551615");
+    EXPECT_CONTAINS(report_error(R"({"step": "7", "validation_loss": 1.0})" "\n"), step_error + "\"7\"");
+
+    // The last validation's diagnostics make the histogram of ln Σ_i A_ij.
+    const auto validation = [](const Json& ln_low, const Json& histogram) {
+        const Json attention = {{"min_sum", Json::array({0.1})}, {"fraction_below_epsilon", Json::array({0.0})},
+                                {"ln_histogram", histogram}, {"below_range", Json::array({0})}};
+        const Json diagnostics = {{"ln_low", ln_low}, {"attentions", {{"a", attention}}}};
+        return Json{{"step", 200}, {"validation_loss", 1.0}, {"diagnostics", diagnostics}}.dump() + "\n";
+    };
+    const Json counts = Json::array({Json::array({1, 2})});
+    EXPECT_EQ(report_error(validation(-40, counts)), kNoError);
+    const std::string where = "report: metrics log " + log_path + ": last validation record: diagnostics";
+    EXPECT_CONTAINS(report_error(validation(1e300, counts)), where + ".ln_low must be an integer in [-1000, 1000], got 1e+300");
+    EXPECT_CONTAINS(report_error(validation(-40, Json::array({Json::array({1, "2"})}))),
+                    where + ".attentions.a.ln_histogram count must be a number, got \"2\"");
+    EXPECT_CONTAINS(report_error(validation(-40, Json::array({1, 2}))),
+                    where + ".attentions.a.ln_histogram must hold an array of counts per head, got a number");
 }
 
 // A learning-rate sweep over two named architectures (`--list` × `--grid`): the report draws each
@@ -201,7 +244,7 @@ TEST(Report, RendersInHeadlessChromium) {
     shot.insert(shot.end(), {"--screenshot=" + scratch.path("report.png"), "file://" + page});
     const testing::Subprocess shot_process = testing::start_subprocess(shot, scratch.path("shot.log"));
     ASSERT_EQ(testing::finish(shot_process, 120), 0) << shot_process.output();
-    const Image image = decode_png(testing::read_file(scratch.path("report.png")));
+    const Image image = decode_png(hnas::read_file(scratch.path("report.png"), "image"));
     ASSERT_EQ(image.width, 1000u);
     // Not blank: a good share of pixels differ from the background, in more than two colours.
     size_t painted = 0;

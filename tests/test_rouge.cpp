@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/check.h"
 #include "base/read_file.h"
 #include "eval/porter_stemmer.h"
 #include "eval/rouge.h"
@@ -176,8 +177,8 @@ TEST(RougeScore, MismatchedLineCountsThrowWithBothCounts) {
     RougeScorer scorer(false);
     try {
         scorer.score({"a", "b", "c"}, {"a", "b"});
-        FAIL() << "expected std::runtime_error";
-    } catch (const std::runtime_error& e) {
+        FAIL() << "expected hnas::Error";
+    } catch (const hnas::Error& e) {
         const std::string message = e.what();
         EXPECT_NE(message.find("3 hypotheses"), std::string::npos) << message;
         EXPECT_NE(message.find("2 references"), std::string::npos) << message;
@@ -190,8 +191,8 @@ TEST(RougeScore, StemmingNeedsReadableWordNetFiles) {
     const std::string missing = "/nonexistent/wordnet-dir";
     try {
         RougeScorer scorer(true, missing);
-        FAIL() << "expected std::runtime_error";
-    } catch (const std::runtime_error& e) {
+        FAIL() << "expected hnas::Error";
+    } catch (const hnas::Error& e) {
         const std::string message = e.what();
         EXPECT_NE(message.find(missing + "/"), std::string::npos) << message;
         EXPECT_NE(message.find(".exc"), std::string::npos) << message;

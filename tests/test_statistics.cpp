@@ -33,6 +33,14 @@ TEST(Statistics, SummaryByHand) {
     EXPECT_CONTAINS(testing::error_of([] { summarize({}); }), "no values");
 }
 
+// The one mean of the codebase (summaries, paired tests, the report's per-layer u): in order, and NaN
+// for nothing rather than a division by zero or a made-up 0.
+TEST(Statistics, MeanOf) {
+    EXPECT_DOUBLE_EQ(mean_of({1, 2, 3, 4}), 2.5);
+    EXPECT_EQ(mean_of({-7}), -7.0);
+    EXPECT_TRUE(std::isnan(mean_of({})));
+}
+
 // scipy.stats.t.ppf(0.975, ν): the table's ends and the expansion beyond it.
 TEST(Statistics, StudentTQuantiles) {
     EXPECT_EQ(eval::student_t_975(1), 12.7062);

@@ -26,6 +26,7 @@
 #include "autograd/variable.h"
 #include "backend/kernels.h"
 #include "backend/matmul.h"
+#include "base/read_file.h"
 #include "base/rng.h"
 #include "data/tokenizer.h"
 #include "nn/module.h"
@@ -116,17 +117,11 @@ inline bool wait_until(const std::function<bool()>& happened, double seconds = k
     return true;
 }
 
-// The whole contents of a file ("" when it cannot be read).
-inline std::string read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-}
-
 // ---- Scratch folders, files and tokenizers -----------------------------------------------------------
 
-// Writes `bytes` as the whole file `path`, failing the test when it cannot.
+// Writes `bytes` as the whole file `path`, failing the test when it cannot. Reading is base/read_file.h's;
+// this plain write stays: base's write_file_atomically goes through an fsynced, renamed temporary file,
+// more than a scratch file needs.
 inline void write_file(const std::string& path, const std::string& bytes) {
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
@@ -216,7 +211,8 @@ struct Subprocess {
     pid_t pid = -1;
     std::string log;
 
-    std::string output() const { return read_file(log); }
+    // "" before the child has opened it (a diagnostic printed when the start failed).
+    std::string output() const { return std::filesystem::exists(log) ? hnas::read_file(log, "subprocess log") : ""; }
     // Whether it has ended, without collecting its status (finish() still can).
     bool ended() const {
         siginfo_t info{};

@@ -225,6 +225,22 @@ TEST(Shape, BroadcastErrorsNameTheOpAndShapes) {
     }
 }
 
+// Every count a tensor is allocated from passes shape_numel, which refuses negative dimensions and
+// counts beyond kMaxTensorElements without ever computing a wrapped product.
+TEST(Shape, ElementCountsAreCheckedWithoutOverflow) {
+    EXPECT_EQ(shape_numel({3, 0, int64_t{1} << 62}), 0);
+    EXPECT_EQ(shape_numel({int64_t{1} << 20, int64_t{1} << 16}), kMaxTensorElements);
+    // 2^62 · 4 wraps to 0 in 64 bits: the count a crafted safetensors shape once slipped through with.
+    EXPECT_CONTAINS(testing::error_of([] { (void)shape_numel({int64_t{1} << 62, 4}, "weights.st: tensor x"); }),
+                    "weights.st: tensor x: shape (4611686018427387904, 4) has more than 68719476736 elements");
+    EXPECT_CONTAINS(testing::error_of([] { (void)Tensor::empty({int64_t{1} << 33, int64_t{1} << 33, 4}); }),
+                    "tensor: shape (8589934592, 8589934592, 4) has more than 68719476736 elements");
+    EXPECT_CONTAINS(testing::error_of([] { (void)Tensor::zeros({4, -2}); }), "tensor: negative dimension in shape (4, -2)");
+    EXPECT_CONTAINS(testing::error_of([] { (void)Tensor::bf16_only({-1}); }), "tensor: negative dimension in shape (-1)");
+    EXPECT_CONTAINS(testing::error_of([] { (void)Tensor::zeros({6}).reshape({-1, int64_t{1} << 40, int64_t{1} << 40}); }),
+                    "reshape: shape (1, 1099511627776, 1099511627776) has more than");
+}
+
 TEST(Shape, OpErrorsNameTheOpAndShapes) {
     Var a(Tensor::zeros({2, 3})), b(Tensor::zeros({4, 5}));
     try {

@@ -19,6 +19,7 @@
 #include "experiments/run_result.h"
 #include "io/checkpoint.h"
 #include "tasks/task.h"
+#include "train/train_state.h"
 #include "train/trainer.h"
 #include "test_support.h"
 
@@ -374,7 +375,7 @@ TEST(Trainer, ClassificationKeepsItsLabelsAndReportsGlueMetrics) {
     raw["train"]["steps"] = 20;
     RunDir dir("classify_metrics");
     run(raw, dir.path);
-    const Json saved = Json::parse(testing::read_file((dir.path / "config.json").string()));
+    const Json saved = Json::parse(hnas::read_file((dir.path / "config.json").string(), "config"));
     EXPECT_EQ(saved.at("data").at("labels"), Json({"news", "novel"}));
     const auto checkpoint = io::Checkpoint::load((dir.path / "checkpoints" / "step-00000020.ckpt").string());
     EXPECT_EQ(checkpoint.metadata().at("config").at("data").at("labels"), Json({"news", "novel"}));
@@ -703,6 +704,40 @@ TEST(Trainer, AModelThatCannotFitIsRefusedBeforeBuilding) {
     EXPECT_CONTAINS(message, "is available (");
     EXPECT_CONTAINS(message, "model.d_model, model.ffn_dim, model.heads, model.encoder_layers, model.decoder_layers");
     EXPECT_FALSE(fs::exists(dir.path));
+}
+
+// The training state a checkpoint's metadata carries is read back exactly, and a hostile value (a float
+// where a count belongs, a negative count, a word of the random stream that is no integer) is refused
+// before any cast.
+TEST(TrainState, SavedStateReadsBackAndHostileValuesAreRefused) {
+    train::TrainState state;
+    state.step = 12;
+    state.optimizer_steps = 7;
+    state.schedule_offset = 5;
+    state.dropout_rng = {1, 2, 3, ~uint64_t{0}};
+    state.data_position.batch = 3;
+    state.best_metric = 0.25;
+    state.stale_validations = 2;
+    Json metadata = Json::object();
+    train::save_state(state, metadata);
+    const Json saved = Json::parse(metadata.dump());
+    const train::TrainState back = train::load_state(saved);
+    EXPECT_EQ(back.step, 12);
+    EXPECT_EQ(back.dropout_rng, state.dropout_rng);
+    EXPECT_EQ(back.data_position, state.data_position);
+    EXPECT_EQ(back.best_metric, 0.25);
+    auto refused = [&](const char* key, const Json& value) {
+        Json edited = saved;
+        edited[key] = value;
+        return testing::error_of([&] { train::load_state(edited); });
+    };
+    EXPECT_CONTAINS(refused("step", 1e300), "checkpoint: the training state's 'step' must be an integer in [0, 9223372036854775807], got 1e+300");
+    EXPECT_CONTAINS(refused("optimizer_steps", -4), "'optimizer_steps' must be an integer in [0, 9223372036854775807], got -4");
+    EXPECT_CONTAINS(refused("dropout_rng", Json::array({1, 2, "3", 4})), "'dropout_rng' must be a list of 4 unsigned integers");
+    EXPECT_CONTAINS(refused("best_metric", "high"), "'best_metric' must be a number or null, got \"high\"");
+    Json missing = saved;
+    missing.erase("stale_validations");
+    EXPECT_CONTAINS(testing::error_of([&] { train::load_state(missing); }), "the training state has no 'stale_validations'");
 }
 
 // A NaN planted in one parameter of the newest checkpoint: the resumed run must stop at its first step,

@@ -4,17 +4,12 @@
 #include <cmath>
 
 #include "analysis/explain_away.h"
+#include "analysis/vector_math.h"
 #include "base/check.h"
 
 namespace hnas::analysis {
 
 namespace {
-
-double dot(const double* a, const double* b, int64_t n) {
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; ++i) sum += a[i] * b[i];
-    return sum;
-}
 
 double distance(const Vector& a, const Vector& b) {
     double sum = 0.0;

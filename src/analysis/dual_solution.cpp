@@ -4,17 +4,12 @@
 #include <cmath>
 #include <limits>
 
+#include "analysis/vector_math.h"
 #include "base/check.h"
 
 namespace hnas::analysis {
 
 namespace {
-
-double dot(const Vector& a, const Vector& b) {
-    double sum = 0.0;
-    for (size_t i = 0; i < a.size(); ++i) sum += a[i] * b[i];
-    return sum;
-}
 
 // Solves A x = b for a symmetric positive definite A (d × d, row-major) by Cholesky factorization.
 Vector solve_positive_definite(Vector A, Vector b) {

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 
 #include "base/json.h"
@@ -26,7 +27,9 @@ std::vector<HybridWeights> hybrid_weights_of_run(const std::string& run_dir) {
             continue;
         }
         if (!record.contains("hybrid_u") || !record.contains("step") || record.at("hybrid_u").empty()) continue;
-        HybridWeights point{record.at("step").get<int64_t>(), {}};
+        const int64_t step = json_integer(record.at("step"), 0, std::numeric_limits<int64_t>::max(),
+                                          path + ":" + std::to_string(number) + ": step");
+        HybridWeights point{step, {}};
         for (const auto& [name, values] : record.at("hybrid_u").items()) {
             point.attentions.emplace_back(name, values.get<std::vector<double>>());
         }

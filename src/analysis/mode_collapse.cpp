@@ -5,6 +5,7 @@
 #include <numeric>
 #include <string>
 
+#include "analysis/vector_math.h"
 #include "base/check.h"
 #include "base/rng.h"
 
@@ -20,11 +21,8 @@ std::vector<double> dot_product_scores(const Points& points, double score_scale)
     const size_t n = points.size();
     std::vector<double> scores(n * n);
     for (size_t i = 0; i < n; ++i) {
-        for (size_t j = 0; j < n; ++j) {
-            double dot = 0.0;
-            for (size_t d = 0; d < points.dim; ++d) dot += points.point(i)[d] * points.point(j)[d];
-            scores[i * n + j] = score_scale * dot;
-        }
+        for (size_t j = 0; j < n; ++j)
+            scores[i * n + j] = score_scale * dot(points.point(i), points.point(j), static_cast<int64_t>(points.dim));
     }
     return scores;
 }
@@ -182,11 +180,16 @@ std::vector<double> attention_weights(const Points& points, double score_scale, 
     const size_t n = points.size();
     HNAS_CHECK(n > 0 && points.coordinates.size() == n * points.dim, "attention_weights: ", points.coordinates.size(),
                " coordinates do not form points of dimension ", points.dim);
-    auto scores = dot_product_scores(points, score_scale);
+    return normalize_scores(dot_product_scores(points, score_scale), n, normalization);
+}
+
+std::vector<double> normalize_scores(std::vector<double> scores, size_t n, const Normalization& normalization) {
+    HNAS_CHECK(n > 0 && scores.size() == n * n, "normalize_scores: ", scores.size(), " scores do not form a ", n, " x ", n,
+               " matrix");
     switch (normalization.kind) {
-        case AttentionKind::lnas: return lnas_weights(std::move(scores), n);
-        case AttentionKind::dnas: return dnas_weights(std::move(scores), n);
-        case AttentionKind::hnas: {
+        case ToyKind::lnas: return lnas_weights(std::move(scores), n);
+        case ToyKind::dnas: return dnas_weights(std::move(scores), n);
+        case ToyKind::hnas: {
             // Paper 000 Sec. 6: pi^H = u pi^D + (1 - u) pi^L.
             const double u = normalization.hybrid_u;
             auto weights = dnas_weights(scores, n);
@@ -195,7 +198,7 @@ std::vector<double> attention_weights(const Points& points, double score_scale, 
             return weights;
         }
     }
-    throw Error("attention_weights: unknown attention kind");
+    throw Error("normalize_scores: unknown toy kind");
 }
 
 Points attention_step(const Points& points, double score_scale, const Normalization& normalization) {
@@ -245,7 +248,7 @@ ModeCollapseResult run_mode_collapse(const ModeCollapseOptions& options) {
         1, static_cast<size_t>(std::ceil(options.min_cluster_fraction * std::min(options.n0, options.n1))));
     const auto n0 = static_cast<size_t>(options.n0);
     const Points sampled = sample_two_gaussians(options);
-    for (const AttentionKind kind : options.kinds) {
+    for (const ToyKind kind : options.kinds) {
         ModeCollapseRun run;
         run.normalization = {kind, options.hybrid_u};
         Points points = sampled;
@@ -295,7 +298,7 @@ void to_json(nlohmann::json& json, const ModeCollapseResult& result) {
                              {"points", std::move(points)}});
         }
         nlohmann::json entry = {{"kind", name_of(run.normalization.kind)}, {"steps", std::move(steps)}};
-        if (run.normalization.kind == AttentionKind::hnas) entry["hybrid_u"] = run.normalization.hybrid_u;
+        if (run.normalization.kind == ToyKind::hnas) entry["hybrid_u"] = run.normalization.hybrid_u;
         json["runs"].push_back(std::move(entry));
     }
 }
@@ -363,8 +366,8 @@ CentreDistanceResult centre_distance_analysis(const CentreDistanceOptions& optio
             point.n0 = n0;
             point.n1 = n1;
             point.r = static_cast<double>(n0) / n1;
-            point.lnas = simulate_centre_distance(a, n0, n1, {AttentionKind::lnas});
-            point.dnas = simulate_centre_distance(a, n0, n1, {AttentionKind::dnas});
+            point.lnas = simulate_centre_distance(a, n0, n1, {ToyKind::lnas});
+            point.dnas = simulate_centre_distance(a, n0, n1, {ToyKind::dnas});
             point.lnas_analytic = lnas_centre_distance(a, point.r);
             point.dnas_analytic = dnas_centre_distance(a, point.r);
             result.max_abs_error = std::max({result.max_abs_error, std::abs(point.lnas - point.lnas_analytic),

@@ -30,11 +30,12 @@
 namespace hnas::analysis {
 
 // The normalizations the toy computes, in double precision so the closed forms check to 1e-12: the
-// papers' three (the registry's float kernels, src/nn/attention_kinds/, serve the models).
-enum class AttentionKind { lnas, dnas, hnas };
-inline constexpr EnumName<AttentionKind> kToyKindNames[]{
-    {AttentionKind::lnas, "lnas"}, {AttentionKind::dnas, "dnas"}, {AttentionKind::hnas, "hnas"}};
-constexpr const auto& enum_names(AttentionKind) { return kToyKindNames; }
+// papers' three (the registry's float kernels, src/nn/attention_kinds/ and its nn::AttentionKind
+// entries, serve the models).
+enum class ToyKind { lnas, dnas, hnas };
+inline constexpr EnumName<ToyKind> kToyKindNames[]{
+    {ToyKind::lnas, "lnas"}, {ToyKind::dnas, "dnas"}, {ToyKind::hnas, "hnas"}};
+constexpr const auto& enum_names(ToyKind) { return kToyKindNames; }
 
 // n points of `dim` coordinates, row-major.
 struct Points {
@@ -47,13 +48,18 @@ struct Points {
 
 // How one step normalizes: the kind, and for hnas the weight u of DNAS.
 struct Normalization {
-    AttentionKind kind = AttentionKind::lnas;
+    ToyKind kind = ToyKind::lnas;
     double hybrid_u = 0.5;
 };
 
 // The n x n attention weights of one self-attention step over `points` (row i: query i, column j: key j);
 // every row sums to 1.
 std::vector<double> attention_weights(const Points& points, double score_scale, const Normalization& normalization);
+
+// The same weights from any n x n score matrix (row i: query i). Its dnas is the registered dnas kind's
+// definition (src/nn/attention_kinds/dnas.cpp, composed in src/ops/) in double precision, and
+// likewise lnas and hnas: tests/test_mode_collapse.cpp holds them equal on random scores.
+std::vector<double> normalize_scores(std::vector<double> scores, size_t n, const Normalization& normalization);
 
 // One step: every point replaced by sum_j W_ij x_j.
 Points attention_step(const Points& points, double score_scale, const Normalization& normalization);
@@ -87,7 +93,7 @@ struct ModeCollapseOptions {
     // scales sharpen the weights so that LNAS needs more than 4 steps (at 1.1, for 8 of 20 seeds); smaller
     // ones flatten them towards the mean, so that with enough steps both normalizations collapse.
     double score_scale = 1.0;
-    std::vector<AttentionKind> kinds{AttentionKind::lnas, AttentionKind::dnas};
+    std::vector<ToyKind> kinds{ToyKind::lnas, ToyKind::dnas};
     double hybrid_u = 0.5;  // u of hnas, when hnas is among the kinds
     // Single-linkage distance as a fraction of the distance between the two generating centres (3.28):
     // 0.1 (0.33) is well below the gap between the initial clusters yet above the spacing of points inside

@@ -1,5 +1,6 @@
 #include "base/json.h"
 
+#include <limits>
 #include <vector>
 
 #include "base/check.h"
@@ -79,6 +80,13 @@ std::string without_prefix(const char* what) {
     return text.rfind("[json.exception.", 0) == 0 && close != std::string::npos ? text.substr(close + 2) : text;
 }
 
+// A value as an error message shows it: its JSON, cut short when long (a whole array is no help).
+std::string shown(const Json& value) {
+    constexpr size_t kShown = 80;
+    const std::string text = value.dump(-1, ' ', false, Json::error_handler_t::replace);
+    return text.size() <= kShown ? text : text.substr(0, kShown) + "...";
+}
+
 }  // namespace
 
 Json parse_json(std::string_view text, const std::string& context) {
@@ -97,6 +105,22 @@ Json parse_json(std::string_view text, const std::string& context) {
     } catch (const nlohmann::json::exception& e) {
         throw Error(context + " " + without_prefix(e.what()) + where());
     }
+}
+
+int64_t json_integer(const Json& value, int64_t low, int64_t high, const std::string& what) {
+    // nlohmann holds a non-negative integer as unsigned, so one above INT64_MAX has no int64_t value.
+    const bool integer = value.is_number_unsigned()
+                             ? value.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
+                             : value.is_number_integer();
+    const int64_t number = integer ? value.get<int64_t>() : 0;
+    HNAS_CHECK(integer && number >= low && number <= high, what, " must be an integer in [", low, ", ", high, "], got ",
+               shown(value));
+    return number;
+}
+
+double json_number(const Json& value, const std::string& what) {
+    HNAS_CHECK(value.is_number(), what, " must be a number, got ", shown(value));
+    return value.get<double>();
 }
 
 }  // namespace hnas

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "backend/matmul.h"
+#include "base/json.h"
 #include "base/read_file.h"
 #include "base/system_memory.h"
 #include "cli/log_color.h"
@@ -660,7 +661,8 @@ void bench_batches(const std::string& run_dir, int steps, const std::string& out
     Rng init_rng(config.seed, 0), dropout_rng(config.seed, 1);
     const auto task = tasks::task_definition(config.task).create(config, tokenizer, init_rng, dropout_rng);
     nlohmann::ordered_json meta = {{"hnas_version", HNAS_VERSION}, {"run", run_dir}, {"steps", steps}};
-    meta["config"] = nlohmann::ordered_json::parse(read_file((run / "config.json").string(), "the run's config"));
+    const std::string config_path = (run / "config.json").string();
+    meta["config"] = parse_json(read_file(config_path, "the run's config"), "the run's config " + config_path + ":");
     std::vector<std::pair<std::string, Tensor>> batches;
     for (int step = 0; step < steps; ++step) {
         task->next_batch(0, 1);

@@ -23,6 +23,8 @@ void add_bert_commands(CLI::App& app) {
         ->check(positive_integer<int64_t>());
     import_command->add_option("--attention", import_options->attention, "The attention kind the encoder runs with (default lnas)");
     import_command->add_option("--out", import_options->out, "The hnas checkpoint to write")->required();
+    import_command->add_flag("--allow-non-finite", import_options->allow_non_finite,
+                             "Import weights that are NaN or infinite as they are (without it they are refused, naming each tensor)");
     import_command->callback([import_options] {
         nn::check_attention_kind_allowed(import_options->attention, nn::AttentionRole::bidirectional);
         const convert::ImportReport report = convert::import_bert(*import_options);

@@ -1,7 +1,9 @@
 // `hnas inspect`: checkpoints and configs.
 #include <cmath>
+#include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "base/number_format.h"
 #include "base/atomic_file.h"
@@ -12,6 +14,7 @@
 #include "io/checkpoint.h"
 #include "models/model_factory.h"
 #include "tasks/task.h"
+#include "train/vocabulary.h"
 
 namespace hnas::cli {
 
@@ -60,11 +63,24 @@ void add_inspect_command(CLI::App& app) {
         }
         HNAS_CHECK(!options->path.empty(), "inspect: give a checkpoint or a config, or --defaults");
         if (options->path.size() > 5 && options->path.substr(options->path.size() - 5) == ".json") {
-            config::ExperimentConfig config = config::load_experiment_config(options->path, options->overrides);
-            // what training fills in from the data (a classification file's labels, the images' classes)
-            if (const auto complete = tasks::task_definition(config.task).complete_config) complete(config);
-            if (config.model.vocab_size == 0) config.model.vocab_size = options->vocab_size;
+            // with what training fills in from the data (a classification file's labels, the images' classes)
+            config::ExperimentConfig config = tasks::completed_config(config::load_experiment_config(options->path, options->overrides));
             std::cout << config.resolved.dump(2) << "\n";
+            if (config.model.vocab_size == 0) {
+                // A fine-tuning config's init_from may name a run not trained yet: its tokenizer would decide.
+                const bool pretrained_exists = !config.init_from.empty() && std::filesystem::exists(config.init_from);
+                std::optional<io::Checkpoint> pretrained;
+                if (pretrained_exists) pretrained = io::Checkpoint::load(config.init_from);
+                train::PlannedVocabulary vocabulary =
+                    options->vocab_size > 0 ? train::PlannedVocabulary{options->vocab_size, "--vocab-size"}
+                                            : train::planned_vocabulary(tasks::task_definition(config.task), config,
+                                                                        train::tokenizer_checkpoint(config, std::nullopt, pretrained));
+                if (!config.init_from.empty() && !pretrained_exists && options->vocab_size == 0) {
+                    vocabulary.source += " until init_from " + config.init_from + " exists (its tokenizer decides; --vocab-size sets another)";
+                }
+                config.model.vocab_size = vocabulary.size;
+                fmt::print("vocabulary: {} pieces, from {}\n", vocabulary.size, vocabulary.source);
+            }
             Rng init(config.seed, 0), dropout(config.seed, 1);
             const auto model = models::build_model(config.model, init, dropout);
             std::vector<std::pair<std::string, int64_t>> counts;
@@ -72,19 +88,15 @@ void add_inspect_command(CLI::App& app) {
             print_parameter_groups(counts);
             return;
         }
-        const auto header = io::read_checkpoint_header(options->path);
-        std::cout << "format version " << header.at("format_version") << "\nmetadata:\n"
-                  << header.at("metadata").dump(2) << "\n";
+        const auto checkpoint = io::Checkpoint::load(options->path);
+        std::cout << "format version " << checkpoint.header().at("format_version") << "\nmetadata:\n"
+                  << checkpoint.metadata().dump(2) << "\n";
         std::vector<std::pair<std::string, int64_t>> counts;
-        for (const auto& entry : header.at("entries")) {
-            if (entry.at("dtype") != "f32") continue;
-            int64_t count = 1;
-            for (const auto& d : entry.at("shape")) count *= d.get<int64_t>();
-            const std::string name = entry.at("name");
-            if (name.find('/') == std::string::npos) counts.emplace_back(name, count);  // optimizer state has a '/'
+        for (const io::EntryInfo& entry : checkpoint.entries()) {
+            // parameters only: optimizer state has a '/' in its name
+            if (entry.type == io::EntryType::f32 && entry.name.find('/') == std::string::npos) counts.emplace_back(entry.name, shape_numel(entry.shape));
         }
         print_parameter_groups(counts);
-        const auto checkpoint = io::Checkpoint::load(options->path);
         for (const auto& [name, count] : counts) {
             if (name.size() < 12 || name.substr(name.size() - 12) != "hybrid_theta") continue;
             fmt::print("hybrid u  {:<50}", name.substr(0, name.size() - 18));

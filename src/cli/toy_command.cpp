@@ -37,7 +37,7 @@ std::string join_sizes(const std::vector<size_t>& sizes) {
 void add_mode_collapse_command(CLI::App& toy) {
     struct Options {
         analysis::ModeCollapseOptions analysis;
-        std::vector<analysis::AttentionKind> kinds{analysis::AttentionKind::lnas, analysis::AttentionKind::dnas};
+        std::vector<analysis::ToyKind> kinds{analysis::ToyKind::lnas, analysis::ToyKind::dnas};
         std::string output;
     };
     auto options = std::make_shared<Options>();
@@ -58,7 +58,7 @@ void add_mode_collapse_command(CLI::App& toy) {
         ->capture_default_str();
     command->add_option("--kinds", options->kinds, "Normalizations to run (lnas,dnas by default), computed in double precision")
         ->delimiter(',')
-        ->transform(enum_choices<analysis::AttentionKind>());
+        ->transform(enum_choices<analysis::ToyKind>());
     command->add_option("--hybrid-u", defaults.hybrid_u, "hnas: weight u of DNAS")
         ->check(number_in<double>(0, 1))
         ->capture_default_str();

@@ -9,6 +9,14 @@ namespace hnas::config {
 
 namespace {
 
+// Upper bounds of sizes, so that every product of them that the model, the batches and the memory
+// estimate compute stays far inside int64, and token ids inside int32.
+constexpr int64_t kMaxLength = int64_t{1} << 20;  // widths, sequence lengths, positions
+constexpr int64_t kMaxLayers = 1024;
+constexpr int64_t kMaxVocabulary = int64_t{1} << 30;
+constexpr int64_t kMaxRows = int64_t{1} << 20;  // rows per batch
+constexpr int64_t kMaxBatchTokens = int64_t{1} << 30;
+
 using models::AttentionStackConfig;
 using models::ModelConfig;
 
@@ -121,8 +129,8 @@ void parse_token_model(ConfigNode& node, Task task, ModelConfig& m) {
                                         "`non`) turns it off, its weights carrying 1/√n instead");
     m.positions = node.choice("positions", m.positions, "position embeddings");
     if (seq2seq) {
-        m.max_source_positions = node.integer("max_source_positions", m.max_source_positions, "longest source", 1);
-        m.max_target_positions = node.integer("max_target_positions", m.max_target_positions, "longest target", 1);
+        m.max_source_positions = node.integer("max_source_positions", m.max_source_positions, "longest source", 1, kMaxLength);
+        m.max_target_positions = node.integer("max_target_positions", m.max_target_positions, "longest target", 1, kMaxLength);
         m.tie_embeddings = node.boolean("tie_embeddings", m.tie_embeddings, "the output projection is the shared token embedding");
         m.scale_embeddings = node.boolean("scale_embeddings", m.scale_embeddings,
                                           "token embeddings × √`d_model` (Vaswani et al.)");
@@ -130,8 +138,8 @@ void parse_token_model(ConfigNode& node, Task task, ModelConfig& m) {
                                         "layer norm after the embedding sum (BERT has it always; needed to map BERT's "
                                         "under `init_from`)");
     } else if (task != Task::synthetic) {  // synthetic: the positions follow data.length and data.valid_length
-        m.max_source_positions = node.integer("max_positions", m.max_source_positions, "longest sequence", 1);
-        m.segments = node.integer("segments", m.segments, "segment (sentence A/B) embeddings", 1);
+        m.max_source_positions = node.integer("max_positions", m.max_source_positions, "longest sequence", 1, kMaxLength);
+        m.segments = node.integer("segments", m.segments, "segment (sentence A/B) embeddings", 1, 1024);
     }
 }
 
@@ -139,18 +147,18 @@ void parse_token_model(ConfigNode& node, Task task, ModelConfig& m) {
 // has no layer stack, so it takes only the keys it uses.
 void parse_model(ConfigNode& node, Task task, ModelConfig& m) {
     const bool seq2seq = task == Task::headline, layered = task != Task::multiview, tokens = layered && task != Task::images;
-    if (tokens) m.vocab_size = node.integer("vocab_size", m.vocab_size, "the vocabulary; 0 takes the tokenizer's", 0);
-    m.width = node.integer("d_model", m.width, "model width (multiview: the boxes' feature width)", 1);
-    m.heads = node.integer("heads", m.heads, "attention heads; must divide `d_model`", 1);
+    if (tokens) m.vocab_size = node.integer("vocab_size", m.vocab_size, "the vocabulary; 0 takes the tokenizer's", 0, kMaxVocabulary);
+    m.width = node.integer("d_model", m.width, "model width (multiview: the boxes' feature width)", 1, kMaxLength);
+    m.heads = node.integer("heads", m.heads, "attention heads; must divide `d_model`", 1, 4096);
     if (m.width % m.heads != 0) {
         node.fail("heads", std::to_string(m.heads) + " heads do not divide d_model = " + std::to_string(m.width));
     }
     m.ffn_width = node.integer("ffn_dim", models::kFfnPerWidth * m.width,
-                               Doc("feed-forward width (multiview: the readout's)", "4 · `d_model`"), 1);
+                               Doc("feed-forward width (multiview: the readout's)", "4 · `d_model`"), 1, kMaxLength);
     if (layered) {
-        m.encoder_layers = node.integer("encoder_layers", m.encoder_layers, "encoder layers", 1);
+        m.encoder_layers = node.integer("encoder_layers", m.encoder_layers, "encoder layers", 1, kMaxLayers);
         if (seq2seq) {
-            m.decoder_layers = node.integer("decoder_layers", m.decoder_layers, "decoder layers", 1);
+            m.decoder_layers = node.integer("decoder_layers", m.decoder_layers, "decoder layers", 1, kMaxLayers);
             m.share_encoder_decoder = node.boolean(
                 "share_encoder_decoder", m.share_encoder_decoder,
                 "decoder layer i runs on encoder layer i's weights: its self- and cross-attention on that layer's "
@@ -279,9 +287,9 @@ void parse_data(ConfigNode& node, Task task, DataConfig& d) {
         d.train_titles = node.text("train_titles", d.train_titles, "their titles, line by line");
         d.valid_articles = node.text("valid_articles", d.valid_articles, "validation articles");
         d.valid_titles = node.text("valid_titles", d.valid_titles, "their titles");
-        d.max_source = node.integer("max_source", d.max_source, "pieces kept per article", 1);
+        d.max_source = node.integer("max_source", d.max_source, "pieces kept per article", 1, kMaxLength);
         d.max_target = node.integer("max_target", d.max_target,
-                                    "decoder positions per title (title pieces kept: `max_target` − 1)", 2);
+                                    "decoder positions per title (title pieces kept: `max_target` − 1)", 2, kMaxLength);
         d.shuffle_buffer = node.integer("shuffle_buffer", d.shuffle_buffer,
                                         "examples in memory at once while streaming and shuffling", 1);
     } else if (task == Task::classify || task == Task::span) {
@@ -290,7 +298,7 @@ void parse_data(ConfigNode& node, Task task, DataConfig& d) {
         if (d.train_file.empty()) node.fail("train_file", "is required");
         d.valid_file = node.text("valid_file", d.valid_file, "the same for validation; empty: no validation");
         d.max_seq = node.integer("max_seq", d.max_seq,
-                                 "pieces per sequence, `[CLS]` and the `[SEP]`s included (classify cuts a pair longest-first)", 8);
+                                 "pieces per sequence, `[CLS]` and the `[SEP]`s included (classify cuts a pair longest-first)", 8, kMaxLength);
         if (task == Task::classify) {
             d.text_a_column = node.integer("text_a_column", d.text_a_column, "0-based column of the text", 0, 1000);
             d.text_b_column = node.integer("text_b_column", d.text_b_column,
@@ -308,9 +316,9 @@ void parse_data(ConfigNode& node, Task task, DataConfig& d) {
                 node.fail("same_class_templates", "needs classes; a regression target has none");
             }
         } else {
-            d.doc_stride = node.integer("doc_stride", d.doc_stride, "a window of the context starts every `doc_stride` pieces", 1);
-            d.max_query = node.integer("max_query", d.max_query, "pieces kept of a question", 1);
-            d.max_answer = node.integer("max_answer", d.max_answer, "longest answer in pieces", 1);
+            d.doc_stride = node.integer("doc_stride", d.doc_stride, "a window of the context starts every `doc_stride` pieces", 1, kMaxLength);
+            d.max_query = node.integer("max_query", d.max_query, "pieces kept of a question", 1, kMaxLength);
+            d.max_answer = node.integer("max_answer", d.max_answer, "longest answer in pieces", 1, kMaxLength);
             d.null_threshold = node.number("null_threshold", d.null_threshold,
                                            "SQuAD 2.0: answer \"\" when the null score exceeds the best span's by more than this");
             if (d.max_query + 3 >= d.max_seq) node.fail("max_query", "leaves no room for the context in max_seq pieces");
@@ -354,7 +362,7 @@ void parse_data(ConfigNode& node, Task task, DataConfig& d) {
             node.fail("patch", std::to_string(d.patch) + " does not divide " + std::to_string(d.image_height) + " × " +
                                    std::to_string(d.image_width));
         }
-        d.pixel_max = node.number("pixel_max", d.pixel_max, "the pixels' full scale; the model reads pixel / pixel_max", 1e-12);
+        d.pixel_max = node.number("pixel_max", d.pixel_max, "the pixels' full scale; the model reads pixel / pixel_max", 1e-12, 1e30);
         d.classes = node.integer("classes", d.classes,
                                  "classes; 0: one more than the largest label of `train_file` (the resolved config then says)", 0,
                                  1000);
@@ -376,7 +384,7 @@ void parse_data(ConfigNode& node, Task task, DataConfig& d) {
                                         "separated `block`, or a `line`");
         d.valid_sources = parse_sources(node, "valid_sources", d.valid_sources,
                                         "held-out text for the validation loss; empty: no validation");
-        d.max_seq = node.integer("max_seq", d.max_seq, "pieces per sequence, `[CLS]` and the `[SEP]`s included", 8);
+        d.max_seq = node.integer("max_seq", d.max_seq, "pieces per sequence, `[CLS]` and the `[SEP]`s included", 8, kMaxLength);
         d.masking.mask_prob = node.number("mask_prob", d.masking.mask_prob,
                                           "fraction of tokens selected for prediction (80 % `[MASK]`, 10 % random, 10 % kept)",
                                           0.0, 1.0);
@@ -388,8 +396,8 @@ void parse_data(ConfigNode& node, Task task, DataConfig& d) {
                                                  "pass it is left out; 0: no cap",
                                                  0);
     }
-    d.batch_sentences = node.integer("batch_sentences", d.batch_sentences, "rows per batch; 0: no limit", 0);
-    d.batch_tokens = node.integer("batch_tokens", d.batch_tokens, "padded tokens per batch (rows × padded length); 0: no limit", 0);
+    d.batch_sentences = node.integer("batch_sentences", d.batch_sentences, "rows per batch; 0: no limit", 0, kMaxRows);
+    d.batch_tokens = node.integer("batch_tokens", d.batch_tokens, "padded tokens per batch (rows × padded length); 0: no limit", 0, kMaxBatchTokens);
     d.pad_multiple = node.integer("pad_multiple", d.pad_multiple,
                                   "a batch of token rows is padded to its longest row rounded up to a multiple of this (at "
                                   "most the longest row allowed): a few batch shapes instead of one per length, whose tensor "

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -45,14 +46,42 @@ const std::pair<const std::string, Tensor>* find_tensor(const io::SafeTensors& f
     return nullptr;
 }
 
-int64_t count_layers(const io::SafeTensors& file) {
-    int64_t layers = 0;
+// The encoder's layer count: the file must hold layers 0 … n−1 and no others, so a name cannot make
+// hnas build more layers than the file has weights for.
+int64_t count_layers(const io::SafeTensors& file, const std::string& path) {
+    std::set<int64_t> layers;
     for (const auto& [name, tensor] : file.tensors) {
         const size_t at = name.find("encoder.layer.");
         if (at == std::string::npos) continue;
-        layers = std::max<int64_t>(layers, std::stoll(name.substr(at + 14)) + 1);
+        const size_t digits = name.find_first_not_of("0123456789", at + 14);
+        HNAS_CHECK(digits > at + 14 && digits <= at + 18 && digits < name.size() && name[digits] == '.', path, ": tensor ", name,
+                   " has no layer number of at most 4 digits after encoder.layer.");
+        layers.insert(std::stoll(name.substr(at + 14, digits - at - 14)));
     }
-    return layers;
+    HNAS_CHECK(layers.empty() || *layers.rbegin() + 1 == static_cast<int64_t>(layers.size()), path, ": the encoder's layers are numbered up to ",
+               layers.empty() ? 0 : *layers.rbegin(), " but only ", layers.size(), " of them have tensors");
+    return static_cast<int64_t>(layers.size());
+}
+
+// Refuses weights that are NaN or infinite, naming each tensor that holds any and how many: a file
+// with them imports fine and fails at the first fine-tuning step, far from the cause.
+void check_finite(const io::SafeTensors& file, const std::string& path) {
+    std::string found;
+    for (const auto& [name, tensor] : file.tensors) {
+        const float* values = tensor.data();
+        const auto bad = std::count_if(values, values + tensor.numel(), [](float v) { return !std::isfinite(v); });
+        if (bad > 0) found += concat_message(found.empty() ? "" : ", ", name, " (", bad, " of ", tensor.numel(), ")");
+    }
+    HNAS_CHECK(found.empty(), "import-bert: ", path, " holds NaN or infinite weights in ", found,
+               "; pass --allow-non-finite to import them as they are");
+}
+
+// A field of config.json: `valid` says whether the file's value is acceptable, `expected` what it must be.
+template <typename T>
+T config_field(const Json& hf, const char* key, T fallback, bool (*valid)(const Json&), const char* expected, const std::string& path) {
+    if (!hf.contains(key)) return fallback;
+    HNAS_CHECK(valid(hf.at(key)), "import-bert: ", path, ": ", key, " is ", hf.at(key).dump(), ", expected ", expected);
+    return hf.at(key).get<T>();
 }
 
 const Tensor& required(const io::SafeTensors& file, const std::string& name, const std::string& path) {
@@ -100,6 +129,7 @@ std::string hugging_face_name(const std::string& hnas_name) {
 
 ImportReport import_bert(const ImportOptions& options) {
     const io::SafeTensors file = io::read_safetensors(options.weights);
+    if (!options.allow_non_finite) check_finite(file, options.weights);
     const data::Tokenizer tokenizer = data::Tokenizer::load_wordpiece(options.vocab);
     const std::vector<int64_t>& rows = tokenizer.source_rows();
     const int64_t vocab_rows = static_cast<int64_t>(std::count_if(rows.begin(), rows.end(), [](int64_t r) { return r >= 0; }));
@@ -113,11 +143,14 @@ ImportReport import_bert(const ImportOptions& options) {
         config_path = (fs::path(options.weights).parent_path() / "config.json").string();
     }
     const Json hf = config_path.empty() ? Json::object() : config::read_json_file(config_path);
-    const int64_t heads = hf.contains("num_attention_heads") ? hf.at("num_attention_heads").get<int64_t>() : options.heads;
+    HNAS_CHECK(hf.is_object(), "import-bert: ", config_path, " is not a JSON object (a BertConfig)");
+    const auto positive_count = [](const Json& v) { return v.is_number_unsigned() && v.get<uint64_t>() > 0 && v.get<uint64_t>() <= 4096; };
+    const auto positive_number = [](const Json& v) { return v.is_number() && v.get<double>() > 0; };
+    const auto gelu = [](const Json& v) { return v == "gelu"; };
+    const int64_t heads = config_field<int64_t>(hf, "num_attention_heads", options.heads, positive_count, "an integer in [1, 4096]", config_path);
     HNAS_CHECK(heads > 0, "import-bert: no config.json beside ", options.weights, " gives num_attention_heads; pass --config or --heads");
-    const double eps = hf.value("layer_norm_eps", 1e-12);
-    HNAS_CHECK(hf.value("hidden_act", std::string("gelu")) == "gelu", "import-bert: ", config_path, ": hidden_act ",
-               hf.at("hidden_act").dump(), "; hnas's BERT uses gelu (erf)");
+    const double eps = config_field<double>(hf, "layer_norm_eps", 1e-12, positive_number, "a positive number", config_path);
+    (void)config_field<std::string>(hf, "hidden_act", "gelu", gelu, "\"gelu\" (hnas's BERT uses gelu with erf)", config_path);
     const bool sentence_order = find_tensor(file, "cls.seq_relationship.weight") != nullptr;
     const Json raw = {
         {"task", "mlm"},
@@ -125,7 +158,7 @@ ImportReport import_bert(const ImportOptions& options) {
          {{"d_model", words.dim(1)},
           {"heads", heads},
           {"ffn_dim", required(file, "bert.encoder.layer.0.intermediate.dense.weight", options.weights).dim(0)},
-          {"encoder_layers", count_layers(file)},
+          {"encoder_layers", count_layers(file, options.weights)},
           {"max_positions", required(file, "bert.embeddings.position_embeddings.weight", options.weights).dim(0)},
           {"segments", required(file, "bert.embeddings.token_type_embeddings.weight", options.weights).dim(0)},
           {"layer_norm_eps", eps},
@@ -158,7 +191,8 @@ ImportReport import_bert(const ImportOptions& options) {
         } else {
             // Row j of hnas's vocabulary is the file's row rows[j]; bos and eos copy [CLS] and [SEP].
             const int64_t width = target.numel() / target.dim(0);
-            HNAS_CHECK(stored->dim(0) == vocab_rows && stored->numel() / stored->dim(0) == width, options.weights, ": ", name,
+            HNAS_CHECK(stored->rank() >= 1 && vocab_rows > 0 && stored->dim(0) == vocab_rows && stored->numel() / vocab_rows == width,
+                       options.weights, ": ", name,
                        " has shape ", shape_str(stored->shape()), " for ", vocab_rows, " vocabulary rows of width ", width);
             for (int64_t j = 0; j < target.dim(0); ++j) {
                 const int64_t source = rows[static_cast<size_t>(j)] >= 0 ? rows[static_cast<size_t>(j)]
@@ -197,6 +231,8 @@ void export_bert(const std::string& checkpoint_path, const std::string& out_dir)
         const std::string name = hugging_face_name(entry.name);
         if (has_vocabulary_rows(entry.name) && !rows.empty()) {
             // Back to vocab.txt order, without the pieces hnas added.
+            HNAS_CHECK(tensor.rank() >= 1 && tensor.dim(0) == static_cast<int64_t>(rows.size()), "export: ", checkpoint_path, ": ",
+                       entry.name, " has shape ", shape_str(tensor.shape()), " but the tokenizer has ", rows.size(), " pieces");
             const int64_t width = tensor.numel() / tensor.dim(0);
             const int64_t kept = static_cast<int64_t>(std::count_if(rows.begin(), rows.end(), [](int64_t r) { return r >= 0; }));
             Shape shape = tensor.shape();

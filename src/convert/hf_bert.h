@@ -28,6 +28,7 @@ struct ImportOptions {
     int64_t heads = 0;           // when no config.json gives num_attention_heads
     std::string attention = "lnas";  // the kind the imported encoder runs with
     std::string out;             // the hnas checkpoint to write
+    bool allow_non_finite = false;   // import NaN and infinite weights as they are (refused otherwise)
 };
 
 struct ImportReport {

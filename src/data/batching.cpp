@@ -38,6 +38,8 @@ std::vector<std::vector<uint32_t>> plan_batches(std::span<const uint64_t> sort_k
                                                 Rng* rng) {
     HNAS_CHECK(sort_keys.size() == row_sizes.size(), "plan_batches: ", sort_keys.size(), " sort keys for ",
                row_sizes.size(), " rows");
+    HNAS_CHECK(sort_keys.size() <= std::numeric_limits<uint32_t>::max(), "plan_batches: ", sort_keys.size(),
+               " rows are more than uint32 row indices reach");
     std::vector<uint32_t> order(sort_keys.size());
     std::iota(order.begin(), order.end(), 0u);
     if (rng != nullptr) shuffle_in_place(order, *rng);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <limits>
 #include <cstdlib>
 #include <filesystem>
 
@@ -80,8 +81,9 @@ std::vector<ClassificationExample> read_classification_file(const std::string& p
                 char* end = nullptr;
                 errno = 0;
                 const double target = std::strtod(label.c_str(), &end);
-                HNAS_CHECK(!label.empty() && end == label.c_str() + label.size() && errno == 0 && std::isfinite(target), path,
-                           ":", line, ": the regression target \"", label, "\" is not a finite number");
+                HNAS_CHECK(!label.empty() && end == label.c_str() + label.size() && errno == 0 && std::isfinite(target) &&
+                               std::fabs(target) <= std::numeric_limits<float>::max(),
+                           path, ":", line, ": the regression target \"", label, "\" is not a finite number a float can hold");
                 example.target = static_cast<float>(target);
             } else {
                 const auto found = std::find(labels.names.begin(), labels.names.end(), label);

@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <system_error>
 
 #include "base/check.h"
@@ -434,6 +435,9 @@ private:
         for (uint32_t row : rows) length = std::max(length, sequences_[row].length());
         length = padded_length(length, options_.batch, options_.max_seq);
         const int64_t batch_size = static_cast<int64_t>(rows.size());
+        // Masked positions are int32 indices into the flattened batch.
+        HNAS_CHECK(batch_size * length <= std::numeric_limits<int32_t>::max(), "masked LM: a batch of ", batch_size, " rows of ", length,
+                   " tokens has more positions than int32 indices reach; lower data.batch_sentences or data.batch_tokens");
         MlmBatch batch;
         batch.input_ids = Tensor::zeros({batch_size, length}, DType::i32);
         batch.segment_ids = Tensor::zeros({batch_size, length}, DType::i32);

@@ -181,6 +181,8 @@ std::vector<SpanFeature> make_span_features(const SquadFile& file, const Tokeniz
                     }
                 }
             }
+            // An answer whose words encode to no pieces (only characters WordPiece drops) has no span.
+            if (answer_first > answer_last) answer_first = answer_last = -1;
         }
         // Windows every doc_stride pieces (run_squad's doc_spans).
         const size_t room = static_cast<size_t>(options.max_seq) - query.size() - 3;

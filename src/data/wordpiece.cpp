@@ -123,6 +123,8 @@ WordPiece::WordPiece(std::string_view vocab_text, const std::string& origin) {
         start = end + 1;
     }
     HNAS_CHECK(!lines.empty(), origin, ": no pieces");
+    // Ids are int32; the specials hnas adds come on top of the file's lines.
+    HNAS_CHECK(lines.size() < (size_t{1} << 30), origin, ": ", lines.size(), " pieces are more than hnas's int32 ids hold");
     const char* specials[] = {"[PAD]", "[UNK]", "[BOS]", "[EOS]", "[CLS]", "[SEP]", "[MASK]"};
     static_assert(kPadId == 0 && kUnkId == 1 && kBosId == 2 && kEosId == 3 && kClsId == 4 && kSepId == 5 && kMaskId == 6);
     for (const char* special : specials) {

@@ -1,5 +1,7 @@
 #include "decode/trained_model.h"
 
+#include <limits>
+
 #include "io/checkpoint.h"
 #include "models/model_factory.h"
 #include "models/model_io.h"
@@ -19,10 +21,12 @@ TrainedCheckpoint read_trained_checkpoint(const std::string& checkpoint_path) {
         HNAS_CHECK(meta.contains(key), checkpoint_path, ": no \"", key, "\" in the metadata; not a checkpoint of hnas train");
     }
     HNAS_CHECK(checkpoint.has("tokenizer.model"), checkpoint_path, ": holds no tokenizer.model");
-    const int64_t step = meta.at("step").get<int64_t>();
+    const int64_t step = json_integer(meta.at("step"), 0, std::numeric_limits<int64_t>::max(), checkpoint_path + ": the metadata's step");
     config::ExperimentConfig config = config::parse_experiment_config(config::upgrade_saved_config(meta.at("config")));
-    config.model.vocab_size = meta.at("vocab_size").get<int64_t>();
     data::Tokenizer tokenizer = data::Tokenizer::from_serialized(checkpoint.bytes("tokenizer.model"));
+    // The model's rows must be the tokenizer's pieces: export and decoding index one by the other.
+    config.model.vocab_size = json_integer(meta.at("vocab_size"), tokenizer.vocab_size(), tokenizer.vocab_size(),
+                                           checkpoint_path + ": the metadata's vocab_size (the tokenizer's pieces)");
     return {std::move(checkpoint), step, std::move(config), std::move(tokenizer)};
 }
 

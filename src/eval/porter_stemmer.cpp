@@ -18,8 +18,9 @@
 #include <array>
 #include <fstream>
 #include <sstream>
-#include <stdexcept>
 #include <utility>
+
+#include "base/check.h"
 
 namespace hnas::eval {
 namespace {
@@ -190,7 +191,7 @@ WordNetExceptions::WordNetExceptions(const std::string& dir) {
     for (const char* name : {"adv.exc", "adj.exc", "noun.exc", "verb.exc"}) {
         const std::string path = dir + "/" + name;
         std::ifstream in(path);
-        if (!in) throw std::runtime_error("cannot open WordNet exception list: " + path);
+        HNAS_CHECK(in, "cannot open WordNet exception list: ", path);
         std::string line;
         while (std::getline(in, line)) {
             std::istringstream fields(line);

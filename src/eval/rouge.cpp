@@ -22,6 +22,8 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "base/check.h"
+
 namespace hnas::eval {
 namespace {
 
@@ -279,9 +281,8 @@ PairScores RougeScorer::score_pair(std::string_view hypothesis, std::string_view
 
 std::vector<PairScores> RougeScorer::score_pairs(const std::vector<std::string>& hypotheses,
                                               const std::vector<std::string>& references) const {
-    if (hypotheses.size() != references.size())
-        throw std::runtime_error("ROUGE needs line-aligned lists: " + std::to_string(hypotheses.size()) +
-                                 " hypotheses vs " + std::to_string(references.size()) + " references");
+    HNAS_CHECK(hypotheses.size() == references.size(), "ROUGE needs line-aligned lists: ", hypotheses.size(),
+               " hypotheses vs ", references.size(), " references");
     std::vector<PairScores> per_pair(hypotheses.size());
     for (size_t i = 0; i < hypotheses.size(); ++i) per_pair[i] = score_pair(hypotheses[i], references[i]);
     return per_pair;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "base/check.h"
@@ -10,10 +11,6 @@
 namespace hnas::eval {
 
 namespace {
-
-double mean_of(const std::vector<double>& values) {
-    return std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
-}
 
 // Sample standard deviation (n − 1); 0 for one value.
 double standard_deviation(const std::vector<double>& values, double mean) {
@@ -41,6 +38,11 @@ std::vector<double> differences(const std::vector<double>& a, const std::vector<
 constexpr double kTies = 1e-12;
 
 }  // namespace
+
+double mean_of(const std::vector<double>& values) {
+    if (values.empty()) return std::numeric_limits<double>::quiet_NaN();
+    return std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
+}
 
 double student_t_975(int64_t degrees) {
     HNAS_CHECK(degrees >= 1, "student_t_975: ", degrees, " degrees of freedom");

@@ -17,6 +17,9 @@ struct Summary {
     double ci95 = 0.0;
     double min = 0.0, max = 0.0;
 };
+// The arithmetic mean, summed in order; NaN for an empty list (a mean of nothing is no number).
+double mean_of(const std::vector<double>& values);
+
 // Throws for an empty list.
 Summary summarize(const std::vector<double>& values);
 // The 0.975 quantile of Student's t distribution with `degrees` of freedom (≥ 1): exact to 4 decimals

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <optional>
 
@@ -48,7 +49,11 @@ std::vector<TrialResult> collect_results(const std::vector<std::string>& paths) 
     for (const std::string& path : paths) {
         for (const RunPath& run : find_runs(path, kResultFile, "compare")) {
             if (auto result = read_run_result(run.dir)) {
-                const int64_t seed = result->value("seed", int64_t{0});
+                const auto found = result->find("seed");
+                const std::string what = "compare: " + (run.dir / kResultFile).string() + ": seed";
+                const int64_t seed = found == result->end() ? 0
+                                                            : json_integer(*found, std::numeric_limits<int64_t>::min(),
+                                                                           std::numeric_limits<int64_t>::max(), what);
                 results.push_back({run.setting, seed, run.dir.string(), std::move(*result)});
             }
         }

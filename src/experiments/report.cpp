@@ -14,6 +14,7 @@
 #include "base/check.h"
 #include "base/json.h"
 #include "base/read_file.h"
+#include "eval/statistics.h"
 #include "experiments/compare.h"
 #include "experiments/svg_chart.h"
 #include "experiments/sweep.h"
@@ -28,18 +29,25 @@ namespace {
 struct RunLog {
     std::string setting;
     std::string seed;
+    std::string path;  // its metrics.jsonl, for errors
     std::map<int64_t, Json> progress, validation;
 };
 
 RunLog read_run_log(const fs::path& run, std::string setting, std::string seed) {
-    RunLog log{std::move(setting), std::move(seed), {}, {}};
     const fs::path path = run / "metrics.jsonl";
+    RunLog log{std::move(setting), std::move(seed), path.string(), {}, {}};
     if (!fs::exists(path)) return log;
-    for (const std::string& line : read_lines(path.string(), "metrics log")) {
-        if (!Json::accept(line)) continue;  // a line being written
-        const Json record = Json::parse(line);
+    const std::vector<std::string> lines = read_lines(log.path, "metrics log");
+    for (size_t i = 0; i < lines.size(); ++i) {
+        if (!Json::accept(lines[i])) continue;  // a line being written
+        // Depth-bounded: the records are copied, and copying recurses once per level.
+        const std::string where = "report: metrics log " + log.path + ":" + std::to_string(i + 1) + ":";
+        Json record = parse_json(lines[i], where);
         if (!record.contains("step")) continue;
-        (record.contains("loss") ? log.progress : log.validation)[record.at("step").get<int64_t>()] = record;
+        const int64_t step = json_integer(record.at("step"), 0, std::numeric_limits<int64_t>::max(), where + " step");
+        // Chosen before the move: the assignment's right side is evaluated first.
+        auto& records = record.contains("loss") ? log.progress : log.validation;
+        records[step] = std::move(record);
     }
     return log;
 }
@@ -152,12 +160,6 @@ HybridWeights final_hybrid_weights(const std::vector<RunLog>& runs, const std::s
     return out;
 }
 
-double mean_of(const std::vector<double>& values) {
-    double sum = 0;
-    for (const double v : values) sum += v;
-    return values.empty() ? std::nan("") : sum / static_cast<double>(values.size());
-}
-
 std::string hybrid_section(const std::vector<RunLog>& runs) {
     const auto settings = settings_of(runs);
     std::string html;
@@ -173,10 +175,10 @@ std::string hybrid_section(const std::vector<RunLog>& runs) {
         table += "<th>mean</th></tr>\n";
         for (size_t l = 0; l < weights.layers.size(); ++l) {
             const auto& values = weights.heads.at(weights.layers[l]);
-            series.points.emplace_back(static_cast<double>(l), mean_of(values));
+            series.points.emplace_back(static_cast<double>(l), eval::mean_of(values));
             table += "<tr><td>" + html_escape(weights.layers[l]) + "</td>";
             for (const double u : values) table += fmt::format("<td>{:.3f}</td>", u);
-            table += fmt::format("<td>{:.3f}</td></tr>\n", mean_of(values));
+            table += fmt::format("<td>{:.3f}</td></tr>\n", eval::mean_of(values));
         }
         if (depth.x_tick_labels.empty()) {
             for (size_t l = 0; l < weights.layers.size(); ++l) depth.x_tick_labels.push_back(std::to_string(l));
@@ -188,6 +190,12 @@ std::string hybrid_section(const std::vector<RunLog>& runs) {
     return "<h2>Hybrid weights u</h2>\n<p>u weighs DNAS against LNAS in each hnas head (u·DNAS + (1−u)·LNAS); paper 004 "
            "Figs. 4–5 plot it per layer and head and its head average over depth.</p>\n" +
            svg_line_chart(depth) + html;
+}
+
+// object[key]; an hnas::Error "<where> has no "<key>"" when `object` is no object or lacks it.
+const Json& member(const Json& object, const char* key, const std::string& where) {
+    HNAS_CHECK(object.is_object() && object.contains(key), where, " has no \"", key, "\"");
+    return object.at(key);
 }
 
 // Over every encoder head of a validation record's diagnostics: the smallest per-key weight sum (its
@@ -224,14 +232,25 @@ Chart key_sum_histogram(const std::vector<RunLog>& runs) {
             if (run.setting != settings[s] || run.validation.empty()) continue;
             const Json& last = run.validation.rbegin()->second;
             if (!last.contains("diagnostics")) continue;
+            const std::string where = "report: metrics log " + run.path + ": last validation record: diagnostics";
             const Json& diagnostics = last.at("diagnostics");
-            ln_low = diagnostics.at("ln_low").get<int>();
-            for (const auto& [name, attention] : diagnostics.at("attentions").items()) {
-                for (const Json& head : attention.at("ln_histogram")) {
+            // ln of a positive double lies within ±745.
+            ln_low = static_cast<int>(json_integer(member(diagnostics, "ln_low", where), -1000, 1000, where + ".ln_low"));
+            for (const auto& [name, attention] : member(diagnostics, "attentions", where).items()) {
+                const std::string of_attention = where + ".attentions." + name;
+                for (const Json& head : member(attention, "ln_histogram", of_attention)) {
+                    HNAS_CHECK(head.is_array(), of_attention, ".ln_histogram must hold an array of counts per head, got a ",
+                               head.type_name());
                     counts.resize(head.size(), 0.0);
-                    for (size_t bin = 0; bin < head.size(); ++bin) counts[bin] += head[bin].get<double>(), total += head[bin].get<double>();
+                    for (size_t bin = 0; bin < head.size(); ++bin) {
+                        const double count = json_number(head[bin], of_attention + ".ln_histogram count");
+                        counts[bin] += count, total += count;
+                    }
                 }
-                for (const Json& count : attention.at("below_range")) below += count.get<double>(), total += count.get<double>();
+                for (const Json& value : member(attention, "below_range", of_attention)) {
+                    const double count = json_number(value, of_attention + ".below_range count");
+                    below += count, total += count;
+                }
             }
         }
         if (total == 0) continue;
@@ -262,7 +281,7 @@ std::string hybrid_over_training(const std::vector<RunLog>& runs) {
         for (size_t l = 0; l < layers.size(); ++l) {
             const Chart layer_curves = curves(of_setting, false, [&](const Json& record) {
                 if (!record.contains("hybrid_u") || !record.at("hybrid_u").contains(layers[l])) return std::nan("");
-                return mean_of(record.at("hybrid_u").at(layers[l]).get<std::vector<double>>());
+                return eval::mean_of(record.at("hybrid_u").at(layers[l]).get<std::vector<double>>());
             }, "", "");
             for (Series series : layer_curves.series) {
                 series.color = series_color(l);

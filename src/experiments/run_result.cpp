@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <limits>
 
 #include "base/atomic_file.h"
 #include "base/check.h"
@@ -35,16 +36,22 @@ Json training_summary(const fs::path& run_dir) {
     if (!fs::exists(path)) return summary;
     double tokens_per_second = 0.0;
     int64_t progress_records = 0;
-    for (const std::string& line : read_lines(path.string(), "metrics log")) {
-        if (line.empty()) continue;
-        const Json record = parse_json(line, "metrics log " + path.string() + ":");
+    const std::vector<std::string> lines = read_lines(path.string(), "metrics log");
+    for (size_t i = 0; i < lines.size(); ++i) {
+        // A line being written, or one a killed run left unfinished (a resumed run appends to it); report
+        // and sweep skip these too.
+        if (!Json::accept(lines[i])) continue;
+        const std::string where = "test: metrics log " + path.string() + ":" + std::to_string(i + 1) + ":";
+        const Json record = parse_json(lines[i], where);
         if (record.contains("loss")) {
-            summary["steps"] = record.at("step");
+            const auto field = [&](const char* key) -> const Json& {
+                HNAS_CHECK(record.contains(key), where, " a progress record (with \"loss\") has no \"", key, "\"");
+                return record.at(key);
+            };
+            summary["steps"] = json_integer(field("step"), 0, std::numeric_limits<int64_t>::max(), where + " step");
             summary["final_train_loss"] = record.at("loss");
-            if (record.at("input_tokens_per_second").is_number()) {
-                tokens_per_second += record.at("input_tokens_per_second").get<double>();
-                ++progress_records;
-            }
+            tokens_per_second += json_number(field("input_tokens_per_second"), where + " input_tokens_per_second");
+            ++progress_records;
         }
         if (record.contains("best_metric")) summary["best_validation_metric"] = record.at("best_metric");
     }

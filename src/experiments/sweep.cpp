@@ -12,6 +12,7 @@
 #include <csignal>
 #include <deque>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <thread>
 
@@ -107,10 +108,14 @@ int64_t steps_reached(const Trial& trial) {
     const fs::path path = trial.dir / "metrics.jsonl";
     if (!fs::exists(path)) return 0;
     int64_t step = 0;
-    for (const std::string& line : read_lines(path.string(), "metrics log")) {
-        if (!Json::accept(line)) continue;  // a line being written
-        const Json record = Json::parse(line);
-        if (record.contains("loss")) step = record.at("step").get<int64_t>();
+    const std::vector<std::string> lines = read_lines(path.string(), "metrics log");
+    for (size_t i = 0; i < lines.size(); ++i) {
+        if (!Json::accept(lines[i])) continue;  // a line being written
+        const std::string where = "sweep: metrics log " + path.string() + ":" + std::to_string(i + 1) + ":";
+        const Json record = parse_json(lines[i], where);
+        if (!record.contains("loss")) continue;
+        HNAS_CHECK(record.contains("step"), where, " a progress record (with \"loss\") has no \"step\"");
+        step = json_integer(record.at("step"), 0, std::numeric_limits<int64_t>::max(), where + " step");
     }
     return step;
 }
@@ -399,10 +404,27 @@ std::vector<RunPath> find_runs(const std::string& path, const std::string& marke
     if (fs::exists(root / marker)) return {run_path(root)};
     std::vector<RunPath> runs;
     if (fs::exists(root / kSweepFile)) {
-        const Json sweep = parse_json(read_file((root / kSweepFile).string(), "sweep record"), "sweep record " + path + ":");
-        for (const Json& setting : sweep.at("settings")) {
-            for (const Json& seed : sweep.at("seeds")) {
-                runs.push_back(run_path(root / setting.at("name").get<std::string>() / ("seed-" + seed.dump())));
+        const std::string record = (root / kSweepFile).string();
+        const Json sweep = parse_json(read_file(record, "sweep record"), "sweep record " + record + ":");
+        const std::string where = std::string(command) + ": sweep record " + record;
+        const auto list = [&](const char* key) -> const Json& {
+            HNAS_CHECK(sweep.is_object() && sweep.contains(key) && sweep.at(key).is_array(), where, ": \"", key,
+                       "\" must be an array");
+            return sweep.at(key);
+        };
+        for (const Json& setting : list("settings")) {
+            HNAS_CHECK(setting.is_object() && setting.contains("name") && setting.at("name").is_string(), where,
+                       ": each setting must be an object with a \"name\" string");
+            // The name becomes a folder below the sweep's: nothing that leaves it or names no folder.
+            const std::string name = setting.at("name").get<std::string>();
+            const bool folder_name = !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos &&
+                                     name.find('\0') == std::string::npos;
+            HNAS_CHECK(folder_name, where, ": the setting name ", setting.at("name").dump(),
+                       " is not a folder name (empty, \".\", \"..\", or holding '/' or NUL)");
+            for (const Json& seed : list("seeds")) {
+                const int64_t k = json_integer(seed, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(),
+                                               where + ": a seed");
+                runs.push_back(run_path(root / name / ("seed-" + std::to_string(k))));
             }
         }
         return runs;

@@ -22,6 +22,7 @@
 #include "base/atomic_file.h"
 #include "base/hash.h"
 #include "base/json.h"
+#include "io/file_shape.h"
 
 namespace hnas::io {
 
@@ -185,24 +186,13 @@ std::vector<EntryInfo> parse_entries(const Json& header, uint64_t data_length, c
         end = entry.offset + entry.length;
 
         const Json& shape = required_field(item, "shape", path, where);
-        if (!shape.is_array()) fail(path, where, ": 'shape' is not a list");
-        // The element count as shape_numel computes it, refused before it could overflow.
-        constexpr auto kMaxElements = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
-        uint64_t numel = 1;
-        for (const Json& dim : shape) {
-            if (!dim.is_number_unsigned() || dim.get<uint64_t>() > kMaxElements)
-                fail(path, where, ": 'shape' must list non-negative integers, not ", shape.dump());
-            const uint64_t d = dim.get<uint64_t>();
-            if (d != 0 && numel > kMaxElements / d)
-                fail(path, where, ": shape ", shape.dump(), " has too many elements");
-            numel *= d;
-            entry.shape.push_back(static_cast<int64_t>(d));
-        }
+        entry.shape = read_shape(shape, concat_message("checkpoint ", path, ": ", where));
+        const auto numel = static_cast<uint64_t>(shape_numel(entry.shape));
         if (entry.type == EntryType::bytes) {
             if (entry.shape != Shape{static_cast<int64_t>(entry.length)})
                 fail(path, where, ": a bytes entry of ", entry.length, " bytes must have shape [", entry.length,
                      "], not ", shape.dump());
-        } else if (numel > entry.length / 4 || numel * 4 != entry.length) {
+        } else if (numel * 4 != entry.length) {  // no overflow: read_shape bounds numel
             fail(path, where, ": ", entry.length, " bytes do not hold a ", name_of(entry.type),
                  " tensor of shape ", shape_str(entry.shape));
         }

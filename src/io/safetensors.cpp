@@ -11,6 +11,7 @@
 #include "base/json.h"
 #include "base/read_file.h"
 #include "io/checkpoint.h"
+#include "io/file_shape.h"
 
 namespace hnas::io {
 
@@ -20,11 +21,12 @@ static_assert(std::endian::native == std::endian::little, "safetensors stores li
 
 float half_to_float(uint16_t h) {
     const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
-    uint32_t exponent = (h >> 10) & 0x1F, mantissa = h & 0x3FF;
+    int exponent = (h >> 10) & 0x1F;  // signed: a subnormal's normalization takes it below 0
+    uint32_t mantissa = h & 0x3FF;
     if (exponent == 0x1F) return std::bit_cast<float>(sign | 0x7F800000 | (mantissa << 13));  // inf, NaN
     if (exponent == 0) {
         if (mantissa == 0) return std::bit_cast<float>(sign);
-        // subnormal: normalize
+        // subnormal: normalize (f32's exponent of it, exponent + 112, stays positive)
         exponent = 1;
         while ((mantissa & 0x400) == 0) {
             mantissa <<= 1;
@@ -32,7 +34,7 @@ float half_to_float(uint16_t h) {
         }
         mantissa &= 0x3FF;
     }
-    return std::bit_cast<float>(sign | ((exponent + 112) << 23) | (mantissa << 13));
+    return std::bit_cast<float>(sign | (static_cast<uint32_t>(exponent + 112) << 23) | (mantissa << 13));
 }
 
 size_t dtype_size(const std::string& dtype) {
@@ -69,20 +71,17 @@ SafeTensors read_safetensors(const std::string& path) {
         const std::string dtype = entry.at("dtype").is_string() ? entry.at("dtype").get<std::string>() : "";
         const size_t element = dtype_size(dtype);
         HNAS_CHECK(element > 0, path, ": tensor ", name, " has dtype ", entry.at("dtype").dump(), "; hnas reads F32, F16 and BF16");
-        Shape shape;
-        int64_t count = 1;
-        for (const Json& dim : entry.at("shape")) {
-            HNAS_CHECK(dim.is_number_unsigned(), path, ": tensor ", name, " has a shape entry ", dim.dump());
-            shape.push_back(dim.get<int64_t>());
-            count *= shape.back();
-        }
+        const std::string tensor_name = path + ": tensor " + name;
+        const Shape shape = read_shape(entry.at("shape"), tensor_name);
+        const int64_t count = shape_numel(shape);
         const Json& offsets = entry.at("data_offsets");
         HNAS_CHECK(offsets.is_array() && offsets.size() == 2 && offsets[0].is_number_unsigned() && offsets[1].is_number_unsigned(),
                    path, ": tensor ", name, " has data_offsets ", offsets.dump());
         const uint64_t begin = offsets[0].get<uint64_t>(), end = offsets[1].get<uint64_t>();
         HNAS_CHECK(begin <= end && end <= data_size, path, ": tensor ", name, " has data_offsets [", begin, ", ", end,
                    "] outside the ", data_size, " data bytes");
-        HNAS_CHECK(end - begin == static_cast<uint64_t>(count) * element, path, ": tensor ", name, " of shape ", shape_str(shape),
+        // count * element cannot overflow: read_shape bounds count by kMaxTensorElements.
+        HNAS_CHECK(end - begin == static_cast<uint64_t>(count) * element, tensor_name, " of shape ", shape_str(shape),
                    " and dtype ", dtype, " needs ", static_cast<uint64_t>(count) * element, " bytes, its offsets give ", end - begin);
         ranges.emplace_back(begin, end);
         Tensor tensor = Tensor::empty(shape);

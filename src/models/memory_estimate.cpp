@@ -1,5 +1,7 @@
 #include "models/memory_estimate.h"
 
+#include <algorithm>
+
 namespace hnas::models {
 
 namespace {
@@ -117,19 +119,24 @@ MemoryEstimate estimate_training_memory(const ModelConfig& config, const BatchSh
     MemoryEstimate estimate;
     estimate.parameters = parameter_count(config);
     estimate.parameter_bytes = kParameterCopies * kFloatBytes * estimate.parameters;
-    const int64_t sources = batch.rows * batch.source_length, targets = batch.rows * batch.target_length;
+    // In double: the sizes a config allows multiply past int64 here, and an estimate that wrapped would
+    // pass the memory check. Above 2^50 bytes (1 PiB, beyond any machine) the estimate saturates.
+    const auto d = [](int64_t value) { return static_cast<double>(value); };
+    const double sources = d(batch.rows) * d(batch.source_length), targets = d(batch.rows) * d(batch.target_length);
+    double floats = 0.0;
     if (config.architecture == Architecture::multiview) {  // two attentions per primary box, the readout
-        estimate.activation_bytes = kFloatBytes * sources * (2 * attention_floats(config, batch.source_length) + ffn_floats(config));
-        return estimate;
+        floats = sources * d(2 * attention_floats(config, batch.source_length) + ffn_floats(config));
+    } else {
+        floats = sources * d(config.encoder_layers) * d(attention_floats(config, batch.source_length) + ffn_floats(config));
+        if (config.architecture == Architecture::seq2seq) {
+            floats += targets * d(config.decoder_layers) *
+                      d(attention_floats(config, batch.target_length) + attention_floats(config, batch.source_length) + ffn_floats(config));
+        }
+        // Embedding sums and their dropout; the logits, their softmax and its gradient.
+        floats += 3 * (sources + targets) * d(config.width) + 3 * d(batch.predicted_tokens) * d(config.vocab_size);
     }
-    int64_t floats = sources * config.encoder_layers * (attention_floats(config, batch.source_length) + ffn_floats(config));
-    if (config.architecture == Architecture::seq2seq) {
-        floats += targets * config.decoder_layers *
-                  (attention_floats(config, batch.target_length) + attention_floats(config, batch.source_length) + ffn_floats(config));
-    }
-    // Embedding sums and their dropout; the logits, their softmax and its gradient.
-    floats += 3 * (sources + targets) * config.width + 3 * batch.predicted_tokens * config.vocab_size;
-    estimate.activation_bytes = kFloatBytes * floats;
+    constexpr double kMostBytes = 1125899906842624.0;  // 2^50
+    estimate.activation_bytes = static_cast<int64_t>(std::min(d(kFloatBytes) * floats, kMostBytes));
     return estimate;
 }
 

@@ -45,6 +45,12 @@ int64_t rows_allowed(const config::DataConfig& data, int64_t length) {
     return std::max<int64_t>(1, rows);
 }
 
+config::ExperimentConfig completed_config(const config::ExperimentConfig& config) {
+    config::ExperimentConfig complete = config;
+    if (const auto complete_config = task_definition(config.task).complete_config) complete_config(complete);
+    return complete;
+}
+
 std::vector<std::pair<std::string, Tensor>> Task::batch_tensors() const {
     throw Error("task: only the headline and mlm tasks hand out their batches as tensors");
 }

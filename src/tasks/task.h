@@ -129,4 +129,7 @@ struct TaskDefinition {
 // The registry (registry.cpp): the definition of every task.
 const TaskDefinition& task_definition(config::Task task);
 
+// The config with what its task fills in from the data (TaskDefinition::complete_config).
+config::ExperimentConfig completed_config(const config::ExperimentConfig& config);
+
 }  // namespace hnas::tasks

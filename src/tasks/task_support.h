@@ -1,5 +1,5 @@
 // What the tasks share: cutting a rank's shard out of a global batch, the mean validation loss over a
-// batcher, and the batch rows the data settings allow.
+// batcher, the batch rows the data settings allow, and the tally of a classifier's right answers.
 #pragma once
 
 #include <algorithm>
@@ -98,6 +98,34 @@ private:
 
 // The class of every row's largest logit (the first on a tie). logits (N, C)
 std::vector<int32_t> argmax_rows(const Tensor& logits);
+
+// Right answers over a pass of a classifying task: the count, each example's 0/1 in order (a test's
+// per-example record), and hits on numbered parts of the answer, which not every example need have (a
+// rule of case distinction, one half of a multiview pair). A share of nothing is 0.
+struct Tally {
+    int64_t right = 0, total = 0;
+    std::vector<double> correct;
+    std::vector<int64_t> part_right, part_total;
+
+    void add(bool hit) {
+        right += hit ? 1 : 0;
+        ++total;
+        correct.push_back(hit ? 1.0 : 0.0);
+    }
+    void add_part(size_t part, bool hit) {
+        if (part >= part_total.size()) part_right.resize(part + 1), part_total.resize(part + 1);
+        part_right[part] += hit ? 1 : 0;
+        ++part_total[part];
+    }
+    double accuracy() const { return share(right, total); }
+    int64_t part_count(size_t part) const { return part < part_total.size() ? part_total[part] : 0; }
+    double part_accuracy(size_t part) const { return part_count(part) > 0 ? share(part_right[part], part_total[part]) : 0.0; }
+
+private:
+    static double share(int64_t hits, int64_t tries) {
+        return tries > 0 ? static_cast<double>(hits) / static_cast<double>(tries) : 0.0;
+    }
+};
 
 // Rows of a batch of rows `length` tokens long under data.batch_sentences and data.batch_tokens.
 int64_t rows_allowed(const config::DataConfig& data, int64_t length);

@@ -6,9 +6,16 @@
 
 namespace hnas {
 
-int64_t shape_numel(const Shape& shape) {
+int64_t shape_numel(const Shape& shape, std::string_view what) {
     int64_t n = 1;
-    for (int64_t d : shape) n *= d;
+    for (int64_t d : shape) HNAS_CHECK(d >= 0, what, ": negative dimension in shape ", shape_str(shape));
+    for (int64_t d : shape) {
+        // d <= limit / n keeps n * d within the limit; a zero dimension makes every count valid.
+        if (d == 0) return 0;
+        HNAS_CHECK(d <= kMaxTensorElements / n, what, ": shape ", shape_str(shape), " has more than ", kMaxTensorElements,
+                   " elements (2^36), the most one tensor may hold");
+        n *= d;
+    }
     return n;
 }
 

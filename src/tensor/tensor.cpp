@@ -198,7 +198,6 @@ private:
 };
 
 Tensor Tensor::empty(const Shape& shape, DType dtype) {
-    for (int64_t d : shape) HNAS_CHECK(d >= 0, "tensor: negative dimension in shape ", shape_str(shape));
     Tensor t;
     t.shape_ = shape;
     t.numel_ = shape_numel(shape);
@@ -208,7 +207,6 @@ Tensor Tensor::empty(const Shape& shape, DType dtype) {
 }
 
 Tensor Tensor::bf16_only(const Shape& shape) {
-    for (int64_t d : shape) HNAS_CHECK(d >= 0, "tensor: negative dimension in shape ", shape_str(shape));
     Tensor t;
     t.shape_ = shape;
     t.numel_ = shape_numel(shape);
@@ -296,22 +294,15 @@ float Tensor::item() const {
 
 Tensor Tensor::reshape(const Shape& shape) const {
     Shape resolved = shape;
-    int64_t known = 1;
-    int inferred = -1;
-    for (size_t i = 0; i < resolved.size(); ++i) {
-        if (resolved[i] == -1) {
-            HNAS_CHECK(inferred < 0, "reshape: more than one -1 in ", shape_str(shape));
-            inferred = static_cast<int>(i);
-        } else {
-            known *= resolved[i];
-        }
+    const auto inferred = std::find(resolved.begin(), resolved.end(), -1);
+    if (inferred != resolved.end()) {
+        HNAS_CHECK(std::find(inferred + 1, resolved.end(), -1) == resolved.end(), "reshape: more than one -1 in ", shape_str(shape));
+        *inferred = 1;
+        const int64_t known = shape_numel(resolved, "reshape");
+        HNAS_CHECK(known > 0 && numel_ % known == 0, "reshape: cannot view ", shape_str(shape_), " as ", shape_str(shape));
+        *inferred = numel_ / known;
     }
-    if (inferred >= 0) {
-        HNAS_CHECK(known > 0 && numel_ % known == 0, "reshape: cannot view ", shape_str(shape_), " as ",
-                   shape_str(shape));
-        resolved[static_cast<size_t>(inferred)] = numel_ / known;
-    }
-    HNAS_CHECK(shape_numel(resolved) == numel_, "reshape: cannot view ", shape_str(shape_), " as ",
+    HNAS_CHECK(shape_numel(resolved, "reshape") == numel_, "reshape: cannot view ", shape_str(shape_), " as ",
                shape_str(shape));
     Tensor view = *this;
     view.shape_ = resolved;

@@ -29,6 +29,8 @@ public:
         valid_start_ = valid_->position();
         const auto articles = read_lines(config.data.valid_articles, "validation articles");
         const auto titles = read_lines(config.data.valid_titles, "validation titles");
+        HNAS_CHECK(articles.size() == titles.size(), config.data.valid_articles, " has ", articles.size(), " lines but ",
+                   config.data.valid_titles, " has ", titles.size(), " (the files changed while they were read)");
         const size_t count = std::min<size_t>(articles.size(), static_cast<size_t>(config.validation.decode_examples));
         decode_articles_.assign(articles.begin(), articles.begin() + static_cast<std::ptrdiff_t>(count));
         decode_references_.assign(titles.begin(), titles.begin() + static_cast<std::ptrdiff_t>(count));

@@ -24,19 +24,11 @@ data::ImageDataOptions image_data(const config::ExperimentConfig& config, const 
     return o;
 }
 
-// Right answers over a pass, per image in batch order.
-struct Tally {
-    std::vector<double> correct;
-    void add(const Tensor& logits, const Tensor& labels) {
-        const std::vector<int32_t> predicted = argmax_rows(logits);
-        for (size_t row = 0; row < predicted.size(); ++row) correct.push_back(predicted[row] == labels.ints()[row] ? 1.0 : 0.0);
-    }
-    double accuracy() const {
-        double right = 0.0;
-        for (double c : correct) right += c;
-        return correct.empty() ? 0.0 : right / static_cast<double>(correct.size());
-    }
-};
+// Tallies a batch's right answers, per image in batch order.
+void tally_batch(Tally& tally, const Tensor& logits, const Tensor& labels) {
+    const std::vector<int32_t> predicted = argmax_rows(logits);
+    for (size_t row = 0; row < predicted.size(); ++row) tally.add(predicted[row] == labels.ints()[row]);
+}
 
 class ImagesTask : public Task {
 public:
@@ -87,7 +79,7 @@ public:
             *valid_, valid_start_, config_.validation.max_batches,
             [&](const data::ImageBatch& b) {
                 const Var logits = model_->logits(model_->encode(b.patches));
-                tally.add(logits.value(), b.labels);
+                tally_batch(tally, logits.value(), b.labels);
                 return ops::cross_entropy(logits, b.labels);
             },
             [](const data::ImageBatch& b) { return b.patches.dim(0); });
@@ -147,7 +139,8 @@ TestResult test(const decode::TrainedCheckpoint& trained) {
     data::ImageBatcher batcher(image_data(trained.config, file, false));
     NoGradScope no_grad;
     Tally tally;
-    while (auto batch = batcher.next()) tally.add(loaded.model->logits(loaded.model->encode(batch->patches)).value(), batch->labels);
+    while (auto batch = batcher.next())
+        tally_batch(tally, loaded.model->logits(loaded.model->encode(batch->patches)).value(), batch->labels);
     TestResult result;
     result.metrics = {{"accuracy", tally.accuracy()}, {"examples", tally.correct.size()}};
     result.per_example["accuracy"] = tally.correct;

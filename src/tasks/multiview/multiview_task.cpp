@@ -51,28 +51,23 @@ Examples examples_of(const data::MultiviewBatch& batch, int64_t first, int64_t l
 }
 Examples examples_of(const data::MultiviewBatch& batch) { return examples_of(batch, 0, batch.rows); }
 
-// Right answers: the pair, and each part of it read off the predicted class.
-struct Tally {
-    int64_t right = 0, color_right = 0, count_right = 0, total = 0;
-    std::vector<double> correct;
-
-    void add(const Tensor& logits, const Examples& examples, int32_t count_classes) {
-        const std::vector<int32_t> predicted = argmax_rows(logits);
-        for (size_t row = 0; row < predicted.size(); ++row) {
-            const data::MultiviewLabel& truth = examples.parts[row];
-            const bool color = predicted[row] / count_classes == truth.color, count = predicted[row] % count_classes == truth.count;
-            right += color && count;
-            color_right += color;
-            count_right += count;
-            ++total;
-            correct.push_back(color && count ? 1.0 : 0.0);
-        }
+// Tallies a batch's right answers: the pair, and each part of it read off the predicted class.
+constexpr size_t kColorPart = 0, kCountPart = 1;
+void tally_batch(Tally& tally, const Tensor& logits, const Examples& examples, int32_t count_classes) {
+    const std::vector<int32_t> predicted = argmax_rows(logits);
+    for (size_t row = 0; row < predicted.size(); ++row) {
+        const data::MultiviewLabel& truth = examples.parts[row];
+        const bool color = predicted[row] / count_classes == truth.color, count = predicted[row] % count_classes == truth.count;
+        tally.add(color && count);
+        tally.add_part(kColorPart, color);
+        tally.add_part(kCountPart, count);
     }
-    double share(int64_t hits) const { return total > 0 ? static_cast<double>(hits) / static_cast<double>(total) : 0.0; }
-    std::vector<Metric> metrics() const {
-        return {{"accuracy", share(right)}, {"accuracy_color", share(color_right)}, {"accuracy_count", share(count_right)}};
-    }
-};
+}
+std::vector<Metric> metrics_of(const Tally& tally) {
+    return {{"accuracy", tally.accuracy()},
+            {"accuracy_color", tally.part_accuracy(kColorPart)},
+            {"accuracy_count", tally.part_accuracy(kCountPart)}};
+}
 
 // Everything that draws the training batches.
 uint64_t fingerprint(const data::MultiviewOptions& o) {
@@ -135,13 +130,13 @@ public:
             const Var logits = model_->logits(examples.views);
             weighted_loss += static_cast<double>(ops::cross_entropy(logits, examples.labels).item()) *
                              static_cast<double>(examples.labels.dim(0));
-            tally.add(logits.value(), examples, train_.options().count_classes);
+            tally_batch(tally, logits.value(), examples, train_.options().count_classes);
         }
         Validation result;
         result.tokens = tally.total;
         result.loss = weighted_loss / static_cast<double>(tally.total);
         result.metrics = {{"loss", result.loss}};
-        for (const Metric& metric : tally.metrics()) result.metrics.push_back(metric);
+        for (const Metric& metric : metrics_of(tally)) result.metrics.push_back(metric);
         return result;
     }
 
@@ -152,7 +147,7 @@ public:
         Tally tally;
         for (int64_t k = 0; k < batches; ++k) {
             const Examples examples = examples_of(test_stream.batch(static_cast<uint64_t>(k)));
-            tally.add(model_->logits(examples.views).value(), examples, train_.options().count_classes);
+            tally_batch(tally, model_->logits(examples.views).value(), examples, train_.options().count_classes);
         }
         return tally;
     }
@@ -187,7 +182,7 @@ TestResult test(const decode::TrainedCheckpoint& trained) {
     models::load_parameters(trained.checkpoint, task.model());
     const Tally tally = task.test(config.test.batches);
     TestResult result;
-    for (const Metric& metric : tally.metrics()) result.metrics[metric.name] = metric.value;
+    for (const Metric& metric : metrics_of(tally)) result.metrics[metric.name] = metric.value;
     result.per_example["accuracy"] = tally.correct;
     result.settings = {{"examples", tally.total}, {"stream", "test"}};
     return result;

@@ -1,7 +1,5 @@
 #include "tasks/synthetic/synthetic_task.h"
 
-#include <array>
-
 #include "base/hash.h"
 #include "models/symbol_encoder.h"
 #include "tasks/task_support.h"
@@ -42,35 +40,24 @@ Examples examples_of(const data::SyntheticBatch& batch, int64_t first, int64_t l
 }
 Examples examples_of(const data::SyntheticBatch& batch) { return examples_of(batch, 0, batch.rows); }
 
-// Right answers over examples, overall and per rule of case distinction, with each example's 0/1.
-struct Tally {
-    int64_t right = 0, total = 0;
-    std::array<int64_t, 3> rule_right{}, rule_total{};
-    std::vector<double> correct;
+// Tallies a batch's right answers, with the rule of case distinction of each as the part.
+void tally_batch(Tally& tally, const Tensor& logits, const Examples& examples) {
+    const std::vector<int32_t> predicted = argmax_rows(logits);
+    for (size_t row = 0; row < predicted.size(); ++row) {
+        const bool hit = predicted[row] == examples.labels.ints()[row];
+        tally.add(hit);
+        if (!examples.rules.empty()) tally.add_part(static_cast<size_t>(examples.rules[row]), hit);
+    }
+}
 
-    void add(const Tensor& logits, const Examples& examples) {
-        const std::vector<int32_t> predicted = argmax_rows(logits);
-        for (size_t row = 0; row < predicted.size(); ++row) {
-            const bool hit = predicted[row] == examples.labels.ints()[row];
-            right += hit;
-            ++total;
-            correct.push_back(hit ? 1.0 : 0.0);
-            if (examples.rules.empty()) continue;
-            const auto rule = static_cast<size_t>(examples.rules[row]);
-            rule_right[rule] += hit;
-            ++rule_total[rule];
-        }
+// "accuracy_argmin" etc.; a rule that never occurred is left out.
+void add_rule_metrics(const Tally& tally, std::vector<Metric>& metrics) {
+    for (const auto& [rule, name] : data::kDistinctionCaseNames) {
+        const auto r = static_cast<size_t>(rule);
+        if (tally.part_count(r) == 0) continue;
+        metrics.push_back({"accuracy_" + std::string(name), tally.part_accuracy(r)});
     }
-    double accuracy() const { return total > 0 ? static_cast<double>(right) / static_cast<double>(total) : 0.0; }
-    // "accuracy_argmin" etc.; a rule that never occurred is left out.
-    void add_rule_metrics(std::vector<Metric>& metrics) const {
-        for (const auto& [rule, name] : data::kDistinctionCaseNames) {
-            const auto r = static_cast<size_t>(rule);
-            if (rule_total[r] == 0) continue;
-            metrics.push_back({"accuracy_" + std::string(name), static_cast<double>(rule_right[r]) / static_cast<double>(rule_total[r])});
-        }
-    }
-};
+}
 
 // Everything that draws the training batches.
 uint64_t fingerprint(const data::SyntheticOptions& o) {
@@ -140,13 +127,13 @@ public:
             const Examples examples = examples_of(batch);
             const Var logits = model_->logits(examples.ids);
             weighted_loss += static_cast<double>(ops::cross_entropy(logits, examples.labels).item()) * static_cast<double>(batch.rows);
-            tally.add(logits.value(), examples);
+            tally_batch(tally, logits.value(), examples);
         }
         result.tokens = tally.total;
         result.loss = weighted_loss / static_cast<double>(tally.total);
         result.metrics = {{"loss", result.loss}, {"accuracy", tally.accuracy()}};
         result.metrics.push_back({"accuracy_at_train_length", accuracy_of(valid_at_train_length_).accuracy()});
-        tally.add_rule_metrics(result.metrics);
+        add_rule_metrics(tally, result.metrics);
         return result;
     }
 
@@ -158,7 +145,7 @@ public:
             const data::SyntheticBatch batch =
                 data::synthetic_batch(stream(config_, config_.data.valid_length, kTestSeed), static_cast<uint64_t>(k));
             const Examples examples = examples_of(batch);
-            tally.add(model_->logits(examples.ids).value(), examples);
+            tally_batch(tally, model_->logits(examples.ids).value(), examples);
         }
         return tally;
     }
@@ -168,7 +155,7 @@ private:
         Tally tally;
         for (const data::SyntheticBatch& batch : batches) {
             const Examples examples = examples_of(batch);
-            tally.add(model_->logits(examples.ids).value(), examples);
+            tally_batch(tally, model_->logits(examples.ids).value(), examples);
         }
         return tally;
     }
@@ -203,7 +190,7 @@ TestResult test(const decode::TrainedCheckpoint& trained) {
     const Tally tally = task.test(config.test.batches);
     TestResult result;
     std::vector<Metric> metrics{{"accuracy", tally.accuracy()}};
-    tally.add_rule_metrics(metrics);
+    add_rule_metrics(tally, metrics);
     for (const Metric& metric : metrics) result.metrics[metric.name] = metric.value;
     result.per_example["accuracy"] = tally.correct;
     result.settings = {{"problem", name_of(config.data.problem)}, {"length", config.data.valid_length},
