@@ -17,6 +17,7 @@
 #include "io/checkpoint.h"
 #include "models/model_factory.h"
 #include "models/model_io.h"
+#include "tasks/task.h"
 #include "test_support.h"
 
 namespace hnas {
@@ -67,7 +68,7 @@ Json model_json(const std::string& task, const std::string& encoder_kind) {
 // `query_key_gain` multiplies the encoder's query and key projections, sharpening its attention.
 std::string write_checkpoint(const std::string& name, const Json& raw, float query_key_gain = 1.0f) {
     const auto& env = AnalysisEnvironment::get();
-    const config::ExperimentConfig parsed = config::parse_experiment_config(raw);
+    const config::ExperimentConfig parsed = tasks::parse_config(raw);
     Rng init(parsed.seed, 0), dropout(parsed.seed, 1);
     const auto model = models::build_model(parsed.model, init, dropout);
     for (const auto& named : model->named_parameters()) {
@@ -95,7 +96,7 @@ testing::Outcome run_hnas(const std::vector<std::string>& args) { return testing
 TEST(ExplainAway, DnasKeepsEveryKeyAboveTheLemmaBound) {
     const auto& env = AnalysisEnvironment::get();
     for (const std::string task : {"headline", "mlm"}) {
-        const auto trained = decode::load_trained_model(write_checkpoint(task + "_dnas.ckpt", model_json(task, "dnas"), 4.0f));
+        const auto trained = tasks::load_trained_model(write_checkpoint(task + "_dnas.ckpt", model_json(task, "dnas"), 4.0f));
         EXPECT_EQ(trained.step, 17);
         const auto report = analysis::explain_away(trained, read_lines(env.articles, "articles"), {});
         EXPECT_EQ(report.sequences, 40);
@@ -118,7 +119,7 @@ TEST(ExplainAway, DnasKeepsEveryKeyAboveTheLemmaBound) {
 
 TEST(ExplainAway, PeakedSoftmaxExplainsKeysAway) {
     const auto& env = AnalysisEnvironment::get();
-    const auto trained = decode::load_trained_model(write_checkpoint("lnas_peaked.ckpt", model_json("headline", "lnas"), 4.0f));
+    const auto trained = tasks::load_trained_model(write_checkpoint("lnas_peaked.ckpt", model_json("headline", "lnas"), 4.0f));
     const auto report = analysis::explain_away(trained, read_lines(env.articles, "articles"), {});
     int64_t below = 0;
     double smallest_ratio = 1e9;
@@ -141,7 +142,7 @@ TEST(ExplainAway, PeakedSoftmaxExplainsKeysAway) {
 }
 
 TEST(HybridWeights, FromCheckpointsAndRunLogs) {
-    const auto trained = decode::load_trained_model(write_checkpoint("hnas.ckpt", model_json("headline", "hnas")));
+    const auto trained = tasks::load_trained_model(write_checkpoint("hnas.ckpt", model_json("headline", "hnas")));
     const auto point = analysis::hybrid_weights_of_model(trained);
     ASSERT_EQ(point.attentions.size(), 2u);
     EXPECT_EQ(point.attentions[0].first, "encoder.layers.0.self_attn");
@@ -149,7 +150,7 @@ TEST(HybridWeights, FromCheckpointsAndRunLogs) {
         ASSERT_EQ(u.size(), 4u);
         for (const double value : u) EXPECT_NEAR(value, 0.2, 1e-6);  // hybrid_init
     }
-    EXPECT_THROW(analysis::hybrid_weights_of_model(decode::load_trained_model(
+    EXPECT_THROW(analysis::hybrid_weights_of_model(tasks::load_trained_model(
                      write_checkpoint("plain.ckpt", model_json("headline", "lnas")))),
                  Error);
 

@@ -12,6 +12,7 @@
 #include "models/vit.h"
 #include "nn/attention.h"
 #include "nn/transformer_layer.h"
+#include "tasks/task.h"
 #include "test_support.h"
 
 namespace hnas {
@@ -144,7 +145,7 @@ TEST_P(MultiviewParity, LogitsLossAndEveryGradientMatch) {
                                  {"mixer", c.at("mixer")}, {"layer_norm_eps", c.at("layer_norm_eps")},
                                  {"attention", {{"encoder", {{"kind", c.at("kind")}}}}}}},
                       {"data", {{"colors", 2}, {"count_classes", classes / 2}}}};
-    const config::ExperimentConfig config = config::parse_experiment_config(raw);
+    const config::ExperimentConfig config = tasks::parse_config(raw);
     Rng init(1), dropout(2);
     models::MultiviewModel model(config.model, init, dropout);
     set_parameters(model, c.at("parameters"));
@@ -176,7 +177,7 @@ TEST(VitParity, LogitsLossAndEveryGradientMatch) {
                                  {"attention", {{"encoder", {{"kind", c.at("kinds")}}}}}}},
                       {"data", {{"train_file", "TRAIN"}, {"image_height", side}, {"image_width", side}, {"patch", 2},
                                 {"classes", c.at("classes")}}}};
-    const config::ExperimentConfig config = config::parse_experiment_config(raw);
+    const config::ExperimentConfig config = tasks::parse_config(raw);
     ASSERT_EQ(config.model.image.patches, c.at("patches").get<int64_t>());
     Rng init(1), dropout(2);
     models::VitModel model(config.model, init, dropout);

@@ -12,7 +12,7 @@
 #include "analysis/dual_deviation.h"
 #include "analysis/explain_away.h"
 #include "convert/hf_bert.h"
-#include "decode/trained_model.h"
+#include "tasks/trained_model.h"
 #include "io/safetensors.h"
 #include "models/bert.h"
 #include "models/model_io.h"
@@ -39,7 +39,7 @@ TEST(BertImport, LogitsEqualPyTorchsBert) {
     const convert::ImportReport report = convert::import_bert(options_to(scratch.path("bert.ckpt")));
     EXPECT_TRUE(report.fresh.empty());
     EXPECT_TRUE(report.unused.empty());
-    const decode::TrainedCheckpoint trained = decode::read_trained_checkpoint(scratch.path("bert.ckpt"));
+    const tasks::TrainedCheckpoint trained = tasks::read_trained_checkpoint(scratch.path("bert.ckpt"));
     EXPECT_EQ(trained.step, 0);
     EXPECT_FLOAT_EQ(trained.config.model.layer_norm_eps, 1e-12f);
     Rng init(1), dropout(2);
@@ -100,7 +100,7 @@ TEST(BertImport, LogitsEqualPyTorchsBert) {
 TEST(BertImport, DualAnalysisOfTheImportedBert) {
     const testing::ScratchDir scratch("hnas_bert_dual_");
     convert::import_bert(options_to(scratch.path("bert.ckpt")));
-    const decode::TrainedModel trained = decode::load_trained_model(scratch.path("bert.ckpt"));
+    const tasks::TrainedModel trained = tasks::load_trained_model(scratch.path("bert.ckpt"));
     const std::vector<std::string> texts{"call me ishmael .", "the whale , the ship and the sea", "captain ahab"};
     int64_t queries = 0;  // [CLS] text [SEP] of each
     for (const std::string& text : texts) queries += static_cast<int64_t>(analysis::encoder_input(trained.config, trained.tokenizer, text).size());

@@ -9,6 +9,7 @@
 #include "config/experiment_config.h"
 #include "data/tokenizer.h"
 #include "decode/beam_search.h"
+#include "tasks/task.h"
 #include "test_support.h"
 
 namespace hnas {
@@ -50,7 +51,7 @@ std::unique_ptr<models::Seq2SeqModel> tiny_model(const DecoderSetup& setup, uint
                         {"decoder_layers", 2}, {"max_source_positions", 16}, {"max_target_positions", 12},
                         {"norm", setup.pre_norm ? "pre" : "post"}, {"share_encoder_decoder", setup.shared_weights},
                         {"attention", {{"encoder", encoder}, {"decoder", decoder}, {"cross", cross}}}}}};
-    const auto parsed = config::parse_experiment_config(raw);
+    const auto parsed = tasks::parse_config(raw);
     static Rng dropout(1, 1);
     Rng init(seed, 0);
     auto model = std::make_unique<models::Seq2SeqModel>(parsed.model, init, dropout);

@@ -17,6 +17,7 @@
 #include "experiments/run_result.h"
 #include "experiments/sweep.h"
 #include "train/run_directory.h"
+#include "tasks/task.h"
 #include "test_support.h"
 
 namespace hnas::experiments {
@@ -110,7 +111,7 @@ TEST(Grid, ShippedListsApplyToTheirConfigs) {
         EXPECT_EQ(names_of(mixers), (std::vector<std::string>{"BERT", "MTE", "NAP", "NON", "sum", "max", "DNAS", "HNAS", "sinkhorn"}));
         for (const char* base : {"paper002_cases.json", "paper002_cases_first_token.json", "paper002_mode.json"}) {
             for (const Setting& setting : mixers) {
-                EXPECT_NO_THROW(config::load_experiment_config(configs + base, setting.assignments()))
+                EXPECT_NO_THROW(tasks::load_config(configs + base, setting.assignments()))
                     << list << " on " << base << ": " << setting.name;
             }
         }
@@ -123,13 +124,13 @@ TEST(Grid, ShippedListsApplyToTheirConfigs) {
         const auto rates = cross(read_setting_list(configs + list), {parse_grid_axis("train.learning_rate=[6.56e-5,2.43e-3]")});
         EXPECT_EQ(names_of(rates), names) << list;
         for (const Setting& setting : rates) {
-            EXPECT_NO_THROW(config::load_experiment_config(configs + "paper002_cases.json", setting.assignments())) << setting.name;
+            EXPECT_NO_THROW(tasks::load_config(configs + "paper002_cases.json", setting.assignments())) << setting.name;
         }
     }
     const auto views = read_setting_list(configs + "sweeps/paper004_multiview.json");
     EXPECT_EQ(names_of(views), (std::vector<std::string>{"pooled_sum", "pooled_max", "LNAS", "DNAS", "HNAS", "sinkhorn"}));
     for (const Setting& setting : views) {
-        EXPECT_NO_THROW(config::load_experiment_config(configs + "paper004_multiview.json", setting.assignments())) << setting.name;
+        EXPECT_NO_THROW(tasks::load_config(configs + "paper004_multiview.json", setting.assignments())) << setting.name;
     }
 }
 

@@ -14,6 +14,7 @@
 #include "io/checkpoint.h"
 #include "models/memory_estimate.h"
 #include "models/vit.h"
+#include "tasks/task.h"
 #include "test_support.h"
 #include "train/trainer.h"
 
@@ -120,7 +121,7 @@ TEST(VitModel, MatchesFiniteDifferencesAndTheMemoryEstimate) {
                       {"model", {{"d_model", 8}, {"heads", 2}, {"ffn_dim", 8}, {"encoder_layers", 2},
                                  {"attention", {{"encoder", {{"kind", {"lnas", "ot"}}}}}}}},
                       {"data", {{"train_file", "TRAIN"}, {"image_height", 4}, {"image_width", 4}, {"classes", 3}}}};
-    const config::ExperimentConfig config = config::parse_experiment_config(raw);
+    const config::ExperimentConfig config = tasks::parse_config(raw);
     Rng init(5), dropout(6);
     models::VitModel model(config.model, init, dropout);
     model.set_training(false);
@@ -138,7 +139,7 @@ train::TrainResult run(const Json& raw, const fs::path& dir, bool resume = false
     options.run_dir = dir.string();
     options.resume = resume;
     options.stop_after_steps = stop_after;
-    return train::train(config::parse_experiment_config(raw), options);
+    return train::train(tasks::parse_config(raw), options);
 }
 
 TEST(ImagesTask, OtWithSameClassTemplatesTrainsResumesAndTests) {

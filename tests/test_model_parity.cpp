@@ -6,6 +6,7 @@
 #include "models/bert.h"
 #include "models/model_factory.h"
 #include "models/seq2seq.h"
+#include "tasks/task.h"
 #include "test_support.h"
 
 namespace hnas {
@@ -42,7 +43,7 @@ class ModelParity : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ModelParity, LogitsLossAndEveryGradientMatch) {
     const Json& c = testing::fixture_case("models.json", GetParam());
-    const config::ExperimentConfig parsed = config::parse_experiment_config(c.at("config"));
+    const config::ExperimentConfig parsed = tasks::parse_config(c.at("config"));
     Rng init(1), dropout(2);
     const auto model = models::build_model(parsed.model, init, dropout);
     model->set_training(false);
@@ -77,7 +78,7 @@ class HeadParity : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HeadParity, LogitsLossAndEveryGradientMatch) {
     const Json& c = testing::fixture_case("heads.json", GetParam());
-    config::ExperimentConfig parsed = config::parse_experiment_config(c.at("config"));
+    config::ExperimentConfig parsed = tasks::parse_config(c.at("config"));
     const Json& heads = c.at("heads");
     parsed.model.bert_heads = {heads.value("masked_lm", true), heads.value("sentence_order", false),
                                heads.value("classes", int64_t{0}), heads.value("span", false)};

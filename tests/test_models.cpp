@@ -14,6 +14,7 @@
 #include "models/model_factory.h"
 #include "models/model_io.h"
 #include "models/seq2seq.h"
+#include "tasks/task.h"
 #include "test_support.h"
 
 namespace hnas {
@@ -38,7 +39,7 @@ Json tiny_config(const std::string& task) {
 
 std::string config_error(const Json& raw) {
     try {
-        config::parse_experiment_config(raw);
+        tasks::parse_config(raw);
     } catch (const Error& e) {
         return e.what();
     }
@@ -132,7 +133,7 @@ TEST(Config, OverridesAndResolvedDefaults) {
     config::apply_override(raw, "model.encoder_layers=1");
     config::apply_override(raw, "model.attention.encoder.kind=dnas");
     config::apply_override(raw, "model.norm=pre");
-    const config::ExperimentConfig parsed = config::parse_experiment_config(raw);
+    const config::ExperimentConfig parsed = tasks::parse_config(raw);
     EXPECT_EQ(parsed.model.encoder_layers, 1);
     EXPECT_EQ(parsed.model.encoder_attention.kinds, std::vector<std::string>{"dnas"});
     EXPECT_EQ(parsed.model.norm, nn::NormPlacement::pre);
@@ -144,11 +145,11 @@ TEST(Config, OverridesAndResolvedDefaults) {
 
 TEST(Config, MatmulPrecisionIsF32OrBf16) {
     Json raw = tiny_config("headline");
-    config::ExperimentConfig parsed = config::parse_experiment_config(raw);
+    config::ExperimentConfig parsed = tasks::parse_config(raw);
     EXPECT_EQ(parsed.train.precision, backend::MatmulPrecision::f32);
     EXPECT_EQ(parsed.resolved.at("train").at("precision"), "f32");
     raw["train"]["precision"] = "bf16";
-    parsed = config::parse_experiment_config(raw);
+    parsed = tasks::parse_config(raw);
     EXPECT_EQ(parsed.train.precision, backend::MatmulPrecision::bf16);
     EXPECT_EQ(parsed.resolved.at("train").at("precision"), "bf16");
     raw["train"]["precision"] = "fp16";
@@ -165,9 +166,9 @@ TEST(Config, EveryShippedConfigParsesAndItsResolvedFormParsesToItself) {
         if (entry.path().extension() != ".json") continue;
         SCOPED_TRACE(entry.path().string());
         config::ExperimentConfig config;
-        ASSERT_NO_THROW(config = config::load_experiment_config(entry.path().string()));
+        ASSERT_NO_THROW(config = tasks::load_config(entry.path().string()));
         config::ExperimentConfig again;
-        ASSERT_NO_THROW(again = config::parse_experiment_config(config.resolved));
+        ASSERT_NO_THROW(again = tasks::parse_config(config.resolved));
         EXPECT_EQ(again.resolved, config.resolved);
         ++parsed;
     }
@@ -186,7 +187,7 @@ TEST(Config, PaperConfigsHaveTheirDocumentedSizes) {
                                                                 {"mlm_paper.json", 110106572},
                                                                 {"mlm_paper_lnas.json", 110106428}};
     for (const auto& [file, documented] : sizes) {
-        const config::ExperimentConfig parsed = config::load_experiment_config(configs + file, {});
+        const config::ExperimentConfig parsed = tasks::load_config(configs + file, {});
         const models::ModelConfig& m = parsed.model;
         // hnas in the encoder has one u per head and layer, which the estimate leaves out
         const int64_t hnas_scalars = m.encoder_attention.kinds.front() == "hnas" ? m.heads * m.encoder_layers : 0;
@@ -204,8 +205,8 @@ TEST(Config, BaseConfigsMergeObjectByObject) {
     scratch.write("base.json", base.dump());
     scratch.write("sub/twin.json", R"({"base": "../base.json", "model": {"heads": 2, "attention": {"encoder": {"kind": "dnas", "hybrid_init": null}}},
                                        "train": {"steps": 7}})");
-    const config::ExperimentConfig from_base = config::load_experiment_config(scratch.path("base.json"));
-    const config::ExperimentConfig twin = config::load_experiment_config(scratch.path("sub/twin.json"), {"train.steps=9"});
+    const config::ExperimentConfig from_base = tasks::load_config(scratch.path("base.json"));
+    const config::ExperimentConfig twin = tasks::load_config(scratch.path("sub/twin.json"), {"train.steps=9"});
     EXPECT_EQ(twin.model.heads, 2);
     EXPECT_EQ(twin.model.width, 32);  // the base's, beside a key the twin replaced
     EXPECT_EQ(twin.model.encoder_attention.kinds, (std::vector<std::string>{"dnas", "dnas"}));
@@ -217,26 +218,26 @@ TEST(Config, BaseConfigsMergeObjectByObject) {
 
     scratch.write("loop_a.json", R"({"base": "loop_b.json"})");
     scratch.write("loop_b.json", R"({"base": "loop_a.json"})");
-    EXPECT_CONTAINS(testing::error_of([&] { config::load_experiment_config(scratch.path("loop_a.json")); }),
+    EXPECT_CONTAINS(testing::error_of([&] { tasks::load_config(scratch.path("loop_a.json")); }),
                     "its base makes a cycle: ");
     scratch.write("self.json", R"({"base": "self.json"})");
-    EXPECT_CONTAINS(testing::error_of([&] { config::load_experiment_config(scratch.path("self.json")); }), "makes a cycle");
+    EXPECT_CONTAINS(testing::error_of([&] { tasks::load_config(scratch.path("self.json")); }), "makes a cycle");
     scratch.write("missing.json", R"({"base": "nowhere.json"})");
-    EXPECT_CONTAINS(testing::error_of([&] { config::load_experiment_config(scratch.path("missing.json")); }),
+    EXPECT_CONTAINS(testing::error_of([&] { tasks::load_config(scratch.path("missing.json")); }),
                     "config " + scratch.path("missing.json") + ": its base " + scratch.path("nowhere.json") + " is not a file");
     scratch.write("number.json", R"({"base": 3})");
-    EXPECT_CONTAINS(testing::error_of([&] { config::load_experiment_config(scratch.path("number.json")); }),
+    EXPECT_CONTAINS(testing::error_of([&] { tasks::load_config(scratch.path("number.json")); }),
                     "base must name the config file this one builds on, got 3");
     scratch.write("array.json", "[1]");
     scratch.write("on_array.json", R"({"base": "array.json"})");
-    EXPECT_CONTAINS(testing::error_of([&] { config::load_experiment_config(scratch.path("on_array.json")); }),
+    EXPECT_CONTAINS(testing::error_of([&] { tasks::load_config(scratch.path("on_array.json")); }),
                     "array.json: expected an object {…} at the top level, got array");
 
     const std::string configs = std::string(HNAS_SOURCE_DIR) + "/configs/";
     for (const auto& [twin_file, base_file, kind] : std::vector<std::tuple<std::string, std::string, std::string>>{
              {"gigaword_paper_dnas.json", "gigaword_paper.json", "dnas"}, {"mlm_paper_lnas.json", "mlm_paper.json", "lnas"}}) {
-        Json expected = config::load_experiment_config(configs + base_file, {"model.attention.encoder.kind=" + kind}).resolved;
-        Json have = config::load_experiment_config(configs + twin_file).resolved;
+        Json expected = tasks::load_config(configs + base_file, {"model.attention.encoder.kind=" + kind}).resolved;
+        Json have = tasks::load_config(configs + twin_file).resolved;
         for (Json* resolved : {&expected, &have}) resolved->at("model").at("attention").at("encoder").erase("hybrid_init");
         EXPECT_EQ(have, expected) << twin_file;
     }
@@ -245,7 +246,7 @@ TEST(Config, BaseConfigsMergeObjectByObject) {
 TEST(Config, ReadmeKeyTablesAreTheParsers) {
     const std::string path = std::string(HNAS_SOURCE_DIR) + "/configs/README.md";
     const std::string document = hnas::read_file(path, "configs README");
-    const std::string expected = config::with_key_tables(document, path);
+    const std::string expected = tasks::with_key_tables(document, path);
     std::istringstream have(document), want(expected);
     std::string have_line, want_line;
     for (int line = 1; std::getline(want, want_line); ++line) {
@@ -264,7 +265,7 @@ TEST(Config, HostileJsonIsAnErrorNamingTheFileAndTheKey) {
     const std::string path = scratch.path("config.json");
     auto load_error = [&](const std::string& text, const std::vector<std::string>& overrides = {}) {
         testing::write_file(path, text);
-        return testing::error_of([&] { config::load_experiment_config(path, overrides); });
+        return testing::error_of([&] { tasks::load_config(path, overrides); });
     };
     const std::string deep_array = std::string(100000, '[') + std::string(100000, ']');
     EXPECT_CONTAINS(load_error("{\"model\": " + deep_array + "}"), "config " + path + ": not valid JSON: nesting deeper than 100 levels (at model[0][0][0][0][0]...[0][0][0])");
@@ -306,7 +307,7 @@ TEST(Models, MemoryEstimateOfTheLargestConfigSaturatesInsteadOfWrapping) {
     raw["model"]["ffn_dim"] = 1 << 20;
     raw["model"]["encoder_layers"] = 1024;
     raw["model"]["decoder_layers"] = 1024;
-    const config::ExperimentConfig parsed = config::parse_experiment_config(raw);
+    const config::ExperimentConfig parsed = tasks::parse_config(raw);
     const int64_t rows = 1 << 20, length = 1 << 20;
     const models::MemoryEstimate estimate = models::estimate_training_memory(parsed.model, {rows, length, length, rows * length});
     EXPECT_EQ(estimate.activation_bytes, int64_t{1} << 50);
@@ -325,7 +326,7 @@ TEST(Models, MemoryEstimateCountsTheParametersOfTheBuiltModel) {
                     raw["model"]["mixer"] = mixer;
                     raw["model"]["mte_attention_norm"] = attention_norm;
                     if (task == "headline") raw["model"]["tie_embeddings"] = norm == "pre";
-                    const config::ExperimentConfig parsed = config::parse_experiment_config(raw);
+                    const config::ExperimentConfig parsed = tasks::parse_config(raw);
                     Rng init(1), dropout(2);
                     const int64_t built = task == "headline" ? models::Seq2SeqModel(parsed.model, init, dropout).parameter_count()
                                                              : models::BertModel(parsed.model, init, dropout).parameter_count();
@@ -348,7 +349,7 @@ TEST(Models, MemoryEstimateCountsTheParametersOfTheBuiltModel) {
                                      {"positions", problem == "mode" ? "none" : "learned"},
                                      {"attention", {{"encoder", {{"kind", "nap"}}}}}}},
                           {"data", {{"problem", problem}, {"output", output}}}};
-        const config::ExperimentConfig parsed = config::parse_experiment_config(raw);
+        const config::ExperimentConfig parsed = tasks::parse_config(raw);
         Rng init(1), dropout(2);
         const int64_t built = models::build_model(parsed.model, init, dropout)->parameter_count();
         const int64_t per_head_scalars = 2 * parsed.model.heads * parsed.model.encoder_layers;
@@ -371,7 +372,7 @@ TEST(Models, SharedPriorIsEveryLayerHoldingTheSameTable) {
             shared["model"]["attention"][stack]["prior"] = prior;
             shared["model"]["attention"][stack]["prior"]["shared"] = true;
         }
-        const config::ExperimentConfig a = config::parse_experiment_config(per_layer), b = config::parse_experiment_config(shared);
+        const config::ExperimentConfig a = tasks::parse_config(per_layer), b = tasks::parse_config(shared);
         Rng init_a(1), dropout_a(2), init_b(1), dropout_b(2);
         const auto layered = models::build_model(a.model, init_a, dropout_a);
         const auto stacked = models::build_model(b.model, init_b, dropout_b);
@@ -437,7 +438,7 @@ TEST(Models, SharedPriorIsEveryLayerHoldingTheSameTable) {
 TEST(Models, SharedEncoderDecoderIsTheDecoderRunningOnTheEncodersWeights) {
     Json separate = tiny_config("headline"), shared = tiny_config("headline");
     shared["model"]["share_encoder_decoder"] = true;
-    const config::ExperimentConfig a = config::parse_experiment_config(separate), b = config::parse_experiment_config(shared);
+    const config::ExperimentConfig a = tasks::parse_config(separate), b = tasks::parse_config(shared);
     Rng init_a(1), dropout_a(2), init_b(1), dropout_b(2);
     const models::Seq2SeqModel copies(a.model, init_a, dropout_a), tied(b.model, init_b, dropout_b);
     // The parameter of `tied` that parameter `name` of `copies` is a copy of.
@@ -498,7 +499,7 @@ TEST(Models, SharedEncoderDecoderMatchesFiniteDifferences) {
                         {"share_encoder_decoder", true},
                         {"dropout", {{"embedding", 0.0}, {"attention", 0.0}, {"residual", 0.0}}},
                         {"attention", {{"encoder", {{"kind", "hnas"}}}, {"decoder", {{"kind", "lnas"}}}}}}}};
-    const config::ExperimentConfig parsed = config::parse_experiment_config(raw);
+    const config::ExperimentConfig parsed = tasks::parse_config(raw);
     Rng init(5), dropout(6);
     const models::Seq2SeqModel model(parsed.model, init, dropout);
     const Tensor ids = Tensor::from_ints({2, 5}, {4, 9, 7, 5, 3, 6, 11, 8, 0, 0});
@@ -533,7 +534,7 @@ TEST(Models, FurtherPaddingLeavesLossAndGradientsUnchanged) {
                             {"decoder_layers", 1}, {"max_source_positions", 8}, {"max_target_positions", 8},
                             {"dropout", {{"embedding", 0.0}, {"attention", 0.0}, {"residual", 0.0}}},
                             {"attention", {{"encoder", {{"kind", kind}}}, {"decoder", {{"kind", kind == "dnas" ? "dnas_causal" : "lnas"}}}}}}}};
-        const config::ExperimentConfig parsed = config::parse_experiment_config(raw);
+        const config::ExperimentConfig parsed = tasks::parse_config(raw);
         Rng init(5), dropout(6);
         const models::Seq2SeqModel model(parsed.model, init, dropout);
         const Tensor ids = Tensor::from_ints({2, 5}, {4, 9, 7, 5, 3, 6, 11, 8, 0, 0});
@@ -569,7 +570,7 @@ TEST(Models, FurtherPaddingLeavesLossAndGradientsUnchanged) {
 TEST(Models, TruncatedNormalInitDrawsEveryMatrixWithinTwoSigma) {
     Json raw = tiny_config("mlm");
     raw["model"]["weight_init"] = "truncated_normal";
-    const config::ExperimentConfig parsed = config::parse_experiment_config(raw);
+    const config::ExperimentConfig parsed = tasks::parse_config(raw);
     Rng init(1), dropout(2);
     const auto model = models::build_model(parsed.model, init, dropout);
     double squares = 0.0;
@@ -591,7 +592,7 @@ TEST(Models, TruncatedNormalInitDrawsEveryMatrixWithinTwoSigma) {
 
 TEST(Models, TinyModelsBuildAndLearn) {
     for (const std::string task : {"headline", "mlm"}) {
-        const config::ExperimentConfig parsed = config::parse_experiment_config(tiny_config(task));
+        const config::ExperimentConfig parsed = tasks::parse_config(tiny_config(task));
         Rng init(1), dropout(2);
         std::unique_ptr<nn::Module> model;
         std::function<Var()> loss;
@@ -642,7 +643,7 @@ TEST(Models, ParameterCountsGroupByModuleKind) {
 }
 
 TEST(Models, ParameterNamesFollowTheModuleTree) {
-    const config::ExperimentConfig parsed = config::parse_experiment_config(tiny_config("headline"));
+    const config::ExperimentConfig parsed = tasks::parse_config(tiny_config("headline"));
     Rng init(1), dropout(2);
     models::Seq2SeqModel model(parsed.model, init, dropout);
     for (const char* name : {"embedding.weight", "encoder.positions.weight", "encoder.layers.1.self_attn.q_proj.weight",
@@ -655,7 +656,7 @@ TEST(Models, ParameterNamesFollowTheModuleTree) {
 
 TEST(Models, CheckpointRoundTripIsBitExact) {
     const testing::ScratchDir dir(testing::name_for_this_test("hnas_models_"));
-    const config::ExperimentConfig parsed = config::parse_experiment_config(tiny_config("headline"));
+    const config::ExperimentConfig parsed = tasks::parse_config(tiny_config("headline"));
     Rng init_a(1), init_b(99), dropout(2);
     models::Seq2SeqModel a(parsed.model, init_a, dropout), b(parsed.model, init_b, dropout);
     io::CheckpointWriter writer(Json{{"config", parsed.resolved}});
@@ -672,7 +673,7 @@ TEST(Models, CheckpointRoundTripIsBitExact) {
     Json other = tiny_config("headline");
     other["model"]["ffn_dim"] = 48;
     Rng init_c(3);
-    models::Seq2SeqModel c(config::parse_experiment_config(other).model, init_c, dropout);
+    models::Seq2SeqModel c(tasks::parse_config(other).model, init_c, dropout);
     try {
         models::load_parameters(io::Checkpoint::load(path), c);
         FAIL() << "loaded a mismatched checkpoint";
@@ -686,7 +687,7 @@ TEST(Models, CheckpointRoundTripIsBitExact) {
 // model.scale_embeddings is the seq2seq option; BERT's token embeddings are never scaled, however a
 // config built in code sets it (hnas-bench's reference config sets it for both tasks).
 TEST(Models, BertIgnoresTheSeq2SeqEmbeddingScale) {
-    config::ExperimentConfig config = config::parse_experiment_config(tiny_config("mlm"));
+    config::ExperimentConfig config = tasks::parse_config(tiny_config("mlm"));
     config.model.embedding_dropout = config.model.attention_dropout = config.model.residual_dropout = 0.0f;
     auto loss_with_scale = [&](bool scale) {
         config.model.scale_embeddings = scale;
@@ -702,7 +703,7 @@ TEST(Models, BertIgnoresTheSeq2SeqEmbeddingScale) {
 
 TEST(Models, BertBertInitializationCopiesEncoderIntoBothStacks) {
     const testing::ScratchDir dir(testing::name_for_this_test("hnas_models_"));
-    const config::ExperimentConfig bert_config = config::parse_experiment_config(tiny_config("mlm"));
+    const config::ExperimentConfig bert_config = tasks::parse_config(tiny_config("mlm"));
     Rng bert_init(5), dropout(2);
     models::BertModel bert(bert_config.model, bert_init, dropout);
     io::CheckpointWriter writer(Json::object());
@@ -713,7 +714,7 @@ TEST(Models, BertBertInitializationCopiesEncoderIntoBothStacks) {
     Json raw = tiny_config("headline");
     raw["model"]["embedding_norm"] = true;
     raw["model"]["scale_embeddings"] = false;
-    const config::ExperimentConfig seq2seq_config = config::parse_experiment_config(raw);
+    const config::ExperimentConfig seq2seq_config = tasks::parse_config(raw);
     Rng init(6);
     models::Seq2SeqModel model(seq2seq_config.model, init, dropout);
     const Tensor cross_before = model.parameter("decoder.layers.0.cross_attn.q_proj.weight").value().clone();
@@ -743,7 +744,7 @@ TEST(Models, BertBertInitializationCopiesEncoderIntoBothStacks) {
     Json pre_bert_raw = tiny_config("mlm");
     pre_bert_raw["model"]["norm"] = "pre";
     Rng pre_bert_init(8);
-    models::BertModel pre_bert(config::parse_experiment_config(pre_bert_raw).model, pre_bert_init, dropout);
+    models::BertModel pre_bert(tasks::parse_config(pre_bert_raw).model, pre_bert_init, dropout);
     // A trained norm, so that a fresh one (ones and zeros) cannot pass for the copy.
     for (const char* name : {"encoder.final_norm.weight", "encoder.final_norm.bias"}) {
         Tensor& value = pre_bert.parameter(name).value();
@@ -757,7 +758,7 @@ TEST(Models, BertBertInitializationCopiesEncoderIntoBothStacks) {
     Json pre_raw = raw;
     pre_raw["model"]["norm"] = "pre";
     Rng pre_init(9);
-    models::Seq2SeqModel pre_model(config::parse_experiment_config(pre_raw).model, pre_init, dropout);
+    models::Seq2SeqModel pre_model(tasks::parse_config(pre_raw).model, pre_init, dropout);
     const models::InitReport pre_report = models::initialize_from_bert(io::Checkpoint::load(pre_path), pre_model);
     for (const char* target : {"encoder.final_norm.weight", "encoder.final_norm.bias", "decoder.final_norm.weight",
                                "decoder.final_norm.bias"}) {
@@ -775,7 +776,7 @@ TEST(Models, BertBertInitializationCopiesEncoderIntoBothStacks) {
     Json scaled = raw;
     scaled["model"]["scale_embeddings"] = true;
     Rng init_scaled(10);
-    models::Seq2SeqModel scaled_model(config::parse_experiment_config(scaled).model, init_scaled, dropout);
+    models::Seq2SeqModel scaled_model(tasks::parse_config(scaled).model, init_scaled, dropout);
     try {
         models::initialize_from_bert(io::Checkpoint::load(path), scaled_model);
         FAIL() << "mapped BERT's embeddings into scaled ones";
@@ -787,7 +788,7 @@ TEST(Models, BertBertInitializationCopiesEncoderIntoBothStacks) {
     Json wide = raw;
     wide["model"]["d_model"] = 64;
     Rng init_wide(7);
-    models::Seq2SeqModel wide_model(config::parse_experiment_config(wide).model, init_wide, dropout);
+    models::Seq2SeqModel wide_model(tasks::parse_config(wide).model, init_wide, dropout);
     try {
         models::initialize_from_bert(io::Checkpoint::load(path), wide_model);
         FAIL() << "mapped mismatched sizes";

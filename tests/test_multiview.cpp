@@ -9,6 +9,7 @@
 #include "data/multiview.h"
 #include "models/memory_estimate.h"
 #include "models/multiview.h"
+#include "tasks/task.h"
 #include "test_support.h"
 
 namespace hnas {
@@ -79,7 +80,7 @@ models::ModelConfig tiny_multiview(const std::string& kind, const std::string& m
                                {"model", {{"d_model", 8}, {"heads", heads}, {"ffn_dim", 6}, {"mixer", mixer},
                                           {"attention", {{"encoder", {{"kind", kind}}}}}}},
                                {"data", {{"colors", 2}, {"count_classes", 2}}}};
-    return config::parse_experiment_config(raw).model;
+    return tasks::parse_config(raw).model;
 }
 
 // Boxes of three views with ragged padding: primary 3 / 2, secondary 4 / 2 and 5 / 3.

@@ -8,6 +8,7 @@
 
 #include "config/experiment_config.h"
 #include "nn/attention.h"
+#include "tasks/task.h"
 #include "test_support.h"
 
 namespace hnas {
@@ -171,15 +172,15 @@ TEST(PreferencePriors, CrossAttentionStepsKeepTheContextPreference) {
 TEST(PreferencePriors, ConfigsRefuseAContextPriorThatWouldSeeTheFuture) {
     const Json raw = {{"task", "headline"},
                       {"model", {{"attention", {{"decoder", {{"context_prior", {{"enabled", true}}}}}}}}}};
-    EXPECT_CONTAINS(testing::error_of([&] { config::parse_experiment_config(raw); }),
+    EXPECT_CONTAINS(testing::error_of([&] { tasks::parse_config(raw); }),
                     "config model.attention.decoder.context_prior.enabled: causal self-attention cannot pool the sequence");
     const Json cross = {{"task", "headline"},
                         {"model", {{"attention", {{"cross", {{"context_prior", {{"enabled", true}, {"hidden", 4}}}}}}}}}};
-    const config::ExperimentConfig parsed = config::parse_experiment_config(cross);
+    const config::ExperimentConfig parsed = tasks::parse_config(cross);
     ASSERT_TRUE(parsed.model.cross_attention.context_prior.has_value());
     EXPECT_EQ(parsed.model.cross_attention.context_prior->hidden, 4);
     const Json zero_alpha = {{"task", "headline"}, {"model", {{"attention", {{"encoder", {{"alpha", 0}}}}}}}};
-    EXPECT_CONTAINS(testing::error_of([&] { config::parse_experiment_config(zero_alpha); }), "config model.attention.encoder.alpha");
+    EXPECT_CONTAINS(testing::error_of([&] { tasks::parse_config(zero_alpha); }), "config model.attention.encoder.alpha");
     nn::AttentionOptions causal = options_of("lnas", nn::AttentionRole::causal_self);
     causal.context_prior = nn::ContextPreferenceOptions{};
     Rng init(1), dropout(2);
@@ -192,14 +193,14 @@ TEST(PreferencePriors, SavedConfigsWithOtAlphaLoadAsTheyComputed) {
     const auto saved = [](const Json& kind, double ot_alpha) {
         return Json{{"task", "headline"}, {"model", {{"attention", {{"encoder", {{"kind", kind}, {"ot_alpha", ot_alpha}}}}}}}};
     };
-    const config::ExperimentConfig plain = config::parse_experiment_config(config::upgrade_saved_config(saved("lnas", 1.0)));
+    const config::ExperimentConfig plain = tasks::parse_config(config::upgrade_saved_config(saved("lnas", 1.0)));
     EXPECT_EQ(plain.model.encoder_attention.alpha, 1.0f);
     const config::ExperimentConfig ot =
-        config::parse_experiment_config(config::upgrade_saved_config(saved(Json::array({"ot", "ot", "ot", "ot", "ot", "ot"}), 0.7)));
+        tasks::parse_config(config::upgrade_saved_config(saved(Json::array({"ot", "ot", "ot", "ot", "ot", "ot"}), 0.7)));
     EXPECT_FLOAT_EQ(ot.model.encoder_attention.alpha, 0.7f);
     EXPECT_CONTAINS(testing::error_of([&] { config::upgrade_saved_config(saved(Json::array({"lnas", "ot"}), 0.7)); }),
                     "config model.attention.encoder.ot_alpha: 0.7 was saved by an earlier hnas");
-    EXPECT_CONTAINS(testing::error_of([&] { config::parse_experiment_config(saved("lnas", 1.0)); }),
+    EXPECT_CONTAINS(testing::error_of([&] { tasks::parse_config(saved("lnas", 1.0)); }),
                     "config model.attention.encoder.ot_alpha: unknown option");
 }
 

@@ -15,10 +15,14 @@
 
 #include "config/experiment_config.h"
 #include "data/tokenizer.h"
-#include "decode/trained_model.h"
 #include "experiments/run_result.h"
 #include "io/checkpoint.h"
+#include "tasks/classify/classify_options.h"
+#include "tasks/multiview/multiview_options.h"
+#include "tasks/span/span_options.h"
+#include "tasks/synthetic/synthetic_options.h"
 #include "tasks/task.h"
+#include "tasks/trained_model.h"
 #include "train/train_state.h"
 #include "train/trainer.h"
 #include "test_support.h"
@@ -186,7 +190,7 @@ train::TrainResult run(const Json& raw, const fs::path& dir, bool resume = false
     options.run_dir = dir.string();
     options.resume = resume;
     options.stop_after_steps = stop_after;
-    return train::train(config::parse_experiment_config(raw), options);
+    return train::train(tasks::parse_config(raw), options);
 }
 
 TEST(Trainer, LossFallsOnEveryTask) {
@@ -203,7 +207,7 @@ TEST(Trainer, LossFallsOnEveryTask) {
         std::ifstream metrics(dir.path / "metrics.jsonl");
         const Json progress = Json::parse(first_line(metrics));
         const std::string unit = progress.at("target_unit");
-        EXPECT_EQ(unit, tasks::task_definition(config::parse_experiment_config(raw).task).target_unit);
+        EXPECT_EQ(unit, tasks::task_definition(*tasks::parse_config(raw).task).target_unit);
         EXPECT_GT(progress.at("targets_per_second").get<double>(), 0.0) << unit;
         EXPECT_GT(progress.at("input_tokens_per_second").get<double>(), progress.at("targets_per_second").get<double>()) << unit;
     }
@@ -264,7 +268,7 @@ TEST(Trainer, MaskedLmTrainsSentenceOrderAndReportsBothAccuracies) {
     EXPECT_TRUE(checkpoint.has("sop_head.weight"));
     // Without its weight there is no head, and asking for its accuracy is a config error.
     raw["train"]["sentence_order_weight"] = 0;
-    EXPECT_THROW(config::parse_experiment_config(raw), Error);
+    EXPECT_THROW(tasks::parse_config(raw), Error);
 }
 
 // issue #16: each validation record carries the attention diagnostics of a fixed validation batch: per
@@ -322,11 +326,11 @@ TEST(Trainer, SyntheticTaskReportsAccuracyPerCaseAndTests) {
     }
     // The diagnostics measured the symbol sequences (no specials added): 8 keys per row.
     ASSERT_TRUE(validation.contains("diagnostics"));
-    const decode::TrainedCheckpoint trained = decode::read_trained_checkpoint((dir.path / "best.ckpt").string());
+    const tasks::TrainedCheckpoint trained = tasks::read_trained_checkpoint((dir.path / "best.ckpt").string());
     EXPECT_EQ(trained.tokenizer.vocab_size(), data::kNumSpecialIds + 100);
     EXPECT_EQ(trained.tokenizer.encode("0 17 99"), (std::vector<int32_t>{data::kNumSpecialIds, data::kNumSpecialIds + 17,
                                                                         data::kNumSpecialIds + 99}));
-    const tasks::TestResult result = tasks::task_definition(config::Task::synthetic).test(trained);
+    const tasks::TestResult result = tasks::task_definition(tasks::synthetic::schema()).test(trained);
     ASSERT_EQ(result.per_example.at("accuracy").size(), 3u * 16u);
     double right = 0.0;
     for (const double hit : result.per_example.at("accuracy")) right += hit;
@@ -359,9 +363,9 @@ TEST(Trainer, MultiviewTaskReportsItsPartsDiagnosticsAndTests) {
         EXPECT_LE(keys, 16 * 8) << name;
         EXPECT_TRUE(diagnostics.at("hybrid_u_mean").contains(name)) << name;
     }
-    const decode::TrainedCheckpoint trained = decode::read_trained_checkpoint((dir.path / "best.ckpt").string());
+    const tasks::TrainedCheckpoint trained = tasks::read_trained_checkpoint((dir.path / "best.ckpt").string());
     EXPECT_EQ(trained.tokenizer.vocab_size(), data::kNumSpecialIds);
-    const tasks::TestResult result = tasks::task_definition(config::Task::multiview).test(trained);
+    const tasks::TestResult result = tasks::task_definition(tasks::multiview::schema()).test(trained);
     ASSERT_EQ(result.per_example.at("accuracy").size(), 3u * 16u);
     double right = 0.0;
     for (const double hit : result.per_example.at("accuracy")) right += hit;
@@ -395,8 +399,8 @@ TEST(Trainer, ClassificationKeepsItsLabelsAndReportsGlueMetrics) {
 
     // hnas eval and hnas predict on the checkpoint: the validation metrics again, and one label per line.
     const std::string last = (dir.path / "checkpoints" / "step-00000020.ckpt").string();
-    const decode::TrainedCheckpoint trained = decode::read_trained_checkpoint(last);
-    const tasks::TaskDefinition& classify = tasks::task_definition(config::Task::classify);
+    const tasks::TrainedCheckpoint trained = tasks::read_trained_checkpoint(last);
+    const tasks::TaskDefinition& classify = tasks::task_definition(tasks::classify::schema());
     const Json report = classify.evaluate(trained, env.sources_tsv);
     EXPECT_EQ(report.at("examples"), 96);
     EXPECT_NEAR(report.at("accuracy").get<double>(), validation.at("validation_accuracy").get<double>(), 1e-12);
@@ -442,9 +446,9 @@ TEST(Trainer, SpanExtractionReportsSquadMetrics) {
     const Json validation = last_validation(dir.path);
     ASSERT_TRUE(validation.contains("validation_exact_match")) << validation.dump();
     EXPECT_EQ(validation.at("best_metric"), validation.at("validation_f1"));
-    const decode::TrainedCheckpoint trained =
-        decode::read_trained_checkpoint((dir.path / "checkpoints" / "step-00000010.ckpt").string());
-    const tasks::TaskDefinition& span = tasks::task_definition(config::Task::span);
+    const tasks::TrainedCheckpoint trained =
+        tasks::read_trained_checkpoint((dir.path / "checkpoints" / "step-00000010.ckpt").string());
+    const tasks::TaskDefinition& span = tasks::task_definition(tasks::span::schema());
     const Json report = span.evaluate(trained, kTinySquad);
     EXPECT_EQ(report.at("total"), 9);
     EXPECT_EQ(report.at("HasAns_total"), 7);
@@ -491,12 +495,12 @@ TEST(Trainer, WordPieceTokenizerTravelsInCheckpoints) {
     RunDir dir("wordpiece");
     run(raw, dir.path, false, 2);
     run(raw, dir.path, true);
-    const decode::TrainedCheckpoint trained = decode::read_trained_checkpoint((dir.path / "checkpoints" / "step-00000004.ckpt").string());
+    const tasks::TrainedCheckpoint trained = tasks::read_trained_checkpoint((dir.path / "checkpoints" / "step-00000004.ckpt").string());
     EXPECT_EQ(trained.tokenizer.kind(), data::TokenizerKind::wordpiece);
     EXPECT_EQ(trained.tokenizer.vocab_size(), 30524);
     EXPECT_EQ(trained.config.model.vocab_size, 30524);
     raw["tokenizer"].erase("model");
-    EXPECT_CONTAINS(testing::error_of([&] { config::parse_experiment_config(raw); }),
+    EXPECT_CONTAINS(testing::error_of([&] { tasks::parse_config(raw); }),
                     "config tokenizer.model: is required for a wordpiece tokenizer");
 }
 

@@ -119,7 +119,7 @@ QueryProblem query_problem(const nn::MultiHeadAttention& attention, int64_t row,
     return problem;
 }
 
-DualDeviationReport dual_deviation(const decode::TrainedModel& trained, const std::vector<std::string>& texts,
+DualDeviationReport dual_deviation(const tasks::TrainedModel& trained, const std::vector<std::string>& texts,
                                    const DualDeviationOptions& options) {
     HNAS_CHECK(options.bins > 0 && options.histogram_top > 0, "dual analysis: the histogram needs bins over a positive range");
     NoGradScope no_grad;

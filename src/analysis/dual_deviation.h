@@ -13,7 +13,7 @@
 
 #include "analysis/dual_solution.h"
 #include "base/json.h"
-#include "decode/trained_model.h"
+#include "tasks/trained_model.h"
 
 namespace hnas::analysis {
 
@@ -60,7 +60,7 @@ struct DualDeviationReport {
 };
 
 // Over the encoder's self-attentions of the model (dropout off), the first options.max_sequences texts.
-DualDeviationReport dual_deviation(const decode::TrainedModel& trained, const std::vector<std::string>& texts,
+DualDeviationReport dual_deviation(const tasks::TrainedModel& trained, const std::vector<std::string>& texts,
                                    const DualDeviationOptions& options);
 
 // {"sequences", "bins", "histogram_top", "attentions": [{"name", "alpha", "mean", "histogram", "above_range",

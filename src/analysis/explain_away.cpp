@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "tasks/headline/headline_options.h"
 
 namespace hnas::analysis {
 
@@ -13,7 +14,7 @@ std::vector<int32_t> encoder_input(const config::ExperimentConfig& config, const
     std::vector<int32_t> ids = tokenizer.encode(text);
     if (model.architecture == models::Architecture::symbols) return ids;  // symbols, no specials
     if (model.architecture == models::Architecture::seq2seq) {
-        const int64_t longest = std::min(config.data.max_source, model.max_source_positions);
+        const int64_t longest = tasks::headline::max_source(config);
         if (static_cast<int64_t>(ids.size()) > longest) ids.resize(static_cast<size_t>(longest));
         return ids;
     }
@@ -124,7 +125,7 @@ ExplainAwayReport measure_key_weights(const models::Model& model, const models::
     return report;
 }
 
-ExplainAwayReport explain_away(const decode::TrainedModel& trained, const std::vector<std::string>& texts,
+ExplainAwayReport explain_away(const tasks::TrainedModel& trained, const std::vector<std::string>& texts,
                                const ExplainAwayOptions& options) {
     const size_t count = options.max_sequences > 0 ? std::min(texts.size(), static_cast<size_t>(options.max_sequences))
                                                    : texts.size();

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "base/json.h"
-#include "decode/trained_model.h"
+#include "tasks/trained_model.h"
 
 namespace hnas::analysis {
 
@@ -63,7 +63,7 @@ ExplainAwayReport measure_key_weights(const models::Model& model, const models::
                                       const ExplainAwayOptions& options);
 
 // measure_key_weights over the first options.max_sequences texts, with dropout off.
-ExplainAwayReport explain_away(const decode::TrainedModel& trained, const std::vector<std::string>& texts,
+ExplainAwayReport explain_away(const tasks::TrainedModel& trained, const std::vector<std::string>& texts,
                                const ExplainAwayOptions& options);
 
 // {"epsilon", "sequences", "attentions": [{"name", "kind", "heads": [{"head", "keys", "fraction_below_epsilon",

@@ -41,7 +41,7 @@ std::vector<HybridWeights> hybrid_weights_of_run(const std::string& run_dir) {
     return points;
 }
 
-HybridWeights hybrid_weights_of_model(const decode::TrainedModel& trained) {
+HybridWeights hybrid_weights_of_model(const tasks::TrainedModel& trained) {
     HybridWeights point{trained.step, {}};
     for (const auto& [name, attention] : trained.model->attentions()) {
         for (const auto& values : attention->head_values()) {

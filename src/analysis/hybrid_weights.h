@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "decode/trained_model.h"
+#include "tasks/trained_model.h"
 
 namespace hnas::analysis {
 
@@ -21,7 +21,7 @@ struct HybridWeights {
 std::vector<HybridWeights> hybrid_weights_of_run(const std::string& run_dir);
 
 // The weights held by a checkpoint's model. Throws when it has no hnas attention.
-HybridWeights hybrid_weights_of_model(const decode::TrainedModel& trained);
+HybridWeights hybrid_weights_of_model(const tasks::TrainedModel& trained);
 
 // {"source": str, "points": [{"step", "attentions": [{"name", "u": [...]}]}]}; scripts/plot_analysis.py
 // draws it.

@@ -41,11 +41,13 @@
 #include "cli/validators.h"
 #include "data/gigaword.h"
 #include "decode/headlines.h"
-#include "decode/trained_model.h"
+#include "tasks/trained_model.h"
 #include "io/checkpoint.h"
 #include "models/bert.h"
 #include "models/model_io.h"
 #include "models/seq2seq.h"
+#include "tasks/headline/headline_options.h"
+#include "tasks/mlm/mlm_options.h"
 #include "tasks/task.h"
 #include "tasks/task_support.h"
 #include "nn/attention.h"
@@ -582,16 +584,16 @@ struct DecodeBenchOptions {
 // decoding settings and every batch's best hypotheses: what scripts/torch_decode.py decodes again.
 void bench_decode(const DecodeBenchOptions& o) {
     using namespace hnas;
-    const decode::TrainedModel trained = decode::load_trained_model(o.checkpoint);
+    const tasks::TrainedModel trained = tasks::load_trained_model(o.checkpoint);
     const auto& model = trained.seq2seq();
     std::vector<std::string> articles = read_lines(o.articles, "articles");
     HNAS_CHECK(static_cast<int64_t>(articles.size()) >= o.count, "decode: ", o.articles, " has ", articles.size(),
                " articles, fewer than --count ", o.count);
     articles.resize(static_cast<size_t>(o.count));
     decode::BeamOptions beam;
-    static_cast<config::DecodingConfig&>(beam) = trained.config.test.decoding;
+    static_cast<decode::DecodingConfig&>(beam) = tasks::headline::options(trained.config).decoding;
     beam.beam = o.beam;
-    const int64_t max_source = std::min(trained.config.data.max_source, trained.config.model.max_source_positions);
+    const int64_t max_source = tasks::headline::max_source(trained.config);
     const auto batches = decode::source_batches(trained.tokenizer, articles, o.batch, max_source);
 
     auto decode_batch = [&](const decode::SourceBatch& b) {
@@ -653,13 +655,13 @@ void bench_batches(const std::string& run_dir, int steps, const std::string& out
     const fs::path tokenizer_path = run / "tokenizer.model";
     HNAS_CHECK(fs::exists(tokenizer_path), "batches: ", tokenizer_path.string(),
                " is missing (a run that trained its own SentencePiece tokenizer has it)");
-    config::ExperimentConfig config = config::load_experiment_config((run / "config.json").string());
-    HNAS_CHECK(config.task == config::Task::headline || config.task == config::Task::mlm, "batches: ", run_dir,
-               " is a run of task ", name_of(config.task), "; only headline and mlm runs can be replayed");
+    config::ExperimentConfig config = tasks::load_config((run / "config.json").string());
+    HNAS_CHECK(config.task == &tasks::headline::schema() || config.task == &tasks::mlm::schema(), "batches: ", run_dir,
+               " is a run of task ", config.task->name, "; only headline and mlm runs can be replayed");
     const data::Tokenizer tokenizer = data::Tokenizer::load(tokenizer_path.string());
     if (config.model.vocab_size == 0) config.model.vocab_size = tokenizer.vocab_size();
     Rng init_rng(config.seed, 0), dropout_rng(config.seed, 1);
-    const auto task = tasks::task_definition(config.task).create(config, tokenizer, init_rng, dropout_rng);
+    const auto task = tasks::task_definition(*config.task).create(config, tokenizer, init_rng, dropout_rng);
     nlohmann::ordered_json meta = {{"hnas_version", HNAS_VERSION}, {"run", run_dir}, {"steps", steps}};
     const std::string config_path = (run / "config.json").string();
     meta["config"] = parse_json(read_file(config_path, "the run's config"), "the run's config " + config_path + ":");

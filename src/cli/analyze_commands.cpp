@@ -38,7 +38,7 @@ void add_explain_away_command(CLI::App& analyze) {
     command->add_option("--batch", options->analysis.batch, "Texts per forward pass")->check(positive_integer<int64_t>());
     command->add_option("--output", options->output, "JSON report (default: CHECKPOINT.explain_away.json)");
     command->callback([options] {
-        const auto trained = decode::load_trained_model(options->checkpoint);
+        const auto trained = tasks::load_trained_model(options->checkpoint);
         const auto report = analysis::explain_away(trained, read_lines(options->input, "input"), options->analysis);
         if (options->output.empty()) options->output = options->checkpoint + ".explain_away.json";
         Json json = {{"checkpoint", trained.path}, {"step", trained.step}};
@@ -84,7 +84,7 @@ void add_hybrid_command(CLI::App& analyze) {
             source = options->run;
             if (options->output.empty()) options->output = (std::filesystem::path(options->run) / "hybrid_weights.json").string();
         } else {
-            points = {analysis::hybrid_weights_of_model(decode::load_trained_model(options->checkpoint))};
+            points = {analysis::hybrid_weights_of_model(tasks::load_trained_model(options->checkpoint))};
             source = options->checkpoint;
             if (options->output.empty()) options->output = options->checkpoint + ".hybrid.json";
         }

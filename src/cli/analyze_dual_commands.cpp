@@ -76,7 +76,7 @@ void add_dual_command(CLI::App& analyze) {
     command->add_option("--batch", options->analysis.batch, "Texts per forward pass")->check(positive_integer<int64_t>());
     command->add_option("--output", options->output, "JSON report; the figure beside it as .svg (default: CHECKPOINT.dual.json)");
     command->callback([options] {
-        const auto trained = decode::load_trained_model(options->checkpoint);
+        const auto trained = tasks::load_trained_model(options->checkpoint);
         const auto report = analysis::dual_deviation(trained, read_lines(options->data, "data"), options->analysis);
         HNAS_CHECK(!report.attentions.empty(), "analyze dual: ", options->checkpoint, " has no encoder attention of kind lnas (",
                    fmt::format("{}", fmt::join(report.skipped, ", ")), "), whose weights have Eq. 18's form");

@@ -16,9 +16,11 @@
 #include "cli/commands.h"
 #include "cli/validators.h"
 #include "decode/headlines.h"
-#include "decode/trained_model.h"
+#include "tasks/trained_model.h"
 #include "eval/rouge.h"
 #include "io/checkpoint.h"
+#include "tasks/headline/headline_options.h"
+#include "tasks/span/span_options.h"
 #include "tasks/task.h"
 
 namespace hnas::cli {
@@ -125,16 +127,16 @@ void add_decode_options(CLI::App& command, DecodeOptions& options) {
 }
 
 struct DecodeRun {
-    decode::TrainedModel trained;
+    tasks::TrainedModel trained;
     decode::BeamOptions beam;
     std::vector<std::vector<decode::DecodedHeadline>> headlines;
     double seconds = 0;
 };
 
 // The checkpoint config's decoding settings with the flags given on top.
-decode::BeamOptions beam_options(const DecodeOptions& options, const config::DecodingConfig& configured) {
+decode::BeamOptions beam_options(const DecodeOptions& options, const decode::DecodingConfig& configured) {
     decode::BeamOptions beam;
-    static_cast<config::DecodingConfig&>(beam) = configured;
+    static_cast<decode::DecodingConfig&>(beam) = configured;
     beam.beam = options.beam.value_or(beam.beam);
     beam.length_penalty = options.length_penalty.value_or(beam.length_penalty);
     beam.min_length = options.min_length.value_or(beam.min_length);
@@ -146,13 +148,13 @@ decode::BeamOptions beam_options(const DecodeOptions& options, const config::Dec
 }
 
 DecodeRun run_decode(const DecodeOptions& options, const std::string& articles_path) {
-    DecodeRun run{decode::load_trained_model(options.checkpoint), {}, {}, 0};
+    DecodeRun run{tasks::load_trained_model(options.checkpoint), {}, {}, 0};
     const auto& model = run.trained.seq2seq();
     const auto& config = run.trained.config;
-    run.beam = beam_options(options, config.test.decoding);
+    run.beam = beam_options(options, tasks::headline::options(config).decoding);
     const int64_t max_source = options.max_source > 0
                                    ? options.max_source
-                                   : std::min(config.data.max_source, config.model.max_source_positions);
+                                   : tasks::headline::max_source(config);
     const auto articles = read_lines(articles_path, "articles");
     backend::set_matmul_precision(options.precision);
     spdlog::info("decoding {} articles of {} with a model of step {} (beam {}, length penalty {}, min length {}, "
@@ -263,10 +265,10 @@ void add_eval_command(CLI::App& app) {
     command->callback([options] {
         auto& o = *options;
         if (o.report.empty()) o.report = o.decode.checkpoint + ".eval.json";
-        const decode::TrainedCheckpoint trained = decode::read_trained_checkpoint(o.decode.checkpoint);
-        const char* task = name_of(trained.config.task);
-        if (trained.config.task != config::Task::headline) {
-            const tasks::TaskDefinition& definition = tasks::task_definition(trained.config.task);
+        const tasks::TrainedCheckpoint trained = tasks::read_trained_checkpoint(o.decode.checkpoint);
+        const char* task = trained.config.task->name;
+        if (trained.config.task != &tasks::headline::schema()) {
+            const tasks::TaskDefinition& definition = tasks::task_definition(*trained.config.task);
             HNAS_CHECK(definition.evaluate, "eval: ", o.decode.checkpoint, " holds a ", task, " model, which hnas eval does not score");
             HNAS_CHECK(!o.input.empty(), "eval: ", o.decode.checkpoint, " holds a ", task, " model: give its labelled data with --input");
             Json report = {{"checkpoint", o.decode.checkpoint},
@@ -332,13 +334,13 @@ void add_predict_command(CLI::App& app) {
         ->check(CLI::ExistingFile);
     command->add_option("--output", options->output, "Where the predictions go (default: INPUT.predictions, .json for span)");
     command->callback([options] {
-        const decode::TrainedCheckpoint trained = decode::read_trained_checkpoint(options->checkpoint);
-        const tasks::TaskDefinition& definition = tasks::task_definition(trained.config.task);
-        const char* task = name_of(trained.config.task);
+        const tasks::TrainedCheckpoint trained = tasks::read_trained_checkpoint(options->checkpoint);
+        const tasks::TaskDefinition& definition = tasks::task_definition(*trained.config.task);
+        const char* task = trained.config.task->name;
         HNAS_CHECK(definition.predict, "predict: ", options->checkpoint, " holds a ", task, " model; hnas predict takes ",
-                   "classify and span checkpoints", trained.config.task == config::Task::headline ? " (headlines: hnas decode)" : "");
+                   "classify and span checkpoints", trained.config.task == &tasks::headline::schema() ? " (headlines: hnas decode)" : "");
         std::string output = options->output;
-        if (output.empty()) output = options->input + (trained.config.task == config::Task::span ? ".predictions.json" : ".predictions");
+        if (output.empty()) output = options->input + (trained.config.task == &tasks::span::schema() ? ".predictions.json" : ".predictions");
         write_file_atomically(output, definition.predict(trained, options->input));
         spdlog::info("wrote {}", output);
     });

@@ -55,16 +55,16 @@ void add_inspect_command(CLI::App& app) {
     command->callback([options] {
         if (options->defaults) {
             if (options->into.empty()) {
-                std::cout << config::key_tables();
+                std::cout << tasks::key_tables();
             } else {
-                write_file_atomically(options->into, config::with_key_tables(read_file(options->into, "config docs"), options->into));
+                write_file_atomically(options->into, tasks::with_key_tables(read_file(options->into, "config docs"), options->into));
             }
             return;
         }
         HNAS_CHECK(!options->path.empty(), "inspect: give a checkpoint or a config, or --defaults");
         if (options->path.size() > 5 && options->path.substr(options->path.size() - 5) == ".json") {
             // with what training fills in from the data (a classification file's labels, the images' classes)
-            config::ExperimentConfig config = tasks::completed_config(config::load_experiment_config(options->path, options->overrides));
+            config::ExperimentConfig config = tasks::completed_config(tasks::load_config(options->path, options->overrides));
             std::cout << config.resolved.dump(2) << "\n";
             if (config.model.vocab_size == 0) {
                 // A fine-tuning config's init_from may name a run not trained yet: its tokenizer would decide.
@@ -73,7 +73,7 @@ void add_inspect_command(CLI::App& app) {
                 if (pretrained_exists) pretrained = io::Checkpoint::load(config.init_from);
                 train::PlannedVocabulary vocabulary =
                     options->vocab_size > 0 ? train::PlannedVocabulary{options->vocab_size, "--vocab-size"}
-                                            : train::planned_vocabulary(tasks::task_definition(config.task), config,
+                                            : train::planned_vocabulary(tasks::task_definition(*config.task), config,
                                                                         train::tokenizer_checkpoint(config, std::nullopt, pretrained));
                 if (!config.init_from.empty() && !pretrained_exists && options->vocab_size == 0) {
                     vocabulary.source += " until init_from " + config.init_from + " exists (its tokenizer decides; --vocab-size sets another)";

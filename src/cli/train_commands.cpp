@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/validators.h"
 #include "config/experiment_config.h"
+#include "tasks/task.h"
 #include "data/tokenizer.h"
 #include "distributed/communicator.h"
 #include "train/block_demo.h"
@@ -61,7 +62,7 @@ void add_train_command(CLI::App& app, int& exit_code) {
                         "Write a checkpoint and stop after this many steps of this invocation (time-sliced jobs)")
         ->check(positive_integer<int64_t>());
     command->callback([options, &exit_code] {
-        const auto config = config::load_experiment_config(options->config, options->overrides);
+        const auto config = tasks::load_config(options->config, options->overrides);
         if (options->train.run_dir.empty()) {
             options->train.run_dir = "runs/" + std::filesystem::path(options->config).stem().string();
         }

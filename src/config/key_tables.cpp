@@ -19,20 +19,18 @@ struct Variant {
     Json raw;
 };
 
-std::vector<Variant> variants() {
+std::vector<Variant> variants(const TaskSchemas& tasks) {
     std::vector<Variant> list;
-    for (const auto& [task, name] : names_of<Task>()) {
-        Json raw = {{"task", name}};
-        for (const char* stack : {"encoder", "decoder", "cross"}) {
-            if (task == Task::headline || std::string(stack) == "encoder") {
-                raw["model"]["attention"][stack]["prior"]["enabled"] = true;
-            }
-        }
-        if (task == Task::classify || task == Task::span || task == Task::images) raw["data"]["train_file"] = "TRAIN";
-        list.push_back({name, name, raw});
-        if (task == Task::classify) {
-            raw["data"]["regression"] = true;
-            list.push_back({name, std::string(name) + " with `regression`", raw});
+    for (const TaskSchema* task : tasks) {
+        const std::vector<KeyTableVariant> configs =
+            task->key_table_variants ? task->key_table_variants() : std::vector<KeyTableVariant>{{task->name, Json::object()}};
+        for (const KeyTableVariant& variant : configs) {
+            Json raw = variant.raw;
+            raw["task"] = task->name;
+            // Every attention stack the task's model has, with its prior switched on so that its keys are read.
+            const Json stacks = parse_experiment_config(raw, tasks).resolved.at("model").at("attention");
+            for (const auto& [stack, options] : stacks.items()) raw["model"]["attention"][stack]["prior"]["enabled"] = true;
+            list.push_back({task->name, variant.label, raw});
         }
     }
     return list;
@@ -98,8 +96,8 @@ std::string escaped(const std::string& text) {
 
 }  // namespace
 
-std::string key_tables() {
-    const std::vector<Variant> all = variants();
+std::string key_tables(const TaskSchemas& tasks) {
+    const std::vector<Variant> all = variants(tasks);
     std::vector<std::string> order;
     std::map<std::string, Row> rows;
     size_t task_count = 0;
@@ -107,7 +105,7 @@ std::string key_tables() {
     for (const Variant& variant : all) {
         if (std::find(seen_tasks.begin(), seen_tasks.end(), variant.task) == seen_tasks.end()) seen_tasks.push_back(variant.task);
         KeyLog log;
-        parse_experiment_config(variant.raw, &log);
+        parse_experiment_config(variant.raw, tasks, &log);
         std::vector<std::string> recorded;  // a stack's keys are read once per stack: keep the first
         for (const KeyRecord& key : log) {
             const std::string path = row_path(key.path);
@@ -150,12 +148,12 @@ std::string key_tables() {
     return out.str();
 }
 
-std::string with_key_tables(const std::string& document, const std::string& path) {
+std::string with_key_tables(const std::string& document, const std::string& path, const TaskSchemas& tasks) {
     const size_t begin = document.find(kKeyTablesBegin), end = document.find(kKeyTablesEnd);
     HNAS_CHECK(begin != std::string::npos && end != std::string::npos && begin < end, path,
                ": no key-table markers (the lines ", kKeyTablesBegin, " and ", kKeyTablesEnd, ")");
     const size_t tables_start = begin + std::string_view(kKeyTablesBegin).size();
-    return document.substr(0, tables_start) + "\n\n" + key_tables() + "\n" + document.substr(end);
+    return document.substr(0, tables_start) + "\n\n" + key_tables(tasks) + "\n" + document.substr(end);
 }
 
 }  // namespace hnas::config

@@ -11,7 +11,8 @@
 
 #include "base/atomic_file.h"
 #include "config/experiment_config.h"
-#include "decode/trained_model.h"
+#include "tasks/task.h"
+#include "tasks/trained_model.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "models/bert.h"
@@ -165,7 +166,7 @@ ImportReport import_bert(const ImportOptions& options) {
           {"attention", {{"encoder", {{"kind", options.attention}}}}}}},
         {"tokenizer", {{"type", "wordpiece"}, {"model", options.vocab}}},
         {"train", {{"sentence_order_weight", sentence_order ? 1.0 : 0.0}}}};
-    config::ExperimentConfig config = config::parse_experiment_config(raw);
+    config::ExperimentConfig config = tasks::parse_config(raw);
     config.model.vocab_size = tokenizer.vocab_size();
     Rng init_rng(config.seed, 1), dropout_rng(config.seed, 2);
     models::BertModel model(config.model, init_rng, dropout_rng);
@@ -216,10 +217,10 @@ ImportReport import_bert(const ImportOptions& options) {
 }
 
 void export_bert(const std::string& checkpoint_path, const std::string& out_dir) {
-    const decode::TrainedCheckpoint trained = decode::read_trained_checkpoint(checkpoint_path);
+    const tasks::TrainedCheckpoint trained = tasks::read_trained_checkpoint(checkpoint_path);
     const models::ModelConfig& model = trained.config.model;
     HNAS_CHECK(model.architecture == models::Architecture::bert, "export: ", checkpoint_path, " holds a ",
-               name_of(trained.config.task), " model (encoder-decoder); export writes BERT-style models");
+               trained.config.task->name, " model (encoder-decoder); export writes BERT-style models");
     HNAS_CHECK(model.activation == nn::Activation::gelu && model.norm == nn::NormPlacement::post && model.positions == models::PositionEncoding::learned,
                "export: ", checkpoint_path, ": Hugging Face's BERT is post-LN with GELU and learned positions; this model has ",
                "model.norm, model.activation or model.positions set otherwise");

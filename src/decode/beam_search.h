@@ -12,9 +12,19 @@
 
 namespace hnas::decode {
 
-// The decoding settings (config::DecodingConfig, whose defaults are the only ones) and how many
-// hypotheses to return.
-struct BeamOptions : config::DecodingConfig {
+// How headlines are decoded: a headline run's test section (tasks/headline/headline_options.h), and what
+// `hnas decode` and `hnas eval` use for every option they are not given. The defaults were chosen on the
+// validation pairs (scripts/tune_decoding.sh, docs/main_job.md "Decoding settings").
+struct DecodingConfig {
+    int64_t beam = 8;             // 1: greedy
+    double length_penalty = 1.0;  // A: hypotheses ranked by log P / (tokens + 1)^A; 0 ranks by log P
+    int64_t min_length = 1;       // eos is not allowed before this many tokens
+    int64_t max_length = 30;      // tokens before eos (also bounded by the model's target positions)
+    int64_t no_repeat_ngram = 2;  // n > 0: no n-gram of pieces occurs twice in a hypothesis
+};
+
+// The decoding settings and how many hypotheses to return.
+struct BeamOptions : DecodingConfig {
     int64_t nbest = 1;  // hypotheses kept per source, best first; at most `beam`
 };
 

@@ -8,7 +8,7 @@
 #include "base/atomic_file.h"
 #include "base/check.h"
 #include "base/read_file.h"
-#include "decode/trained_model.h"
+#include "tasks/trained_model.h"
 #include "tasks/task.h"
 #include "train/run_directory.h"
 
@@ -72,19 +72,23 @@ Json test_run(const fs::path& run_dir, const std::vector<std::string>& overrides
                    ": only the test section's keys (test.…) apply to a trained run");
         config::apply_override(resolved, assignment);
     }
-    const config::TestConfig test_config = config::parse_experiment_config(resolved).test;
-    const fs::path checkpoint = checkpoint_to_test(run_dir, test_config.checkpoint);
-    decode::TrainedCheckpoint trained = decode::read_trained_checkpoint(checkpoint.string());
-    trained.config.test = test_config;
-    spdlog::info("test: {} (step {}, task {})", checkpoint.string(), trained.step, name_of(trained.config.task));
+    const fs::path checkpoint = checkpoint_to_test(run_dir, tasks::parse_config(resolved).test.checkpoint);
+    tasks::TrainedCheckpoint trained = tasks::read_trained_checkpoint(checkpoint.string());
+    // The checkpoint's config with the run's test section (the task's test keys among it) in place of its own.
+    Json tested = trained.config.resolved;
+    tested["test"] = resolved.at("test");
+    const int64_t vocab_size = trained.config.model.vocab_size;
+    trained.config = tasks::parse_config(tested);
+    trained.config.model.vocab_size = vocab_size;
+    spdlog::info("test: {} (step {}, task {})", checkpoint.string(), trained.step, trained.config.task->name);
 
     const auto start = std::chrono::steady_clock::now();
-    const tasks::TestResult test = tasks::task_definition(trained.config.task).test(trained);
+    const tasks::TestResult test = tasks::task_definition(*trained.config.task).test(trained);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     Json result = {{"run", run_dir.string()},
                    {"checkpoint", checkpoint.string()},
                    {"step", trained.step},
-                   {"task", name_of(trained.config.task)},
+                   {"task", trained.config.task->name},
                    {"seed", trained.config.seed},
                    {"attention", trained.config.resolved.at("model").at("attention")},
                    {"metrics", test.metrics},

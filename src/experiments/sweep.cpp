@@ -21,6 +21,7 @@
 #include "base/number_format.h"
 #include "base/read_file.h"
 #include "config/experiment_config.h"
+#include "tasks/task.h"
 #include "experiments/child_process.h"
 #include "experiments/compare.h"
 #include "experiments/run_result.h"
@@ -53,7 +54,7 @@ std::vector<Trial> plan_trials(const SweepOptions& o) {
             for (const std::string& assignment : setting.assignments()) trial.assignments.push_back(assignment);
             trial.assignments.push_back("seed=" + std::to_string(seed));
             try {
-                trial.steps = config::load_experiment_config(o.config, trial.assignments).train.steps;
+                trial.steps = tasks::load_config(o.config, trial.assignments).train.steps;
             } catch (const std::exception& e) {
                 throw Error("sweep: setting " + setting.name + ", seed " + std::to_string(seed) + ": " + e.what());
             }

@@ -28,9 +28,9 @@ std::vector<int32_t> argmax_rows(const Tensor& logits) {
     return classes;
 }
 
-void check_same_class_templates(const config::ExperimentConfig& config) {
+void check_same_class_templates(const config::ExperimentConfig& config, double probability) {
     const std::vector<std::string>& kinds = config.model.encoder_attention.kinds;
-    HNAS_CHECK(config.data.same_class_templates == 0.0 || std::any_of(kinds.begin(), kinds.end(), [](const std::string& kind) {
+    HNAS_CHECK(probability == 0.0 || std::any_of(kinds.begin(), kinds.end(), [](const std::string& kind) {
                    return nn::find_attention_kind(kind).compares_templates;
                }),
                "config data.same_class_templates: no encoder layer's kind compares templates (`ot`), so no layer would see the "
@@ -47,7 +47,7 @@ int64_t rows_allowed(const config::DataConfig& data, int64_t length) {
 
 config::ExperimentConfig completed_config(const config::ExperimentConfig& config) {
     config::ExperimentConfig complete = config;
-    if (const auto complete_config = task_definition(config.task).complete_config) complete_config(complete);
+    if (const auto complete_config = task_definition(*config.task).complete_config) complete_config(complete);
     return complete;
 }
 

@@ -2,9 +2,9 @@
 // from the config), its batchers, its loss, how many tokens a batch counts, and its validation metrics.
 // The trainer (src/train/) knows tasks only through this header.
 //
-// Adding a task: a folder src/tasks/<name>/ holding its Task and its TaskDefinition, one line in
-// src/tasks/registry.cpp, its name in config::Task (src/config/experiment_config.h) with the options
-// it reads, and its data reader under src/data/ if the data is new.
+// Adding a task: a folder src/tasks/<name>/ holding its options (<name>_options.h: their struct, parsing,
+// defaults and metrics behind a config::TaskSchema), its Task and its TaskDefinition, and one line in
+// src/tasks/registry.cpp; its data reader goes under src/data/ if the data is new.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +18,7 @@
 #include "config/experiment_config.h"
 #include "data/batching.h"
 #include "data/tokenizer.h"
-#include "decode/trained_model.h"
+#include "tasks/trained_model.h"
 #include "models/memory_estimate.h"
 #include "models/model.h"
 #include "models/model_io.h"
@@ -97,7 +97,7 @@ struct DataFile {
 
 // What the trainer needs of a task before it builds anything, from the config alone.
 struct TaskDefinition {
-    config::Task task;
+    const config::TaskSchema* schema;  // its config keys, defaults and metrics (<name>_options.h)
     std::vector<DataFile> (*data_files)(const config::ExperimentConfig& config);
     // The largest batch the data settings allow, for the memory estimate.
     models::BatchShape (*largest_batch)(const config::ExperimentConfig& config);
@@ -116,18 +116,28 @@ struct TaskDefinition {
     // hnas eval and hnas predict on a checkpoint of this task, for an input file in the task's format:
     // the metrics as JSON, and the predictions as the file to write. Null for a task without them
     // (headline generation has hnas decode and hnas eval --articles).
-    Json (*evaluate)(const decode::TrainedCheckpoint& trained, const std::string& input);
-    std::string (*predict)(const decode::TrainedCheckpoint& trained, const std::string& input);
+    Json (*evaluate)(const TrainedCheckpoint& trained, const std::string& input);
+    std::string (*predict)(const TrainedCheckpoint& trained, const std::string& input);
     // `hnas test`: the checkpoint scored on its config's test data (headline: beam search and ROUGE;
     // mlm: the validation loss; classify and span: `evaluate` on test.file).
-    TestResult (*test)(const decode::TrainedCheckpoint& trained);
+    TestResult (*test)(const TrainedCheckpoint& trained);
     // The tokenizer a task's data fixes (synthetic: its symbols), used instead of a trained one; null:
     // the config's tokenizer.
     data::Tokenizer (*fixed_tokenizer)(const config::ExperimentConfig& config);
 };
 
 // The registry (registry.cpp): the definition of every task.
-const TaskDefinition& task_definition(config::Task task);
+const TaskDefinition& task_definition(const config::TaskSchema& schema);
+// Every task's config schema, in the registry's order.
+const config::TaskSchemas& schemas();
+
+// A config of any registered task (config::parse_experiment_config over schemas()).
+config::ExperimentConfig parse_config(const Json& raw, config::KeyLog* log = nullptr);
+// Reads the file, applies `overrides` ("model.layers=2"), then parses.
+config::ExperimentConfig load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+// configs/README.md's key tables over every registered task (config::key_tables, config::with_key_tables).
+std::string key_tables();
+std::string with_key_tables(const std::string& document, const std::string& path);
 
 // The config with what its task fills in from the data (TaskDefinition::complete_config).
 config::ExperimentConfig completed_config(const config::ExperimentConfig& config);

@@ -131,8 +131,8 @@ private:
 int64_t rows_allowed(const config::DataConfig& data, int64_t length);
 
 // Paper 003 §9's recipe needs a layer that weighs the partners' templates: throws, naming the key, when
-// data.same_class_templates is on and no encoder layer's kind compares templates.
-void check_same_class_templates(const config::ExperimentConfig& config);
+// data.same_class_templates (`probability`) is on and no encoder layer's kind compares templates.
+void check_same_class_templates(const config::ExperimentConfig& config, double probability);
 
 // The checkpoint's model as the task's own type, in evaluation mode. The model's dropout layers keep a
 // reference to the generator, which lives beside it.
@@ -142,7 +142,7 @@ struct LoadedModel {
     std::unique_ptr<ModelType> model;
 };
 template <typename ModelType>
-LoadedModel<ModelType> load_model(const decode::TrainedCheckpoint& trained) {
+LoadedModel<ModelType> load_model(const TrainedCheckpoint& trained) {
     LoadedModel<ModelType> loaded;
     Rng init_rng(trained.config.seed, 0);  // every parameter is then overwritten from the checkpoint
     loaded.model = std::make_unique<ModelType>(trained.config.model, init_rng, *loaded.dropout_rng);
@@ -151,11 +151,12 @@ LoadedModel<ModelType> load_model(const decode::TrainedCheckpoint& trained) {
     return loaded;
 }
 
-// The test of a task that `Evaluate`s a labelled file: its metrics on test.file.
-template <Json (*Evaluate)(const decode::TrainedCheckpoint&, const std::string&)>
-TestResult test_on_file(const decode::TrainedCheckpoint& trained) {
-    const std::string& file = trained.config.test.file;
-    HNAS_CHECK(!file.empty(), "test: the ", name_of(trained.config.task),
+// The test of a task that `Evaluate`s a labelled file: its metrics on its test.file, which
+// TestFile(config) gives.
+template <Json (*Evaluate)(const TrainedCheckpoint&, const std::string&), const std::string& (*TestFile)(const config::ExperimentConfig&)>
+TestResult test_on_file(const TrainedCheckpoint& trained) {
+    const std::string& file = TestFile(trained.config);
+    HNAS_CHECK(!file.empty(), "test: the ", trained.config.task->name,
                " run's config names no test file: set test.file (or data.valid_file)");
     TestResult result;
     result.metrics = Evaluate(trained, file);

@@ -89,7 +89,7 @@ private:
 Trainer::Trainer(const config::ExperimentConfig& config, const TrainOptions& options)
     : config_(tasks::completed_config(config)),
       options_(options),
-      definition_(tasks::task_definition(config.task)),
+      definition_(tasks::task_definition(*config.task)),
       run_(options.run_dir),
       own_communicator_(options.communicator ? nullptr : distributed::single_process()),
       world_(options.communicator ? *options.communicator : *own_communicator_),

@@ -44,7 +44,7 @@ RunTokenizer train_run_tokenizer(const std::vector<tasks::DataFile>& files, cons
             if (file.training) options.inputs.push_back(file.path);
         }
     }
-    HNAS_CHECK(!options.inputs.empty(), "train: task ", name_of(config.task), " has no text files to train a ",
+    HNAS_CHECK(!options.inputs.empty(), "train: task ", config.task->name, " has no text files to train a ",
                "tokenizer on; set tokenizer.model, tokenizer.inputs or init_from (a pretrained model brings its tokenizer)");
     std::string folder_template = (fs::temp_directory_path() / "hnas-tokenizer-XXXXXX").string();
     HNAS_CHECK(::mkdtemp(folder_template.data()) != nullptr, "train: cannot create a temporary folder in ",

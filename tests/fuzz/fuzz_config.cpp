@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "config/experiment_config.h"
+#include "tasks/task.h"
 #include "fuzz_support.h"
 
 namespace {
@@ -41,7 +42,7 @@ Invocation split_input(std::string_view input) {
 void check_resolved_reparses(const ExperimentConfig& config) {
     std::optional<ExperimentConfig> again;
     hnas::fuzz::must_succeed("re-parsing the resolved config",
-                             [&] { again = hnas::config::parse_experiment_config(config.resolved); });
+                             [&] { again = hnas::tasks::parse_config(config.resolved); });
     if (again->resolved != config.resolved) {
         std::fprintf(stderr, "finding: the resolved config re-parses differently:\n%s\nbecame\n%s\n",
                      config.resolved.dump(2).c_str(), again->resolved.dump(2).c_str());
@@ -56,7 +57,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::string path = hnas::fuzz::write_scratch_file("config.json", invocation.config_text);
     std::optional<ExperimentConfig> config;
     hnas::fuzz::reject_only_with_hnas_errors(
-        [&] { config = hnas::config::load_experiment_config(path, invocation.overrides); });
+        [&] { config = hnas::tasks::load_config(path, invocation.overrides); });
     if (!config) return 0;
     (void)config->resolved.dump(2);  // what `hnas train` writes to config.json and `hnas inspect` prints
     check_resolved_reparses(*config);

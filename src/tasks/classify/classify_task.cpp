@@ -4,15 +4,12 @@
 #include "data/glue.h"
 #include "eval/glue_metrics.h"
 #include "models/bert.h"
+#include "tasks/classify/classify_options.h"
 #include "tasks/task_support.h"
 
 namespace hnas::tasks::classify {
 
 namespace {
-
-data::TsvLayout layout_of(const config::DataConfig& data) {
-    return {data.text_a_column, data.text_b_column, data.label_column, data.header};
-}
 
 // Training reads its file shuffled and forever; validation, evaluation and prediction read theirs once,
 // in length order (every row is computed alone, so the order changes nothing).
@@ -20,16 +17,17 @@ data::ClassificationDataOptions classification_data(const config::ExperimentConf
                                                     bool training, bool with_labels = true) {
     data::ClassificationDataOptions o;
     o.path = path;
-    o.layout = layout_of(config.data);
-    o.labels = {config.data.regression, config.data.labels};
-    o.max_seq = std::min(config.data.max_seq, config.model.max_source_positions);
+    const ClassifyOptions& classify = options(config);
+    o.layout = classify.layout();
+    o.labels = {classify.regression, classify.labels};
+    o.max_seq = std::min(classify.max_seq, config.model.max_source_positions);
     o.damaged_lines = config.data.damaged_lines;
     o.shuffle = training;
     o.seed = config.seed;
     o.batch = {config.data.batch_sentences, config.data.batch_tokens, config.data.pad_multiple};
     o.epochs = training ? 0 : 1;
     o.with_labels = with_labels;
-    if (training) o.same_class_templates = config.data.same_class_templates;
+    if (training) o.same_class_templates = classify.same_class_templates;
     return o;
 }
 
@@ -58,7 +56,7 @@ struct Outcomes {
     }
 
     // GLUE's metrics: accuracy, F1 (two classes) and MCC, or Pearson and Spearman.
-    std::vector<Metric> metrics(const config::DataConfig& data) const {
+    std::vector<Metric> metrics(const ClassifyOptions& data) const {
         if (data.regression) return {{"pearson", eval::pearson(outputs, targets)}, {"spearman", eval::spearman(outputs, targets)}};
         std::vector<Metric> out{{"accuracy", eval::accuracy(predicted, gold)}};
         if (data.labels.size() == 2) out.push_back({"f1", eval::binary_f1(predicted, gold)});
@@ -72,9 +70,9 @@ public:
     ClassifyTask(const config::ExperimentConfig& config, const data::Tokenizer& tokenizer, Rng& init, Rng& dropout)
         : config_(config) {
         model_ = std::make_unique<models::BertModel>(config.model, init, dropout);
-        train_ = std::make_unique<data::ClassificationBatcher>(tokenizer, data_options(config.data.train_file, true));
-        if (!config.data.valid_file.empty()) {
-            valid_ = std::make_unique<data::ClassificationBatcher>(tokenizer, data_options(config.data.valid_file, false));
+        train_ = std::make_unique<data::ClassificationBatcher>(tokenizer, data_options(options(config).files.train_file, true));
+        if (!options(config).files.valid_file.empty()) {
+            valid_ = std::make_unique<data::ClassificationBatcher>(tokenizer, data_options(options(config).files.valid_file, false));
             valid_start_ = valid_->position();
         }
     }
@@ -98,11 +96,11 @@ public:
             *valid_, valid_start_, config_.validation.max_batches,
             [&](const data::ClassificationBatch& b) {
                 const Var logits = logits_of(*model_, b);
-                outcomes.add(logits.value(), b, config_.data.regression);
+                outcomes.add(logits.value(), b, options(config_).regression);
                 return loss_from(logits, b);
             },
             RowCount{});
-        const std::vector<Metric> metrics = outcomes.metrics(config_.data);
+        const std::vector<Metric> metrics = outcomes.metrics(options(config_));
         result.metrics.insert(result.metrics.end(), metrics.begin(), metrics.end());
         return result;
     }
@@ -112,7 +110,7 @@ private:
         return classification_data(config_, path, training);
     }
     Var loss_from(const Var& logits, const data::ClassificationBatch& b) const {
-        return config_.data.regression ? models::regression_loss(logits, b.targets) : ops::cross_entropy(logits, b.labels);
+        return options(config_).regression ? models::regression_loss(logits, b.targets) : ops::cross_entropy(logits, b.labels);
     }
     // Paper 003 §9: with template partners drawn, their rows run beside the batch's and only the
     // batch's own rows are scored.
@@ -133,14 +131,15 @@ private:
 };
 
 std::vector<DataFile> data_files(const config::ExperimentConfig& config) {
-    std::vector<DataFile> files{{"data.train_file", config.data.train_file, true}};
-    if (!config.data.valid_file.empty()) files.push_back({"data.valid_file", config.data.valid_file, false});
+    const LabelledFiles& given = options(config).files;
+    std::vector<DataFile> files{{"data.train_file", given.train_file, true}};
+    if (!given.valid_file.empty()) files.push_back({"data.valid_file", given.valid_file, false});
     return files;
 }
 
 models::BatchShape largest_batch(const config::ExperimentConfig& config) {
     models::BatchShape batch;
-    batch.source_length = std::min(config.data.max_seq, config.model.max_source_positions);
+    batch.source_length = std::min(options(config).max_seq, config.model.max_source_positions);
     batch.rows = rows_allowed(config.data, batch.source_length);
     batch.predicted_tokens = 0;  // the head's logits are a few per row
     return batch;
@@ -149,57 +148,62 @@ models::BatchShape largest_batch(const config::ExperimentConfig& config) {
 // Labels the config leaves to the data: the training file's, in order of first appearance. They join
 // the resolved config, so checkpoints (and predictions from them) keep the label names and their ids.
 void complete_config(config::ExperimentConfig& config) {
-    if (!config.data.regression && config.data.labels.empty()) {
+    ClassifyOptions& o = options_of<ClassifyOptions>(config, schema());
+    if (!o.regression && o.labels.empty()) {
         try {
-            config.data.labels = data::collect_label_names(config.data.train_file, layout_of(config.data), config.data.damaged_lines);
+            o.labels = data::collect_label_names(o.files.train_file, o.layout(), config.data.damaged_lines);
         } catch (const Error& e) {
             throw Error(std::string("data.train_file: ") + e.what());
         }
-        config.resolved["data"]["labels"] = config.data.labels;
+        config.resolved["data"]["labels"] = o.labels;
     }
-    HNAS_CHECK(config.data.regression || config.data.labels.size() >= 2, "config data.labels: classification needs two ",
-               "classes or more, got ", config.data.labels.size());
-    HNAS_CHECK(config.validation.metric != "f1" || config.data.labels.size() == 2, "config validation.metric: f1 is ",
-               "the binary F1 of class 1; these data have ", config.data.labels.size(), " classes");
-    config::set_bert_heads(config);
-    check_same_class_templates(config);
+    HNAS_CHECK(o.regression || o.labels.size() >= 2, "config data.labels: classification needs two classes or more, got ",
+               o.labels.size());
+    HNAS_CHECK(config.validation.metric != "f1" || o.labels.size() == 2, "config validation.metric: f1 is ",
+               "the binary F1 of class 1; these data have ", o.labels.size(), " classes");
+    set_heads(config);
+    check_same_class_templates(config, o.same_class_templates);
 }
+
+// test.file, for test_on_file.
+const std::string& test_file(const config::ExperimentConfig& config) { return options(config).test_file; }
 
 // Every example of `input` through the checkpoint's model.
 struct InputOutcomes {
     Outcomes outcomes;
     std::vector<data::ClassificationExample> examples;
 };
-InputOutcomes run_input(const decode::TrainedCheckpoint& trained, const std::string& input, bool with_labels) {
+InputOutcomes run_input(const TrainedCheckpoint& trained, const std::string& input, bool with_labels) {
     const LoadedModel<models::BertModel> loaded = load_model<models::BertModel>(trained);
     data::ClassificationBatcher batcher(trained.tokenizer, classification_data(trained.config, input, false, with_labels));
     NoGradScope no_grad;
     InputOutcomes result;
-    while (auto batch = batcher.next()) result.outcomes.add(logits_of(*loaded.model, *batch).value(), *batch, trained.config.data.regression);
+    while (auto batch = batcher.next()) result.outcomes.add(logits_of(*loaded.model, *batch).value(), *batch, options(trained.config).regression);
     result.examples = batcher.examples();
     return result;
 }
 
 // GLUE's metrics of the checkpoint on a labelled file, beside the majority-class baseline.
-Json evaluate(const decode::TrainedCheckpoint& trained, const std::string& input) {
+Json evaluate(const TrainedCheckpoint& trained, const std::string& input) {
     const InputOutcomes run = run_input(trained, input, true);
     Json report = {{"examples", run.examples.size()}};
-    for (const Metric& metric : run.outcomes.metrics(trained.config.data)) report[metric.name] = metric.value;
-    if (!trained.config.data.regression) {
-        std::vector<int64_t> counts(trained.config.data.labels.size(), 0);
+    const ClassifyOptions& classify = options(trained.config);
+    for (const Metric& metric : run.outcomes.metrics(classify)) report[metric.name] = metric.value;
+    if (!classify.regression) {
+        std::vector<int64_t> counts(classify.labels.size(), 0);
         for (int32_t label : run.outcomes.gold) ++counts[static_cast<size_t>(label)];
         const auto majority = std::max_element(counts.begin(), counts.end());
-        report["majority_class"] = trained.config.data.labels[static_cast<size_t>(majority - counts.begin())];
+        report["majority_class"] = classify.labels[static_cast<size_t>(majority - counts.begin())];
         report["majority_baseline_accuracy"] = static_cast<double>(*majority) / static_cast<double>(run.outcomes.gold.size());
     }
     return report;
 }
 
 // One line per example of `input`, in file order: the predicted label name, or the regression output.
-std::string predict(const decode::TrainedCheckpoint& trained, const std::string& input) {
+std::string predict(const TrainedCheckpoint& trained, const std::string& input) {
     const InputOutcomes run = run_input(trained, input, false);
     std::vector<std::string> lines(run.examples.size());
-    const config::DataConfig& data = trained.config.data;
+    const ClassifyOptions& data = options(trained.config);
     for (size_t row = 0; row < run.outcomes.example_index.size(); ++row) {
         const auto example = static_cast<size_t>(run.outcomes.example_index[row]);
         lines[example] = data.regression ? fmt::format("{}", portable(run.outcomes.outputs[row]))
@@ -217,8 +221,20 @@ std::unique_ptr<Task> create(const config::ExperimentConfig& config, const data:
 }  // namespace
 
 const TaskDefinition& definition() {
-    static const TaskDefinition classify{config::Task::classify, data_files, largest_batch, "", "data.max_seq", "examples",
-                                         complete_config, create, evaluate, predict, test_on_file<evaluate>, nullptr};
+    static const TaskDefinition classify{
+        .schema = &schema(),
+        .data_files = data_files,
+        .largest_batch = largest_batch,
+        .memory_model_keys = "",
+        .memory_data_keys = "data.max_seq",
+        .target_unit = "examples",
+        .complete_config = complete_config,
+        .create = create,
+        .evaluate = evaluate,
+        .predict = predict,
+        .test = test_on_file<evaluate, test_file>,
+        .fixed_tokenizer = nullptr,
+    };
     return classify;
 }
 

@@ -7,31 +7,28 @@
 #include "decode/headlines.h"
 #include "eval/rouge.h"
 #include "models/seq2seq.h"
+#include "tasks/headline/headline_options.h"
 #include "tasks/task_support.h"
 
 namespace hnas::tasks::headline {
 
 namespace {
 
-int64_t max_source(const config::ExperimentConfig& config) {
-    return std::min(config.data.max_source, config.model.max_source_positions);
-}
-
 class HeadlineTask : public Task {
 public:
     HeadlineTask(const config::ExperimentConfig& config, const data::Tokenizer& tokenizer, Rng& init, Rng& dropout)
         : config_(config), tokenizer_(tokenizer) {
         model_ = std::make_unique<models::Seq2SeqModel>(config.model, init, dropout);
-        train_ = std::make_unique<data::Seq2SeqBatcher>(tokenizer, data_options(config.data.train_articles,
-                                                                                config.data.train_titles, true));
-        valid_ = std::make_unique<data::Seq2SeqBatcher>(tokenizer, data_options(config.data.valid_articles,
-                                                                                config.data.valid_titles, false));
+        train_ = std::make_unique<data::Seq2SeqBatcher>(tokenizer, data_options(options(config).train_articles,
+                                                                                options(config).train_titles, true));
+        valid_ = std::make_unique<data::Seq2SeqBatcher>(tokenizer, data_options(options(config).valid_articles,
+                                                                                options(config).valid_titles, false));
         valid_start_ = valid_->position();
-        const auto articles = read_lines(config.data.valid_articles, "validation articles");
-        const auto titles = read_lines(config.data.valid_titles, "validation titles");
-        HNAS_CHECK(articles.size() == titles.size(), config.data.valid_articles, " has ", articles.size(), " lines but ",
-                   config.data.valid_titles, " has ", titles.size(), " (the files changed while they were read)");
-        const size_t count = std::min<size_t>(articles.size(), static_cast<size_t>(config.validation.decode_examples));
+        const auto articles = read_lines(options(config).valid_articles, "validation articles");
+        const auto titles = read_lines(options(config).valid_titles, "validation titles");
+        HNAS_CHECK(articles.size() == titles.size(), options(config).valid_articles, " has ", articles.size(), " lines but ",
+                   options(config).valid_titles, " has ", titles.size(), " (the files changed while they were read)");
+        const size_t count = std::min<size_t>(articles.size(), static_cast<size_t>(options(config).decode_examples));
         decode_articles_.assign(articles.begin(), articles.begin() + static_cast<std::ptrdiff_t>(count));
         decode_references_.assign(titles.begin(), titles.begin() + static_cast<std::ptrdiff_t>(count));
         diagnostic_texts_.assign(articles.begin(), articles.begin() + static_cast<std::ptrdiff_t>(
@@ -80,8 +77,8 @@ private:
         o.article_path = articles;
         o.title_path = titles;
         o.max_source = max_source(config_);
-        o.max_target = std::min(config_.data.max_target, config_.model.max_target_positions);
-        o.shuffle_buffer = config_.data.shuffle_buffer;
+        o.max_target = std::min(options(config_).max_target, config_.model.max_target_positions);
+        o.shuffle_buffer = options(config_).shuffle_buffer;
         o.damaged_lines = config_.data.damaged_lines;
         o.shuffle = training;
         o.seed = config_.seed;
@@ -92,16 +89,16 @@ private:
 
     Var loss_of(const data::Seq2SeqBatch& b) const {
         return model_->loss(b.source_ids, b.source_valid, b.target_input, b.target_output, b.target_valid,
-                            config_.train.label_smoothing);
+                            options(config_).label_smoothing);
     }
 
     // Greedy headlines (beam 1, the test section's other decoding settings) for the first validation
     // articles, scored with ROUGE-L F1 (no stemming).
     double decode_rouge_l() const {
         decode::BeamOptions greedy;
-        static_cast<config::DecodingConfig&>(greedy) = config_.test.decoding;
+        static_cast<decode::DecodingConfig&>(greedy) = options(config_).decoding;
         greedy.beam = 1;
-        greedy.max_length = config_.validation.max_decode_length;
+        greedy.max_length = options(config_).max_decode_length;
         const auto headlines = decode::decode_articles(*model_, tokenizer_, decode_articles_, greedy, 32, max_source(config_));
         std::vector<std::string> hypotheses;
         for (const auto& best : headlines) hypotheses.push_back(best.empty() ? std::string() : best.front().text);
@@ -120,16 +117,16 @@ private:
 };
 
 std::vector<DataFile> data_files(const config::ExperimentConfig& config) {
-    return {{"data.train_articles", config.data.train_articles, true},
-            {"data.train_titles", config.data.train_titles, true},
-            {"data.valid_articles", config.data.valid_articles, false},
-            {"data.valid_titles", config.data.valid_titles, false}};
+    return {{"data.train_articles", options(config).train_articles, true},
+            {"data.train_titles", options(config).train_titles, true},
+            {"data.valid_articles", options(config).valid_articles, false},
+            {"data.valid_titles", options(config).valid_titles, false}};
 }
 
 models::BatchShape largest_batch(const config::ExperimentConfig& config) {
     models::BatchShape batch;
     batch.source_length = max_source(config);
-    batch.target_length = std::min(config.data.max_target, config.model.max_target_positions);
+    batch.target_length = std::min(options(config).max_target, config.model.max_target_positions);
     batch.rows = rows_allowed(config.data, std::max(batch.source_length, batch.target_length));
     batch.predicted_tokens = batch.rows * batch.target_length;
     return batch;
@@ -141,18 +138,18 @@ std::unique_ptr<Task> create(const config::ExperimentConfig& config, const data:
 
 // Beam search over the test articles, scored as ROUGE-1.5.5 -m against the references; the per-pair F1s
 // are what the paired bootstrap between two runs resamples.
-TestResult test(const decode::TrainedCheckpoint& trained) {
-    const config::TestConfig& t = trained.config.test;
-    const auto articles = read_lines(t.articles, "test.articles");
-    const auto references = read_lines(t.references, "test.references");
-    HNAS_CHECK(articles.size() == references.size(), "test: ", t.articles, " has ", articles.size(), " articles but ",
-               t.references, " has ", references.size(), " references");
+TestResult test(const TrainedCheckpoint& trained) {
+    const HeadlineOptions& t = options(trained.config);
+    const auto articles = read_lines(t.test_articles, "test.articles");
+    const auto references = read_lines(t.test_references, "test.references");
+    HNAS_CHECK(articles.size() == references.size(), "test: ", t.test_articles, " has ", articles.size(), " articles but ",
+               t.test_references, " has ", references.size(), " references");
     decode::BeamOptions beam;
-    static_cast<config::DecodingConfig&>(beam) = t.decoding;
+    static_cast<decode::DecodingConfig&>(beam) = t.decoding;
     decode::check_beam_options(beam);
     const auto loaded = load_model<models::Seq2SeqModel>(trained);
     size_t reported = 0;
-    const auto headlines = decode::decode_articles(*loaded.model, trained.tokenizer, articles, beam, t.batch,
+    const auto headlines = decode::decode_articles(*loaded.model, trained.tokenizer, articles, beam, t.test_batch,
                                                    max_source(trained.config), [&](size_t done, size_t total) {
                                                        if (done == total || done - reported >= 512) {
                                                            reported = done;
@@ -171,8 +168,8 @@ TestResult test(const decode::TrainedCheckpoint& trained) {
         result.per_example["rouge_2"].push_back(100 * pair.rouge_2.f1);
         result.per_example["rouge_l"].push_back(100 * pair.rouge_l.f1);
     }
-    result.settings = {{"articles", t.articles},
-                       {"references", t.references},
+    result.settings = {{"articles", t.test_articles},
+                       {"references", t.test_references},
                        {"decoding",
                         {{"beam", beam.beam},
                          {"length_penalty", beam.length_penalty},
@@ -187,9 +184,20 @@ TestResult test(const decode::TrainedCheckpoint& trained) {
 }  // namespace
 
 const TaskDefinition& definition() {
-    static const TaskDefinition headline{config::Task::headline, data_files, largest_batch,
-                                         ", model.decoder_layers", "data.max_source, data.max_target", "target tokens",
-                                         nullptr, create, nullptr, nullptr, test, nullptr};
+    static const TaskDefinition headline{
+        .schema = &schema(),
+        .data_files = data_files,
+        .largest_batch = largest_batch,
+        .memory_model_keys = ", model.decoder_layers",
+        .memory_data_keys = "data.max_source, data.max_target",
+        .target_unit = "target tokens",
+        .complete_config = nullptr,
+        .create = create,
+        .evaluate = nullptr,
+        .predict = nullptr,
+        .test = test,
+        .fixed_tokenizer = nullptr,
+    };
     return headline;
 }
 

@@ -2,25 +2,26 @@
 
 #include "data/images.h"
 #include "models/vit.h"
+#include "tasks/images/images_options.h"
 #include "tasks/task_support.h"
 
 namespace hnas::tasks::images {
 
 namespace {
 
-data::ImageLayout layout_of(const config::DataConfig& d) { return {d.image_height, d.image_width, d.patch, d.pixel_max}; }
+data::ImageLayout layout_of(const ImagesOptions& d) { return {d.image_height, d.image_width, d.patch, d.pixel_max}; }
 
 // Training reads its file shuffled and forever, drawing template partners; validation and test read
 // theirs once, in file order, without partners.
 data::ImageDataOptions image_data(const config::ExperimentConfig& config, const std::string& path, bool training) {
     data::ImageDataOptions o;
     o.path = path;
-    o.layout = layout_of(config.data);
+    o.layout = layout_of(options(config));
     o.shuffle = training;
     o.seed = config.seed;
     o.batch = config.data.batch_sentences;
     o.epochs = training ? 0 : 1;
-    if (training) o.same_class_templates = config.data.same_class_templates;
+    if (training) o.same_class_templates = options(config).same_class_templates;
     return o;
 }
 
@@ -35,9 +36,9 @@ public:
     ImagesTask(const config::ExperimentConfig& config, Rng& init, Rng& dropout)
         : config_(config),
           model_(std::make_unique<models::VitModel>(config.model, init, dropout)),
-          train_(image_data(config, config.data.train_file, true)) {
-        if (!config.data.valid_file.empty()) {
-            valid_ = std::make_unique<data::ImageBatcher>(image_data(config, config.data.valid_file, false));
+          train_(image_data(config, options(config).files.train_file, true)) {
+        if (!options(config).files.valid_file.empty()) {
+            valid_ = std::make_unique<data::ImageBatcher>(image_data(config, options(config).files.valid_file, false));
             valid_start_ = valid_->position();
         }
     }
@@ -121,19 +122,20 @@ models::BatchShape largest_batch(const config::ExperimentConfig& config) {
 // The classes the config leaves to the data: one more than the training file's largest label. They join
 // the resolved config, so checkpoints keep them.
 void complete_config(config::ExperimentConfig& config) {
-    if (config.data.classes == 0) {
-        const data::ImageSet images = data::read_image_csv(config.data.train_file, layout_of(config.data));
-        config.data.classes = 1 + *std::max_element(images.labels.begin(), images.labels.end());
-        config.resolved["data"]["classes"] = config.data.classes;
+    ImagesOptions& o = options_of<ImagesOptions>(config, schema());
+    if (o.classes == 0) {
+        const data::ImageSet images = data::read_image_csv(o.files.train_file, layout_of(o));
+        o.classes = 1 + *std::max_element(images.labels.begin(), images.labels.end());
+        config.resolved["data"]["classes"] = o.classes;
     }
-    HNAS_CHECK(config.data.classes >= 2, "config data.classes: classification needs two classes or more, got ", config.data.classes);
-    config::set_task_output(config);
-    check_same_class_templates(config);
+    HNAS_CHECK(o.classes >= 2, "config data.classes: classification needs two classes or more, got ", o.classes);
+    set_model_output(config);
+    check_same_class_templates(config, o.same_class_templates);
 }
 
 // Accuracy on a labelled file, and each image's right answer for paired comparisons.
-TestResult test(const decode::TrainedCheckpoint& trained) {
-    const std::string& file = trained.config.test.file;
+TestResult test(const TrainedCheckpoint& trained) {
+    const std::string& file = options(trained.config).test_file;
     HNAS_CHECK(!file.empty(), "test: the images run's config names no test file: set test.file (or data.valid_file)");
     const LoadedModel<models::VitModel> loaded = load_model<models::VitModel>(trained);
     data::ImageBatcher batcher(image_data(trained.config, file, false));
@@ -158,8 +160,20 @@ data::Tokenizer no_text(const config::ExperimentConfig&) { return data::Tokenize
 }  // namespace
 
 const TaskDefinition& definition() {
-    static const TaskDefinition images{config::Task::images, data_files, largest_batch, "", "data.image_height, data.image_width, data.patch",
-                                       "examples", complete_config, create, nullptr, nullptr, test, no_text};
+    static const TaskDefinition images{
+        .schema = &schema(),
+        .data_files = data_files,
+        .largest_batch = largest_batch,
+        .memory_model_keys = "",
+        .memory_data_keys = "data.image_height, data.image_width, data.patch",
+        .target_unit = "examples",
+        .complete_config = complete_config,
+        .create = create,
+        .evaluate = nullptr,
+        .predict = nullptr,
+        .test = test,
+        .fixed_tokenizer = no_text,
+    };
     return images;
 }
 

@@ -5,6 +5,7 @@
 #include "base/read_file.h"
 #include "data/mlm.h"
 #include "models/bert.h"
+#include "tasks/mlm/mlm_options.h"
 #include "tasks/task_support.h"
 
 namespace hnas::tasks::mlm {
@@ -12,7 +13,7 @@ namespace hnas::tasks::mlm {
 namespace {
 
 int64_t max_seq(const config::ExperimentConfig& config) {
-    return std::min(config.data.max_seq, config.model.max_source_positions);
+    return std::min(options(config).max_seq, config.model.max_source_positions);
 }
 
 int64_t count_equal(const std::vector<int32_t>& predicted, const Tensor& labels) {
@@ -26,11 +27,11 @@ public:
     MlmTask(const config::ExperimentConfig& config, const data::Tokenizer& tokenizer, Rng& init, Rng& dropout)
         : config_(config) {
         model_ = std::make_unique<models::BertModel>(config.model, init, dropout);
-        train_ = std::make_unique<data::MlmBatcher>(tokenizer, data_options(config.data.train_sources, true));
-        if (!config.data.valid_sources.empty()) {
-            valid_ = std::make_unique<data::MlmBatcher>(tokenizer, data_options(config.data.valid_sources, false));
+        train_ = std::make_unique<data::MlmBatcher>(tokenizer, data_options(options(config).train_sources, true));
+        if (!options(config).valid_sources.empty()) {
+            valid_ = std::make_unique<data::MlmBatcher>(tokenizer, data_options(options(config).valid_sources, false));
             valid_start_ = valid_->position();
-            for (const std::string& line : read_lines(config.data.valid_sources.front().path, "validation source")) {
+            for (const std::string& line : read_lines(options(config).valid_sources.front().path, "validation source")) {
                 if (line.find_first_not_of(" \t") != std::string::npos) diagnostic_texts_.push_back(line);
                 if (diagnostic_texts_.size() == kDiagnosticTexts) break;
             }
@@ -63,7 +64,7 @@ public:
         Var loss = shard_part(losses.masked_lm, tokens_.shard, tokens_.global);
         if (!losses.sentence_order.defined()) return loss;
         const Var order = shard_part(losses.sentence_order, batch_.input_ids.dim(0), global_rows_);
-        return ops::add(loss, ops::scale(order, config_.train.sentence_order_weight));
+        return ops::add(loss, ops::scale(order, options(config_).sentence_order_weight));
     }
 
     data::DataPosition position() const override { return train_->position(); }
@@ -101,7 +102,7 @@ private:
         data::MlmDataOptions o;
         o.sources = sources;
         o.max_seq = max_seq(config_);
-        o.masking = config_.data.masking;
+        o.masking = options(config_).masking;
         o.damaged_lines = config_.data.damaged_lines;
         o.shuffle = training;
         o.seed = training ? config_.seed : config_.seed + 1;
@@ -115,7 +116,7 @@ private:
         const Var states = model_->encode(b.input_ids, b.segment_ids, b.valid);
         losses.mlm_logits = model_->mlm_logits(states, b.masked_positions);
         losses.masked_lm = ops::cross_entropy(losses.mlm_logits, b.masked_labels, models::kPadId);
-        if (config_.train.sentence_order_weight > 0.0f) {
+        if (options(config_).sentence_order_weight > 0.0f) {
             losses.order_logits = model_->sentence_order_logits(model_->pooled(states));
             losses.sentence_order = ops::cross_entropy(losses.order_logits, b.sentence_order);
         }
@@ -125,7 +126,7 @@ private:
     // The validation loss of one batch: masked LM + weight × sentence order.
     Var combined(const Losses& losses) const {
         if (!losses.sentence_order.defined()) return losses.masked_lm;
-        return ops::add(losses.masked_lm, ops::scale(losses.sentence_order, config_.train.sentence_order_weight));
+        return ops::add(losses.masked_lm, ops::scale(losses.sentence_order, options(config_).sentence_order_weight));
     }
 
     const config::ExperimentConfig& config_;
@@ -140,11 +141,11 @@ private:
 
 std::vector<DataFile> data_files(const config::ExperimentConfig& config) {
     std::vector<DataFile> files;
-    for (size_t i = 0; i < config.data.train_sources.size(); ++i) {
-        files.push_back({fmt::format("data.train_sources[{}].path", i), config.data.train_sources[i].path, true});
+    for (size_t i = 0; i < options(config).train_sources.size(); ++i) {
+        files.push_back({fmt::format("data.train_sources[{}].path", i), options(config).train_sources[i].path, true});
     }
-    for (size_t i = 0; i < config.data.valid_sources.size(); ++i) {
-        files.push_back({fmt::format("data.valid_sources[{}].path", i), config.data.valid_sources[i].path, false});
+    for (size_t i = 0; i < options(config).valid_sources.size(); ++i) {
+        files.push_back({fmt::format("data.valid_sources[{}].path", i), options(config).valid_sources[i].path, false});
     }
     return files;
 }
@@ -154,7 +155,7 @@ models::BatchShape largest_batch(const config::ExperimentConfig& config) {
     batch.source_length = max_seq(config);
     batch.rows = rows_allowed(config.data, batch.source_length);
     batch.predicted_tokens =
-        batch.rows * static_cast<int64_t>(std::ceil(config.data.masking.mask_prob * static_cast<double>(batch.source_length)));
+        batch.rows * static_cast<int64_t>(std::ceil(options(config).masking.mask_prob * static_cast<double>(batch.source_length)));
     return batch;
 }
 
@@ -163,9 +164,9 @@ std::unique_ptr<Task> create(const config::ExperimentConfig& config, const data:
 }
 
 // A pretraining run's test is its validation loss (and accuracies) on data.valid_sources.
-TestResult test(const decode::TrainedCheckpoint& trained) {
+TestResult test(const TrainedCheckpoint& trained) {
     const config::ExperimentConfig& config = trained.config;
-    HNAS_CHECK(!config.data.valid_sources.empty(),
+    HNAS_CHECK(!options(config).valid_sources.empty(),
                "test: the mlm run's config has no data.valid_sources, whose validation loss is its test");
     Rng init_rng(config.seed, 0), dropout_rng(0, 1);  // every parameter is then overwritten from the checkpoint
     MlmTask task(config, trained.tokenizer, init_rng, dropout_rng);
@@ -174,7 +175,7 @@ TestResult test(const decode::TrainedCheckpoint& trained) {
     const Validation validation = *task.validate();
     for (const Metric& metric : validation.metrics) result.metrics[metric.name] = metric.value;
     Json sources = Json::array();
-    for (const data::TextSource& source : config.data.valid_sources) sources.push_back(source.path);
+    for (const data::TextSource& source : options(config).valid_sources) sources.push_back(source.path);
     result.settings = {{"valid_sources", sources}};
     return result;
 }
@@ -182,8 +183,20 @@ TestResult test(const decode::TrainedCheckpoint& trained) {
 }  // namespace
 
 const TaskDefinition& definition() {
-    static const TaskDefinition mlm{config::Task::mlm, data_files, largest_batch, "", "data.max_seq", "masked tokens",
-                                    nullptr, create, nullptr, nullptr, test, nullptr};
+    static const TaskDefinition mlm{
+        .schema = &schema(),
+        .data_files = data_files,
+        .largest_batch = largest_batch,
+        .memory_model_keys = "",
+        .memory_data_keys = "data.max_seq",
+        .target_unit = "masked tokens",
+        .complete_config = nullptr,
+        .create = create,
+        .evaluate = nullptr,
+        .predict = nullptr,
+        .test = test,
+        .fixed_tokenizer = nullptr,
+    };
     return mlm;
 }
 

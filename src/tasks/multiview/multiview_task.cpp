@@ -3,6 +3,7 @@
 #include "base/hash.h"
 #include "data/multiview.h"
 #include "models/multiview.h"
+#include "tasks/multiview/multiview_options.h"
 #include "tasks/task_support.h"
 
 namespace hnas::tasks::multiview {
@@ -15,7 +16,7 @@ static_assert(data::kMultiviewViews == models::kViews, "the data's views are the
 constexpr uint64_t kValidationSeed = 0x7661'6c69'6400'0004ULL, kTestSeed = 0x7465'7374'0000'0005ULL;
 
 data::MultiviewOptions stream(const config::ExperimentConfig& config, uint64_t seed) {
-    const config::DataConfig& d = config.data;
+    const MultiviewOptions& d = options(config);
     data::MultiviewOptions o;
     o.objects_min = d.objects_min;
     o.objects_max = d.objects_max;
@@ -23,7 +24,7 @@ data::MultiviewOptions stream(const config::ExperimentConfig& config, uint64_t s
     o.count_classes = static_cast<int32_t>(d.count_classes);
     o.primary_recall = static_cast<float>(d.primary_recall);
     o.width = config.model.width;
-    o.batch = d.batch_sentences;
+    o.batch = config.data.batch_sentences;
     o.seed = seed;
     return o;
 }
@@ -88,7 +89,7 @@ public:
           batches_("multiview", train_.options().batch, fingerprint(train_.options())),
           model_(std::make_unique<models::MultiviewModel>(config.model, init, dropout)) {
         const data::MultiviewGenerator validation(stream(config, kValidationSeed));
-        for (int64_t k = 0; k < config.data.valid_batches; ++k) valid_.push_back(examples_of(validation.batch(static_cast<uint64_t>(k))));
+        for (int64_t k = 0; k < options(config).valid_batches; ++k) valid_.push_back(examples_of(validation.batch(static_cast<uint64_t>(k))));
     }
 
     models::Model& model() override { return *model_; }
@@ -167,7 +168,7 @@ std::vector<DataFile> data_files(const config::ExperimentConfig&) { return {}; }
 models::BatchShape largest_batch(const config::ExperimentConfig& config) {
     models::BatchShape batch;
     batch.rows = config.data.batch_sentences;
-    batch.source_length = config.data.objects_max;
+    batch.source_length = options(config).objects_max;
     return batch;
 }
 
@@ -175,12 +176,12 @@ std::unique_ptr<Task> create(const config::ExperimentConfig& config, const data:
     return std::make_unique<MultiviewTask>(config, init, dropout);
 }
 
-TestResult test(const decode::TrainedCheckpoint& trained) {
+TestResult test(const TrainedCheckpoint& trained) {
     const config::ExperimentConfig& config = trained.config;
     Rng init_rng(config.seed, 0), dropout_rng(0, 1);  // every parameter is then overwritten from the checkpoint
     MultiviewTask task(config, init_rng, dropout_rng);
     models::load_parameters(trained.checkpoint, task.model());
-    const Tally tally = task.test(config.test.batches);
+    const Tally tally = task.test(options(config).test_batches);
     TestResult result;
     for (const Metric& metric : metrics_of(tally)) result.metrics[metric.name] = metric.value;
     result.per_example["accuracy"] = tally.correct;
@@ -194,8 +195,20 @@ data::Tokenizer no_text(const config::ExperimentConfig&) { return data::Tokenize
 }  // namespace
 
 const TaskDefinition& definition() {
-    static const TaskDefinition multiview{config::Task::multiview, data_files, largest_batch, "", "data.objects_max",
-                                          "examples", nullptr, create, nullptr, nullptr, test, no_text};
+    static const TaskDefinition multiview{
+        .schema = &schema(),
+        .data_files = data_files,
+        .largest_batch = largest_batch,
+        .memory_model_keys = "",
+        .memory_data_keys = "data.objects_max",
+        .target_unit = "examples",
+        .complete_config = nullptr,
+        .create = create,
+        .evaluate = nullptr,
+        .predict = nullptr,
+        .test = test,
+        .fixed_tokenizer = no_text,
+    };
     return multiview;
 }
 

@@ -6,6 +6,7 @@
 
 #include "eval/squad_metrics.h"
 #include "models/bert.h"
+#include "tasks/span/span_options.h"
 #include "tasks/task_support.h"
 
 namespace hnas::tasks::span {
@@ -28,7 +29,8 @@ std::vector<size_t> top_indices(const std::vector<float>& values, size_t n) {
 data::SpanDataOptions span_data(const config::ExperimentConfig& config, const std::string& path, bool training) {
     data::SpanDataOptions o;
     o.path = path;
-    o.features = {std::min(config.data.max_seq, config.model.max_source_positions), config.data.doc_stride, config.data.max_query};
+    const SpanOptions& span = options(config);
+    o.features = {std::min(span.max_seq, config.model.max_source_positions), span.doc_stride, span.max_query};
     o.shuffle = training;
     o.seed = config.seed;
     o.batch = {config.data.batch_sentences, config.data.batch_tokens, config.data.pad_multiple};
@@ -72,9 +74,9 @@ class SpanTask : public Task {
 public:
     SpanTask(const config::ExperimentConfig& config, const data::Tokenizer& tokenizer, Rng& init, Rng& dropout) : config_(config) {
         model_ = std::make_unique<models::BertModel>(config.model, init, dropout);
-        train_ = std::make_unique<data::SpanBatcher>(tokenizer, span_data(config, config.data.train_file, true));
-        if (!config.data.valid_file.empty()) {
-            valid_ = std::make_unique<data::SpanBatcher>(tokenizer, span_data(config, config.data.valid_file, false));
+        train_ = std::make_unique<data::SpanBatcher>(tokenizer, span_data(config, options(config).files.train_file, true));
+        if (!options(config).files.valid_file.empty()) {
+            valid_ = std::make_unique<data::SpanBatcher>(tokenizer, span_data(config, options(config).files.valid_file, false));
             valid_start_ = valid_->position();
         }
     }
@@ -106,8 +108,8 @@ public:
                 return models::span_loss(logits, b.start_positions, b.end_positions);
             },
             RowCount{});
-        const auto answers = best_answers(valid_->file(), valid_->features(), by_feature, config_.data.max_answer,
-                                          config_.data.null_threshold);
+        const auto answers = best_answers(valid_->file(), valid_->features(), by_feature, options(config_).max_answer,
+                                          options(config_).null_threshold);
         for (const Metric& metric : squad_metrics(valid_->file(), answers)) result.metrics.push_back(metric);
         return result;
     }
@@ -126,19 +128,19 @@ struct InputAnswers {
     data::SquadFile file;
     std::vector<std::string> answers;
 };
-InputAnswers answer_file(const decode::TrainedCheckpoint& trained, const std::string& input) {
+InputAnswers answer_file(const TrainedCheckpoint& trained, const std::string& input) {
     const LoadedModel<models::BertModel> loaded = load_model<models::BertModel>(trained);
     data::SpanBatcher batcher(trained.tokenizer, span_data(trained.config, input, false));
     std::vector<WindowLogits> by_feature(batcher.features().size());
     NoGradScope no_grad;
     while (auto batch = batcher.next()) keep_logits(logits_of(*loaded.model, *batch), *batch, by_feature, batcher.features());
-    auto answers = best_answers(batcher.file(), batcher.features(), by_feature, trained.config.data.max_answer,
-                                trained.config.data.null_threshold);
+    auto answers = best_answers(batcher.file(), batcher.features(), by_feature, options(trained.config).max_answer,
+                                options(trained.config).null_threshold);
     return {batcher.file(), std::move(answers)};
 }
 
 // The official script's report: exact and f1 in %, with the HasAns / NoAns splits under SQuAD 2.0.
-Json evaluate(const decode::TrainedCheckpoint& trained, const std::string& input) {
+Json evaluate(const TrainedCheckpoint& trained, const std::string& input) {
     const InputAnswers run = answer_file(trained, input);
     const eval::SquadScores scores = eval::score_squad(gold_answers(run.file), run.answers);
     Json report = {{"exact", scores.exact}, {"f1", scores.f1}, {"total", scores.total}};
@@ -148,7 +150,7 @@ Json evaluate(const decode::TrainedCheckpoint& trained, const std::string& input
 }
 
 // {"question id": "answer", ...} as SQuAD's predictions file ("" for no answer).
-std::string predict(const decode::TrainedCheckpoint& trained, const std::string& input) {
+std::string predict(const TrainedCheckpoint& trained, const std::string& input) {
     const InputAnswers run = answer_file(trained, input);
     Json predictions = Json::object();
     for (size_t q = 0; q < run.answers.size(); ++q) predictions[run.file.examples[q].id] = run.answers[q];
@@ -161,7 +163,7 @@ std::vector<DataFile> data_files(const config::ExperimentConfig&) { return {}; }
 
 models::BatchShape largest_batch(const config::ExperimentConfig& config) {
     models::BatchShape batch;
-    batch.source_length = std::min(config.data.max_seq, config.model.max_source_positions);
+    batch.source_length = std::min(options(config).max_seq, config.model.max_source_positions);
     batch.rows = rows_allowed(config.data, batch.source_length);
     return batch;
 }
@@ -169,6 +171,9 @@ models::BatchShape largest_batch(const config::ExperimentConfig& config) {
 std::unique_ptr<Task> create(const config::ExperimentConfig& config, const data::Tokenizer& tokenizer, Rng& init, Rng& dropout) {
     return std::make_unique<SpanTask>(config, tokenizer, init, dropout);
 }
+
+// test.file, for test_on_file.
+const std::string& test_file(const config::ExperimentConfig& config) { return options(config).test_file; }
 
 }  // namespace
 
@@ -208,8 +213,20 @@ std::vector<std::string> best_answers(const data::SquadFile& file, const std::ve
 }
 
 const TaskDefinition& definition() {
-    static const TaskDefinition span{config::Task::span, data_files, largest_batch, "", "data.max_seq, data.doc_stride",
-                                     "windows", nullptr, create, evaluate, predict, test_on_file<evaluate>, nullptr};
+    static const TaskDefinition span{
+        .schema = &schema(),
+        .data_files = data_files,
+        .largest_batch = largest_batch,
+        .memory_model_keys = "",
+        .memory_data_keys = "data.max_seq, data.doc_stride",
+        .target_unit = "windows",
+        .complete_config = nullptr,
+        .create = create,
+        .evaluate = evaluate,
+        .predict = predict,
+        .test = test_on_file<evaluate, test_file>,
+        .fixed_tokenizer = nullptr,
+    };
     return span;
 }
 

@@ -2,6 +2,7 @@
 
 #include "base/hash.h"
 #include "models/symbol_encoder.h"
+#include "tasks/synthetic/synthetic_options.h"
 #include "tasks/task_support.h"
 
 namespace hnas::tasks::synthetic {
@@ -13,8 +14,8 @@ constexpr uint64_t kValidationSeed = 0x7661'6c69'6400'0002ULL, kTestSeed = 0x746
 
 data::SyntheticOptions stream(const config::ExperimentConfig& config, int64_t length, uint64_t seed) {
     data::SyntheticOptions o;
-    o.problem = config.data.problem;
-    o.symbols = static_cast<int32_t>(config.data.symbols);
+    o.problem = options(config).problem;
+    o.symbols = static_cast<int32_t>(options(config).symbols);
     o.length = length;
     o.batch = config.data.batch_sentences;
     o.seed = seed;
@@ -72,16 +73,16 @@ class SyntheticTask : public Task {
 public:
     SyntheticTask(const config::ExperimentConfig& config, const data::Tokenizer& tokenizer, Rng& init, Rng& dropout)
         : config_(config),
-          train_(stream(config, config.data.length, config.seed)),
+          train_(stream(config, options(config).length, config.seed)),
           batches_("synthetic", train_.batch, fingerprint(train_)) {
-        HNAS_CHECK(tokenizer.vocab_size() == data::kNumSpecialIds + config.data.symbols, "synthetic task: the tokenizer has ",
-                   tokenizer.vocab_size(), " ids, not the ", data::kNumSpecialIds + config.data.symbols, " of ",
-                   config.data.symbols, " symbols");
+        HNAS_CHECK(tokenizer.vocab_size() == data::kNumSpecialIds + options(config).symbols, "synthetic task: the tokenizer has ",
+                   tokenizer.vocab_size(), " ids, not the ", data::kNumSpecialIds + options(config).symbols, " of ",
+                   options(config).symbols, " symbols");
         model_ = std::make_unique<models::SymbolEncoder>(config.model, init, dropout);
-        for (int64_t k = 0; k < config.data.valid_batches; ++k) {
-            valid_.push_back(data::synthetic_batch(stream(config, config.data.valid_length, kValidationSeed), static_cast<uint64_t>(k)));
+        for (int64_t k = 0; k < options(config).valid_batches; ++k) {
+            valid_.push_back(data::synthetic_batch(stream(config, options(config).valid_length, kValidationSeed), static_cast<uint64_t>(k)));
             valid_at_train_length_.push_back(
-                data::synthetic_batch(stream(config, config.data.length, kValidationSeed + 1), static_cast<uint64_t>(k)));
+                data::synthetic_batch(stream(config, options(config).length, kValidationSeed + 1), static_cast<uint64_t>(k)));
         }
     }
 
@@ -143,7 +144,7 @@ public:
         Tally tally;
         for (int64_t k = 0; k < batches; ++k) {
             const data::SyntheticBatch batch =
-                data::synthetic_batch(stream(config_, config_.data.valid_length, kTestSeed), static_cast<uint64_t>(k));
+                data::synthetic_batch(stream(config_, options(config_).valid_length, kTestSeed), static_cast<uint64_t>(k));
             const Examples examples = examples_of(batch);
             tally_batch(tally, model_->logits(examples.ids).value(), examples);
         }
@@ -174,7 +175,7 @@ std::vector<DataFile> data_files(const config::ExperimentConfig&) { return {}; }
 models::BatchShape largest_batch(const config::ExperimentConfig& config) {
     models::BatchShape batch;
     batch.rows = config.data.batch_sentences;
-    batch.source_length = std::max(config.data.length, config.data.valid_length);
+    batch.source_length = std::max(options(config).length, options(config).valid_length);
     return batch;
 }
 
@@ -182,31 +183,43 @@ std::unique_ptr<Task> create(const config::ExperimentConfig& config, const data:
     return std::make_unique<SyntheticTask>(config, tokenizer, init, dropout);
 }
 
-TestResult test(const decode::TrainedCheckpoint& trained) {
+TestResult test(const TrainedCheckpoint& trained) {
     const config::ExperimentConfig& config = trained.config;
     Rng init_rng(config.seed, 0), dropout_rng(0, 1);  // every parameter is then overwritten from the checkpoint
     SyntheticTask task(config, trained.tokenizer, init_rng, dropout_rng);
     models::load_parameters(trained.checkpoint, task.model());
-    const Tally tally = task.test(config.test.batches);
+    const Tally tally = task.test(options(config).test_batches);
     TestResult result;
     std::vector<Metric> metrics{{"accuracy", tally.accuracy()}};
     add_rule_metrics(tally, metrics);
     for (const Metric& metric : metrics) result.metrics[metric.name] = metric.value;
     result.per_example["accuracy"] = tally.correct;
-    result.settings = {{"problem", name_of(config.data.problem)}, {"length", config.data.valid_length},
+    result.settings = {{"problem", name_of(options(config).problem)}, {"length", options(config).valid_length},
                        {"examples", tally.total}, {"stream", "test"}};
     return result;
 }
 
 data::Tokenizer symbol_tokenizer(const config::ExperimentConfig& config) {
-    return data::Tokenizer::symbols(static_cast<int32_t>(config.data.symbols));
+    return data::Tokenizer::symbols(static_cast<int32_t>(options(config).symbols));
 }
 
 }  // namespace
 
 const TaskDefinition& definition() {
-    static const TaskDefinition synthetic{config::Task::synthetic, data_files, largest_batch, "", "data.length, data.valid_length",
-                                          "examples", nullptr, create, nullptr, nullptr, test, symbol_tokenizer};
+    static const TaskDefinition synthetic{
+        .schema = &schema(),
+        .data_files = data_files,
+        .largest_batch = largest_batch,
+        .memory_model_keys = "",
+        .memory_data_keys = "data.length, data.valid_length",
+        .target_unit = "examples",
+        .complete_config = nullptr,
+        .create = create,
+        .evaluate = nullptr,
+        .predict = nullptr,
+        .test = test,
+        .fixed_tokenizer = symbol_tokenizer,
+    };
     return synthetic;
 }
 

@@ -10,7 +10,7 @@
 #include "io/checkpoint.h"
 #include "models/seq2seq.h"
 
-namespace hnas::decode {
+namespace hnas::tasks {
 
 // What a checkpoint of hnas train holds besides the model: its entries, step, resolved config and
 // tokenizer. The tasks build their own typed models from it (src/tasks/).
@@ -39,4 +39,4 @@ struct TrainedModel {
 // Loads and verifies a checkpoint written by `hnas train`; errors name the file and what is missing.
 TrainedModel load_trained_model(const std::string& checkpoint_path);
 
-}  // namespace hnas::decode
+}  // namespace hnas::tasks

@@ -1,12 +1,13 @@
-#include "decode/trained_model.h"
+#include "tasks/trained_model.h"
 
 #include <limits>
 
 #include "io/checkpoint.h"
 #include "models/model_factory.h"
 #include "models/model_io.h"
+#include "tasks/task.h"
 
-namespace hnas::decode {
+namespace hnas::tasks {
 
 const models::Seq2SeqModel& TrainedModel::seq2seq() const {
     const auto* seq2seq = dynamic_cast<const models::Seq2SeqModel*>(model.get());
@@ -22,7 +23,7 @@ TrainedCheckpoint read_trained_checkpoint(const std::string& checkpoint_path) {
     }
     HNAS_CHECK(checkpoint.has("tokenizer.model"), checkpoint_path, ": holds no tokenizer.model");
     const int64_t step = json_integer(meta.at("step"), 0, std::numeric_limits<int64_t>::max(), checkpoint_path + ": the metadata's step");
-    config::ExperimentConfig config = config::parse_experiment_config(config::upgrade_saved_config(meta.at("config")));
+    config::ExperimentConfig config = parse_config(config::upgrade_saved_config(meta.at("config")));
     data::Tokenizer tokenizer = data::Tokenizer::from_serialized(checkpoint.bytes("tokenizer.model"));
     // The model's rows must be the tokenizer's pieces: export and decoding index one by the other.
     config.model.vocab_size = json_integer(meta.at("vocab_size"), tokenizer.vocab_size(), tokenizer.vocab_size(),
@@ -41,4 +42,4 @@ TrainedModel load_trained_model(const std::string& checkpoint_path) {
     return trained;
 }
 
-}  // namespace hnas::decode
+}  // namespace hnas::tasks
