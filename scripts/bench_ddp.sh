@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Data-parallel training over a slow link (issue #20 item 6), side by side in one run. Each round runs
+# Data-parallel training over a slow link (docs/performance.md), side by side in one run. Each round runs
 # 2 ranks of `hnas train` (mpirun over TCP, one OpenMP thread per rank, one core each) in network
 # namespaces of their own, so no traffic but theirs is touched: once over their link as it is, and once
 # with the link slowed to --rate (default 1gbit) and, when the kernel has sch_netem, --delay (default

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Beam search of hnas beside its PyTorch twin (issue #20 item 4), side by side in one run:
+# Beam search of hnas beside its PyTorch twin (docs/performance.md, Decoding), side by side in one run:
 #   1. without --checkpoint, `hnas train` makes a headline model on the bundled data (configs/gigaword.json,
 #      the twin's shapes, --steps steps, batches of 64, learning rate 0.001, as scripts/bench_real.sh trains);
 #   2. per round and beam, `hnas-bench decode` decodes the first --count test articles in `hnas decode`'s

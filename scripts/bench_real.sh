@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Real runs of hnas beside their PyTorch twins (issue #24), side by side in one run: for each config,
+# Real runs of hnas beside their PyTorch twins (docs/performance.md), side by side in one run: for each config,
 #   1. `hnas train` on the bundled data for --steps steps (batches of varying length, as a user trains);
 #   2. `hnas-bench batches` writes the batches that run drew, with a model's initial parameters;
 #   3. scripts/torch_real.py trains the PyTorch twin on the same batches in the same order (its step-0
@@ -80,7 +80,7 @@ memory = [r["memory"] for r in records if "memory" in r]
 last = next(r for r in progress if r["step"] == steps)
 time_text = open(f"{out}/{name}.time").read()
 max_rss_kib = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", time_text).group(1))
-# hnas before issue #24 (a --baseline) recorded memory only at validations (mlm.json has none), and
+# An older hnas (a --baseline) may have recorded memory only at validations (mlm.json has none), and
 # no profile.
 profile = last.get("profile", {})
 print(json.dumps({"name": name, "impl": "hnas", "seconds": last["elapsed_seconds"], "loss": last["loss"],

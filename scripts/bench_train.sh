@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# hnas against PyTorch on issue #8's reference training workloads, side by side in one run:
+# hnas against PyTorch on the reference training workloads (docs/performance.md), side by side in one run:
 #   1. builds hnas-bench (Release) if needed;
 #   2. checks, per task and attention kind, that both frameworks build the same model: hnas dumps its
 #      initial parameters and first batch (hnas-bench train --dump-initial), PyTorch loads them
@@ -7,7 +7,7 @@
 #      1e-4 relative, the step-0 gradient norms within 1e-3; the next steps' losses are shown;
 #   3. times both, alternating hnas and PyTorch run by run, for every task and kind over several
 #      rounds, and prints a markdown table of medians (ranges over the rounds in brackets), with
-#      hnas's step over its matmul-only bound: one step's products timed alone in oneDNN (issue #20),
+#      hnas's step over its matmul-only bound: one step's products timed alone in oneDNN,
 #      on operands in cache and on operands evicted from the caches by a 64 MiB write.
 # Options:
 #   --quick           smoke test: 1 round of 2 timed steps after 1 warm-up step

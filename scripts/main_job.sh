@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The main job on the bundled data (issue #18): set-up and build, then the papers' recipe
+# The main job on the bundled data (docs/main_job.md): set-up and build, then the papers' recipe
 # (scripts/recipe_gigaword.sh) with one encoder attention kind at the size that fits in about
 # 30 minutes on 2 cores: headline training on the bundled Gigaword pairs from random weights (paper
 # 000 Table 2's ⟨Random,Random⟩; at this budget it beats starting from a pretrained encoder, see

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""A random tiny BERT in Hugging Face's layout, and what it computes, for tests/test_bert_import.cpp.
+"""A random tiny BERT in Hugging Face's layout, and what it computes, for tests/convert/test_bert_import.cpp.
 
     /usr/bin/python3 scripts/make_bert_fixture.py
 

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Writes tests/fixtures/statistics.json: the statistics of src/eval/statistics.h computed independently,
-in Python, for the C++ tests (tests/test_statistics.cpp).
+in Python, for the C++ tests (tests/eval/test_statistics.cpp).
 
     /usr/bin/python3 scripts/make_statistics_fixture.py
 

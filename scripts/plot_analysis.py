@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Plot the analyses of issue #7 from the JSON that hnas writes.
+"""Plot the analyses (docs/analyses.md) from the JSON that hnas writes.
 
 Subcommands (each reads one JSON file and writes one PNG):
 
@@ -290,7 +290,7 @@ PLOTTERS = {
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(description="Plot hnas analysis JSON (issue #7) as PNG.")
+    parser = argparse.ArgumentParser(description="Plot hnas analysis JSON as PNG.")
     subparsers = parser.add_subparsers(dest="analysis", required=True)
     for name in PLOTTERS:
         sub = subparsers.add_parser(name, help=f"plot the {name} analysis")

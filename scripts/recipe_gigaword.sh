@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The papers' recipe on the bundled data (issue #18), once per encoder attention kind:
+# The papers' recipe on the bundled data (docs/main_job.md), once per encoder attention kind:
 #   1. masked-LM pretraining of a BERT-style encoder on all bundled text that is not test or
 #      validation data (the Gigaword training articles and titles, State of the Union, Moby-Dick);
 #   2. ⟨BERT,BERT⟩: the encoder-decoder starts with encoder and decoder from that encoder

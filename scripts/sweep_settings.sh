@@ -4,7 +4,7 @@
 # With --grid, each listed setting at every grid point. Rerunning continues an interrupted sweep.
 #   scripts/sweep_settings.sh CONFIG LIST [--out OUT] [--parallel P] [--set k=v …] [--grid k=[v,…] …]
 #   OUT default runs/<config name>_<list name>
-# Paper 002's mixers on case distinction (issue #17):
+# Paper 002's mixers on case distinction (docs/experiments.md):
 #   scripts/sweep_settings.sh configs/paper002_cases.json configs/sweeps/paper002_mixers_d64.json
 # Paper 004's multi-view attention, every kind and the no-attention baselines:
 #   scripts/sweep_settings.sh configs/paper004_multiview.json configs/sweeps/paper004_multiview.json

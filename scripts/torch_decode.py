@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch twin of hnas's beam search (issue #20 item 4): decodes the batches `hnas-bench decode` wrote
+"""PyTorch twin of hnas's beam search (docs/performance.md, Decoding): decodes the batches `hnas-bench decode` wrote
 with the same trained model (its parameters are in the file), the same decoding settings and the same
 search as src/decode/beam_search.cpp: every source starts with `beam` rows of which one is alive; per
 step the best 2·beam extensions of a source's beams, eos ending a hypothesis only when it ranks among

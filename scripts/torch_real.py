@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch twin of a real `hnas train` run (issue #24): replays the batches the run drew, as
+"""PyTorch twin of a real `hnas train` run (docs/performance.md): replays the batches the run drew, as
 `hnas-bench batches --run DIR` wrote them with a model's initial parameters, and trains the twin model
 (scripts/torch_reference.py's, which must match the run's config) with the config's optimizer,
 learning-rate schedule, clipping, label smoothing and dropout, step by step on the same batches.

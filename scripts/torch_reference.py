@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch twin of `hnas-bench train` (issue #8): the reference seq2seq and masked-LM models written by
+"""PyTorch twin of `hnas-bench train`: the reference seq2seq and masked-LM models written by
 hand from nn.Linear / nn.Embedding / nn.LayerNorm, with hnas's parameter names, shapes, initialization,
 batches and training step (forward loss, backward, global-norm clipping at 1.0, Adam with a constant
 learning rate), timed the same way and reported as the same JSON line.
@@ -31,7 +31,7 @@ import torch.nn.functional as F
 
 import torch_attention
 
-# Shapes of the two reference workloads (issue #8); must match src/bench/main.cpp.
+# Shapes of the two reference workloads (docs/performance.md, Workloads); must match src/bench/main.cpp.
 BATCH, VOCAB, WIDTH, HEADS, FFN, LAYERS = 32, 8000, 256, 4, 1024, 4
 SOURCE_LENGTH, TARGET_LENGTH, MLM_LENGTH = 64, 16, 128
 MAX_SOURCE_POSITIONS, MAX_TARGET_POSITIONS, MLM_POSITIONS, SEGMENTS = 128, 64, 128, 2

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Chooses a headline model's decoding settings on the validation pairs, never on test (issue #18):
+# Chooses a headline model's decoding settings on the validation pairs, never on test:
 # beam search over a grid of length penalty A, repeated-n-gram ban and minimum length, each setting
 # scored with ROUGE-1.5.5 -m F1 on data/gigaword/valid_1k; prints the grid sorted by the mean of
 # ROUGE-1, -2 and -L and writes it to OUT/decoding_grid.md and OUT/decoding_grid.json.

@@ -26,7 +26,7 @@ std::vector<int32_t> encoder_input(const config::ExperimentConfig& config, const
 }
 
 models::DiagnosticForward encoder_forward(const models::Model& model, std::vector<std::vector<int32_t>> rows, int64_t batch) {
-    const auto* token_model = dynamic_cast<const models::TokenModel*>(&model);
+    const models::TokenModel* token_model = model.token_model();
     HNAS_CHECK(token_model, "explain-away: this model reads no token ids (", name_of(model.config().architecture),
                "); its task measures it on its own inputs during training");
     HNAS_CHECK(batch >= 1, "explain-away: the batch must be >= 1, got ", batch);

@@ -58,7 +58,7 @@ std::vector<double> attention_weights(const Points& points, double score_scale, 
 
 // The same weights from any n x n score matrix (row i: query i). Its dnas is the registered dnas kind's
 // definition (src/nn/attention_kinds/dnas.cpp, composed in src/ops/) in double precision, and
-// likewise lnas and hnas: tests/test_mode_collapse.cpp holds them equal on random scores.
+// likewise lnas and hnas: tests/analysis/test_mode_collapse.cpp holds them equal on random scores.
 std::vector<double> normalize_scores(std::vector<double> scores, size_t n, const Normalization& normalization);
 
 // One step: every point replaced by sum_j W_ij x_j.

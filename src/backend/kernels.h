@@ -53,7 +53,7 @@ inline double exp_double(double x) {
 // erf(x), vectorizable like fast_exp (std::erf is a libm call per element; GELU spent 17 % of a
 // training step in it): Abramowitz & Stegun 7.1.26, erf(|x|) = 1 − t·(a1 + t·(a2 + … + t·a5))·e^(−x²)
 // with t = 1/(1 + p·|x|): absolute error below 1.5e-7 in exact arithmetic, 5.3e-7 measured in float
-// (tests/test_backend.cpp), far inside the 2e-5 of the PyTorch parity fixtures.
+// (tests/backend/test_backend.cpp), far inside the 2e-5 of the PyTorch parity fixtures.
 // fast_erf_with_gaussian also returns the e^(−x²) it is built from, for GELU's derivative, whose
 // normal density φ(x) ∝ e^(−x²/2) is then one exp fewer per element.
 struct ErfWithGaussian {

@@ -122,7 +122,7 @@ using Clock = std::chrono::steady_clock;
 // The primitives of the most recently used shapes. Batches of varying length bring a few thousand
 // shapes in a few hundred steps, each primitive holding ~35 KB of generated code and descriptors, while
 // creating one takes ~0.5 ms; so the cache keeps the last kMatmulCacheCapacity and forgets the rest (oneDNN's own
-// cache is off, or it would keep them alive). Measured in docs/performance.md (issue #24).
+// cache is off, or it would keep them alive). Measured in docs/performance.md.
 class MatmulCache {
 public:
     MatmulCache() { dnnl::set_primitive_cache_capacity(0); }

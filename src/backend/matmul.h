@@ -57,7 +57,7 @@ struct MatmulOperand {
 
 // Where a product writes C: its f32 values, or, under bf16 precision for a result only products read,
 // only their rounding to bf16 (nearest even, as convert_to_bf16; oneDNN rounds the f32 sum it has
-// biased), which saves writing the f32 values and converting them (issue #20 item 3).
+// biased), which saves writing the f32 values and converting them.
 struct MatmulResult {
     MatmulResult(float* values) : f32(values) {}  // implicit: any f32 array is a result
     static MatmulResult bf16_only(uint16_t* rounded) {
@@ -75,7 +75,7 @@ MatmulOperand operand(const Tensor& tensor);
 
 // For an op whose output (or input gradient) is a product's operand in the models here: under bf16
 // precision, that tensor's bf16 copy, marked current, for the op to fill with round_to_bf16 of every
-// value in the same pass as it writes them, so no product converts it again (issue #20 item 3); under
+// value in the same pass as it writes them, so no product converts it again; under
 // f32, null. Take the tensor's data() pointer first: data() marks the copy stale.
 uint16_t* operand_copy_to_fill(Tensor& tensor);
 
@@ -102,7 +102,7 @@ struct MatmulStats {
 };
 MatmulStats matmul_stats();
 
-// One product as matmul() was asked for it: what the matmul-only bound replays (issue #20).
+// One product as matmul() was asked for it: what the matmul-only bound replays (docs/performance.md).
 struct MatmulCall {
     MatmulShape shape;
     float alpha = 1.0f;

@@ -6,10 +6,10 @@
 //   hnas-bench ot         paper 003's OT attention (Eq. 25) against LNAS as normalizations alone, with
 //                         |A| = n and 2n templates at n = 128
 //   hnas-bench data       the Gigaword data pipeline alone: input tokens/s per epoch on the bundled pairs
-//   hnas-bench train      whole training steps of issue #8's reference models (headline, mlm) on random
+//   hnas-bench train      whole training steps of the reference models (headline, mlm; docs/performance.md) on random
 //                         fixed-shape batches: one JSON line (input and target tokens/s, step times, peak RSS, losses);
 //                         --precision bf16 for bf16 matmuls; --matmul-bound: also the step's products
-//                         timed alone in oneDNN, and the step over that bound (issue #20), with
+//                         timed alone in oneDNN, and the step over that bound, with
 //                         operands in cache and again evicted by a --evict-mib write before each product
 //                         scripts/bench_train.sh runs it against scripts/torch_reference.py
 //   hnas-bench decode     beam search of a trained headline model over test articles, in `hnas decode`'s
@@ -251,7 +251,7 @@ void bench_data(const std::string& articles, const std::string& titles) {
     std::filesystem::remove_all(scratch);
 }
 
-// ---- hnas-bench train: issue #8's reference training steps -------------------------------------------
+// ---- hnas-bench train: the reference training steps ----------------------------------------------------
 // The models, batches and step are mirrored by scripts/torch_reference.py; keep the two in step.
 using namespace hnas;
 
@@ -265,11 +265,11 @@ struct TrainBenchOptions {
     float learning_rate = 1e-4f;
     bool no_dropout = false;       // every dropout rate 0 (for loss comparisons across frameworks)
     std::string dump_initial;      // checkpoint of the initial parameters and the first batch
-    bool matmul_bound = false;     // also time the products of one more step in oneDNN alone (issue #20)
+    bool matmul_bound = false;     // also time the products of one more step in oneDNN alone
     int64_t evict_mib = 64;        // the bound again with a buffer this large written before each product
 };
 
-// Shapes of the two reference workloads (issue #8).
+// Shapes of the two reference workloads (docs/performance.md, Workloads).
 constexpr int64_t kBenchBatch = 32, kBenchVocab = 8000, kBenchWidth = 256, kBenchHeads = 4, kBenchFfn = 1024,
                   kBenchLayers = 4, kSourceLength = 64, kTargetLength = 16, kMlmLength = 128;
 constexpr double kMaskFraction = 0.15;
@@ -305,13 +305,25 @@ models::ModelConfig reference_config(const TrainBenchOptions& o) {
     return c;
 }
 
-// The reference model of o.task (seq2seq for headline, BERT for mlm), freshly initialized.
-std::unique_ptr<hnas::nn::Module> reference_model(const TrainBenchOptions& o, hnas::Rng& init_rng, hnas::Rng& dropout_rng) {
+// The reference model of o.task, freshly initialized: seq2seq for headline, BERT for mlm (one of the two
+// is set), each kept as its own type for its loss.
+struct ReferenceModel {
+    std::unique_ptr<hnas::models::Seq2SeqModel> seq2seq;
+    std::unique_ptr<hnas::models::BertModel> bert;
+
+    hnas::nn::Module& operator*() const {
+        if (seq2seq) return *seq2seq;
+        return *bert;
+    }
+    hnas::nn::Module* operator->() const { return &**this; }
+};
+
+ReferenceModel reference_model(const TrainBenchOptions& o, hnas::Rng& init_rng, hnas::Rng& dropout_rng) {
     const hnas::models::ModelConfig config = reference_config(o);
     if (config.architecture == hnas::models::Architecture::seq2seq) {
-        return std::make_unique<hnas::models::Seq2SeqModel>(config, init_rng, dropout_rng);
+        return {std::make_unique<hnas::models::Seq2SeqModel>(config, init_rng, dropout_rng), nullptr};
     }
-    return std::make_unique<hnas::models::BertModel>(config, init_rng, dropout_rng);
+    return {nullptr, std::make_unique<hnas::models::BertModel>(config, init_rng, dropout_rng)};
 }
 
 // One fixed-shape batch of random ordinary token ids; every position is real (no padding).
@@ -407,15 +419,13 @@ double model_flops_per_step(const std::string& task, int64_t masked_rows) {
     return 3.0 * forward;
 }
 
-Var batch_loss(const nn::Module& model, const std::string& task, const BenchBatch& batch) {
-    if (task == "headline") {
-        const auto& m = static_cast<const models::Seq2SeqModel&>(model);
-        return m.loss(batch["source_ids"], batch["source_valid"], batch["target_input"], batch["target_output"],
-                      batch["target_valid"], kLabelSmoothing);
+Var batch_loss(const ReferenceModel& model, const BenchBatch& batch) {
+    if (model.seq2seq) {
+        return model.seq2seq->loss(batch["source_ids"], batch["source_valid"], batch["target_input"], batch["target_output"],
+                                   batch["target_valid"], kLabelSmoothing);
     }
-    const auto& m = static_cast<const models::BertModel&>(model);
-    return m.mlm_loss(batch["input_ids"], batch["segment_ids"], batch["valid"], batch["masked_positions"],
-                      batch["masked_labels"]);
+    return model.bert->mlm_loss(batch["input_ids"], batch["segment_ids"], batch["valid"], batch["masked_positions"],
+                                batch["masked_labels"]);
 }
 
 double peak_rss_mib() { return static_cast<double>(hnas::process_memory().peak_rss) / (1 << 20); }
@@ -425,7 +435,7 @@ void bench_train(const TrainBenchOptions& o) {
     if (o.threads > 0) backend::set_num_threads(o.threads);
     backend::set_matmul_precision(o.precision);
     Rng init_rng(o.seed, 1), dropout_rng(o.seed, 2), data_rng(o.seed, 3);
-    const std::unique_ptr<nn::Module> model = reference_model(o, init_rng, dropout_rng);
+    const ReferenceModel model = reference_model(o, init_rng, dropout_rng);
     const auto parameters = model->named_parameters();
     optim::OptimizerOptions optimizer_options;
     optimizer_options.kind = optim::OptimizerKind::adam;
@@ -449,7 +459,7 @@ void bench_train(const TrainBenchOptions& o) {
         {
             NoGradScope no_grad;
             model->set_training(false);
-            eval_loss = batch_loss(*model, o.task, first).item();
+            eval_loss = batch_loss(model, first).item();
             model->set_training(true);
         }
         nlohmann::ordered_json meta = {{"hnas_version", HNAS_VERSION},
@@ -471,7 +481,7 @@ void bench_train(const TrainBenchOptions& o) {
     // One optimizer step; the loss and the gradient norm before clipping.
     auto train_step = [&](const BenchBatch& batch) {
         optimizer.zero_grad();
-        Var loss = batch_loss(*model, o.task, batch);
+        Var loss = batch_loss(model, batch);
         const float value = loss.item();
         loss.backward();
         const optim::GradientClip clip = optim::clip_factors(parameters, kClipNorm);
@@ -584,8 +594,11 @@ struct DecodeBenchOptions {
 // decoding settings and every batch's best hypotheses: what scripts/torch_decode.py decodes again.
 void bench_decode(const DecodeBenchOptions& o) {
     using namespace hnas;
-    const tasks::TrainedModel trained = tasks::load_trained_model(o.checkpoint);
-    const auto& model = trained.seq2seq();
+    const tasks::TrainedCheckpoint trained = tasks::read_trained_checkpoint(o.checkpoint);
+    HNAS_CHECK(trained.config.task == &tasks::headline::schema(), "decode: ", o.checkpoint, " holds a ", trained.config.task->name,
+               " model; the decoding bench needs a headline checkpoint");
+    const tasks::LoadedModel<models::Seq2SeqModel> loaded = tasks::load_model<models::Seq2SeqModel>(trained);
+    const models::Seq2SeqModel& model = *loaded.model;
     std::vector<std::string> articles = read_lines(o.articles, "articles");
     HNAS_CHECK(static_cast<int64_t>(articles.size()) >= o.count, "decode: ", o.articles, " has ", articles.size(),
                " articles, fewer than --count ", o.count);
@@ -689,7 +702,7 @@ void bench_optimizer(const std::string& task, int warmup, int repeats) {
     TrainBenchOptions o;
     o.task = task;
     Rng init_rng(1, 1), dropout_rng(1, 2), grad_rng(1, 3);
-    const std::unique_ptr<nn::Module> model = reference_model(o, init_rng, dropout_rng);
+    const ReferenceModel model = reference_model(o, init_rng, dropout_rng);
     const auto parameters = model->named_parameters();
     fmt::print("one optimizer step over the {} reference model's {} parameters ({} tensors), {} threads\n", task,
                model->parameter_count(), parameters.size(), backend::num_threads());
@@ -740,7 +753,7 @@ int main(int argc, char** argv) {
     data_command->callback([&] { bench_data(articles, titles); });
     TrainBenchOptions train_options;
     auto* train_command = app.add_subcommand(
-        "train", "training steps of issue #8's reference headline / mlm models; prints one JSON line");
+        "train", "training steps of the reference headline / mlm models (docs/performance.md); prints one JSON line");
     train_command->add_option("--task", train_options.task, "headline or mlm")->check(CLI::IsMember({"headline", "mlm"}));
     train_command->add_option("--kind", train_options.kind, "encoder self-attention: any registered kind")
         ->check(CLI::IsMember(hnas::nn::attention_kind_names()));

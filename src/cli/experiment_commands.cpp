@@ -1,4 +1,5 @@
-// `hnas sweep`, `hnas test`, `hnas compare` and `hnas report`: experiments over settings and seeds (issue #16).
+// `hnas sweep`, `hnas test`, `hnas compare` and `hnas report`: experiments over settings and seeds
+// (docs/experiments.md).
 #include <spdlog/spdlog.h>
 
 #include <filesystem>

@@ -232,7 +232,7 @@ void parse_data(ConfigNode& node, DataConfig& d) {
     d.pad_multiple = node.integer("pad_multiple", d.pad_multiple,
                                   "a batch of token rows is padded to its longest row rounded up to a multiple of this (at "
                                   "most the longest row allowed): a few batch shapes instead of one per length, whose tensor "
-                                  "blocks and matmul primitives later batches reuse (docs/performance.md, issue #24); the loss "
+                                  "blocks and matmul primitives later batches reuse (docs/performance.md); the loss "
                                   "and attention mask the padding; 1: pad to the longest row",
                                   1, 128);
     if (d.batch_sentences == 0 && d.batch_tokens == 0) node.fail("batch_sentences", "and batch_tokens cannot both be 0");

@@ -27,11 +27,11 @@ struct BatchOptions {
 // The length a batch is padded to when its longest row has `longest` tokens: rounded up to a multiple
 // of options.pad_multiple, and never past `limit`, the longest row the data allows (the position
 // tables' size). Few distinct lengths mean few distinct tensor shapes, which the allocator and oneDNN's
-// primitive cache reuse from batch to batch (issue #24, docs/performance.md).
+// primitive cache reuse from batch to batch (docs/performance.md).
 int64_t padded_length(int64_t longest, const BatchOptions& options, int64_t limit);
 
 // A data position's fingerprint with the padding folded in; padding to the longest row (pad_multiple 1,
-// as every run before issue #24) leaves it as it was, so those runs' checkpoints still resume.
+// as every run before data.pad_multiple existed) leaves it as it was, so those runs' checkpoints still resume.
 uint64_t hash_padding(uint64_t fingerprint, const BatchOptions& options);
 
 // Throws unless the options allow a batch at all and a row of `longest_row` tokens fits max_tokens.

@@ -71,4 +71,17 @@ std::vector<std::vector<DecodedHeadline>> decode_articles(const models::Seq2SeqM
     return headlines;
 }
 
+BeamOptions beam_options(const DecodingConfig& configured, const DecodeSettings& given) {
+    BeamOptions beam;
+    static_cast<DecodingConfig&>(beam) = configured;
+    beam.beam = given.beam.value_or(beam.beam);
+    beam.length_penalty = given.length_penalty.value_or(beam.length_penalty);
+    beam.min_length = given.min_length.value_or(beam.min_length);
+    beam.max_length = given.max_length.value_or(beam.max_length);
+    beam.no_repeat_ngram = given.no_repeat_ngram.value_or(beam.no_repeat_ngram);
+    beam.nbest = given.nbest;
+    check_beam_options(beam);
+    return beam;
+}
+
 }  // namespace hnas::decode

@@ -3,13 +3,29 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "backend/matmul.h"
 #include "data/tokenizer.h"
 #include "decode/beam_search.h"
 
 namespace hnas::decode {
+
+// Decoding settings given on a command line; those unset keep the configured ones (a headline run's test
+// section), so a model decodes as its run is tested.
+struct DecodeSettings {
+    std::optional<int64_t> beam, min_length, max_length, no_repeat_ngram;
+    std::optional<double> length_penalty;
+    int64_t nbest = 1;       // hypotheses per article (≤ beam)
+    int64_t batch = 32;      // articles decoded together
+    int64_t max_source = 0;  // source pieces kept per article; 0: the training config's
+    backend::MatmulPrecision precision = backend::MatmulPrecision::f32;
+};
+
+// `configured` with the settings given on top; throws naming an option out of range.
+BeamOptions beam_options(const DecodingConfig& configured, const DecodeSettings& given);
 
 struct DecodedHeadline {
     std::string text;  // detokenized and lowercased, as the Gigaword references are

@@ -1,4 +1,4 @@
-// `hnas compare` (issue #16): the results of a sweep's trials, or of runs given one by one, grouped by
+// `hnas compare`: the results of a sweep's trials, or of runs given one by one, grouped by
 // setting. Per setting, every metric's mean ± standard error, min and max over seeds (the papers'
 // tables: paper 004 Table 3 gives mean ± s.e. over 5 runs). Between two settings, per metric, on the
 // seeds they share: the mean difference and its effect size, the paired permutation test over seeds,

@@ -1,4 +1,4 @@
-// The settings of a sweep (issue #16): the config overrides that tell its trials apart, from grids
+// The settings of a sweep: the config overrides that tell its trials apart, from grids
 // (`--grid key=[v1,v2]`; several grids multiply) or from a list file, each named so that the name is a
 // folder name and says what differs ("kind=dnas,learning_rate=0.001").
 #pragma once

@@ -1,4 +1,4 @@
-// `hnas report` (issue #16): one self-contained HTML file (inline SVG and CSS; no script, no network,
+// `hnas report`: one self-contained HTML file (inline SVG and CSS; no script, no network,
 // no other file) showing a sweep or a run: the settings, the comparison table, each metric against a
 // numeric key the sweep varies (paper 002 Fig. 3's learning rates), training and validation
 // curves per setting (each seed a thin line, their mean a thick one), throughput, and the hybrid

@@ -1,4 +1,4 @@
-// result.json: what a finished run scored on its config's test data (config section test; issue #16),
+// result.json: what a finished run scored on its config's test data (config section test),
 // beside what its training reached. `hnas test` writes it; a sweep writes it for each trial once the
 // trial has trained, and a trial that holds one is finished.
 #pragma once

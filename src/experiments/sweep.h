@@ -1,4 +1,4 @@
-// `hnas sweep` (issue #16): one base config trained over settings × seeds, each trial an ordinary run
+// `hnas sweep`: one base config trained over settings × seeds, each trial an ordinary run
 // directory OUT/<setting>/seed-<k>/ that `hnas test` then scores (result.json). Trials run as child
 // processes of this one (`hnas train`, then `hnas test`), `parallel` at a time with the cores split
 // between them; their output goes to OUT/<setting>/seed-<k>.log. Rerunning the command skips finished

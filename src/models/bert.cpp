@@ -75,7 +75,7 @@ Var BertModel::mlm_logits(const Var& states, const Tensor& masked_positions) con
     // Gathering the masked rows first keeps the vocabulary-sized logits to N rows, as BERT does. The
     // head runs on N rounded up to a multiple of kMaskedRowMultiple (repeats of the first masked row,
     // whose logits are dropped): N differs from batch to batch, and each N would be new matmul shapes
-    // (docs/performance.md, issue #24).
+    // (docs/performance.md).
     const int64_t masked = masked_positions.numel();
     const int64_t rounded = (masked + kMaskedRowMultiple - 1) / kMaskedRowMultiple * kMaskedRowMultiple;
     Tensor positions = masked_positions;

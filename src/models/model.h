@@ -43,6 +43,8 @@ struct EncoderStack {
 // is on (nn::MultiHeadAttention::record_statistics); returns the rows it ran, 0 past the last batch.
 using DiagnosticForward = std::function<int64_t(size_t index)>;
 
+class TokenModel;
+
 class Model : public nn::Module {
 public:
     explicit Model(const ModelConfig& config) : config_(config) {}
@@ -50,6 +52,8 @@ public:
     const ModelConfig& config() const { return config_; }
     // Every attention by parameter path, in the order the model runs them.
     virtual std::vector<NamedAttention> attentions() const = 0;
+    // This model as one whose encoder reads token ids on its own; null when it reads none (multi-view, ViT).
+    virtual const TokenModel* token_model() const { return nullptr; }
 
 protected:
     // Every matrix redrawn as config.weight_init says (called last by each model's constructor).
@@ -82,6 +86,7 @@ public:
 
     // ids (B, L), valid (B, L) -> the encoder's states (B, L, D); a BERT-style model sees one segment.
     virtual Var encode_tokens(const Tensor& ids, const Tensor& valid) const = 0;
+    const TokenModel* token_model() const override { return this; }
 };
 
 }  // namespace hnas::models

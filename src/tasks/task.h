@@ -18,6 +18,8 @@
 #include "config/experiment_config.h"
 #include "data/batching.h"
 #include "data/tokenizer.h"
+#include "decode/headlines.h"
+#include "eval/rouge_report.h"
 #include "tasks/trained_model.h"
 #include "models/memory_estimate.h"
 #include "models/model.h"
@@ -89,6 +91,21 @@ struct TestResult {
     std::vector<std::string> outputs;  // headline: the best headline per test article; else empty
 };
 
+// What `hnas eval` was given beside the checkpoint; each task reads the fields it needs.
+struct EvaluationRequest {
+    std::string input;        // classify: a TSV in the training data's layout; span: SQuAD JSON; headline: articles
+    std::string references;   // headline: the reference headlines, one per line
+    std::string predictions;  // headline: where the decoded headlines go
+    decode::DecodeSettings decoding;  // headline: the beam search's settings given on the command line
+    eval::RougeOptions rouge;         // headline
+};
+
+// What `hnas eval` reports: the task's fields of the JSON report, and the text it prints.
+struct Evaluation {
+    Json report;
+    std::string summary;
+};
+
 // A text file the config reads, with the key that names it in errors.
 struct DataFile {
     std::string key, path;
@@ -113,10 +130,11 @@ struct TaskDefinition {
     // Builds the model (parameters drawn from init_rng, dropout masks from dropout_rng) and the batchers.
     std::unique_ptr<Task> (*create)(const config::ExperimentConfig& config, const data::Tokenizer& tokenizer,
                                     Rng& init_rng, Rng& dropout_rng);
-    // hnas eval and hnas predict on a checkpoint of this task, for an input file in the task's format:
-    // the metrics as JSON, and the predictions as the file to write. Null for a task without them
-    // (headline generation has hnas decode and hnas eval --articles).
-    Json (*evaluate)(const TrainedCheckpoint& trained, const std::string& input);
+    // hnas eval on a checkpoint of this task; null for a task without it. Classify and span score a
+    // labelled file; headline decodes articles and scores them with ROUGE against references.
+    Evaluation (*evaluate)(const TrainedCheckpoint& trained, const EvaluationRequest& request);
+    // hnas predict: the predictions for an input file in the task's format, as the file to write; null
+    // for a task without it (headline generation has hnas decode).
     std::string (*predict)(const TrainedCheckpoint& trained, const std::string& input);
     // `hnas test`: the checkpoint scored on its config's test data (headline: beam search and ROUGE;
     // mlm: the validation loss; classify and span: `evaluate` on test.file).

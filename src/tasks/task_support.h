@@ -151,17 +151,29 @@ LoadedModel<ModelType> load_model(const TrainedCheckpoint& trained) {
     return loaded;
 }
 
-// The test of a task that `Evaluate`s a labelled file: its metrics on its test.file, which
-// TestFile(config) gives.
-template <Json (*Evaluate)(const TrainedCheckpoint&, const std::string&), const std::string& (*TestFile)(const config::ExperimentConfig&)>
+// The test of a task that `Score`s a labelled file: its metrics on its test.file, which TestFile(config)
+// gives.
+template <Json (*Score)(const TrainedCheckpoint&, const std::string&), const std::string& (*TestFile)(const config::ExperimentConfig&)>
 TestResult test_on_file(const TrainedCheckpoint& trained) {
     const std::string& file = TestFile(trained.config);
     HNAS_CHECK(!file.empty(), "test: the ", trained.config.task->name,
                " run's config names no test file: set test.file (or data.valid_file)");
     TestResult result;
-    result.metrics = Evaluate(trained, file);
+    result.metrics = Score(trained, file);
     result.settings = {{"file", file}};
     return result;
+}
+
+// hnas eval of a task that `Score`s a labelled file (request.input): the metrics, and a line per metric.
+template <Json (*Score)(const TrainedCheckpoint&, const std::string&)>
+Evaluation evaluate_file(const TrainedCheckpoint& trained, const EvaluationRequest& request) {
+    HNAS_CHECK(!request.input.empty(), "eval: ", trained.checkpoint.path(), " holds a ", trained.config.task->name,
+               " model: give its labelled data with --input");
+    Evaluation evaluation{{{"input", request.input}, {"metrics", Score(trained, request.input)}}, ""};
+    for (const auto& [name, value] : evaluation.report.at("metrics").items()) {
+        evaluation.summary += fmt::format("{:<28} {}\n", name, value.dump());
+    }
+    return evaluation;
 }
 
 // Turns dropout off for the lifetime of the scope (validation), and back on after.

@@ -9,12 +9,6 @@
 
 namespace hnas::tasks {
 
-const models::Seq2SeqModel& TrainedModel::seq2seq() const {
-    const auto* seq2seq = dynamic_cast<const models::Seq2SeqModel*>(model.get());
-    HNAS_CHECK(seq2seq, path, " holds a masked-LM model; decoding needs a headline (encoder-decoder) checkpoint");
-    return *seq2seq;
-}
-
 TrainedCheckpoint read_trained_checkpoint(const std::string& checkpoint_path) {
     io::Checkpoint checkpoint = io::Checkpoint::load(checkpoint_path);
     const auto& meta = checkpoint.metadata();

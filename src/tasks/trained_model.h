@@ -8,7 +8,7 @@
 #include "config/experiment_config.h"
 #include "data/tokenizer.h"
 #include "io/checkpoint.h"
-#include "models/seq2seq.h"
+#include "models/model.h"
 
 namespace hnas::tasks {
 
@@ -32,8 +32,6 @@ struct TrainedModel {
     std::unique_ptr<Rng> dropout_rng;   // the model's dropout layers refer to it (unused in evaluation)
     std::unique_ptr<models::Model> model;  // in evaluation mode
 
-    // The encoder-decoder model; throws naming the checkpoint when it holds a masked-LM model.
-    const models::Seq2SeqModel& seq2seq() const;
 };
 
 // Loads and verifies a checkpoint written by `hnas train`; errors name the file and what is missing.

@@ -24,7 +24,7 @@ constexpr size_t kAlignment = 64;  // one cache line, and the widest AVX-512 loa
 // the smallest free block that holds it, cutting off the rest: so the blocks of a batch of one length
 // are cut from what a batch of another length freed, no page is faulted in twice, and the segments stay
 // near the live peak. Kept apart from malloc's heap, whose small allocations would otherwise pin the
-// holes. Two designs measured worse on batches of varying length (docs/performance.md, issue #24): a
+// holes. Two designs measured worse on batches of varying length (docs/performance.md): a
 // cache of freed blocks by size class (it held 3.7 × the live peak, mostly of sizes no later batch
 // asked for), and glibc's heap alone (each block above 32 MiB mapped and unmapped anew every step).
 // Sanitizer builds take every block from malloc, for AddressSanitizer to see each use after free.

@@ -184,7 +184,7 @@ InputOutcomes run_input(const TrainedCheckpoint& trained, const std::string& inp
 }
 
 // GLUE's metrics of the checkpoint on a labelled file, beside the majority-class baseline.
-Json evaluate(const TrainedCheckpoint& trained, const std::string& input) {
+Json score_file(const TrainedCheckpoint& trained, const std::string& input) {
     const InputOutcomes run = run_input(trained, input, true);
     Json report = {{"examples", run.examples.size()}};
     const ClassifyOptions& classify = options(trained.config);
@@ -230,9 +230,9 @@ const TaskDefinition& definition() {
         .target_unit = "examples",
         .complete_config = complete_config,
         .create = create,
-        .evaluate = evaluate,
+        .evaluate = evaluate_file<score_file>,
         .predict = predict,
-        .test = test_on_file<evaluate, test_file>,
+        .test = test_on_file<score_file, test_file>,
         .fixed_tokenizer = nullptr,
     };
     return classify;

@@ -7,6 +7,7 @@
 #include "decode/headlines.h"
 #include "eval/rouge.h"
 #include "models/seq2seq.h"
+#include "tasks/headline/headline_decode.h"
 #include "tasks/headline/headline_options.h"
 #include "tasks/task_support.h"
 
@@ -100,10 +101,8 @@ private:
         greedy.beam = 1;
         greedy.max_length = options(config_).max_decode_length;
         const auto headlines = decode::decode_articles(*model_, tokenizer_, decode_articles_, greedy, 32, max_source(config_));
-        std::vector<std::string> hypotheses;
-        for (const auto& best : headlines) hypotheses.push_back(best.empty() ? std::string() : best.front().text);
         const eval::RougeScorer scorer(false);
-        return scorer.score(hypotheses, decode_references_).rouge_l.f1;
+        return scorer.score(best_headlines(headlines), decode_references_).rouge_l.f1;
     }
 
     const config::ExperimentConfig& config_;
@@ -156,8 +155,7 @@ TestResult test(const TrainedCheckpoint& trained) {
                                                            spdlog::info("test: decoded {}/{} articles", done, total);
                                                        }
                                                    });
-    std::vector<std::string> hypotheses;
-    for (const auto& best : headlines) hypotheses.push_back(best.empty() ? std::string() : best.front().text);
+    std::vector<std::string> hypotheses = best_headlines(headlines);
     const eval::RougeScorer scorer(true, t.wordnet);
     const eval::RougeReport report = scorer.score(hypotheses, references);
     TestResult result;
@@ -170,12 +168,7 @@ TestResult test(const TrainedCheckpoint& trained) {
     }
     result.settings = {{"articles", t.test_articles},
                        {"references", t.test_references},
-                       {"decoding",
-                        {{"beam", beam.beam},
-                         {"length_penalty", beam.length_penalty},
-                         {"min_length", beam.min_length},
-                         {"max_length", beam.max_length},
-                         {"no_repeat_ngram", beam.no_repeat_ngram}}},
+                       {"decoding", decoding_json(beam)},
                        {"rouge", "ROUGE-1.5.5 -n 2 -a -f A -p 0.5 -m, F1 in %"}};
     result.outputs = std::move(hypotheses);
     return result;
@@ -193,7 +186,7 @@ const TaskDefinition& definition() {
         .target_unit = "target tokens",
         .complete_config = nullptr,
         .create = create,
-        .evaluate = nullptr,
+        .evaluate = evaluate,
         .predict = nullptr,
         .test = test,
         .fixed_tokenizer = nullptr,

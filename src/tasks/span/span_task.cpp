@@ -140,7 +140,7 @@ InputAnswers answer_file(const TrainedCheckpoint& trained, const std::string& in
 }
 
 // The official script's report: exact and f1 in %, with the HasAns / NoAns splits under SQuAD 2.0.
-Json evaluate(const TrainedCheckpoint& trained, const std::string& input) {
+Json score_file(const TrainedCheckpoint& trained, const std::string& input) {
     const InputAnswers run = answer_file(trained, input);
     const eval::SquadScores scores = eval::score_squad(gold_answers(run.file), run.answers);
     Json report = {{"exact", scores.exact}, {"f1", scores.f1}, {"total", scores.total}};
@@ -222,9 +222,9 @@ const TaskDefinition& definition() {
         .target_unit = "windows",
         .complete_config = nullptr,
         .create = create,
-        .evaluate = evaluate,
+        .evaluate = evaluate_file<score_file>,
         .predict = predict,
-        .test = test_on_file<evaluate, test_file>,
+        .test = test_on_file<score_file, test_file>,
         .fixed_tokenizer = nullptr,
     };
     return span;

@@ -361,7 +361,7 @@ TEST(Seq2SeqBatcher, BucketingKeepsPaddingSmall) {
     EXPECT_GT(static_cast<double>(real) / static_cast<double>(padded), 0.95);
 }
 
-// data.pad_multiple (issue #24): each batch is padded to its longest row rounded up to a multiple,
+// data.pad_multiple: each batch is padded to its longest row rounded up to a multiple,
 // never past the longest row allowed; the rows and their real tokens are those of unrounded batches.
 TEST(Seq2SeqBatcher, PadMultipleRoundsLengthsUpToTheLimit) {
     EXPECT_EQ(padded_length(13, BatchOptions{16, 0, 8}, 128), 16);

@@ -213,13 +213,13 @@ TEST(Trainer, LossFallsOnEveryTask) {
     }
 }
 
-// issue #8: bf16 matmuls (f32 everywhere else) follow the f32 loss curve within 1 %, step by step, on
+// bf16 matmuls (f32 everywhere else) follow the f32 loss curve within 1 %, step by step, on
 // both tasks; the curves must differ somewhere, or bf16 did not run.
 TEST(Trainer, Bf16LossesFollowF32WithinOnePercent) {
     const auto& env = TrainEnvironment::get();
     for (Json raw : {headline_config(env), mlm_config(env)}) {
         raw["train"]["steps"] = 30;
-        // The bound is issue #8's, for the masked-LM loss: with the sentence-order loss added, the
+        // The 1 % bound is for the masked-LM loss alone: with the sentence-order loss added, the
         // sanitizer build's steps differed by up to 1.85 % (the release build's stayed under 1 %).
         if (raw.at("task") == "mlm") raw["train"]["sentence_order_weight"] = 0;
         const std::string task = raw.at("task");
@@ -271,7 +271,7 @@ TEST(Trainer, MaskedLmTrainsSentenceOrderAndReportsBothAccuracies) {
     EXPECT_THROW(tasks::parse_config(raw), Error);
 }
 
-// issue #16: each validation record carries the attention diagnostics of a fixed validation batch: per
+// Each validation record carries the attention diagnostics of a fixed validation batch: per
 // encoder self-attention and head the smallest per-key weight sum, the share below ε and the ln
 // histogram with its out-of-range tail, and each hnas layer's head-averaged u.
 TEST(Trainer, ValidationRecordsTheAttentionDiagnostics) {
@@ -390,7 +390,7 @@ TEST(Trainer, ClassificationKeepsItsLabelsAndReportsGlueMetrics) {
         ASSERT_TRUE(validation.contains(key)) << key << " missing in " << validation.dump();
     }
     EXPECT_EQ(validation.at("best_metric"), validation.at("validation_accuracy"));
-    // issue #24: where the memory was, at each validation
+    // Where the memory was, at each validation
     const Json& memory = validation.at("memory");
     EXPECT_GT(memory.at("tensor_live_peak").get<int64_t>(), 0);
     EXPECT_GE(memory.at("tensor_live_peak").get<int64_t>(), memory.at("tensor_live").get<int64_t>());
@@ -401,7 +401,12 @@ TEST(Trainer, ClassificationKeepsItsLabelsAndReportsGlueMetrics) {
     const std::string last = (dir.path / "checkpoints" / "step-00000020.ckpt").string();
     const tasks::TrainedCheckpoint trained = tasks::read_trained_checkpoint(last);
     const tasks::TaskDefinition& classify = tasks::task_definition(tasks::classify::schema());
-    const Json report = classify.evaluate(trained, env.sources_tsv);
+    tasks::EvaluationRequest request;
+    request.input = env.sources_tsv;
+    const tasks::Evaluation evaluation = classify.evaluate(trained, request);
+    EXPECT_EQ(evaluation.report.at("input"), env.sources_tsv);
+    const Json& report = evaluation.report.at("metrics");
+    EXPECT_CONTAINS(evaluation.summary, "accuracy");
     EXPECT_EQ(report.at("examples"), 96);
     EXPECT_NEAR(report.at("accuracy").get<double>(), validation.at("validation_accuracy").get<double>(), 1e-12);
     EXPECT_EQ(report.at("majority_baseline_accuracy"), 0.5);
@@ -449,7 +454,9 @@ TEST(Trainer, SpanExtractionReportsSquadMetrics) {
     const tasks::TrainedCheckpoint trained =
         tasks::read_trained_checkpoint((dir.path / "checkpoints" / "step-00000010.ckpt").string());
     const tasks::TaskDefinition& span = tasks::task_definition(tasks::span::schema());
-    const Json report = span.evaluate(trained, kTinySquad);
+    tasks::EvaluationRequest request;
+    request.input = kTinySquad;
+    const Json report = span.evaluate(trained, request).report.at("metrics");
     EXPECT_EQ(report.at("total"), 9);
     EXPECT_EQ(report.at("HasAns_total"), 7);
     EXPECT_EQ(report.at("NoAns_total"), 2);
@@ -782,7 +789,7 @@ TEST(Trainer, NonFiniteValuesStopTheRunNamingTheStep) {
 
 // A step that needs more memory than the process may have (an address-space limit set with prlimit)
 // ends the run with an error naming what failed and the config keys that size a step, instead of the
-// kernel's OOM killer ending it without a word (issue #24).
+// kernel's OOM killer ending it without a word.
 TEST(Trainer, OutOfMemoryStopsNamingTheKeysThatSizeAStep) {
 #ifdef HNAS_SANITIZE
     GTEST_SKIP() << "AddressSanitizer reserves more address space than the limit this test sets";

@@ -232,7 +232,8 @@ TEST(Commands, ErrorsNameTheProblem) {
     const std::string mlm = write_checkpoint("cli_mlm.ckpt", model_json("mlm", "lnas"));
     testing::Outcome run = run_hnas({"decode", "--checkpoint", mlm, "--input", env.articles, "--output", unused});
     EXPECT_EQ(run.exit_code(), 1);
-    EXPECT_CONTAINS(run.output, "masked-LM model; decoding needs a headline");
+    EXPECT_CONTAINS(run.output, " holds a mlm model (masked-LM pretraining");
+    EXPECT_CONTAINS(run.output, "decoding needs a headline (encoder-decoder) checkpoint");
     const std::string headline = write_checkpoint("cli_lnas.ckpt", model_json("headline", "lnas"));
     run = run_hnas({"decode", "--checkpoint", headline, "--input", env.articles, "--output", unused, "--beam", "2", "--nbest", "3"});
     EXPECT_EQ(run.exit_code(), 1);

@@ -1,4 +1,4 @@
-// Experiments over settings and seeds (issue #16): grid expansion and naming, the comparison's
+// Experiments over settings and seeds: grid expansion and naming, the comparison's
 // statistics on hand-made results, and `hnas sweep` end to end: killed with SIGKILL and rerun, every
 // trial trains once and is tested; --parallel never asks for more threads than cores; under mpirun the
 // ranks share the trials without overlap.

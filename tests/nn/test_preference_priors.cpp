@@ -188,21 +188,5 @@ TEST(PreferencePriors, ConfigsRefuseAContextPriorThatWouldSeeTheFuture) {
                     "attention: the context prior pools every position");
 }
 
-// A config saved before `alpha` replaced ot_alpha still loads, as it computed.
-TEST(PreferencePriors, SavedConfigsWithOtAlphaLoadAsTheyComputed) {
-    const auto saved = [](const Json& kind, double ot_alpha) {
-        return Json{{"task", "headline"}, {"model", {{"attention", {{"encoder", {{"kind", kind}, {"ot_alpha", ot_alpha}}}}}}}};
-    };
-    const config::ExperimentConfig plain = tasks::parse_config(config::upgrade_saved_config(saved("lnas", 1.0)));
-    EXPECT_EQ(plain.model.encoder_attention.alpha, 1.0f);
-    const config::ExperimentConfig ot =
-        tasks::parse_config(config::upgrade_saved_config(saved(Json::array({"ot", "ot", "ot", "ot", "ot", "ot"}), 0.7)));
-    EXPECT_FLOAT_EQ(ot.model.encoder_attention.alpha, 0.7f);
-    EXPECT_CONTAINS(testing::error_of([&] { config::upgrade_saved_config(saved(Json::array({"lnas", "ot"}), 0.7)); }),
-                    "config model.attention.encoder.ot_alpha: 0.7 was saved by an earlier hnas");
-    EXPECT_CONTAINS(testing::error_of([&] { tasks::parse_config(saved("lnas", 1.0)); }),
-                    "config model.attention.encoder.ot_alpha: unknown option");
-}
-
 }  // namespace
 }  // namespace hnas

@@ -275,7 +275,7 @@ TEST(BackendMatmul, ResultsOnlyProductsReadAreWrittenAsBf16Alone) {
     }
 }
 
-// Under bf16, the ops whose results feed products (issue #20 item 3) write the bf16 copies themselves:
+// Under bf16, the ops whose results feed products write the bf16 copies themselves:
 // layer norm's, GELU's and dropout's outputs, the gradients GELU, cross-entropy, a residual dropout's
 // branch and the attention normalizations hand back. Under f32, none.
 TEST(BackendMatmul, OpsFeedingProductsWriteTheirOperandsBf16Copies) {

@@ -1,4 +1,4 @@
-// `hnas report` (issue #16): the HTML page of a sweep holds its tables and charts and refers to no
+// `hnas report`: the HTML page of a sweep holds its tables and charts and refers to no
 // other file; rendered by headless Chromium (Debian's chromium; scripts/setup.sh installs it under CI),
 // its DOM holds the expected tables and its screenshot is not blank.
 #include <fmt/format.h>
