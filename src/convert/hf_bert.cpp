@@ -207,6 +207,7 @@ ImportReport import_bert(const ImportOptions& options) {
     for (const auto& [name, tensor] : file.tensors) {
         if (!used.count(name)) report.unused.push_back(name);
     }
+    for (const auto& [name, dtype] : file.not_read) report.unused.push_back(name + " (" + dtype + ", not a weight)");
     Json metadata = {{"hnas_version", HNAS_VERSION}, {"config", config.resolved}, {"vocab_size", tokenizer.vocab_size()},
                      {"step", 0},                    {"imported_from", options.weights}};
     io::CheckpointWriter writer(metadata);

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "base/atomic_file.h"
@@ -37,11 +38,15 @@ float half_to_float(uint16_t h) {
     return std::bit_cast<float>(sign | (static_cast<uint32_t>(exponent + 112) << 23) | (mantissa << 13));
 }
 
+// The bytes of one element; 0 for a dtype safetensors does not define.
 size_t dtype_size(const std::string& dtype) {
-    if (dtype == "F32") return 4;
-    if (dtype == "F16" || dtype == "BF16") return 2;
-    return 0;
+    static const std::map<std::string, size_t> sizes{{"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8}, {"I32", 4},
+                                                     {"I16", 2}, {"I8", 1},  {"U8", 1},  {"BOOL", 1}, {"U16", 2}, {"U32", 4}, {"U64", 8}};
+    const auto found = sizes.find(dtype);
+    return found == sizes.end() ? 0 : found->second;
 }
+
+bool read_as_float(const std::string& dtype) { return dtype == "F32" || dtype == "F16" || dtype == "BF16"; }
 
 }  // namespace
 
@@ -70,7 +75,9 @@ SafeTensors read_safetensors(const std::string& path) {
                    path, ": tensor ", name, " lacks dtype, shape or data_offsets");
         const std::string dtype = entry.at("dtype").is_string() ? entry.at("dtype").get<std::string>() : "";
         const size_t element = dtype_size(dtype);
-        HNAS_CHECK(element > 0, path, ": tensor ", name, " has dtype ", entry.at("dtype").dump(), "; hnas reads F32, F16 and BF16");
+        HNAS_CHECK(element > 0, path, ": tensor ", name, " has dtype ", entry.at("dtype").dump(),
+                   ", which safetensors does not define; hnas reads F32, F16 and BF16 and lists integer tensors");
+        HNAS_CHECK(dtype != "F64", path, ": tensor ", name, " has dtype F64; hnas reads F32, F16 and BF16");
         const std::string tensor_name = path + ": tensor " + name;
         const Shape shape = read_shape(entry.at("shape"), tensor_name);
         const int64_t count = shape_numel(shape);
@@ -84,6 +91,10 @@ SafeTensors read_safetensors(const std::string& path) {
         HNAS_CHECK(end - begin == static_cast<uint64_t>(count) * element, tensor_name, " of shape ", shape_str(shape),
                    " and dtype ", dtype, " needs ", static_cast<uint64_t>(count) * element, " bytes, its offsets give ", end - begin);
         ranges.emplace_back(begin, end);
+        if (!read_as_float(dtype)) {
+            out.not_read.emplace(name, dtype);
+            continue;
+        }
         Tensor tensor = Tensor::empty(shape);
         const char* from = bytes.data() + data_start + begin;
         for (int64_t i = 0; i < count; ++i) {

@@ -196,8 +196,18 @@ TEST(SafeTensors, RoundTripAndEveryCheck) {
     EXPECT_CONTAINS(error("short.st", "abc"), "too short for a safetensors header length");
     EXPECT_CONTAINS(error("beyond.st", std::string("\xFF\x00\x00\x00\x00\x00\x00\x00", 8) + "{}"), "reaches beyond the file");
     EXPECT_CONTAINS(error("json.st", safetensors_bytes("{not json", "")), "the safetensors header is not valid JSON");
-    EXPECT_CONTAINS(error("dtype.st", safetensors_bytes(R"({"x": {"dtype": "I64", "shape": [1], "data_offsets": [0, 8]}})", two_floats)),
-                    "tensor x has dtype \"I64\"; hnas reads F32, F16 and BF16");
+    EXPECT_CONTAINS(error("dtype.st", safetensors_bytes(R"({"x": {"dtype": "Q4", "shape": [1], "data_offsets": [0, 8]}})", two_floats)),
+                    "tensor x has dtype \"Q4\", which safetensors does not define");
+    EXPECT_CONTAINS(error("f64.st", safetensors_bytes(R"({"x": {"dtype": "F64", "shape": [1], "data_offsets": [0, 8]}})", two_floats)),
+                    "tensor x has dtype F64; hnas reads F32, F16 and BF16");
+    // An integer buffer (a BertModel's position_ids) is checked like a weight, then listed, not read.
+    std::ofstream(scratch.path("ints.st"), std::ios::binary)
+        << safetensors_bytes(R"({"ids": {"dtype": "I64", "shape": [1], "data_offsets": [0, 8]}})", two_floats);
+    const io::SafeTensors ints = io::read_safetensors(scratch.path("ints.st"));
+    EXPECT_TRUE(ints.tensors.empty());
+    EXPECT_EQ(ints.not_read.at("ids"), "I64");
+    EXPECT_CONTAINS(error("ints_size.st", safetensors_bytes(R"({"ids": {"dtype": "I64", "shape": [2], "data_offsets": [0, 8]}})", two_floats)),
+                    "tensor ids of shape (2) and dtype I64 needs 16 bytes, its offsets give 8");
     EXPECT_CONTAINS(error("size.st", safetensors_bytes(R"({"x": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}})", two_floats)),
                     "tensor x of shape (3) and dtype F32 needs 12 bytes, its offsets give 8");
     EXPECT_CONTAINS(error("range.st", safetensors_bytes(R"({"x": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}})", two_floats)),

@@ -15,9 +15,12 @@ namespace {
 
 using hnas::Json;
 
-// The byte size of one element of a safetensors dtype the input picked; 0 for dtypes hnas refuses.
+// The byte size of one element of a safetensors dtype the input picked; 0 for dtypes it does not define.
 const char* const kDtypes[] = {"F32", "F16", "BF16", "I64", "F64", "", "f32"};
-uint64_t element_bytes(const std::string& dtype) { return dtype == "F32" ? 4 : dtype == "F16" || dtype == "BF16" ? 2 : 0; }
+uint64_t element_bytes(const std::string& dtype) {
+    if (dtype == "I64" || dtype == "F64") return 8;
+    return dtype == "F32" ? 4 : dtype == "F16" || dtype == "BF16" ? 2 : 0;
+}
 
 std::string build_file(FuzzedDataProvider& input) {
     Json header = Json::object();
