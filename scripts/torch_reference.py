@@ -6,12 +6,21 @@ learning rate), timed the same way and reported as the same JSON line.
 
     /usr/bin/python3 scripts/torch_reference.py --task headline --kind hnas --steps 20 --warmup 3
     /usr/bin/python3 scripts/torch_reference.py --load initial.ckpt --no-dropout --steps 3 --warmup 0
+    ~/.cache/hnas-peers/venv/bin/python scripts/torch_reference.py --peer compile --precision bf16
+
+--peer picks how PyTorch runs the same model and step: eager (the default, as it always did), compile
+(torch.compile, default mode, around the loss: forward and, through AOTAutograd, backward; the
+optimizer stays eager) or ipex (intel_extension_for_pytorch.optimize(model, optimizer, dtype)). compile
+and ipex need PyTorch 2 (scripts/setup_peers.sh's venv). --precision bf16 runs the forward and the loss
+under torch.autocast("cpu", torch.bfloat16). A compiled run's first step compiles: the JSON line reports
+its seconds apart (first_step_s, compile_s = first step minus the median timed step) and the warm-up
+steps, which the timing excludes, as warmup_ms.
 
 --load takes the initial parameters and the first batch from a checkpoint written by
 `hnas-bench train --dump-initial FILE` (src/io/checkpoint.h describes the format; this file holds a
 reader of its own) and then trains on that batch at every step, as hnas does when it dumps.
 
-Needs Debian's python3-torch with libopenblas0-openmp (without OpenBLAS torch uses the reference BLAS).
+The PyTorch 1.13 twin needs Debian's python3-torch with libopenblas0-openmp (without OpenBLAS torch uses the reference BLAS).
 Conventions follow scripts/make_fixtures.py: post-LN layers, GELU in its erf form, token embeddings times
 sqrt(D) in the seq2seq model, learned positions; the attention normalizations are scripts/torch_attention.py's,
 the ones the fixtures use.
@@ -385,6 +394,10 @@ def main():
                         help="initial parameters and batch from `hnas-bench train --dump-initial FILE`; "
                              "task and kind are taken from it")
     parser.add_argument("--verify-crc", action="store_true", help="with --load: check every entry's CRC-32C")
+    parser.add_argument("--peer", choices=["eager", "compile", "ipex"], default="eager",
+                        help="eager PyTorch, torch.compile (default mode) or IPEX's optimize()")
+    parser.add_argument("--precision", choices=["f32", "bf16"], default="f32",
+                        help="bf16: forward and loss under torch.autocast('cpu', torch.bfloat16)")
     args = parser.parse_args()
     if args.steps < 0 or args.warmup < 0 or args.steps + args.warmup < 1:
         parser.error("--steps and --warmup must be >= 0 with at least one step in all")
@@ -412,21 +425,48 @@ def main():
     if arrays is not None:
         load_parameters(model, arrays, args.load)
         first = batch_from_checkpoint(arrays)
+
+    parameters = [p for p in model.parameters()]
+    optimizer = torch.optim.Adam(parameters, lr=args.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
+    result.update({"peer": args.peer, "precision": args.precision})
+    if args.peer == "ipex":
+        import intel_extension_for_pytorch as ipex
+        model.train()
+        model, optimizer = ipex.optimize(model, optimizer=optimizer,
+                                         dtype=torch.bfloat16 if args.precision == "bf16" else torch.float32)
+        parameters = [p for p in model.parameters()]  # optimize() copies the model and may repack weights
+        result["ipex"] = ipex.__version__
+    bf16 = args.precision == "bf16"
+
+    def forward_loss(batch):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            return model.loss(batch)
+
+    if args.peer == "compile":
+        if bf16 and torch.__version__.startswith("2.5."):
+            # torch 2.5's ATen/cpu/vec/vec_n.h declares VectorizedN's fmadd with two operands, so Inductor's
+            # vectorized fma (softmax's backward on bf16-autocast scores: VectorizedN<float, 2>) does not
+            # compile (CppCompileError); emitted as a product and a sum instead.
+            from torch._inductor.codegen.cpp import CppVecOverrides
+            CppVecOverrides.fma = staticmethod(lambda x, y, z: f"(({x}) * ({y}) + ({z}))")
+            result["inductor_patch"] = "vectorized fma as product + sum"
+        forward_loss = torch.compile(forward_loss)
+    if arrays is not None:  # the step-0 check runs the peer's own forward (compiled, IPEX's, in its precision)
         model.eval()
         with torch.no_grad():
-            result["loss0_eval"] = model.loss(first).item()
+            start = time.perf_counter()
+            result["loss0_eval"] = forward_loss(first).float().item()
+            result["loss0_eval_s"] = time.perf_counter() - start
         model.train()
         result["loaded"] = args.load
         result["hnas_loss0_eval"] = metadata["loss0_eval"]
 
-    parameters = [p for p in model.parameters()]
-    optimizer = torch.optim.Adam(parameters, lr=args.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
-    times, losses, grad_norms = [], [], []
+    times, losses, grad_norms, warmup_times = [], [], [], []
     for step in range(args.warmup + args.steps):
         batch = first if step == 0 or args.load else make_batch(args.task, generator)
         start = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
-        loss = model.loss(batch)
+        loss = forward_loss(batch)
         value = loss.item()
         loss.backward()
         norm = torch.nn.utils.clip_grad_norm_(parameters, CLIP_NORM)
@@ -436,11 +476,13 @@ def main():
             sys.exit(f"torch reference: loss {value} at step {step}")
         if step >= args.warmup:
             times.append(seconds)
+        else:
+            warmup_times.append(seconds)
         if len(losses) < 8:
             losses.append(value)
             grad_norms.append(float(norm))
     result.update({"warmup": args.warmup, "steps": args.steps, "losses": losses, "grad_norms": grad_norms,
-                   "loss0": losses[0]})
+                   "loss0": losses[0], "warmup_ms": [1e3 * t for t in warmup_times]})
     masked = first["masked_positions"].numel() if args.task == "mlm" else 0
     flops = model_flops_per_step(args.task, masked)
     result["model_gflop_per_step"] = flops * 1e-9
@@ -454,6 +496,9 @@ def main():
                        "input_tokens_per_s_mean": result["input_tokens_per_step"] / mean,
                        "target_tokens_per_s": result["target_tokens_per_step"] / median,
                        "model_gflop_per_s": flops / median * 1e-9})
+        if args.peer == "compile" and args.warmup:
+            result["first_step_s"] = warmup_times[0]
+            result["compile_s"] = warmup_times[0] - median
     result["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     result["torch"] = torch.__version__
     result["blas"] = blas_backend()
