@@ -15,26 +15,11 @@ namespace hnas::convert {
 std::vector<Tensor> bert_hidden_states(const models::BertModel& model, const Tensor& input_ids, const Tensor& segment_ids,
                                        const Tensor& valid) {
     HNAS_CHECK(input_ids.rank() == 2, "hidden states: ids must be (B, L), got ", shape_str(input_ids.shape()));
-    const int64_t length = input_ids.dim(1);
-    const models::ModelConfig& config = model.config();
-    HNAS_CHECK(length <= config.max_source_positions, "hidden states: ", length, " tokens exceed the model's ",
-               config.max_source_positions, " positions");
+    HNAS_CHECK(input_ids.dim(1) <= model.config().max_source_positions, "hidden states: ", input_ids.dim(1),
+               " tokens exceed the model's ", model.config().max_source_positions, " positions");
     NoGradScope no_grad;
-    // BertEmbeddings: word + position + token type, then LayerNorm (dropout is off in evaluation mode).
-    std::vector<int32_t> position_ids(static_cast<size_t>(length));
-    for (int64_t t = 0; t < length; ++t) position_ids[static_cast<size_t>(t)] = static_cast<int32_t>(t);
-    Var x = ops::embedding(model.parameter("embeddings.tokens.weight"), input_ids);
-    x = ops::add(x, ops::embedding(model.parameter("embeddings.positions.weight"), Tensor::from_ints({1, length}, position_ids)));
-    x = ops::add(x, ops::embedding(model.parameter("embeddings.segments.weight"), segment_ids));
-    x = ops::layer_norm(x, model.parameter("embeddings.norm.weight"), model.parameter("embeddings.norm.bias"), config.layer_norm_eps);
-    std::vector<Tensor> states{x.value()};
-    const ops::AttentionMask mask{valid, valid};
-    const std::vector<models::LayerStack> stacks = model.stacks();
-    HNAS_CHECK(stacks.size() == 1, "hidden states: a BERT-style model has one encoder stack");
-    for (const nn::TransformerLayer* layer : stacks[0].layers) {
-        x = layer->forward(x, mask);
-        states.push_back(x.value());
-    }
+    std::vector<Tensor> states;
+    for (const Var& state : model.hidden_states(input_ids, segment_ids, valid)) states.push_back(state.value());
     return states;
 }
 

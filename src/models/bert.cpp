@@ -66,6 +66,15 @@ Var BertModel::encode(const Tensor& input_ids, const Tensor& segment_ids, const 
     return encoder_.forward(x, mask, partners);
 }
 
+std::vector<Var> BertModel::hidden_states(const Tensor& input_ids, const Tensor& segment_ids, const Tensor& valid) const {
+    std::vector<Var> states{embeddings_.forward(tokens_, input_ids, segment_ids)};
+    const ops::AttentionMask mask{valid, valid};
+    nn::StackPriors priors;
+    if (encoder_.prior) priors.self = encoder_.prior->forward(input_ids.dim(1), input_ids.dim(1));  // as EncoderStack::forward
+    for (const auto* layer : encoder_.layers) states.push_back(layer->forward(states.back(), mask, Var(), {}, nullptr, priors, nullptr));
+    return states;
+}
+
 Var BertModel::encode_tokens(const Tensor& ids, const Tensor& valid) const {
     return encode(ids, Tensor::zeros(ids.shape(), DType::i32), valid);
 }

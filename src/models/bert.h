@@ -29,6 +29,9 @@ public:
     Var encode(const Tensor& input_ids, const Tensor& segment_ids, const Tensor& valid,
                const nn::TemplatePartners* partners = nullptr) const;
     Var encode_tokens(const Tensor& ids, const Tensor& valid) const override;
+    // What encode computes, every step kept, as Hugging Face's output_hidden_states orders them: the
+    // embeddings' output, then each layer's (the last is encode's, but for a pre-LN stack's final norm).
+    std::vector<Var> hidden_states(const Tensor& input_ids, const Tensor& segment_ids, const Tensor& valid) const;
     std::vector<LayerStack> stacks() const override { return {{"encoder", encoder_.layers}}; }
 
     // states (B, L, D), flat positions b·L + t (N) -> logits (N, V)

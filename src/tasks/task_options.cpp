@@ -22,6 +22,14 @@ std::string parse_test_file(config::ConfigNode& test, const LabelledFiles& files
     return file;
 }
 
+int64_t parse_test_batches(config::ConfigNode& test, int64_t fallback) {
+    return test.integer("batches", fallback,
+                        "test batches of `data.batch_sentences` rows (synthetic: at `data.valid_length`), from a "
+                        "stream of their own (the same for every run and seed, so settings are compared on the same "
+                        "examples)",
+                        1);
+}
+
 double parse_same_class_templates(config::ConfigNode& data, double fallback) {
     return data.number("same_class_templates", fallback,
                        "paper 003 §9's recipe (0.5 there): the probability that a training example's layers of a kind that "

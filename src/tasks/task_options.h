@@ -39,6 +39,9 @@ LabelledFiles parse_labelled_files(config::ConfigNode& data);
 // test.file: the labelled test file (default: data.valid_file).
 std::string parse_test_file(config::ConfigNode& test, const LabelledFiles& files);
 
+// test.batches: test batches of a stream of their own (synthetic, multiview).
+int64_t parse_test_batches(config::ConfigNode& test, int64_t fallback);
+
 // Paper 003 §9's same-class templates (classify, images).
 double parse_same_class_templates(config::ConfigNode& data, double fallback);
 

@@ -44,11 +44,7 @@ void parse_data(ConfigNode& node, MultiviewOptions& o) {
 void parse(config::TaskSections& sections, config::ExperimentConfig& config) {
     MultiviewOptions& o = options_of<MultiviewOptions>(config, schema());
     parse_data(sections.data, o);
-    o.test_batches = sections.test.integer("batches", o.test_batches,
-                                           "test batches of `data.batch_sentences` rows (synthetic: at `data.valid_length`), from a "
-                                           "stream of their own (the same for every run and seed, so settings are compared on the same "
-                                           "examples)",
-                                           1);
+    o.test_batches = parse_test_batches(sections.test, o.test_batches);
     config.model.multiview_classes = o.colors * o.count_classes;
 }
 

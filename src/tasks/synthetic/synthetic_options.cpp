@@ -76,11 +76,7 @@ void set_model_output(const SyntheticOptions& o, models::ModelConfig& model) {
 void parse(config::TaskSections& sections, config::ExperimentConfig& config) {
     SyntheticOptions& o = options_of<SyntheticOptions>(config, schema());
     parse_data(sections.data, o);
-    o.test_batches = sections.test.integer("batches", o.test_batches,
-                                           "test batches of `data.batch_sentences` rows (synthetic: at `data.valid_length`), from a "
-                                           "stream of their own (the same for every run and seed, so settings are compared on the same "
-                                           "examples)",
-                                           1);
+    o.test_batches = parse_test_batches(sections.test, o.test_batches);
     set_model_output(o, config.model);
 }
 
