@@ -43,6 +43,9 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
         ->check(positive_integer<int>());
     command->add_option("--progress-every", s.progress_seconds, "Seconds between progress reports")
         ->check(positive_number<double>());
+    command->add_option("--prediction", s.prediction,
+                        "What the sweep is expected to show, stated before its first run: kept in sweep.json, shown first "
+                        "by hnas report, and never changed by a rerun");
     command->callback([options, &exit_code] {
         auto& o = *options;
         std::vector<experiments::GridAxis> axes;

@@ -471,7 +471,8 @@ std::string axis_section(const std::vector<std::pair<std::string, Json>>& sweeps
                                 html_escape(axis.key), html_escape(path));
             for (const std::string& metric : metrics) {
                 Chart chart{metric + " against " + axis.key, axis.key, metric, {}, true, {}};
-                for (const double value : axis.values) chart.x_tick_labels.push_back(fmt::format("{:g}", value));
+                // A grid spanning more than a decade (learning rates) is spaced by its logarithm.
+                if (axis.values.front() > 0 && axis.values.back() > 10 * axis.values.front()) chart.x_scale = XScale::log;
                 for (size_t g = 0; g < axis.groups.size(); ++g) {
                     Series mean{axis.groups[g].label, series_color(g), 2.5, 1.0, {}};
                     Series low{"", series_color(g), 1.0, 0.4, {}}, high = low;
@@ -479,11 +480,9 @@ std::string axis_section(const std::vector<std::pair<std::string, Json>>& sweeps
                         const auto found = summary_of.find(setting);
                         if (found == summary_of.end() || !found->second->contains(metric)) continue;
                         const Json& summary = found->second->at(metric);
-                        const double x = static_cast<double>(
-                            std::lower_bound(axis.values.begin(), axis.values.end(), value) - axis.values.begin());
-                        mean.points.emplace_back(x, summary.at("mean").get<double>());
-                        low.points.emplace_back(x, summary.at("min").get<double>());
-                        high.points.emplace_back(x, summary.at("max").get<double>());
+                        mean.points.emplace_back(value, summary.at("mean").get<double>());
+                        low.points.emplace_back(value, summary.at("min").get<double>());
+                        high.points.emplace_back(value, summary.at("max").get<double>());
                     }
                     if (mean.points.empty()) continue;
                     chart.series.push_back(std::move(low));
@@ -497,28 +496,42 @@ std::string axis_section(const std::vector<std::pair<std::string, Json>>& sweeps
     return html;
 }
 
+// What the sweeps said they would show, stated before their runs (hnas sweep --prediction).
+std::string prediction_section(const std::vector<std::pair<std::string, Json>>& sweeps) {
+    std::string html;
+    for (const auto& [path, sweep] : sweeps) {
+        const Json stated = sweep.value("prediction", Json());
+        if (!stated.is_string()) continue;
+        html += fmt::format("<p class=\"prediction\"><b>Prediction</b>, stated before the runs of <code>{}</code>: {}</p>\n",
+                            html_escape(path), html_escape(stated.get<std::string>()));
+    }
+    return html;
+}
+
+// Folded: a reader opens them to check what ran, after the results.
 std::string settings_section(const std::vector<std::pair<std::string, Json>>& sweeps, const std::vector<RunLog>& runs) {
     std::string html = "<h2>Settings</h2>\n";
     for (const auto& [path, sweep] : sweeps) {
-        html += fmt::format("<p>Sweep <code>{}</code>: base config <code>{}</code>{}, seeds {}.</p>\n", html_escape(path),
-                            html_escape(sweep.at("config").get<std::string>()),
+        html += fmt::format("<details><summary>Sweep <code>{}</code>: base config <code>{}</code>{}, {} settings, seeds {}"
+                            "</summary>\n",
+                            html_escape(path), html_escape(sweep.at("config").get<std::string>()),
                             sweep.at("overrides").empty() ? "" : ", with --set " + html_escape(sweep.at("overrides").dump()),
-                            html_escape(sweep.at("seeds").dump()));
+                            sweep.at("settings").size(), html_escape(sweep.at("seeds").dump()));
         html += "<table class=\"settings\"><tr><th>setting</th><th>overrides</th></tr>\n";
         for (const Json& setting : sweep.at("settings")) {
             html += fmt::format("<tr><td>{}</td><td><code>{}</code></td></tr>\n", html_escape(setting.at("name").get<std::string>()),
                                 html_escape(setting.at("overrides").dump()));
         }
-        html += "</table>\n";
+        html += "</table></details>\n";
     }
-    html += "<p>Runs: ";
+    html += fmt::format("<details><summary>{} runs</summary><p>", runs.size());
     for (size_t i = 0; i < runs.size(); ++i) {
         if (i > 0) html.append(", ");
         html.append(html_escape(runs[i].setting));
         if (!runs[i].seed.empty()) html.append("/").append(html_escape(runs[i].seed));
         html.append(fmt::format(" ({} steps logged)", runs[i].progress.empty() ? 0 : runs[i].progress.rbegin()->first));
     }
-    return html + ".</p>\n";
+    return html + ".</p></details>\n";
 }
 
 }  // namespace
@@ -535,7 +548,7 @@ std::string report_html(const std::vector<std::string>& paths) {
                        html_escape(title) + "</h1>\n";
     const auto sweeps = sweep_records(paths);
     const std::optional<Comparison> comparison = comparison_of(paths);
-    html += settings_section(sweeps, runs);
+    html += prediction_section(sweeps);
     html += comparison_section(comparison);
     html += axis_section(sweeps, comparison);
     html += "<h2>Training</h2>\n<p>Each seed a thin line, the mean over seeds a thick one.</p>\n";
@@ -548,6 +561,7 @@ std::string report_html(const std::vector<std::string>& paths) {
     html += svg_line_chart(curves(runs, false, key_value("input_tokens_per_second"), "throughput", "input tokens/s"));
     html += hybrid_section(runs) + hybrid_over_training(runs);
     html += diagnostics_section(runs);
+    html += settings_section(sweeps, runs);
     return html + "</body></html>\n";
 }
 

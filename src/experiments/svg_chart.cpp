@@ -27,6 +27,21 @@ std::vector<double> ticks(double low, double high) {
     return out;
 }
 
+// Ticks of a log axis over [10^low, 10^high] (exponents): 1, 2 and 5 per decade, or only the powers of
+// ten when the range spans more than three decades; returned as exponents.
+std::vector<double> log_ticks(double low, double high) {
+    const bool dense = high - low <= 3;
+    std::vector<double> out;
+    for (double decade = std::floor(low); decade <= std::ceil(high); ++decade) {
+        for (const double mantissa : {1.0, 2.0, 5.0}) {
+            if (mantissa > 1 && !dense) break;
+            const double tick = decade + std::log10(mantissa);
+            if (tick >= low - 1e-9 && tick <= high + 1e-9) out.push_back(tick);
+        }
+    }
+    return out;
+}
+
 std::string tick_text(double value) {
     if (value != 0 && (std::fabs(value) >= 1e5 || std::fabs(value) < 1e-3)) return fmt::format("{:.1e}", value);
     return fmt::format("{:g}", std::fabs(value) < 1e-12 ? 0.0 : value);
@@ -55,9 +70,13 @@ std::string series_color(size_t index) {
 }
 
 std::string svg_line_chart(const Chart& chart) {
+    const bool log_x = chart.x_scale == XScale::log;
+    // Where an x value lies along the axis: itself, or its exponent; NaN: not drawn.
+    auto axis_x = [&](double x) { return !log_x ? x : x > 0 ? std::log10(x) : std::nan(""); };
     double x_low = std::numeric_limits<double>::infinity(), x_high = -x_low, y_low = x_low, y_high = -x_low;
     for (const Series& series : chart.series) {
-        for (const auto& [x, y] : series.points) {
+        for (const auto& [raw_x, y] : series.points) {
+            const double x = axis_x(raw_x);
             if (!std::isfinite(x) || !std::isfinite(y)) continue;
             x_low = std::min(x_low, x), x_high = std::max(x_high, x);
             y_low = std::min(y_low, y), y_high = std::max(y_high, y);
@@ -85,9 +104,9 @@ std::string svg_line_chart(const Chart& chart) {
                            kLeft, kLeft + plot_w, sy(tick), kLeft - 4, sy(tick) + 4, tick_text(tick));
     }
     if (chart.x_tick_labels.empty()) {
-        for (const double tick : ticks(x_low, x_high)) {
+        for (const double tick : log_x ? log_ticks(x_low, x_high) : ticks(x_low, x_high)) {
             svg += fmt::format("<text x=\"{:.1f}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">{}</text>\n", sx(tick),
-                               kTop + plot_h + 14, tick_text(tick));
+                               kTop + plot_h + 14, tick_text(log_x ? std::pow(10.0, tick) : tick));
         }
     } else {
         for (size_t i = 0; i < chart.x_tick_labels.size(); ++i) {
@@ -102,8 +121,9 @@ std::string svg_line_chart(const Chart& chart) {
     double legend_y = kTop + 14;
     for (const Series& series : chart.series) {
         std::string path;
-        for (const auto& [x, y] : series.points) {
-            if (!std::isfinite(y)) continue;
+        for (const auto& [raw_x, y] : series.points) {
+            const double x = axis_x(raw_x);
+            if (!std::isfinite(x) || !std::isfinite(y)) continue;
             path += fmt::format("{}{:.1f},{:.1f}", path.empty() ? "M" : " L", sx(x), sy(y));
             if (chart.markers) {
                 svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"2.5\" fill=\"{}\" opacity=\"{}\"/>\n", sx(x), sy(y),

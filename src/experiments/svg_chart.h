@@ -15,11 +15,16 @@ struct Series {
     std::vector<std::pair<double, double>> points;  // (x, y); non-finite y values are left out
 };
 
+// How x values map to the horizontal axis: linearly, or by their logarithm (a grid of learning rates
+// spanning decades, whose points would bunch at the left of a linear axis).
+enum class XScale { linear, log };
+
 struct Chart {
     std::string title, x_label, y_label;
     std::vector<Series> series;
     bool markers = false;  // a dot at every point (few points: layers, validations)
     std::vector<std::string> x_tick_labels;  // non-empty: one label per integer x from 0 (categorical axis)
+    XScale x_scale = XScale::linear;         // log: points with x <= 0 are left out
 };
 
 // An <svg> element of about 640 × 320 pixels; a chart without points says so in its place.

@@ -74,7 +74,9 @@ Json sweep_record(const SweepOptions& o) {
     }
     Json seeds = Json::array();
     for (int64_t seed = o.first_seed; seed < o.first_seed + o.seeds; ++seed) seeds.push_back(seed);
-    return {{"config", o.config}, {"overrides", o.overrides}, {"settings", settings}, {"seeds", seeds}};
+    Json record = {{"config", o.config}, {"overrides", o.overrides}, {"settings", settings}, {"seeds", seeds}};
+    if (!o.prediction.empty()) record["prediction"] = o.prediction;
+    return record;
 }
 
 void write_or_check_record(const SweepOptions& o, const distributed::Communicator& world) {
@@ -87,6 +89,11 @@ void write_or_check_record(const SweepOptions& o, const distributed::Communicato
                        " differ: ", existing.value(key, Json()).dump(), " there, ", record.at(key).dump(),
                        " here); rerun it with the same arguments to continue it, or choose another --out");
         }
+        const Json stated = existing.value("prediction", Json());
+        HNAS_CHECK(o.prediction.empty() || stated == Json(o.prediction), "sweep: ", o.out,
+                   stated.is_null() ? std::string(" began without a prediction")
+                                    : " holds the prediction stated before its runs: " + stated.dump(),
+                   "; a prediction is stated once, before the first run (rerun without --prediction to continue)");
     } else if (world.rank() == 0) {
         fs::create_directories(o.out);
         write_file_atomically(path.string(), record.dump(2) + "\n");

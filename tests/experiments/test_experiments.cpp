@@ -356,6 +356,7 @@ TEST(Sweep, KilledAndRerunTrainsEachTrialOnceThenCompares) {
     const int parallel = std::min(2, distributed::threads_per_rank(0, 1));
     std::vector<std::string> command{HNAS_EXECUTABLE};
     for (const std::string& arg : sweep_args(out.path.string(), parallel)) command.push_back(arg);
+    command.insert(command.end(), {"--prediction", "lnas and dnas tie"});
     const testing::Subprocess first = testing::start_subprocess(command, scratch.path("killed.log"));
     // SIGKILL once a trial is past its first checkpoint: its child is told to checkpoint and stop.
     const bool started = testing::wait_until([&] {
@@ -375,10 +376,20 @@ TEST(Sweep, KilledAndRerunTrainsEachTrialOnceThenCompares) {
     const testing::Outcome again = testing::run_hnas(sweep_args(out.path.string(), 1), scratch);
     EXPECT_EQ(again.exit_code(), 0) << again.output;
     EXPECT_CONTAINS(again.output, "0 to run here");
-    // The page of the whole sweep.
+    // The prediction was stated before the first run: a rerun cannot change it.
+    auto restated = sweep_args(out.path.string(), 1);
+    restated.insert(restated.end(), {"--prediction", "dnas wins"});
+    const testing::Outcome changed = testing::run_hnas(restated, scratch);
+    EXPECT_EQ(changed.exit_code(), 1);
+    EXPECT_CONTAINS(changed.output, "holds the prediction stated before its runs: \"lnas and dnas tie\"");
+    // The page of the whole sweep opens with the prediction, then the results.
     const testing::Outcome report = testing::run_hnas({"report", out.path.string()}, scratch);
     ASSERT_EQ(report.exit_code(), 0) << report.output;
-    EXPECT_CONTAINS(hnas::read_file(out.path / "report.html", "report"), "<td>kind=dnas</td><td>2</td>");
+    const std::string page = hnas::read_file(out.path / "report.html", "report");
+    EXPECT_CONTAINS(page, "<td>kind=dnas</td><td>2</td>");
+    ASSERT_NE(page.find("lnas and dnas tie"), std::string::npos);
+    EXPECT_LT(page.find("lnas and dnas tie"), page.find("<h2>Results</h2>"));
+    EXPECT_LT(page.find("<h2>Results</h2>"), page.find("<h2>Settings</h2>"));
     auto other = sweep_args(out.path.string(), 1);
     other[4] = "model.attention.encoder.kind=[hnas]";
     const testing::Outcome refused = testing::run_hnas(other, scratch);

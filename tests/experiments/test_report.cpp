@@ -5,8 +5,10 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <set>
+#include <string>
 
 #include "base/json.h"
 #include "experiments/report.h"
@@ -159,11 +161,20 @@ TEST(Report, DrawsEachMetricAgainstANumericGridKey) {
     EXPECT_CONTAINS(html, "<h2>Against train.learning_rate</h2>");
     EXPECT_EQ(html.find("<h2>Against model.d_model"), std::string::npos) << "d_model is the same in every setting";
     EXPECT_CONTAINS(html, "aria-label=\"accuracy against train.learning_rate\"");
-    // The rates in order as the axis's labels, and the architectures (the names' shared part) in the legend.
-    const size_t low = html.find(">0.0001</text>"), middle = html.find(">0.001</text>"), high = html.find(">0.01</text>");
-    ASSERT_NE(high, std::string::npos);
-    EXPECT_LT(low, middle);
-    EXPECT_LT(middle, high);
+    // Rates spanning two decades lie on a log axis: the ticks of 1e-4, 1e-3 and 1e-2 are evenly spaced,
+    // the outer two at the plot's edges (the smallest and largest rate), with 2 and 5 of each decade between.
+    const std::string chart = html.substr(html.find("aria-label=\"accuracy against train.learning_rate\""));
+    const auto tick_x = [&](const std::string& label) {
+        const size_t text = chart.find("\">" + label + "</text>");
+        EXPECT_NE(text, std::string::npos) << "no tick " << label;
+        const size_t x = chart.rfind("<text x=\"", text);
+        return std::stod(chart.substr(x + 9));
+    };
+    EXPECT_NEAR(tick_x("1.0e-04"), 64.0, 0.1);
+    EXPECT_NEAR(tick_x("0.001"), 344.0, 0.1);
+    EXPECT_NEAR(tick_x("0.01"), 624.0, 0.1);
+    EXPECT_NEAR(tick_x("0.002") - tick_x("0.001"), 280.0 * std::log10(2.0), 0.1);
+    // The architectures (the names' shared part) in the legend.
     EXPECT_CONTAINS(html, ">MTE</text>");
     EXPECT_CONTAINS(html, ">NAP</text>");
 }

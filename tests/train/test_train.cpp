@@ -417,19 +417,23 @@ TEST(Trainer, ClassificationKeepsItsLabelsAndReportsGlueMetrics) {
     std::ifstream gold(env.sources_tsv);
     std::string line, expected;
     std::getline(gold, expected);  // the header
+    std::vector<double> line_right;
     while (std::getline(lines, line) && std::getline(gold, expected)) {
         EXPECT_TRUE(line == "news" || line == "novel") << line;
-        right += expected.substr(expected.rfind('\t') + 1) == line;
+        line_right.push_back(expected.substr(expected.rfind('\t') + 1) == line ? 1.0 : 0.0);
+        right += static_cast<int64_t>(line_right.back());
         ++row;
     }
     EXPECT_EQ(row, 96);
     EXPECT_NEAR(static_cast<double>(right) / 96.0, report.at("accuracy").get<double>(), 1e-12);
 
     // hnas test scores test.file, which defaults to the validation file; only test keys may be overridden.
+    // Each example's correctness, in file order, is kept for the paired bootstrap over test examples.
     const Json result = experiments::test_run(dir.path, {"test.checkpoint=\"last\""});
     EXPECT_EQ(result.at("checkpoint"), last);
     EXPECT_EQ(result.at("metrics").at("accuracy"), report.at("accuracy"));
     EXPECT_EQ(result.at("test_settings").at("file"), env.sources_tsv);
+    EXPECT_EQ(result.at("per_example").at("accuracy").get<std::vector<double>>(), line_right);
     EXPECT_CONTAINS(testing::error_of([&] { experiments::test_run(dir.path, {"model.d_model=8"}); }),
                     "only the test section's keys (test.…) apply to a trained run");
 

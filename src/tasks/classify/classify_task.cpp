@@ -165,9 +165,6 @@ void complete_config(config::ExperimentConfig& config) {
     check_same_class_templates(config, o.same_class_templates);
 }
 
-// test.file, for test_on_file.
-const std::string& test_file(const config::ExperimentConfig& config) { return options(config).test_file; }
-
 // Every example of `input` through the checkpoint's model.
 struct InputOutcomes {
     Outcomes outcomes;
@@ -183,11 +180,9 @@ InputOutcomes run_input(const TrainedCheckpoint& trained, const std::string& inp
     return result;
 }
 
-// GLUE's metrics of the checkpoint on a labelled file, beside the majority-class baseline.
-Json score_file(const TrainedCheckpoint& trained, const std::string& input) {
-    const InputOutcomes run = run_input(trained, input, true);
+// GLUE's metrics of a labelled run, beside the majority-class baseline.
+Json report_of(const InputOutcomes& run, const ClassifyOptions& classify) {
     Json report = {{"examples", run.examples.size()}};
-    const ClassifyOptions& classify = options(trained.config);
     for (const Metric& metric : run.outcomes.metrics(classify)) report[metric.name] = metric.value;
     if (!classify.regression) {
         std::vector<int64_t> counts(classify.labels.size(), 0);
@@ -197,6 +192,29 @@ Json score_file(const TrainedCheckpoint& trained, const std::string& input) {
         report["majority_baseline_accuracy"] = static_cast<double>(*majority) / static_cast<double>(run.outcomes.gold.size());
     }
     return report;
+}
+
+Json score_file(const TrainedCheckpoint& trained, const std::string& input) {
+    return report_of(run_input(trained, input, true), options(trained.config));
+}
+
+// hnas test on test.file: the metrics, and for classification each example's correctness in file order
+// (1 or 0, what the paired bootstrap over test examples resamples; its mean is the accuracy).
+TestResult test(const TrainedCheckpoint& trained) {
+    const ClassifyOptions& classify = options(trained.config);
+    HNAS_CHECK(!classify.test_file.empty(), "test: the classify run's config names no test file: set test.file (or data.valid_file)");
+    const InputOutcomes run = run_input(trained, classify.test_file, true);
+    TestResult result;
+    result.metrics = report_of(run, classify);
+    result.settings = {{"file", classify.test_file}};
+    if (!classify.regression) {
+        std::vector<double>& correct = result.per_example["accuracy"];
+        correct.assign(run.examples.size(), 0.0);
+        for (size_t row = 0; row < run.outcomes.example_index.size(); ++row) {
+            correct[static_cast<size_t>(run.outcomes.example_index[row])] = run.outcomes.predicted[row] == run.outcomes.gold[row] ? 1.0 : 0.0;
+        }
+    }
+    return result;
 }
 
 // One line per example of `input`, in file order: the predicted label name, or the regression output.
@@ -232,7 +250,7 @@ const TaskDefinition& definition() {
         .create = create,
         .evaluate = evaluate_file<score_file>,
         .predict = predict,
-        .test = test_on_file<score_file, test_file>,
+        .test = test,
         .fixed_tokenizer = nullptr,
     };
     return classify;
