@@ -10,8 +10,12 @@
 #      decoding settings of the config's `test` section, chosen on the validation pairs).
 # It ends with a table of each kind's test ROUGE beside the lead-8 baseline and the first ten test
 # headlines beside their references (OUT/summary.md, scripts/recipe_summary.py).
-#   scripts/recipe_gigaword.sh [--kinds lnas,dnas,hnas] [--init bert|random] [--out DIR] [--seed S]
-#                              [--mlm-config F] [--config F] [--set key=value …] [--no-setup]
+#   scripts/recipe_gigaword.sh [--kinds lnas,dnas,hnas] [--init bert|random] [--bert DIR] [--out DIR]
+#                              [--seed S] [--mlm-config F] [--config F] [--set key=value …] [--no-setup]
+# --bert DIR: ⟨BERT,BERT⟩ from a real pretrained BERT instead of step 1 — a Hugging Face folder
+# (model.safetensors, config.json, vocab.txt; scripts/setup_peers.sh links all-MiniLM-L6-v2 at
+# ~/.cache/hnas-peers/minilm) imported by hnas import-bert; the model takes its width, depth, heads,
+# post-norm, layer-norm epsilon and WordPiece vocabulary, and the runs are OUT/headline_<kind>-hfbert-seed<S>.
 # --set applies to both stages (e.g. --set train.precision=f32). The run directories are
 # OUT/mlm_<kind>-seed<S> and OUT/headline_<kind>-<init>-seed<S>; rerunning continues where an
 # interrupted run stopped and skips stages that are finished (their result.json exists).
@@ -22,6 +26,7 @@ kinds=lnas,dnas,hnas
 out=runs/recipe_gigaword
 seed=1
 init=bert
+bert=""
 mlm_config=configs/gigaword_recipe_mlm.json
 config=configs/gigaword_recipe.json
 setup=1
@@ -32,6 +37,7 @@ while (($#)); do
     --out) out=$2; shift 2 ;;
     --seed) seed=$2; shift 2 ;;
     --init) init=$2; shift 2 ;;
+    --bert) bert=$2; init=hfbert; shift 2 ;;
     --mlm-config) mlm_config=$2; shift 2 ;;
     --config) config=$2; shift 2 ;;
     --set) overrides+=(--set "$2"); shift 2 ;;
@@ -40,7 +46,7 @@ while (($#)); do
   esac
 done
 case "$init" in
-  bert | random) ;;
+  bert | random | hfbert) ;;
   *) echo "recipe_gigaword.sh: --init must be bert or random, not '$init'" >&2; exit 2 ;;
 esac
 if ((setup)); then scripts/setup.sh; fi
@@ -62,9 +68,34 @@ train_and_test() {
   echo "recipe: $dir trained and tested in $((SECONDS - start)) s" | tee -a "$out/wall_times.txt"
 }
 
+# The imported BERT and the settings that give the headline model its shape and vocabulary.
+bert_settings=()
+if [ "$init" = hfbert ]; then
+  for file in model.safetensors config.json vocab.txt; do
+    [ -f "$bert/$file" ] || { echo "recipe_gigaword.sh: --bert $bert has no $file" >&2; exit 1; }
+  done
+  [ -f "$out/imported_bert.ckpt" ] || build/hnas import-bert --weights "$bert/model.safetensors" --vocab "$bert/vocab.txt" \
+    --config "$bert/config.json" --out "$out/imported_bert.ckpt"
+  while read -r setting; do bert_settings+=(--set "$setting"); done < <(python3 - "$bert" "$out/imported_bert.ckpt" <<'PY'
+import json, os, sys
+c = json.load(open(os.path.join(sys.argv[1], "config.json")))
+for key, value in (("init_from", sys.argv[2]), ("model.d_model", c["hidden_size"]), ("model.heads", c["num_attention_heads"]),
+                   ("model.ffn_dim", c["intermediate_size"]), ("model.encoder_layers", c["num_hidden_layers"]),
+                   ("model.decoder_layers", c["num_hidden_layers"]), ("model.norm", "post"),
+                   ("model.layer_norm_eps", c["layer_norm_eps"]), ("tokenizer.type", "wordpiece"),
+                   ("tokenizer.model", os.path.join(sys.argv[1], "vocab.txt"))):
+    print(f"{key}={value}")
+PY
+)
+fi
+
 IFS=, read -r -a kind_list <<<"$kinds"
 for kind in "${kind_list[@]}"; do
   headline_dir=$out/headline_$kind-$init-seed$seed
+  if [ "$init" = hfbert ]; then
+    train_and_test "$config" "$headline_dir" --set "model.attention.encoder.kind=$kind" "${bert_settings[@]}"
+    continue
+  fi
   if [ "$init" = random ]; then
     train_and_test "$config" "$headline_dir" --set "model.attention.encoder.kind=$kind"
     continue

@@ -11,7 +11,7 @@ import sys
 def main():
     out, init, seed, articles_path, references_path = sys.argv[1:6]
     kinds = sys.argv[6:]
-    initialization = {"bert": "⟨BERT,BERT⟩", "random": "⟨Random,Random⟩"}[init]
+    initialization = {"bert": "⟨BERT,BERT⟩", "random": "⟨Random,Random⟩", "hfbert": "⟨BERT,BERT⟩ from the imported BERT"}[init]
     lead = json.load(open(os.path.join(out, "lead8.rouge.json")))
     rows = [("lead-8 baseline", [100 * lead[k]["f1"] for k in ("rouge-1", "rouge-2", "rouge-l")])]
     headlines = {}
