@@ -58,7 +58,8 @@ def main():
         arms = [a["name"] for a in json.load(open(os.path.join(out, task, "arms.json")))]
         rates = {a["name"]: a["set"]["train.learning_rate"] for a in json.load(open(os.path.join(out, task, "arms.json")))}
         print(f"## {task}\n")
-        print(open(os.path.join(out, task, "learning_rates.md")).read())
+        for chosen in sorted(glob.glob(os.path.join(out, task, "chosen_*", "learning_rates.md"))):
+            print(open(chosen).read())
         seeds = max(len(s["seeds"]) for s in settings.values())
         print(f"Mean ± standard error over {seeds} seeds:\n")
         print("| arm | learning rate | accuracy | MCC | F1 (class 1) | majority-class baseline |")
@@ -70,12 +71,13 @@ def main():
             print(f"| {arm} | {rates[arm]:g} | {cell(m, 'accuracy')} | {cell(m, 'mcc')} | {cell(m, 'f1')} | {baseline:.2f} |")
         questions = []
         kinds = [a.split("_", 1)[1] for a in arms if a.startswith("pretrained_")]
+        scratch = [a for a in arms if a.startswith("scratch_")]
         for kind in kinds:
-            questions.append((f"pretrained_{kind}", f"scratch_{kind}"))
+            questions += [(f"pretrained_{kind}", s) for s in scratch if len(scratch) == 1 or s == f"scratch_{kind}"]
         for kind in kinds[1:]:
             questions.append((f"pretrained_{kind}", f"pretrained_{kinds[0]}"))
         if "bert_lnas" in arms:
-            questions += [("bert_lnas", "pretrained_lnas"), ("bert_lnas", "scratch_lnas")]
+            questions += [("bert_lnas", "pretrained_lnas")] + [("bert_lnas", s) for s in scratch]
             questions += [(a, "bert_lnas") for a in arms if a.startswith("bert_") and a != "bert_lnas"]
         print("\nPaired differences in test accuracy (points): the exact permutation test over seeds, and the paired "
               "bootstrap over test examples (each example's correctness averaged over the seeds)\n")
