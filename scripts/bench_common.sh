@@ -41,3 +41,47 @@ copy_binaries() {
     cp "$build_dir/$binary" "$out/bin/"
   done
 }
+
+# select_peers NAME: checks $peers (words of "torch113 eager compile ipex": Debian's PyTorch 1.13, and PyTorch 2
+# eager, torch.compile and IPEX from scripts/setup_peers.sh's venv) and keeps those that can run here. torch113
+# runs in $python and must have torch on OpenBLAS (require_torch, which stops the script otherwise); the others
+# run in $peers_python (PEERS_PYTHON, default $HNAS_PEERS/venv/bin/python, HNAS_PEERS defaulting to
+# ~/.cache/hnas-peers) and are skipped when it or its PyTorch 2 (ipex: intel_extension_for_pytorch) is missing.
+# Sets peers (the ones kept, in the order given), peers_python and skipped ("peer: why" each, also printed).
+select_peers() {
+  local name=$1 peer why=""
+  for peer in $peers; do
+    [[ "$peer" =~ ^(torch113|eager|compile|ipex)$ ]] || { echo "$name: unknown peer $peer (torch113, eager, compile, ipex)" >&2; exit 2; }
+  done
+  peers_python=${PEERS_PYTHON:-${HNAS_PEERS:-$HOME/.cache/hnas-peers}/venv/bin/python}
+  skipped=()
+  if [[ " $peers " == *" torch113 "* ]]; then require_torch "$name"; fi
+  if [[ " $peers " =~ \ (eager|compile|ipex)\  ]]; then
+    if [ ! -x "$peers_python" ]; then
+      why="$peers_python is missing (run scripts/setup_peers.sh)"
+    elif ! "$peers_python" -c "import torch, sys; sys.exit(0 if int(torch.__version__.split('.')[0]) >= 2 else 1)" 2>/dev/null; then
+      why="$peers_python has no PyTorch 2 (run scripts/setup_peers.sh)"
+    fi
+    if [ -n "$why" ]; then
+      for peer in eager compile ipex; do
+        if [[ " $peers " == *" $peer "* ]]; then skipped+=("$peer: $why"); fi
+      done
+      peers=$(echo " $peers " | sed 's/ eager / /; s/ compile / /; s/ ipex / /')
+    elif [[ " $peers " == *" ipex "* ]] && ! "$peers_python" -c "import intel_extension_for_pytorch" >/dev/null 2>&1; then
+      skipped+=("ipex: $peers_python cannot import intel_extension_for_pytorch (run scripts/setup_peers.sh)")
+      peers=$(echo " $peers " | sed 's/ ipex / /')
+    fi
+  fi
+  for why in ${skipped[@]+"${skipped[@]}"}; do echo "$name: skipping $why" >&2; done
+  peers=$(echo $peers)
+}
+
+# peer_command PEER PRECISION SCRIPT: sets cmd to the start of one peer's command line, SCRIPT (a twin taking
+# --peer and --precision: scripts/torch_peers.py) in its python; PyTorch 1.13 always eager and in f32.
+peer_command() {
+  if [[ "$1" == torch113 ]]; then
+    cmd=("$python" "$3" --peer eager --precision f32)
+  else
+    cmd=("$peers_python" "$3" --peer "$1" --precision "$2")
+  fi
+}

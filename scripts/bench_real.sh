@@ -1,14 +1,23 @@
 #!/usr/bin/env bash
-# Real runs of hnas beside their PyTorch twins (docs/performance.md), side by side in one run: for each config,
-#   1. `hnas train` on the bundled data for --steps steps (batches of varying length, as a user trains);
+# Real runs of hnas beside their PyTorch peers (docs/performance.md), side by side in one run: for each config,
+#   1. `hnas train` on the bundled data for --steps steps (batches of varying length, as a user trains) in
+#      --precision (train.precision);
 #   2. `hnas-bench batches` writes the batches that run drew, with a model's initial parameters;
-#   3. scripts/torch_real.py trains the PyTorch twin on the same batches in the same order (its step-0
-#      loss, dropout off, must equal hnas's within 1e-4 relative: the same model on both sides);
-#   4. with --baseline BIN, the same `hnas train` run of another hnas binary (the code before a change);
-#   5. with --bf16, the same `hnas train` run with bf16 matmuls (train.precision=bf16), and the twin
-#      under PyTorch's mixed precision (torch_real.py --bf16: autocast to bf16).
+#   3. each peer trains the PyTorch twin (scripts/torch_real.py) on the same batches in the same order; its
+#      step-0 loss (f32, dropout off, through the peer's own forward) must equal hnas's within 1e-4 relative:
+#      the same model on both sides. The peers:
+#        torch113  Debian's PyTorch 1.13, eager, always in f32 (the column kept for continuity);
+#        eager     PyTorch 2 eager,                                    } from scripts/setup_peers.sh's venv,
+#        compile   torch.compile (default mode, dynamic=None) of the   } in --precision (bf16: torch.autocast
+#                  forward + loss; the optimizer stays eager           }   around forward and loss);
+#        ipex      intel_extension_for_pytorch.optimize(model, opt)    }
+#      the batches' varying shapes make torch.compile recompile: the steps during which it compiled a graph
+#      are reported apart (count, seconds, graphs), and its seconds to the last step are those of all the
+#      steps at the rate of the steps that compiled nothing;
+#   4. with --baseline BIN, the same `hnas train` run of another hnas binary (the code before a change).
 # It prints a markdown table: max RSS (GNU time), hnas's tensor live peak, the seconds to the last step
-# (hnas: metrics.jsonl's elapsed_seconds; torch: from its first step's start), and the ratios.
+# (hnas: metrics.jsonl's elapsed_seconds; torch: from its first step's start), hnas's speed and max RSS
+# against each run; then each peer's step-0 check and torch.compile's compiling steps.
 #   gigaword: configs/gigaword.json --set train.steps=N data.batch_sentences=64 train.learning_rate=0.001
 #   mlm:      configs/mlm.json --set train.steps=N
 # Options:
@@ -16,21 +25,27 @@
 #   --threads N        threads for both frameworks (default 2)
 #   --configs "A B"    subset of "gigaword mlm"
 #   --baseline BIN     also run this hnas binary (e.g. a copy of build/hnas made before a change)
-#   --bf16             also run hnas with bf16 matmuls and the twin under bf16 autocast
+#   --precision P      f32 (default) or bf16: hnas's train.precision (the baseline's too), the PyTorch 2 peers'
+#                      autocast; PyTorch 1.13 always trains in f32, and the step-0 check runs in f32
+#   --peers "A B"      subset of "torch113 eager compile ipex" (default all); a PyTorch 2 peer whose venv or
+#                      package is missing is skipped, saying why
 #   --out DIR          where runs, batches and JSON lines go (default a fresh temporary directory)
 #   --no-build         use build/hnas and build/hnas-bench as they are
-# Environment: HNAS_BUILD_DIR (default build), PYTHON (default /usr/bin/python3, Debian's, with torch).
+# Environment: HNAS_BUILD_DIR (default build), PYTHON (default /usr/bin/python3, Debian's, with torch),
+# PEERS_PYTHON (default $HNAS_PEERS/venv/bin/python, HNAS_PEERS defaulting to ~/.cache/hnas-peers).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-steps=400 threads=2 configs="gigaword mlm" baseline="" out="" build=1 bf16=0
+steps=400 threads=2 configs="gigaword mlm" baseline="" out="" build=1 precision=f32
+peers="torch113 eager compile ipex"
 while (($#)); do
   case "$1" in
     --steps) steps=${2:?--steps needs a value}; shift ;;
     --threads) threads=${2:?--threads needs a value}; shift ;;
     --configs) configs=${2:?--configs needs a value}; shift ;;
     --baseline) baseline=${2:?--baseline needs a value}; shift ;;
-    --bf16) bf16=1 ;;
+    --precision) precision=${2:?--precision needs a value}; shift ;;
+    --peers) peers=${2:?--peers needs a value}; shift ;;
     --out) out=${2:?--out needs a value}; shift ;;
     --no-build) build=0 ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
@@ -45,10 +60,11 @@ for config in $configs; do
   [[ "$config" == gigaword || "$config" == mlm ]] || { echo "bench_real: unknown config $config (gigaword, mlm)" >&2; exit 2; }
 done
 [ -z "$baseline" ] || [ -x "$baseline" ] || { echo "bench_real: --baseline $baseline is not an executable" >&2; exit 2; }
+[[ "$precision" == f32 || "$precision" == bf16 ]] || { echo "bench_real: --precision must be f32 or bf16, got $precision" >&2; exit 2; }
 
 python=${PYTHON:-/usr/bin/python3}
 source scripts/bench_common.sh
-require_torch bench_real
+select_peers bench_real  # sets peers, peers_python and skipped ("peer: why", printed under the table)
 if [ ! -x /usr/bin/time ]; then
   [ "$(id -u)" -eq 0 ] || { echo "bench_real: GNU time (/usr/bin/time, Debian's time) is missing; install it as root" >&2; exit 1; }
   echo "bench_real: installing GNU time" >&2
@@ -63,17 +79,19 @@ copy_binaries bench_real "$build_dir" "$out" hnas hnas-bench
 results="$out/results.jsonl"
 : >"$results"
 export OMP_NUM_THREADS=$threads
-echo "bench_real: $(OMP_NUM_THREADS="" nproc --all) cores, $threads threads, $steps steps per run; output in $out" >&2
+echo "bench_real: $(OMP_NUM_THREADS="" nproc --all) cores, $threads threads, $steps steps per run in $precision;" \
+  "peers: ${peers:-none}; output in $out" >&2
 
-# hnas_run NAME BINARY CONFIG SETTINGS...: one `hnas train` run, appended to results as a JSON line.
+# hnas_run NAME BINARY CONFIG SETTINGS...: one `hnas train` run in $precision, appended to results as a JSON line.
 hnas_run() {
   local name=$1 binary=$2 config=$3; shift 3
+  if [[ "$precision" == bf16 ]]; then set -- "$@" train.precision=bf16; fi
   rm -rf "${out:?}/$name"
   /usr/bin/time -v -o "$out/$name.time" "$binary" train --config "$config" --out "$out/$name" --set "$@" \
     >"$out/$name.log" 2>&1 || { echo "bench_real: $name failed; see $out/$name.log" >&2; exit 1; }
-  "$python" - "$out" "$name" "$steps" >>"$results" <<'EOF'
+  "$python" - "$out" "$name" "$steps" "$precision" >>"$results" <<'EOF'
 import json, re, sys
-out, name, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+out, name, steps, precision = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 records = [json.loads(line) for line in open(f"{out}/{name}/metrics.jsonl")]
 progress = [r for r in records if "elapsed_seconds" in r]
 memory = [r["memory"] for r in records if "memory" in r]
@@ -83,31 +101,41 @@ max_rss_kib = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", time
 # An older hnas (a --baseline) may have recorded memory only at validations (mlm.json has none), and
 # no profile.
 profile = last.get("profile", {})
-print(json.dumps({"name": name, "impl": "hnas", "seconds": last["elapsed_seconds"], "loss": last["loss"],
-                  "max_rss_mib": max_rss_kib / 1024,
+print(json.dumps({"name": name, "impl": name.split("-")[1], "precision": precision, "seconds": last["elapsed_seconds"],
+                  "loss": last["loss"], "max_rss_mib": max_rss_kib / 1024,
                   "live_peak_mib": max(m["tensor_live_peak"] for m in memory) / 2**20 if memory else None,
                   "minor_faults": profile.get("minor_faults"), "matmul_primitives": profile.get("matmul_primitives")}))
 EOF
 }
 
-# torch_run NAME [--bf16]: the twin trained on $config's batches, appended to results as a JSON line.
+# torch_run PEER: the twin of PEER trained on $config's batches (its step-0 loss checked), appended to
+# results as a JSON line.
 torch_run() {
-  local name=$1; shift
-  /usr/bin/time -v -o "$out/$name.time" "$python" scripts/torch_real.py --batches "$out/$config.batches" \
-    --threads "$threads" "$@" >"$out/$name.json" 2>"$out/$name.log" \
-    || { echo "bench_real: the torch twin $name failed; see $out/$name.log" >&2; exit 1; }
-  "$python" - "$out" "$name" >>"$results" <<'EOF'
+  local peer=$1 name=$config-$1
+  peer_command "$peer" "$precision" scripts/torch_real.py
+  /usr/bin/time -v -o "$out/$name.time" "${cmd[@]}" --batches "$out/$config.batches" --threads "$threads" \
+    >"$out/$name.json" 2>"$out/$name.log" || { echo "bench_real: the $peer twin failed; see $out/$name.log" >&2; exit 1; }
+  "$python" - "$out" "$name" "$peer" >>"$results" <<'EOF'
 import json, re, sys
-out, name = sys.argv[1], sys.argv[2]
+out, name, peer = sys.argv[1], sys.argv[2], sys.argv[3]
 twin = json.load(open(f"{out}/{name}.json"))
 relative = abs(twin["loss0_eval"] - twin["hnas_loss0_eval"]) / abs(twin["hnas_loss0_eval"])
+verdict = "ok" if relative <= 1e-4 else "MISMATCH: not the same model"
+print(f"bench_real: {name}: step-0 loss (f32, dropout off) {twin['loss0_eval']:.7f}, hnas {twin['hnas_loss0_eval']:.7f} "
+      f"(relative {relative:.1e}) {verdict}", file=sys.stderr)
 if relative > 1e-4:
-    sys.exit(f"bench_real: {name}: step-0 loss torch {twin['loss0_eval']} hnas {twin['hnas_loss0_eval']}: not the same model")
-if not any("openblas" in library for library in twin["blas"]):
+    sys.exit(1)
+if peer == "torch113" and not any("openblas" in library for library in twin["blas"]):
     sys.exit(f"bench_real: torch did not run on OpenBLAS ({twin['blas']}); the comparison would be unfair")
 max_rss_kib = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", open(f"{out}/{name}.time").read()).group(1))
-print(json.dumps({"name": name, "impl": "torch", "seconds": twin["seconds"], "loss": twin["losses"][-1]["loss"],
-                  "max_rss_mib": max_rss_kib / 1024, "loss0_relative": relative}))
+record = {"name": name, "impl": peer, "precision": twin["precision"], "seconds": twin["seconds"],
+          "loss": twin["losses"][-1]["loss"], "max_rss_mib": max_rss_kib / 1024, "loss0_relative": relative,
+          "torch": twin["torch"].split("+")[0]}
+for key in ("ipex", "loss0_eval_s", "seconds_without_compiling", "compiling_units", "compiling_seconds", "graphs_before",
+            "graphs", "frames_left_eager", "cache_size_limit"):
+    if key in twin:
+        record[key] = twin[key]
+print(json.dumps(record))
 EOF
 }
 
@@ -118,41 +146,60 @@ for config in $configs; do
   esac
   echo "bench_real: $config: hnas" >&2
   hnas_run "$config-hnas" "$out/bin/hnas" "$file" "${settings[@]}"
-  "$out/bin/hnas-bench" batches --run "$out/$config-hnas" --steps "$steps" --out "$out/$config.batches" >/dev/null
-  echo "bench_real: $config: torch" >&2
-  torch_run "$config-torch"
+  if [ -n "$peers" ]; then
+    "$out/bin/hnas-bench" batches --run "$out/$config-hnas" --steps "$steps" --out "$out/$config.batches" >/dev/null
+  fi
+  for peer in $peers; do
+    echo "bench_real: $config: $peer" >&2
+    torch_run "$peer"
+  done
   if [ -n "$baseline" ]; then
     echo "bench_real: $config: baseline hnas" >&2
     hnas_run "$config-baseline" "$out/bin/hnas-baseline" "$file" "${settings[@]}"
   fi
-  if ((bf16)); then
-    echo "bench_real: $config: hnas in bf16" >&2
-    hnas_run "$config-hnas_bf16" "$out/bin/hnas" "$file" "${settings[@]}" train.precision=bf16
-    echo "bench_real: $config: torch under bf16 autocast" >&2
-    torch_run "$config-torch_bf16" --bf16
-  fi
 done
 
-"$python" - "$results" "$steps" <<'EOF'
+printf '%s\n' ${skipped[@]+"${skipped[@]}"} >"$out/skipped.txt"
+"$python" - "$results" "$steps" "$out/skipped.txt" <<'EOF'
 import json, sys
-runs = {r["name"]: r for r in map(json.loads, open(sys.argv[1]))}
-steps = sys.argv[2]
-print(f"| run | max RSS MiB | tensor live peak MiB | RSS / live peak | RSS / torch | seconds to step {steps} | speed / torch | "
-      f"loss (last 50 steps) | minor faults | matmul primitives |")
-print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-for name, r in runs.items():
-    torch = runs[name.split("-")[0] + "-torch"]  # PyTorch in f32: every row's reference
+runs = [json.loads(line) for line in open(sys.argv[1])]
+steps, skipped = sys.argv[2], [line.strip() for line in open(sys.argv[3]) if line.strip()]
+titles = {"hnas": "hnas", "baseline": "hnas baseline", "torch113": "PyTorch {torch}", "eager": "PyTorch {torch} eager",
+          "compile": "torch.compile", "ipex": "IPEX {ipex}"}
+def seconds(r):  # torch.compile without the steps that compiled a graph: all steps at the others' rate
+    return r.get("seconds_without_compiling", r["seconds"])
+print(f"| config | run | precision | max RSS MiB | tensor live peak MiB | RSS / live peak | seconds to step {steps} | "
+      f"hnas speed / run's | hnas max RSS / run's | loss (last 50 steps) | minor faults | matmul primitives |")
+print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+for r in runs:
+    config = r["name"].split("-")[0]
+    hnas = next(h for h in runs if h["name"] == config + "-hnas")
     live = r.get("live_peak_mib")
-    cells = [name, f"{r['max_rss_mib']:.0f}", f"{live:.0f}" if live else "–",
-             f"{r['max_rss_mib'] / live:.2f}" if live else "–", f"{r['max_rss_mib'] / torch['max_rss_mib']:.2f}",
-             f"{r['seconds']:.1f}", f"{torch['seconds'] / r['seconds']:.2f}", f"{r['loss']:.4f}",
+    time, speed = f"{seconds(r):.1f}", f"{seconds(r) / hnas['seconds']:.2f}"
+    if "seconds_without_compiling" in r:
+        time += f" (without its {len(r['compiling_units'])} compiling steps)"
+    elif "compiling_units" in r:
+        time, speed = f"{r['seconds']:.1f} (every step compiled)", "–"
+    cells = [config, titles[r["impl"]].format(**r), r["precision"], f"{r['max_rss_mib']:.0f}", f"{live:.0f}" if live else "–",
+             f"{r['max_rss_mib'] / live:.2f}" if live else "–", time, speed,
+             f"{hnas['max_rss_mib'] / r['max_rss_mib']:.2f}", f"{r['loss']:.4f}",
              str(r.get("minor_faults") or "–"), str(r.get("matmul_primitives") or "–")]
     print("| " + " | ".join(cells) + " |")
-print(f"\nStep-0 loss (dropout off, same parameters and batch), torch against hnas, relative: " +
-      ", ".join(f"{n.split('-')[0]} {r['loss0_relative']:.1e}" for n, r in runs.items() if n.endswith("-torch")))
-for name in (n for n in runs if n.endswith("-hnas_bf16")):
-    config = name.split("-")[0]
-    hnas_seconds, torch_seconds = runs[name]["seconds"], runs[config + "-torch_bf16"]["seconds"]
-    print(f"{config}, both in bf16: hnas {hnas_seconds:.1f} s, PyTorch under autocast {torch_seconds:.1f} s: "
-          f"hnas {torch_seconds / hnas_seconds:.2f}x as fast")
+checked = [r for r in runs if "loss0_relative" in r]
+if checked:
+    print("\nStep-0 loss (f32, dropout off, same parameters and batch, each peer's own forward) against hnas's, relative: " +
+          ", ".join(f"{r['name']} {r['loss0_relative']:.1e}" for r in checked) + " (each ≤ 1e-4).")
+compiled = [r for r in runs if "compiling_units" in r]
+if compiled:
+    print(f"\ntorch.compile (default mode, dynamic=None; config.cache_size_limit {compiled[0]['cache_size_limit']}): the "
+          "steps during which it compiled a graph, left out of its seconds above:\n")
+    print(f"| config | precision | step-0 check s (its own f32 graph) | compiling steps (from 0) | their seconds | "
+          f"graphs compiled (check / steps) | frames left eager | seconds to step {steps} with them |")
+    print("| --- | --- | ---: | --- | ---: | ---: | ---: | ---: |")
+    for r in compiled:
+        shown = ", ".join(map(str, r["compiling_units"][:12])) + (" …" if len(r["compiling_units"]) > 12 else "")
+        print(f"| {r['name'].split('-')[0]} | {r['precision']} | {r['loss0_eval_s']:.1f} | {len(r['compiling_units'])}: {shown} | "
+              f"{r['compiling_seconds']:.1f} | {r['graphs_before']} / {r['graphs']} | {r['frames_left_eager']} | {r['seconds']:.1f} |")
+for reason in skipped:
+    print(f"Skipped {reason}.")
 EOF

@@ -63,42 +63,10 @@ done
 for task in $tasks; do [[ "$task" == headline || "$task" == mlm ]] || { echo "bench_train: unknown task $task" >&2; exit 2; }; done
 for kind in $kinds; do [[ "$kind" =~ ^(lnas|dnas|hnas)$ ]] || { echo "bench_train: unknown kind $kind" >&2; exit 2; }; done
 [[ "$precision" == f32 || "$precision" == bf16 ]] || { echo "bench_train: --precision must be f32 or bf16, got $precision" >&2; exit 2; }
-for peer in $peers; do [[ "$peer" =~ ^(torch113|eager|compile|ipex)$ ]] || { echo "bench_train: unknown peer $peer" >&2; exit 2; }; done
 
 python=${PYTHON:-/usr/bin/python3}
-peers_python=${PEERS_PYTHON:-${HNAS_PEERS:-$HOME/.cache/hnas-peers}/venv/bin/python}
 source scripts/bench_common.sh
-skipped=()  # "peer: why", printed under the table
-if [[ " $peers " == *" torch113 "* ]]; then require_torch bench_train; fi
-if [[ " $peers " =~ \ (eager|compile|ipex)\  ]]; then
-  why=""
-  if [ ! -x "$peers_python" ]; then
-    why="$peers_python is missing (run scripts/setup_peers.sh)"
-  elif ! "$peers_python" -c "import torch, sys; sys.exit(0 if int(torch.__version__.split('.')[0]) >= 2 else 1)" 2>/dev/null; then
-    why="$peers_python has no PyTorch 2 (run scripts/setup_peers.sh)"
-  fi
-  if [ -n "$why" ]; then
-    for peer in eager compile ipex; do
-      if [[ " $peers " == *" $peer "* ]]; then skipped+=("$peer: $why"); fi
-    done
-    peers=$(echo " $peers " | sed 's/ eager / /; s/ compile / /; s/ ipex / /')
-  elif [[ " $peers " == *" ipex "* ]] && ! "$peers_python" -c "import intel_extension_for_pytorch" >/dev/null 2>&1; then
-    skipped+=("ipex: $peers_python cannot import intel_extension_for_pytorch (run scripts/setup_peers.sh)")
-    peers=$(echo " $peers " | sed 's/ ipex / /')
-  fi
-fi
-for reason in "${skipped[@]}"; do echo "bench_train: skipping $reason" >&2; done
-peers=$(echo $peers)
-
-# peer_command PEER PRECISION: sets cmd to the start of one peer's torch_reference.py command line
-# (PyTorch 1.13 always in f32)
-peer_command() {
-  if [[ "$1" == torch113 ]]; then
-    cmd=("$python" scripts/torch_reference.py --peer eager --precision f32)
-  else
-    cmd=("$peers_python" scripts/torch_reference.py --peer "$1" --precision "$2")
-  fi
-}
+select_peers bench_train  # sets peers, peers_python and skipped ("peer: why", printed under the table)
 
 build_dir=${HNAS_BUILD_DIR:-build}
 bench="$build_dir/hnas-bench"
@@ -121,7 +89,7 @@ for task in $tasks; do
     "$bench" train --task "$task" --kind "$kind" --threads "$threads" --no-dropout --steps 3 --warmup 0 \
       --dump-initial "$ckpt" >>"$checks"
     for peer in $peers; do
-      peer_command "$peer" f32
+      peer_command "$peer" f32 scripts/torch_reference.py
       "${cmd[@]}" --load "$ckpt" --threads "$threads" --no-dropout --steps 3 --warmup 0 2>>"$out/peers.stderr" >>"$checks"
     done
     rm -f "$ckpt"
@@ -163,7 +131,7 @@ for ((round = 1; round <= rounds; round++)); do
         if [[ "$who" == hnas ]]; then
           "${hnas_run[@]}" >>"$results"
         else
-          peer_command "$who" "$precision"
+          peer_command "$who" "$precision" scripts/torch_reference.py
           "${cmd[@]}" --task "$task" --kind "$kind" --threads "$threads" --steps "$steps" --warmup "$warmup" \
             2>>"$out/peers.stderr" >>"$results"
         fi

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue #8, bf16: trains the first N steps (default 500) of each tiny config twice, with f32 and with
+# bf16 against f32: trains the first N steps (default 500) of each tiny config twice, with f32 and with
 # bf16 matmuls (train.precision), and compares the loss curves. The schedule is the config's own (the
 # run stops early with --stop-after), both runs share one tokenizer (trained by the f32 run), and
 # validation is skipped. Per config it prints the largest relative difference of the 50-step moving

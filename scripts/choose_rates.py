@@ -6,7 +6,7 @@
 PILOT is an `hnas sweep` folder whose settings are a list crossed with a grid of train.learning_rate
 (`--list L --grid 'train.learning_rate=[…]' --seeds 1`). Per setting of the list, the rate whose run
 logged the best validation metric (the runs' validation.metric; loss and perplexity lower, every other
-metric higher) is chosen. Writes OUT/settings.json (an `hnas sweep --list` file: the settings with their
+metric higher) is chosen; a tie goes to the larger rate. Writes OUT/settings.json (an `hnas sweep --list` file: the settings with their
 chosen rates) and OUT/learning_rates.md (every rate's validation metric and the choice). The test split
 plays no part in the choice.
 """
@@ -43,7 +43,7 @@ def main():
         groups.setdefault(key, (name, overrides, []))[2].append((metric, rate))
     chosen, lines = [], []
     for name, overrides, tried in groups.values():
-        best = (min if lower_better else max)(tried)
+        best = min(tried, key=lambda t: (t[0], -t[1])) if lower_better else max(tried)
         tried.sort(key=lambda t: t[1])
         lines.append(f"| {name} | " + ", ".join(f"{rate:g}: {metric:.4g}" for metric, rate in tried) + f" | {best[1]:g} |")
         chosen.append({"name": name, "set": {**overrides, RATE: best[1]}})

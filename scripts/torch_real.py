@@ -4,15 +4,21 @@
 (scripts/torch_reference.py's, which must match the run's config) with the config's optimizer,
 learning-rate schedule, clipping, label smoothing and dropout, step by step on the same batches.
 
-    /usr/bin/python3 scripts/torch_real.py --batches run.batches --steps 400 --threads 2 [--bf16]
+    /usr/bin/python3 scripts/torch_real.py --batches run.batches --steps 400 --threads 2
+    ~/.cache/hnas-peers/venv/bin/python scripts/torch_real.py --batches run.batches --peer compile --precision bf16
 
---bf16 trains under PyTorch's own mixed precision, torch.autocast("cpu", dtype=torch.bfloat16): the
-products in bf16 (oneDNN, AMX where the CPU has it), the ops autocast keeps in f32 in f32. The step-0
-check stays f32.
+--peer and --precision (scripts/torch_peers.py) pick how PyTorch runs: eager, torch.compile or IPEX, in f32
+or under PyTorch's own mixed precision, torch.autocast("cpu", dtype=torch.bfloat16): the products in bf16
+(oneDNN, AMX where the CPU has it), the ops autocast keeps in f32 in f32. The step-0 check runs in f32 through
+the peer's own forward (compiled: a graph of its own, before the timed steps; IPEX's optimized model), but for
+IPEX in bf16, whose optimize() turns the weights to bf16: there it runs on the model before optimize().
 
 Prints one JSON line: seconds from the first step's start to the end of the last, the process's peak
-RSS, the step-0 loss with dropout off beside hnas's, and the mean loss of every 50 steps. Progress goes
-to stderr every 50 steps. scripts/bench_real.sh runs it beside `hnas train`.
+RSS, the step-0 loss with dropout off beside hnas's, and the mean loss of every 50 steps; for torch.compile,
+whose batches of varying shapes recompile, also the steps during which a graph was compiled (0-based),
+their seconds, the graphs compiled and the seconds of all the steps at the rate of those that compiled
+nothing (seconds_without_compiling). Progress goes to stderr every 50 steps. scripts/bench_real.sh runs it
+beside `hnas train`.
 """
 import argparse
 import json
@@ -24,6 +30,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+import torch_peers
 import torch_reference as ref
 
 LOG_EVERY = 50
@@ -75,53 +82,49 @@ def learning_rate_at(train, step):
     sys.exit(f"torch_real: train.schedule {kind}: the twin knows constant and linear")
 
 
-class Lamb:
+class Lamb(torch.optim.Optimizer):
     """src/optim/optimizer.cpp's LAMB (You et al. 2019, with bias correction): r = m̂/(√v̂ + ε) + λw,
-    w -= lr · (‖w‖/‖r‖) · r, the ratio 1 when either norm is 0."""
+    w -= lr · (‖w‖/‖r‖) · r, the ratio 1 when either norm is 0. A torch.optim.Optimizer (parameter groups,
+    per-parameter state), so that IPEX's optimize() can take it."""
 
-    def __init__(self, named, train):
-        self.named = named
-        self.beta1, self.beta2, self.eps = train["beta1"], train["beta2"], train["epsilon"]
-        self.decay = {name: (0.0 if no_weight_decay(name) else train["weight_decay"]) for name, _ in named}
-        self.m = {name: torch.zeros_like(p) for name, p in named}
-        self.v = {name: torch.zeros_like(p) for name, p in named}
-        self.steps = 0
+    def __init__(self, groups, lr, betas, eps):
+        super().__init__(groups, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": 0.0})
 
     @torch.no_grad()
-    def step(self, lr):
-        self.steps += 1
-        c1, c2 = 1 - self.beta1 ** self.steps, 1 - self.beta2 ** self.steps
-        for name, p in self.named:
-            if p.grad is None:
-                continue
-            m, v = self.m[name], self.v[name]
-            m.mul_(self.beta1).add_(p.grad, alpha=1 - self.beta1)
-            v.mul_(self.beta2).addcmul_(p.grad, p.grad, value=1 - self.beta2)
-            r = (m / c1) / ((v / c2).sqrt() + self.eps) + self.decay[name] * p
-            w_norm, r_norm = p.norm().item(), r.norm().item()
-            trust = w_norm / r_norm if w_norm > 0 and r_norm > 0 else 1.0
-            p.sub_(r, alpha=lr * trust)
+    def step(self, closure=None):
+        for group in self.param_groups:
+            (beta1, beta2), eps, decay, lr = group["betas"], group["eps"], group["weight_decay"], group["lr"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if not state:
+                    state.update({"step": 0, "m": torch.zeros_like(p), "v": torch.zeros_like(p)})
+                state["step"] += 1
+                m, v = state["m"], state["v"]
+                c1, c2 = 1 - beta1 ** state["step"], 1 - beta2 ** state["step"]
+                m.mul_(beta1).add_(p.grad, alpha=1 - beta1)
+                v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
+                r = (m / c1) / ((v / c2).sqrt() + eps) + decay * p
+                w_norm, r_norm = p.norm().item(), r.norm().item()
+                trust = w_norm / r_norm if w_norm > 0 and r_norm > 0 else 1.0
+                p.sub_(r, alpha=lr * trust)
 
 
 def make_optimizer(model, train):
     named = list(model.named_parameters())
-    kind = train["optimizer"]
-    if kind == "lamb":
-        return Lamb(named, train)
-    if kind not in ("adam", "adamw"):
-        sys.exit(f"torch_real: train.optimizer {kind}: the twin knows adam, adamw and lamb")
+    kinds = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "lamb": Lamb}
+    if train["optimizer"] not in kinds:
+        sys.exit(f"torch_real: train.optimizer {train['optimizer']}: the twin knows adam, adamw and lamb")
     groups = [{"params": [p for n, p in named if not no_weight_decay(n)], "weight_decay": train["weight_decay"]},
               {"params": [p for n, p in named if no_weight_decay(n)], "weight_decay": 0.0}]
-    make = torch.optim.AdamW if kind == "adamw" else torch.optim.Adam
-    return make(groups, lr=train["learning_rate"], betas=(train["beta1"], train["beta2"]), eps=train["epsilon"])
+    return kinds[train["optimizer"]](groups, lr=train["learning_rate"], betas=(train["beta1"], train["beta2"]),
+                                     eps=train["epsilon"])
 
 
 def set_learning_rate(optimizer, lr):
-    if isinstance(optimizer, Lamb):
-        return lambda: optimizer.step(lr)
     for group in optimizer.param_groups:
         group["lr"] = lr
-    return optimizer.step
 
 
 def rss_mib():
@@ -134,8 +137,9 @@ def main():
     parser.add_argument("--batches", required=True, help="the file `hnas-bench batches` wrote")
     parser.add_argument("--steps", type=int, default=0, help="steps to train (default: every batch in the file)")
     parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
-    parser.add_argument("--bf16", action="store_true", help="train under torch.autocast('cpu', dtype=torch.bfloat16)")
+    torch_peers.add_arguments(parser)
     args = parser.parse_args()
+    torch_peers.check_arguments(parser, args)
     if args.threads < 1 or args.steps < 0:
         parser.error("--threads must be >= 1 and --steps >= 0")
     torch.set_num_threads(args.threads)
@@ -168,37 +172,46 @@ def main():
         return {field: torch.tensor(array, dtype=torch.long if array.dtype.kind == "i" else torch.float32)
                 for field, array in stored[step].items()}
 
-    model.eval()
+    result = {"impl": "torch", "task": config["task"], "kind": kind}
+    trained, optimizer = torch_peers.optimize(model.train(), args.peer, args.precision, result,
+                                              make_optimizer(model, train))
+    # The step-0 check: f32, dropout off, the peer's own forward; IPEX's bf16 model holds bf16 weights.
+    checked = model if args.peer == "ipex" and args.precision == "bf16" else trained
+    checked.eval()
+    start = time.perf_counter()
     with torch.no_grad():
-        loss0_eval = model.loss(batch(0)).item()
-    model.train()
-    optimizer = make_optimizer(model, train)
+        loss0_eval = torch_peers.forward(checked.loss, args.peer, "f32", {})(batch(0)).item()
+    result["loss0_eval_s"] = time.perf_counter() - start
+    model = trained.train()
+    del checked, trained
+    forward_loss = torch_peers.forward(model.loss, args.peer, args.precision, result)
     parameters = list(model.parameters())
     window, window_means = [], []
+    timer = torch_peers.Timer()
     start = time.perf_counter()
     for step in range(1, steps + 1):
-        step_optimizer = set_learning_rate(optimizer, learning_rate_at(train, step))
-        model.zero_grad(set_to_none=True)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
-            loss = model.loss(batch(step - 1))
-        value = loss.item()
-        if not math.isfinite(value):
-            sys.exit(f"torch_real: loss {value} at step {step}")
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(parameters, train["clip_norm"])
-        step_optimizer()
+        with timer.unit():
+            set_learning_rate(optimizer, learning_rate_at(train, step))
+            model.zero_grad(set_to_none=True)
+            loss = forward_loss(batch(step - 1))
+            value = loss.item()
+            if not math.isfinite(value):
+                sys.exit(f"torch_real: loss {value} at step {step}")
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(parameters, train["clip_norm"])
+            optimizer.step()
         window.append(value)
         if step % LOG_EVERY == 0 or step == steps:
             window_means.append({"step": step, "loss": sum(window) / len(window)})
             window = []
             print(f"torch_real: step {step}/{steps}  loss {window_means[-1]['loss']:.4f}  "
                   f"elapsed {time.perf_counter() - start:.1f} s  rss {rss_mib():.0f} MiB", file=sys.stderr, flush=True)
-    seconds = time.perf_counter() - start
-    print(json.dumps({"impl": "torch", "task": config["task"], "kind": kind, "bf16": args.bf16, "threads": torch.get_num_threads(),
-                      "steps": steps, "seconds": seconds, "loss0_eval": loss0_eval,
-                      "hnas_loss0_eval": metadata["loss0_eval"], "losses": window_means,
-                      "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
-                      "torch": torch.__version__, "blas": ref.blas_backend()}), flush=True)
+    result.update({"seconds": time.perf_counter() - start, "threads": torch.get_num_threads(), "steps": steps,
+                   "loss0_eval": loss0_eval, "hnas_loss0_eval": metadata["loss0_eval"], "losses": window_means})
+    timer.report(result)
+    result.update({"peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+                   "torch": torch.__version__, "blas": ref.blas_backend()})
+    print(json.dumps(result), flush=True)
 
 
 if __name__ == "__main__":

@@ -10,11 +10,11 @@ learning rate), timed the same way and reported as the same JSON line.
 
 --peer picks how PyTorch runs the same model and step: eager (the default, as it always did), compile
 (torch.compile, default mode, around the loss: forward and, through AOTAutograd, backward; the
-optimizer stays eager) or ipex (intel_extension_for_pytorch.optimize(model, optimizer, dtype)). compile
-and ipex need PyTorch 2 (scripts/setup_peers.sh's venv). --precision bf16 runs the forward and the loss
-under torch.autocast("cpu", torch.bfloat16). A compiled run's first step compiles: the JSON line reports
-its seconds apart (first_step_s, compile_s = first step minus the median timed step) and the warm-up
-steps, which the timing excludes, as warmup_ms.
+optimizer stays eager) or ipex (intel_extension_for_pytorch.optimize(model, optimizer, dtype)); --precision
+bf16 runs the forward and the loss under torch.autocast("cpu", torch.bfloat16) (scripts/torch_peers.py, shared
+with torch_real.py and torch_decode.py). A compiled run's first step compiles: the JSON line reports its
+seconds apart (first_step_s, compile_s = first step minus the median timed step) and the warm-up steps,
+which the timing excludes, as warmup_ms.
 
 --load takes the initial parameters and the first batch from a checkpoint written by
 `hnas-bench train --dump-initial FILE` (src/io/checkpoint.h describes the format; this file holds a
@@ -39,6 +39,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import torch_attention
+import torch_peers
 
 # Shapes of the two reference workloads (docs/performance.md, Workloads); must match src/bench/main.cpp.
 BATCH, VOCAB, WIDTH, HEADS, FFN, LAYERS = 32, 8000, 256, 4, 1024, 4
@@ -299,8 +300,8 @@ class Bert(nn.Module):
         for layer in self.encoder.layers:
             x = layer(x, masks)
         rows = x.reshape(-1, WIDTH)[b["masked_positions"]]
-        # .float(): a no-op in f32; under CPU autocast (torch_real.py --bf16) torch 1.13 hands layer_norm
-        # the bf16 GELU output with f32 weights and stops ("expected scalar type BFloat16").
+        # .float(): a no-op in f32; under CPU autocast (--precision bf16) torch 1.13 hands layer_norm the bf16
+        # GELU output with f32 weights and stops ("expected scalar type BFloat16").
         hidden = self.mlm_head.norm(F.gelu(self.mlm_head.dense(rows)).float())
         logits = hidden @ e.tokens.weight.t() + self.mlm_head.bias
         loss = F.cross_entropy(logits, b["masked_labels"], ignore_index=PAD_ID)
@@ -394,11 +395,9 @@ def main():
                         help="initial parameters and batch from `hnas-bench train --dump-initial FILE`; "
                              "task and kind are taken from it")
     parser.add_argument("--verify-crc", action="store_true", help="with --load: check every entry's CRC-32C")
-    parser.add_argument("--peer", choices=["eager", "compile", "ipex"], default="eager",
-                        help="eager PyTorch, torch.compile (default mode) or IPEX's optimize()")
-    parser.add_argument("--precision", choices=["f32", "bf16"], default="f32",
-                        help="bf16: forward and loss under torch.autocast('cpu', torch.bfloat16)")
+    torch_peers.add_arguments(parser)
     args = parser.parse_args()
+    torch_peers.check_arguments(parser, args)
     if args.steps < 0 or args.warmup < 0 or args.steps + args.warmup < 1:
         parser.error("--steps and --warmup must be >= 0 with at least one step in all")
     if args.threads < 1:
@@ -428,29 +427,10 @@ def main():
 
     parameters = [p for p in model.parameters()]
     optimizer = torch.optim.Adam(parameters, lr=args.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
-    result.update({"peer": args.peer, "precision": args.precision})
-    if args.peer == "ipex":
-        import intel_extension_for_pytorch as ipex
-        model.train()
-        model, optimizer = ipex.optimize(model, optimizer=optimizer,
-                                         dtype=torch.bfloat16 if args.precision == "bf16" else torch.float32)
-        parameters = [p for p in model.parameters()]  # optimize() copies the model and may repack weights
-        result["ipex"] = ipex.__version__
-    bf16 = args.precision == "bf16"
-
-    def forward_loss(batch):
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            return model.loss(batch)
-
-    if args.peer == "compile":
-        if bf16 and torch.__version__.startswith("2.5."):
-            # torch 2.5's ATen/cpu/vec/vec_n.h declares VectorizedN's fmadd with two operands, so Inductor's
-            # vectorized fma (softmax's backward on bf16-autocast scores: VectorizedN<float, 2>) does not
-            # compile (CppCompileError); emitted as a product and a sum instead.
-            from torch._inductor.codegen.cpp import CppVecOverrides
-            CppVecOverrides.fma = staticmethod(lambda x, y, z: f"(({x}) * ({y}) + ({z}))")
-            result["inductor_patch"] = "vectorized fma as product + sum"
-        forward_loss = torch.compile(forward_loss)
+    model.train()
+    model, optimizer = torch_peers.optimize(model, args.peer, args.precision, result, optimizer)
+    parameters = [p for p in model.parameters()]  # IPEX's optimize() copies the model and may repack weights
+    forward_loss = torch_peers.forward(model.loss, args.peer, args.precision, result)
     if arrays is not None:  # the step-0 check runs the peer's own forward (compiled, IPEX's, in its precision)
         model.eval()
         with torch.no_grad():

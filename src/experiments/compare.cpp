@@ -115,6 +115,7 @@ Comparison compare(const std::vector<TrialResult>& results, int64_t bootstrap_sa
     }
 
     Json pairs = Json::array();
+    size_t fewest_seeds = std::numeric_limits<size_t>::max();  // shared by a compared pair
     std::string pair_table =
         "| a | b | metric | seeds | a − b | d_z | p (permutation, seeds) | test examples | d_z | p (bootstrap, examples) |\n"
         "|---|---|---|---|---|---|---|---|---|---|\n";
@@ -134,6 +135,7 @@ Comparison compare(const std::vector<TrialResult>& results, int64_t bootstrap_sa
                     shared.push_back(trial_seed);
                 }
                 if (va.empty()) continue;
+                fewest_seeds = std::min(fewest_seeds, va.size());
                 const eval::PairedTest seeds = eval::paired_permutation_test(va, vb, 100000, seed);
                 Json entry = {{"a", a.setting},
                               {"b", b.setting},
@@ -195,6 +197,13 @@ Comparison compare(const std::vector<TrialResult>& results, int64_t bootstrap_sa
             "seeds, and for metrics scored per test example the paired bootstrap ({} resamples) over the examples' "
             "seed-averaged scores\n\n{}",
             bootstrap_samples, pair_table);
+        // The exact test's smallest p is 2/2^n (every seed agreeing): below 6 seeds it cannot reach 0.05.
+        if (fewest_seeds < 6) {
+            out.markdown += fmt::format(
+                "\nSome pairs share only {} seeds: with n seeds the exact permutation test cannot go below p = 2/2^n "
+                "({:.4f} here), so their differences over seeds cannot be established at 0.05; 6 seeds can.\n",
+                fewest_seeds, 2.0 / std::pow(2.0, static_cast<double>(fewest_seeds)));
+        }
     }
     return out;
 }

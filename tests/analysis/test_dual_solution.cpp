@@ -43,6 +43,32 @@ TEST(DualSolution, GaussianPreferenceHasTheClosedFormOfSection5) {
     }
 }
 
+// The same closed form through the discrete solver: N(μ, I) in the plane as templates on a uniform grid
+// of spacing 0.4 over μ ± 10 with weights ∝ its density. The trapezoid rule on a Gaussian integrand
+// converges faster than any power of the spacing, so the grid's cumulant is the Gaussian's to far below
+// the tolerance for every λ the solver visits.
+TEST(DualSolution, GaussianOnAGridMatchesSection5ThroughTheDiscreteSolver) {
+    Rng rng(4);
+    const Vector mu = random_vector(2, rng), z = random_vector(2, rng, 1.5);
+    Vector templates, log_weights;
+    for (int i = -25; i <= 25; ++i) {
+        for (int j = -25; j <= 25; ++j) {
+            const double dx = 0.4 * i, dy = 0.4 * j;
+            templates.insert(templates.end(), {mu[0] + dx, mu[1] + dy});
+            log_weights.push_back(-(dx * dx + dy * dy) / 2);
+        }
+    }
+    const DiscretePreference u(templates, 2, log_weights);
+    for (double alpha : {0.1, 0.5, 1.0, 2.0}) {
+        const DualSolution solution = solve_dual(u, z, alpha);
+        const Vector h = estimate(u, solution.lambda);
+        for (size_t k = 0; k < 2; ++k) {
+            EXPECT_NEAR(solution.lambda[k], alpha / (1 + alpha) * z[k], 1e-9) << alpha;
+            EXPECT_NEAR(h[k], mu[k] / (1 + alpha) + alpha / (1 + alpha) * (mu[k] + z[k]), 1e-9) << alpha;
+        }
+    }
+}
+
 // Gradient ascent with a step under 1/L (L bounds the Hessian's norm: 1/α + the largest squared
 // template norm), run until it no longer moves.
 Vector gradient_ascent(const DiscretePreference& u, const Vector& templates, const Vector& z, double alpha) {

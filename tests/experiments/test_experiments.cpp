@@ -173,6 +173,9 @@ TEST(Compare, SummariesAndPairedTestsOverSeedsAndExamples) {
     EXPECT_FALSE(a.at("metrics").contains("steps"));
     EXPECT_CONTAINS(comparison.markdown, "| a | 3 | 32.00 ± 0.58 (95 % CI ± 2.48; 31.00 – 33.00) |");
     EXPECT_CONTAINS(comparison.markdown, "| a | b | rouge_l | 3 | 2.0000 |");
+    // 3 seeds: the exact test's floor is 2/8, which the table says.
+    EXPECT_CONTAINS(comparison.markdown, "Some pairs share only 3 seeds");
+    EXPECT_CONTAINS(comparison.markdown, "(0.2500 here)");
 
     // Scores of another test set are not paired example by example.
     Json other = Json::parse(hnas::read_file((scratch.root / "b" / "seed-1" / kResultFile).string(), "run result"));
