@@ -22,6 +22,12 @@ std::string memory_keys(const tasks::TaskDefinition& task);
 // Refuses a model and batch that cannot fit beside the other ranks on this host, before building it.
 void check_memory(const tasks::TaskDefinition& task, const config::ExperimentConfig& config, int64_t vocab_size, int local_ranks);
 
+// What the config lets an optimizer hold still: under You et al.'s LAMB (train.optimizer lamb) the trust
+// ratio ‖w‖/‖update‖ scales each tensor's step, and hnas's gate θ = logit(u₀) starts near 0 when u₀ is
+// near 0.5, where the ratio keeps it (a 3,000-step pretraining at u₀ 0.5 ended with u 0.5000 in every
+// head). One warning per such stack; ALBERT's LAMB (lamb_albert, paper 004's) leaves the gates out.
+std::vector<std::string> held_gate_warnings(const config::ExperimentConfig& config);
+
 // Under data parallelism each rank gets its share of the cores; otherwise train.threads, if set. Also
 // the matmuls' precision.
 void configure_threads(const config::ExperimentConfig& config, const distributed::Communicator& world);

@@ -150,6 +150,7 @@ void Trainer::check_before_writing(const std::vector<tasks::DataFile>& files) {
         }
     }
     check_data_files(checked, config_);
+    for (const std::string& warning : held_gate_warnings(config_)) spdlog::warn("config: {}", warning);
     const PlannedVocabulary vocabulary = planned_vocabulary(definition_, config_, tokenizer_checkpoint(config_, resumed_, pretrained_));
     check_memory(definition_, config_, vocabulary.size, world_.local_size());
 }

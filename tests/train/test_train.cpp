@@ -23,6 +23,7 @@
 #include "tasks/synthetic/synthetic_options.h"
 #include "tasks/task.h"
 #include "tasks/trained_model.h"
+#include "train/preflight.h"
 #include "train/train_state.h"
 #include "train/trainer.h"
 #include "test_support.h"
@@ -794,6 +795,25 @@ TEST(Trainer, NonFiniteValuesStopTheRunNamingTheStep) {
 // A step that needs more memory than the process may have (an address-space limit set with prlimit)
 // ends the run with an error naming what failed and the config keys that size a step, instead of the
 // kernel's OOM killer ending it without a word.
+// You et al.'s LAMB scales hnas's gate θ's step by |θ|, so at u₀ 0.5 (θ = 0) it holds u where it starts:
+// the run is warned, naming the stack; ALBERT's LAMB and a start away from 0.5 are not.
+TEST(Preflight, PlainLambWarnsOfAnHnasGateItWouldHold) {
+    Json raw = {{"task", "mlm"},
+                {"model", {{"attention", {{"encoder", {{"kind", "hnas"}, {"hybrid_init", 0.5}}}}}}},
+                {"train", {{"optimizer", "lamb"}}}};
+    const std::vector<std::string> warnings = train::held_gate_warnings(tasks::parse_config(raw));
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_CONTAINS(warnings[0], "model.attention.encoder.hybrid_init 0.5) starts at 0.000");
+    raw["train"]["optimizer"] = "lamb_albert";
+    EXPECT_TRUE(train::held_gate_warnings(tasks::parse_config(raw)).empty());
+    raw["train"]["optimizer"] = "lamb";
+    raw["model"]["attention"]["encoder"]["hybrid_init"] = 0.1;
+    EXPECT_TRUE(train::held_gate_warnings(tasks::parse_config(raw)).empty());
+    raw["model"]["attention"]["encoder"]["kind"] = "lnas";
+    raw["model"]["attention"]["encoder"]["hybrid_init"] = 0.5;
+    EXPECT_TRUE(train::held_gate_warnings(tasks::parse_config(raw)).empty());
+}
+
 TEST(Trainer, OutOfMemoryStopsNamingTheKeysThatSizeAStep) {
 #ifdef HNAS_SANITIZE
     GTEST_SKIP() << "AddressSanitizer reserves more address space than the limit this test sets";
