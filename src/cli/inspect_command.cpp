@@ -13,6 +13,7 @@
 #include "config/experiment_config.h"
 #include "io/checkpoint.h"
 #include "models/model_factory.h"
+#include "optim/optimizer.h"
 #include "tasks/task.h"
 #include "train/vocabulary.h"
 
@@ -98,7 +99,7 @@ void add_inspect_command(CLI::App& app) {
         }
         print_parameter_groups(counts);
         for (const auto& [name, count] : counts) {
-            if (name.size() < 12 || name.substr(name.size() - 12) != "hybrid_theta") continue;
+            if (!optim::is_hybrid_gate(name)) continue;
             fmt::print("hybrid u  {:<50}", name.substr(0, name.size() - 18));
             const Tensor theta = checkpoint.tensor(name);
             for (int64_t h = 0; h < theta.numel(); ++h) {

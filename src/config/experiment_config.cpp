@@ -254,6 +254,11 @@ void parse_train(ConfigNode& node, TrainConfig& t) {
     t.optimizer.epsilon = node.number("epsilon", t.optimizer.epsilon, "Adam's ε", 1e-20, 1.0);
     t.optimizer.weight_decay = node.number("weight_decay", t.optimizer.weight_decay,
                                            "never applied to biases, layer norms, hybrid θ, NAP gain/bias or the prior", 0.0, 1.0);
+    t.optimizer.gate_rate_scale = static_cast<float>(node.number(
+        "gate_learning_rate_scale", t.optimizer.gate_rate_scale,
+        "hnas's gates θ (u = sigmoid(θ) per head) step at this multiple of the learning rate; Adam moves a parameter by "
+        "about the rate per step, so at fine-tuning rates u hardly moves in an epoch",
+        1e-3, 1e4));
     t.schedule.learning_rate = node.number("learning_rate", t.schedule.learning_rate, "peak learning rate", 0.0, 10.0);
     t.schedule.kind = node.choice("schedule", t.schedule.kind,
                                   "after `warmup_steps` of linear warm-up: constant, linear decay to 0 at `steps`, "

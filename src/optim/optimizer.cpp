@@ -15,9 +15,12 @@ bool no_weight_decay(const std::string& name) {
     return last == "bias" || name.find("norm.") != std::string::npos || name.find("relative_bias.") != std::string::npos;
 }
 
+bool is_hybrid_gate(const std::string& name) { return name.ends_with("hybrid_theta"); }
+
 Optimizer::Optimizer(std::vector<nn::NamedParameter> parameters, const OptimizerOptions& options)
     : parameters_(std::move(parameters)), options_(options) {
     for (const auto& named : parameters_) {
+        rate_scales_.push_back(is_hybrid_gate(named.name) ? options.gate_rate_scale : 1.0f);
         weights_.push_back(!no_weight_decay(named.name));
         decayed_.push_back(options.weight_decay > 0.0f && weights_.back());
         first_moment_.push_back(Tensor::zeros(named.parameter.shape()));
@@ -110,6 +113,7 @@ void Optimizer::step(float learning_rate, std::span<const float> gradient_factor
         const Tensor grad = parameter.grad();
         if (!grad.defined()) continue;
         const float decay = decayed_[p] ? options_.weight_decay : 0.0f;
+        const float parameter_rate = learning_rate * rate_scales_[p];
         const float factor = gradient_factors.empty() ? 1.0f : gradient_factors[p];
         Tensor value = parameter.value();
         float* w = value.data();
@@ -130,7 +134,7 @@ void Optimizer::step(float learning_rate, std::span<const float> gradient_factor
             const bool adapted = !albert || weights_[p];
             const float trust = adapted && weight_norm > 0.0 && update_norm > 0.0 ? static_cast<float>(weight_norm / update_norm)
                                                                                    : 1.0f;
-            const float rate = learning_rate * trust;
+            const float rate = parameter_rate * trust;
 #pragma omp parallel for simd schedule(static) if (n >= kernels::kParallelGrain)
             for (int64_t i = 0; i < n; ++i) w[i] -= rate * lamb_direction(m[i], v[i], w[i], step);
             if (rounded != nullptr) kernels::convert_to_bf16(w, rounded, n);
@@ -138,9 +142,9 @@ void Optimizer::step(float learning_rate, std::span<const float> gradient_factor
         }
         const MomentStep step{beta1, beta2, eps, correction1, correction2, decay, factor};
         if (options_.kind == OptimizerKind::adamw) {
-            adam_update<true>(w, m, v, g, n, step, learning_rate, rounded);
+            adam_update<true>(w, m, v, g, n, step, parameter_rate, rounded);
         } else {
-            adam_update<false>(w, m, v, g, n, step, learning_rate, rounded);
+            adam_update<false>(w, m, v, g, n, step, parameter_rate, rounded);
         }
     }
 }

@@ -28,7 +28,13 @@ struct OptimizerOptions {
     OptimizerKind kind = OptimizerKind::adamw;
     float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;
     float weight_decay = 0.0f;
+    // hnas's gates θ (u = sigmoid(θ) per head) step at this multiple of the learning rate: Adam moves a
+    // parameter by about the rate per step, so at fine-tuning rates u hardly moves in an epoch.
+    float gate_rate_scale = 1.0f;
 };
+
+// hnas's gate θ of a head's hybrid weight u (paper 004 Eq. 12), by its parameter name.
+bool is_hybrid_gate(const std::string& parameter_name);
 
 // Biases, layer norms, the attention normalizations' own parameters (hybrid θ, NAP gain and bias) and
 // the relative-position prior are not decayed: they are offsets and scales, not weights.
@@ -54,6 +60,7 @@ public:
 private:
     std::vector<nn::NamedParameter> parameters_;
     std::vector<bool> decayed_;
+    std::vector<float> rate_scales_;  // per parameter: gate_rate_scale for the hybrid gates, else 1
     std::vector<bool> weights_;  // not a bias, norm or other tensor no_weight_decay() names (ALBERT's LAMB adapts these)
     std::vector<Tensor> first_moment_, second_moment_;
     OptimizerOptions options_;

@@ -212,6 +212,30 @@ TEST(NoWeightDecay, BiasesNormsAndThePriorAreExcluded) {
     }
 }
 
+// hnas's gates step at train.gate_learning_rate_scale times the rate: given the same gradient, a gate
+// moves `scale` times as far as a norm's gain (Adam's first step: lr·g/(|g| + ε) each).
+TEST(GateRateScale, OnlyTheHybridGatesStepAtTheirMultiple) {
+    EXPECT_TRUE(optim::is_hybrid_gate("encoder.layers.0.self_attn.norm.hybrid_theta"));
+    EXPECT_FALSE(optim::is_hybrid_gate("encoder.layers.0.self_attn.norm.gain"));
+    for (OptimizerKind kind : {OptimizerKind::adam, OptimizerKind::adamw, OptimizerKind::lamb_albert}) {
+        OptimizerOptions options;
+        options.kind = kind;
+        options.gate_rate_scale = 30.0f;
+        std::vector<nn::NamedParameter> parameters = {{"layer.norm.hybrid_theta", Var(Tensor::full({2}, 0.0f), true)},
+                                                      {"layer.norm.gain", Var(Tensor::full({2}, 0.0f), true)}};
+        optim::Optimizer optimizer(parameters, options);
+        optimizer.zero_grad();
+        for (auto& named : parameters) set_grad(named.parameter, Tensor::full({2}, 0.5f));
+        optimizer.step(1e-3f);
+        const float gate = parameters[0].parameter.value().data()[0], gain = parameters[1].parameter.value().data()[0];
+        if (kind != OptimizerKind::lamb_albert) {  // ALBERT's LAMB has no bias correction
+            EXPECT_NEAR(gain, -1e-3f, 1e-8f) << static_cast<int>(kind);
+        }
+        EXPECT_LT(gain, 0.0f) << static_cast<int>(kind);
+        EXPECT_NEAR(gate, 30.0f * gain, 1e-5f * std::abs(gain)) << static_cast<int>(kind);
+    }
+}
+
 // ---- schedules ---------------------------------------------------------------------------------------
 
 ScheduleOptions schedule(ScheduleKind kind, int64_t warmup, int64_t total, double min_lr = 0.0) {
