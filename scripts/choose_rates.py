@@ -28,8 +28,7 @@ def main():
         if RATE not in overrides:
             sys.exit(f"choose_rates: pilot setting {setting['name']} of {pilot} sets no {RATE}")
         rate = overrides.pop(RATE)
-        suffix = f",learning_rate={rate:g}" if isinstance(rate, (int, float)) else ""
-        name = setting["name"][: -len(suffix)] if suffix and setting["name"].endswith(suffix) else setting["name"]
+        name = setting["name"].rsplit(",learning_rate=", 1)[0]  # the listed name, before the grid's part
         run = os.path.join(pilot, setting["name"], f"seed-{seed}")
         result_path = os.path.join(run, "result.json")
         if not os.path.exists(result_path):
