@@ -27,8 +27,8 @@ std::vector<std::string> held_gate_warnings(const config::ExperimentConfig& conf
         if (std::fabs(theta) >= 0.5) continue;  // |θ| ≥ 0.5: the ratio lets it move at about lr·|θ| a step
         warnings.push_back(fmt::format(
             "train.optimizer lamb scales each tensor's step by its norm, and hnas's gate θ = logit(model.attention.{}."
-            "hybrid_init {}) starts at {:.3f}, where that trust ratio holds it: u will barely move. lamb_albert (paper 004's "
-            "LAMB) leaves the gates out of the ratio",
+            "hybrid_init {}) = {:.3f} starts near 0, where that trust ratio holds it: u will barely move (a θ taken from "
+            "init_from starts where that checkpoint left it). lamb_albert (paper 004's LAMB) leaves the gates out of the ratio",
             name, u, theta));
     }
     return warnings;

@@ -803,7 +803,7 @@ TEST(Preflight, PlainLambWarnsOfAnHnasGateItWouldHold) {
                 {"train", {{"optimizer", "lamb"}}}};
     const std::vector<std::string> warnings = train::held_gate_warnings(tasks::parse_config(raw));
     ASSERT_EQ(warnings.size(), 1u);
-    EXPECT_CONTAINS(warnings[0], "model.attention.encoder.hybrid_init 0.5) starts at 0.000");
+    EXPECT_CONTAINS(warnings[0], "model.attention.encoder.hybrid_init 0.5) = 0.000 starts near 0");
     raw["train"]["optimizer"] = "lamb_albert";
     EXPECT_TRUE(train::held_gate_warnings(tasks::parse_config(raw)).empty());
     raw["train"]["optimizer"] = "lamb";
