@@ -3,14 +3,14 @@
 #   1. without --checkpoint, `hnas train` makes a headline model on the bundled data (configs/gigaword.json,
 #      the twin's shapes, --steps steps, batches of 64, learning rate 0.001, as scripts/bench_real.sh trains);
 #   2. per round and beam, `hnas-bench decode` decodes the first --count test articles in `hnas decode`'s
-#      batches (in f32: it has no bf16) and writes them with the model's parameters; then each peer decodes
+#      batches in --precision and writes them with the model's parameters; then each peer decodes
 #      the same batches with the same model, settings and search (scripts/torch_decode.py: cached keys and
 #      values) and counts the best hypotheses equal to hnas's token for token. The peers:
 #        torch113  Debian's PyTorch 1.13, eager, always in f32 (the column kept for continuity);
 #        eager     PyTorch 2 eager,                                 } from scripts/setup_peers.sh's venv, in
 #        compile   torch.compile (default mode, dynamic=None) of    } --precision (bf16: torch.autocast around
-#                  the encoder and of one decoder step; the beam    }   the model's functions, against hnas's
-#                  search between them stays eager                  }   f32 hypotheses);
+#                  the encoder and of one decoder step; the beam    }   the model's functions);
+#                  search between them stays eager                  }
 #        ipex      intel_extension_for_pytorch.optimize(model), the }
 #                  model in eval mode                               }
 #      the batch and cache sizes change, so torch.compile recompiles: the batches of the timed pass during
@@ -25,8 +25,9 @@
 #   --batch N          articles decoded together (default 32, hnas decode's default)
 #   --rounds N         alternating rounds (default 3)
 #   --threads N        threads for both frameworks (default 2)
-#   --precision P      f32 (default) or bf16: the PyTorch 2 peers' autocast; hnas-bench decode and PyTorch 1.13
-#                      always decode in f32
+#   --precision P      f32 (default) or bf16: hnas-bench decode's products (as `hnas decode --precision bf16`)
+#                      and the PyTorch 2 peers' autocast; PyTorch 1.13 always decodes in f32, and in bf16
+#                      "same best hypothesis" counts agreement, not identity
 #   --peers "A B"      subset of "torch113 eager compile ipex" (default all); a PyTorch 2 peer whose venv or
 #                      package is missing is skipped, saying why
 #   --out DIR          where runs and JSON lines go (default a fresh temporary directory)
@@ -88,7 +89,7 @@ for round in $(seq "$rounds"); do
   for beam in $beams; do
     echo "bench_decode: round $round, beam $beam" >&2
     "$out/bin/hnas-bench" decode --checkpoint "$checkpoint" --count "$count" --batch "$batch" --beam "$beam" \
-      --out "$out/beam$beam.sources" >>"$results" 2>"$out/hnas.log" \
+      --precision "$precision" --out "$out/beam$beam.sources" >>"$results" 2>"$out/hnas.log" \
       || { echo "bench_decode: hnas-bench decode failed; see $out/hnas.log" >&2; exit 1; }
     for peer in $peers; do
       peer_command "$peer" "$precision" scripts/torch_decode.py

@@ -15,13 +15,17 @@
 #      are reported apart (count, seconds, graphs), and its seconds to the last step are those of all the
 #      steps at the rate of the steps that compiled nothing;
 #   4. with --baseline BIN, the same `hnas train` run of another hnas binary (the code before a change).
-# It prints a markdown table: max RSS (GNU time), hnas's tensor live peak, the seconds to the last step
-# (hnas: metrics.jsonl's elapsed_seconds; torch: from its first step's start), hnas's speed and max RSS
-# against each run; then each peer's step-0 check and torch.compile's compiling steps.
+# Every run is repeated --rounds times, the runs of a round alternating with the other rounds' order
+# (hnas first in odd rounds, last in even ones), so that a drift of the machine's speed hits every system.
+# It prints a markdown table, medians over the rounds [min–max]: max RSS (GNU time), hnas's tensor live
+# peak, the seconds to the last step (hnas: metrics.jsonl's elapsed_seconds; torch: from its first step's
+# start), hnas's speed and max RSS against each run (ratios within a round); then each peer's step-0
+# check and torch.compile's compiling steps.
 #   gigaword: configs/gigaword.json --set train.steps=N data.batch_sentences=64 train.learning_rate=0.001
 #   mlm:      configs/mlm.json --set train.steps=N
 # Options:
 #   --steps N          training steps per run (default 400)
+#   --rounds N         alternating rounds (default 2)
 #   --threads N        threads for both frameworks (default 2)
 #   --configs "A B"    subset of "gigaword mlm"
 #   --baseline BIN     also run this hnas binary (e.g. a copy of build/hnas made before a change)
@@ -36,11 +40,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-steps=400 threads=2 configs="gigaword mlm" baseline="" out="" build=1 precision=f32
+steps=400 rounds=2 threads=2 configs="gigaword mlm" baseline="" out="" build=1 precision=f32
 peers="torch113 eager compile ipex"
 while (($#)); do
   case "$1" in
     --steps) steps=${2:?--steps needs a value}; shift ;;
+    --rounds) rounds=${2:?--rounds needs a value}; shift ;;
     --threads) threads=${2:?--threads needs a value}; shift ;;
     --configs) configs=${2:?--configs needs a value}; shift ;;
     --baseline) baseline=${2:?--baseline needs a value}; shift ;;
@@ -53,7 +58,7 @@ while (($#)); do
   esac
   shift
 done
-for value in "$steps" "$threads"; do
+for value in "$steps" "$rounds" "$threads"; do
   [[ "$value" =~ ^[1-9][0-9]*$ ]] || { echo "bench_real: '$value' is not a positive integer" >&2; exit 2; }
 done
 for config in $configs; do
@@ -79,10 +84,11 @@ copy_binaries bench_real "$build_dir" "$out" hnas hnas-bench
 results="$out/results.jsonl"
 : >"$results"
 export OMP_NUM_THREADS=$threads
-echo "bench_real: $(OMP_NUM_THREADS="" nproc --all) cores, $threads threads, $steps steps per run in $precision;" \
+echo "bench_real: $(OMP_NUM_THREADS="" nproc --all) cores, $threads threads, $rounds rounds of $steps steps per run in $precision;" \
   "peers: ${peers:-none}; output in $out" >&2
 
-# hnas_run NAME BINARY CONFIG SETTINGS...: one `hnas train` run in $precision, appended to results as a JSON line.
+# hnas_run NAME BINARY CONFIG SETTINGS...: one `hnas train` run in $precision, appended to results as a JSON
+# line. NAME is CONFIG-IMPL-ROUND.
 hnas_run() {
   local name=$1 binary=$2 config=$3; shift 3
   if [[ "$precision" == bf16 ]]; then set -- "$@" train.precision=bf16; fi
@@ -101,17 +107,17 @@ max_rss_kib = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", time
 # An older hnas (a --baseline) may have recorded memory only at validations (mlm.json has none), and
 # no profile.
 profile = last.get("profile", {})
-print(json.dumps({"name": name, "impl": name.split("-")[1], "precision": precision, "seconds": last["elapsed_seconds"],
+print(json.dumps({"name": name, "impl": name.split("-")[1], "round": int(name.split("-")[2]), "precision": precision, "seconds": last["elapsed_seconds"],
                   "loss": last["loss"], "max_rss_mib": max_rss_kib / 1024,
                   "live_peak_mib": max(m["tensor_live_peak"] for m in memory) / 2**20 if memory else None,
                   "minor_faults": profile.get("minor_faults"), "matmul_primitives": profile.get("matmul_primitives")}))
 EOF
 }
 
-# torch_run PEER: the twin of PEER trained on $config's batches (its step-0 loss checked), appended to
+# torch_run PEER ROUND: the twin of PEER trained on $config's batches (its step-0 loss checked), appended to
 # results as a JSON line.
 torch_run() {
-  local peer=$1 name=$config-$1
+  local peer=$1 name=$config-$1-$2
   peer_command "$peer" "$precision" scripts/torch_real.py
   /usr/bin/time -v -o "$out/$name.time" "${cmd[@]}" --batches "$out/$config.batches" --threads "$threads" \
     >"$out/$name.json" 2>"$out/$name.log" || { echo "bench_real: the $peer twin failed; see $out/$name.log" >&2; exit 1; }
@@ -128,7 +134,7 @@ if relative > 1e-4:
 if peer == "torch113" and not any("openblas" in library for library in twin["blas"]):
     sys.exit(f"bench_real: torch did not run on OpenBLAS ({twin['blas']}); the comparison would be unfair")
 max_rss_kib = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", open(f"{out}/{name}.time").read()).group(1))
-record = {"name": name, "impl": peer, "precision": twin["precision"], "seconds": twin["seconds"],
+record = {"name": name, "impl": peer, "round": int(name.split("-")[2]), "precision": twin["precision"], "seconds": twin["seconds"],
           "loss": twin["losses"][-1]["loss"], "max_rss_mib": max_rss_kib / 1024, "loss0_relative": relative,
           "torch": twin["torch"].split("+")[0]}
 for key in ("ipex", "loss0_eval_s", "seconds_without_compiling", "compiling_units", "compiling_seconds", "graphs_before",
@@ -144,61 +150,76 @@ for config in $configs; do
     gigaword) file=configs/gigaword.json settings=(train.steps="$steps" data.batch_sentences=64 train.learning_rate=0.001) ;;
     mlm) file=configs/mlm.json settings=(train.steps="$steps") ;;
   esac
-  echo "bench_real: $config: hnas" >&2
-  hnas_run "$config-hnas" "$out/bin/hnas" "$file" "${settings[@]}"
-  if [ -n "$peers" ]; then
-    "$out/bin/hnas-bench" batches --run "$out/$config-hnas" --steps "$steps" --out "$out/$config.batches" >/dev/null
-  fi
-  for peer in $peers; do
-    echo "bench_real: $config: $peer" >&2
-    torch_run "$peer"
+  rm -f "$out/$config.batches"
+  systems=(hnas $peers)
+  [ -z "$baseline" ] || systems+=(baseline)
+  for round in $(seq "$rounds"); do
+    order=("${systems[@]}")
+    if ((round % 2 == 0)); then
+      order=(); for ((i = ${#systems[@]} - 1; i >= 0; i--)); do order+=("${systems[i]}"); done
+    fi
+    for system in "${order[@]}"; do
+      echo "bench_real: $config, round $round: $system" >&2
+      case "$system" in
+        hnas) hnas_run "$config-hnas-$round" "$out/bin/hnas" "$file" "${settings[@]}" ;;
+        baseline) hnas_run "$config-baseline-$round" "$out/bin/hnas-baseline" "$file" "${settings[@]}" ;;
+        *) torch_run "$system" "$round" ;;
+      esac
+      # The first round starts with hnas, whose run the peers' batches come from (the same seed, every round).
+      if [[ "$system" == hnas && ! -e "$out/$config.batches" && -n "$peers" ]]; then
+        "$out/bin/hnas-bench" batches --run "$out/$config-hnas-$round" --steps "$steps" --out "$out/$config.batches" >/dev/null
+      fi
+    done
   done
-  if [ -n "$baseline" ]; then
-    echo "bench_real: $config: baseline hnas" >&2
-    hnas_run "$config-baseline" "$out/bin/hnas-baseline" "$file" "${settings[@]}"
-  fi
 done
 
 printf '%s\n' ${skipped[@]+"${skipped[@]}"} >"$out/skipped.txt"
 "$python" - "$results" "$steps" "$out/skipped.txt" <<'EOF'
-import json, sys
+import json, statistics, sys
 runs = [json.loads(line) for line in open(sys.argv[1])]
 steps, skipped = sys.argv[2], [line.strip() for line in open(sys.argv[3]) if line.strip()]
 titles = {"hnas": "hnas", "baseline": "hnas baseline", "torch113": "PyTorch {torch}", "eager": "PyTorch {torch} eager",
           "compile": "torch.compile", "ipex": "IPEX {ipex}"}
 def seconds(r):  # torch.compile without the steps that compiled a graph: all steps at the others' rate
     return r.get("seconds_without_compiling", r["seconds"])
+def spread(values, fmt):
+    text = fmt.format(statistics.median(values))
+    return text + f" [{fmt.format(min(values))}–{fmt.format(max(values))}]" if len(values) > 1 else text
 print(f"| config | run | precision | max RSS MiB | tensor live peak MiB | RSS / live peak | seconds to step {steps} | "
       f"hnas speed / run's | hnas max RSS / run's | loss (last 50 steps) | minor faults | matmul primitives |")
 print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-for r in runs:
-    config = r["name"].split("-")[0]
-    hnas = next(h for h in runs if h["name"] == config + "-hnas")
-    live = r.get("live_peak_mib")
-    time, speed = f"{seconds(r):.1f}", f"{seconds(r) / hnas['seconds']:.2f}"
-    if "seconds_without_compiling" in r:
-        time += f" (without its {len(r['compiling_units'])} compiling steps)"
-    elif "compiling_units" in r:
-        time, speed = f"{r['seconds']:.1f} (every step compiled)", "–"
-    cells = [config, titles[r["impl"]].format(**r), r["precision"], f"{r['max_rss_mib']:.0f}", f"{live:.0f}" if live else "–",
-             f"{r['max_rss_mib'] / live:.2f}" if live else "–", time, speed,
-             f"{hnas['max_rss_mib'] / r['max_rss_mib']:.2f}", f"{r['loss']:.4f}",
-             str(r.get("minor_faults") or "–"), str(r.get("matmul_primitives") or "–")]
+systems = list(dict.fromkeys((r["name"].split("-")[0], r["impl"]) for r in runs))
+for config, impl in systems:
+    mine = sorted((r for r in runs if r["name"].startswith(config + "-") and r["impl"] == impl), key=lambda r: r["round"])
+    hnas = {r["round"]: r for r in runs if r["name"].startswith(config + "-") and r["impl"] == "hnas"}
+    live = [r["live_peak_mib"] for r in mine if r.get("live_peak_mib")]
+    if any("compiling_units" in r and "seconds_without_compiling" not in r for r in mine):
+        time, speed = spread([r["seconds"] for r in mine], "{:.1f}") + " (every step compiled)", "–"
+    else:
+        time = spread([seconds(r) for r in mine], "{:.1f}")
+        if "compiling_units" in mine[0]:
+            time += " (without its compiling steps)"
+        speed = spread([seconds(r) / hnas[r["round"]]["seconds"] for r in mine], "{:.2f}")
+    cells = [config, titles[impl].format(**mine[0]), mine[0]["precision"], spread([r["max_rss_mib"] for r in mine], "{:.0f}"),
+             spread(live, "{:.0f}") if live else "–",
+             spread([r["max_rss_mib"] / r["live_peak_mib"] for r in mine if r.get("live_peak_mib")], "{:.2f}") if live else "–",
+             time, speed, spread([hnas[r["round"]]["max_rss_mib"] / r["max_rss_mib"] for r in mine], "{:.2f}"),
+             f"{mine[-1]['loss']:.4f}", str(mine[-1].get("minor_faults") or "–"), str(mine[-1].get("matmul_primitives") or "–")]
     print("| " + " | ".join(cells) + " |")
-checked = [r for r in runs if "loss0_relative" in r]
+checked = [r for r in runs if "loss0_relative" in r and r["round"] == 1]
 if checked:
     print("\nStep-0 loss (f32, dropout off, same parameters and batch, each peer's own forward) against hnas's, relative: " +
-          ", ".join(f"{r['name']} {r['loss0_relative']:.1e}" for r in checked) + " (each ≤ 1e-4).")
+          ", ".join(f"{r['name'].rsplit('-', 1)[0]} {r['loss0_relative']:.1e}" for r in checked) + " (each ≤ 1e-4).")
 compiled = [r for r in runs if "compiling_units" in r]
 if compiled:
     print(f"\ntorch.compile (default mode, dynamic=None; config.cache_size_limit {compiled[0]['cache_size_limit']}): the "
           "steps during which it compiled a graph, left out of its seconds above:\n")
-    print(f"| config | precision | step-0 check s (its own f32 graph) | compiling steps (from 0) | their seconds | "
+    print(f"| config | round | precision | step-0 check s (its own f32 graph) | compiling steps (from 0) | their seconds | "
           f"graphs compiled (check / steps) | frames left eager | seconds to step {steps} with them |")
-    print("| --- | --- | ---: | --- | ---: | ---: | ---: | ---: |")
+    print("| --- | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: |")
     for r in compiled:
         shown = ", ".join(map(str, r["compiling_units"][:12])) + (" …" if len(r["compiling_units"]) > 12 else "")
-        print(f"| {r['name'].split('-')[0]} | {r['precision']} | {r['loss0_eval_s']:.1f} | {len(r['compiling_units'])}: {shown} | "
+        print(f"| {r['name'].split('-')[0]} | {r['round']} | {r['precision']} | {r['loss0_eval_s']:.1f} | {len(r['compiling_units'])}: {shown} | "
               f"{r['compiling_seconds']:.1f} | {r['graphs_before']} / {r['graphs']} | {r['frames_left_eager']} | {r['seconds']:.1f} |")
 for reason in skipped:
     print(f"Skipped {reason}.")

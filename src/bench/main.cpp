@@ -13,8 +13,9 @@
 //                         operands in cache and again evicted by a --evict-mib write before each product
 //                         scripts/bench_train.sh runs it against scripts/torch_reference.py
 //   hnas-bench decode     beam search of a trained headline model over test articles, in `hnas decode`'s
-//                         batches: articles/s, and a file of the batches, hypotheses and parameters from
-//                         which scripts/torch_decode.py decodes the same (scripts/bench_decode.sh)
+//                         batches (--precision bf16: bf16 products, as `hnas decode --precision bf16`):
+//                         articles/s, and a file of the batches, hypotheses and parameters from which
+//                         scripts/torch_decode.py decodes the same (scripts/bench_decode.sh)
 //   hnas-bench optimizer  one optimizer step (Adam, AdamW, LAMB, ALBERT's LAMB) over a reference model's
 //                         parameters with random gradients: ms and the bytes it must move per second
 //   hnas-bench batches    the first training batches of a run of `hnas train` (headline or mlm), with
@@ -584,6 +585,7 @@ struct DecodeBenchOptions {
     int64_t count = 256;  // the first `count` articles
     int64_t beam = 4;
     int64_t batch = 32;
+    hnas::backend::MatmulPrecision precision = hnas::backend::MatmulPrecision::f32;
     std::string out;      // where the batches, hypotheses and parameters go
 };
 
@@ -608,6 +610,7 @@ void bench_decode(const DecodeBenchOptions& o) {
     beam.beam = o.beam;
     const int64_t max_source = tasks::headline::max_source(trained.config);
     const auto batches = decode::source_batches(trained.tokenizer, articles, o.batch, max_source);
+    backend::set_matmul_precision(o.precision);
 
     auto decode_batch = [&](const decode::SourceBatch& b) {
         return decode::beam_search(model, b.ids, b.valid, beam, data::kBosId, data::kEosId);
@@ -645,7 +648,7 @@ void bench_decode(const DecodeBenchOptions& o) {
     }
     writer.write(o.out);
     std::cout << nlohmann::json{{"impl", "hnas"}, {"beam", beam.beam}, {"articles", o.count}, {"batch", o.batch},
-                                {"seconds", seconds}, {"articles_per_s", static_cast<double>(o.count) / seconds},
+                                {"precision", name_of(o.precision)}, {"seconds", seconds}, {"articles_per_s", static_cast<double>(o.count) / seconds},
                                 {"generated_tokens", generated}, {"matmul_calls", after.calls - before.calls},
                                 {"matmul_seconds", after.seconds - before.seconds},
                                 {"matmul_primitives_created", after.primitives - before.primitives},
@@ -797,6 +800,8 @@ int main(int argc, char** argv) {
         ->check(hnas::cli::positive_integer<int64_t>());
     decode_command->add_option("--batch", decode_options.batch, "Articles decoded together")
         ->check(hnas::cli::positive_integer<int64_t>());
+    decode_command->add_option("--precision", decode_options.precision, "matmul precision: f32 or bf16")
+        ->transform(hnas::cli::enum_choices<hnas::backend::MatmulPrecision>());
     decode_command->add_option("--out", decode_options.out, "The file to write")->required();
     decode_command->callback([&] { bench_decode(decode_options); });
     std::string optimizer_task = "headline";
