@@ -66,7 +66,10 @@ int64_t embedding_parameters(const ModelConfig& c, int64_t positions, int64_t se
 
 int64_t parameter_count(const ModelConfig& c) {
     if (c.architecture == Architecture::multiview) {  // two fusion attentions without value projections, the readout
-        const int64_t fusion = c.mixer == nn::Mixer::attention ? 2 * 2 * linear(c.width, c.width) : 0;
+        const AttentionStackConfig& fusion_stack = c.encoder_attention;
+        const int64_t per_view = 2 * linear(c.width, c.width) + prior_parameters(c, fusion_stack) +
+                                 context_prior_parameters(c, fusion_stack);
+        const int64_t fusion = c.mixer == nn::Mixer::attention ? 2 * per_view : 0;
         return fusion + layer_norm(c.width) + linear(c.width, c.ffn_width) + linear(c.ffn_width, c.ffn_width) +
                linear(c.ffn_width, c.multiview_classes);
     }

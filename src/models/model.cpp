@@ -10,6 +10,8 @@ bool all_zero(const Tensor& t) {
     return std::all_of(t.data(), t.data() + t.numel(), [](float x) { return x == 0.0f; });
 }
 
+}  // namespace
+
 nn::AttentionOptions attention_options(const ModelConfig& config, const AttentionStackConfig& stack,
                                        nn::AttentionRole role, size_t index) {
     HNAS_CHECK(index < stack.kinds.size(), "model: no attention kind for layer ", index);
@@ -26,8 +28,6 @@ nn::AttentionOptions attention_options(const ModelConfig& config, const Attentio
     options.context_prior = stack.context_prior;
     return options;
 }
-
-}  // namespace
 
 nn::TransformerLayerOptions layer_options(const ModelConfig& config, const AttentionStackConfig& self,
                                           nn::AttentionRole role, size_t index, const AttentionStackConfig* cross) {

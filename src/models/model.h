@@ -25,6 +25,11 @@ struct NamedAttention {
     nn::MultiHeadAttention* attention;
 };
 
+// The options of one attention of `stack` (kind `stack.kinds[index]`) from the model config; without
+// the stack's shared prior, which the stack computes once for all its layers.
+nn::AttentionOptions attention_options(const ModelConfig& config, const AttentionStackConfig& stack,
+                                       nn::AttentionRole role, size_t index);
+
 // The layer options of stack layer `index` from the model config.
 nn::TransformerLayerOptions layer_options(const ModelConfig& config, const AttentionStackConfig& self,
                                           nn::AttentionRole role, size_t index, const AttentionStackConfig* cross);

@@ -5,17 +5,14 @@
 namespace hnas::models {
 
 namespace {
+// Each view's attention as any encoder attention of the config (kind, α, priors), with App. B's
+// untransformed values.
 nn::AttentionOptions fusion_options(const ModelConfig& config) {
     const AttentionStackConfig& stack = config.encoder_attention;
-    HNAS_CHECK(!stack.kinds.empty(), "multiview model: no attention kind");
-    nn::AttentionOptions options;
-    options.width = config.width;
-    options.heads = config.heads;
-    options.dropout = config.attention_dropout;
-    options.kind = stack.kinds.front();
-    options.kind_options = stack.kind_options;
-    options.score_scale = stack.score_scale;
-    options.role = nn::AttentionRole::bidirectional;  // every primary box sees every secondary box
+    HNAS_CHECK(!(stack.prior && stack.share_prior), "multiview model: a shared prior (prior.shared) belongs to a stack of "
+               "layers; the fusion has one attention per view, so give each its own (prior.shared false)");
+    // Bidirectional: every primary box sees every secondary box.
+    nn::AttentionOptions options = attention_options(config, stack, nn::AttentionRole::bidirectional, 0);
     options.project_values = false;
     return options;
 }

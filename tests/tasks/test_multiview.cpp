@@ -75,10 +75,10 @@ TEST(MultiviewData, BatchesAreReproducibleAndHoldEveryObject) {
 }
 
 // A tiny multi-view model: d 8, one head (two for `heads`), readout 6, 2 colors × 2 counts.
-models::ModelConfig tiny_multiview(const std::string& kind, const std::string& mixer, int64_t heads = 1) {
+models::ModelConfig tiny_multiview(const std::string& kind, const std::string& mixer, int64_t heads = 1, double alpha = 1.0) {
     const testing::Json raw = {{"task", "multiview"},
                                {"model", {{"d_model", 8}, {"heads", heads}, {"ffn_dim", 6}, {"mixer", mixer},
-                                          {"attention", {{"encoder", {{"kind", kind}}}}}}},
+                                          {"attention", {{"encoder", {{"kind", kind}, {"alpha", alpha}}}}}}},
                                {"data", {{"colors", 2}, {"count_classes", 2}}}};
     return tasks::parse_config(raw).model;
 }
@@ -147,6 +147,35 @@ TEST(MultiviewModel, DnasKeepsEveryKeyAboveOneOverItsKeys) {
     EXPECT_LT(lnas_smallest_ratio, 0.5);
 }
 
+// α of the config scales every view's scores (α·QKᵀ/√d): the model at α 4 is the model at α 1 with its
+// query projections (weight and bias) times 4.
+TEST(MultiviewModel, ScoresCarryTheConfiguredAlpha) {
+    const models::MultiviewInput views = tiny_views(51);
+    for (const std::string kind : {"lnas", "dnas"}) {
+        Rng init_sharp(7), dropout_sharp(8), init_scaled(7), dropout_scaled(8), init_plain(7), dropout_plain(8);
+        const models::MultiviewModel sharp(tiny_multiview(kind, "attention", 1, 4.0), init_sharp, dropout_sharp);
+        const models::MultiviewModel scaled(tiny_multiview(kind, "attention", 1, 1.0), init_scaled, dropout_scaled);
+        const models::MultiviewModel plain(tiny_multiview(kind, "attention", 1, 1.0), init_plain, dropout_plain);
+        for (const auto& [name, attention] : scaled.attentions()) {
+            for (const auto& named : attention->named_parameters()) {
+                if (named.name != "q_proj.weight" && named.name != "q_proj.bias") continue;
+                Tensor& value = const_cast<Var&>(named.parameter).value();
+                for (int64_t e = 0; e < value.numel(); ++e) value.data()[e] *= 4.0f;
+            }
+        }
+        NoGradScope no_grad;
+        const Tensor expected = scaled.logits(views).value(), got = sharp.logits(views).value();
+        const Tensor unscaled = plain.logits(views).value();
+        double largest = 0.0, moved = 0.0;
+        for (int64_t e = 0; e < got.numel(); ++e) {
+            largest = std::max(largest, std::abs(static_cast<double>(got.data()[e]) - expected.data()[e]));
+            moved = std::max(moved, std::abs(static_cast<double>(got.data()[e]) - unscaled.data()[e]));
+        }
+        EXPECT_LT(largest, 1e-5) << kind;
+        EXPECT_GT(moved, 1e-3) << kind << ": α 4 left the logits where α 1 has them";
+    }
+}
+
 TEST(MultiviewModel, MemoryEstimateCountsItsParameters) {
     for (const auto& [kind, mixer] : std::vector<std::pair<std::string, std::string>>{
              {"lnas", "attention"}, {"hnas", "attention"}, {"lnas", "sum"}}) {
@@ -156,6 +185,25 @@ TEST(MultiviewModel, MemoryEstimateCountsItsParameters) {
         const int64_t per_head_scalars = kind == "hnas" ? 2 * config.heads : 0;  // u per head of each view's attention
         EXPECT_EQ(models::estimate_training_memory(config, {4, 8, 0, 0}).parameters + per_head_scalars, built) << kind << " " << mixer;
     }
+    // Each view's attention with its own relative-position prior and context preference.
+    const testing::Json raw = {{"task", "multiview"},
+                               {"model", {{"d_model", 8}, {"heads", 2}, {"ffn_dim", 6},
+                                          {"attention", {{"encoder", {{"prior", {{"enabled", true}}},
+                                                                      {"context_prior", {{"enabled", true}}}}}}}}},
+                               {"data", {{"colors", 2}, {"count_classes", 2}}}};
+    const models::ModelConfig config = tasks::parse_config(raw).model;
+    Rng init(1), dropout(2);
+    EXPECT_EQ(models::estimate_training_memory(config, {4, 8, 0, 0}).parameters,
+              models::MultiviewModel(config, init, dropout).parameter_count());
+}
+
+// A prior shared by a stack's layers has no stack to live in here: an error naming the key, not a prior dropped.
+TEST(MultiviewModel, RejectsASharedPrior) {
+    const testing::Json raw = {{"task", "multiview"},
+                               {"model", {{"d_model", 8}, {"attention", {{"encoder", {{"prior", {{"enabled", true}, {"shared", true}}}}}}}}}};
+    const models::ModelConfig config = tasks::parse_config(raw).model;
+    Rng init(1), dropout(2);
+    EXPECT_NE(testing::error_of([&] { models::MultiviewModel(config, init, dropout); }).find("prior.shared"), std::string::npos);
 }
 
 }  // namespace
