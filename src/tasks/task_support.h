@@ -106,6 +106,7 @@ struct Tally {
     int64_t right = 0, total = 0;
     std::vector<double> correct;
     std::vector<int64_t> part_right, part_total;
+    std::vector<std::vector<double>> part_correct;  // per part, 1 / 0 for each example it scored, in order
 
     void add(bool hit) {
         right += hit ? 1 : 0;
@@ -113,9 +114,10 @@ struct Tally {
         correct.push_back(hit ? 1.0 : 0.0);
     }
     void add_part(size_t part, bool hit) {
-        if (part >= part_total.size()) part_right.resize(part + 1), part_total.resize(part + 1);
+        if (part >= part_total.size()) part_right.resize(part + 1), part_total.resize(part + 1), part_correct.resize(part + 1);
         part_right[part] += hit ? 1 : 0;
         ++part_total[part];
+        part_correct[part].push_back(hit ? 1.0 : 0.0);
     }
     double accuracy() const { return share(right, total); }
     int64_t part_count(size_t part) const { return part < part_total.size() ? part_total[part] : 0; }

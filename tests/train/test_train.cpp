@@ -341,7 +341,7 @@ TEST(Trainer, SyntheticTaskReportsAccuracyPerCaseAndTests) {
 
 // Paper 004's multi-view task: accuracy of the pair and of each part; the diagnostics measured both
 // fusion attentions (keys per row as many as that view's boxes) and HNAS's u; `hnas test` scores a
-// test stream of its own, one 0/1 per example.
+// test stream of its own, one 0/1 per example for the pair and for each part.
 TEST(Trainer, MultiviewTaskReportsItsPartsDiagnosticsAndTests) {
     RunDir dir("multiview");
     run(multiview_config(), dir.path);
@@ -372,6 +372,16 @@ TEST(Trainer, MultiviewTaskReportsItsPartsDiagnosticsAndTests) {
     for (const double hit : result.per_example.at("accuracy")) right += hit;
     EXPECT_DOUBLE_EQ(result.metrics.at("accuracy").get<double>(), right / 48.0);
     EXPECT_GE(result.metrics.at("accuracy_count").get<double>(), result.metrics.at("accuracy").get<double>());
+    for (const char* part : {"accuracy_color", "accuracy_count"}) {
+        const std::vector<double>& hits = result.per_example.at(part);
+        ASSERT_EQ(hits.size(), 3u * 16u) << part;
+        double part_right = 0.0;
+        for (size_t e = 0; e < hits.size(); ++e) {
+            part_right += hits[e];
+            EXPECT_GE(hits[e], result.per_example.at("accuracy")[e]) << part << " example " << e << ": the pair right, the part wrong";
+        }
+        EXPECT_DOUBLE_EQ(result.metrics.at(part).get<double>(), part_right / 48.0) << part;
+    }
 }
 
 TEST(Trainer, ClassificationKeepsItsLabelsAndReportsGlueMetrics) {

@@ -185,6 +185,8 @@ TestResult test(const TrainedCheckpoint& trained) {
     TestResult result;
     for (const Metric& metric : metrics_of(tally)) result.metrics[metric.name] = metric.value;
     result.per_example["accuracy"] = tally.correct;
+    result.per_example["accuracy_color"] = tally.part_correct[kColorPart];
+    result.per_example["accuracy_count"] = tally.part_correct[kCountPart];
     result.settings = {{"examples", tally.total}, {"stream", "test"}};
     return result;
 }

@@ -1,0 +1,102 @@
+"""What a sweep's runs show about the mechanism, per setting: test metrics (mean ± s.e. over seeds), the
+explaining-away statistics of every attention at each run's last validation (paper 004 Definition 1:
+the share of real keys whose weight sum is below ε, the smallest sum × L_k), HNAS's u there, and the
+paired tests between settings that differ only in their kind. Settings are named KIND_CELL (for
+example LNAS_recall0.25_alpha4); each non-first kind of a cell is paired with the cell's first kind
+in the sweep's order. Reads OUT/sweep.json, OUT/comparison.json and each run's result.json and
+metrics.jsonl; writes OUT/diagnostics.md and prints it.
+    python3 scripts/sweep_diagnostics.py OUT [--metrics accuracy,accuracy_count]
+"""
+import argparse
+import json
+import math
+import os
+import statistics
+
+
+def mean_se(values, scale=1.0, digits=1):
+    values = [scale * v for v in values]
+    if len(values) < 2:
+        return f"{values[0]:.{digits}f} (one seed)" if values else "–"
+    se = statistics.stdev(values) / math.sqrt(len(values))
+    return f"{statistics.mean(values):.{digits}f} ± {se:.{digits}f}"
+
+
+def last_validation(run):
+    last = None
+    with open(os.path.join(run, "metrics.jsonl")) as f:
+        for line in f:
+            record = json.loads(line)
+            if "diagnostics" in record:
+                last = record
+    if last is None:
+        raise SystemExit(f"sweep_diagnostics: {run}/metrics.jsonl has no validation with diagnostics")
+    return last
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out")
+    parser.add_argument("--metrics", default="accuracy", help="comma-separated test metrics (default accuracy)")
+    args = parser.parse_args()
+    metrics = args.metrics.split(",")
+    sweep = json.load(open(os.path.join(args.out, "sweep.json")))
+    comparison = json.load(open(os.path.join(args.out, "comparison.json")))
+    names = [s["name"] for s in sweep["settings"]]
+    seeds = sweep["seeds"]
+
+    lines = []
+    if sweep.get("prediction"):
+        lines += [f"Prediction, stated before the runs: {sweep['prediction']}", ""]
+    header = ["setting", "seeds"] + [f"test {m} %" for m in metrics] + [
+        "attention", "keys below ε %", "smallest sum × L_k (mean; min)", "u at the end"]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for name in names:
+        runs = [os.path.join(args.out, name, f"seed-{s}") for s in seeds]
+        runs = [r for r in runs if os.path.exists(os.path.join(r, "result.json"))]
+        if not runs:
+            continue
+        results = [json.load(open(os.path.join(r, "result.json")))["metrics"] for r in runs]
+        validations = [last_validation(r)["diagnostics"] for r in runs]
+        cells = [name, str(len(runs))] + [mean_se([r[m] for r in results], 100) for m in metrics]
+        for i, attention in enumerate(validations[0]["attentions"]):
+            stats = [v["attentions"][attention] for v in validations]
+            below = [100 * statistics.mean(s["fraction_below_epsilon"]) for s in stats]
+            ratios = [min(s["min_ratio"]) for s in stats]
+            u = [v["hybrid_u_mean"][attention] for v in validations if attention in v["hybrid_u_mean"]]
+            row = cells if i == 0 else [""] * len(cells)
+            lines.append("| " + " | ".join(row + [attention, mean_se(below, digits=2),
+                                                   f"{statistics.mean(ratios):.3f}; {min(ratios):.3f}",
+                                                   mean_se(u, digits=3) if u else "–"]) + " |")
+    epsilon = validations[0]["epsilon"]
+    lines += ["", f"ε = {epsilon}; the statistics are those of each run's last validation "
+              f"({validations[0]['sequences']} sequences), the smallest sum over its keys times their count L_k.", ""]
+
+    cells = {}
+    for name in names:
+        kind, _, cell = name.partition("_")
+        cells.setdefault(cell, []).append(name)
+    pairs = {(p["a"], p["b"], p["metric"]): p for p in comparison["pairs"]}
+    lines += ["| a − b | metric | seeds | mean difference (points) | p (permutation over seeds) | p (bootstrap over test examples) |",
+              "|---|---|---|---|---|---|"]
+    for cell, members in cells.items():
+        for other in members[1:]:
+            for metric in metrics:
+                pair, sign = pairs.get((other, members[0], metric)), 1
+                if pair is None:
+                    pair, sign = pairs.get((members[0], other, metric)), -1
+                if pair is None:
+                    continue
+                boot = pair.get("bootstrap")
+                lines.append(f"| {other} − {members[0]} | {metric} | {len(pair['seeds'])} | "
+                             f"{sign * 100 * pair['mean_difference']:+.2f} | {pair['permutation']['p_value']:.3g} | "
+                             + (f"{boot['p_value']:.3g} |" if boot else "– (no per-example scores) |"))
+    text = "\n".join(lines) + "\n"
+    with open(os.path.join(args.out, "diagnostics.md.part"), "w") as f:
+        f.write(text)
+    os.replace(os.path.join(args.out, "diagnostics.md.part"), os.path.join(args.out, "diagnostics.md"))
+    print(text, end="")
+
+
+if __name__ == "__main__":
+    main()
