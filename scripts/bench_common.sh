@@ -42,46 +42,56 @@ copy_binaries() {
   done
 }
 
-# select_peers NAME: checks $peers (words of "torch113 eager compile ipex": Debian's PyTorch 1.13, and PyTorch 2
-# eager, torch.compile and IPEX from scripts/setup_peers.sh's venv) and keeps those that can run here. torch113
-# runs in $python and must have torch on OpenBLAS (require_torch, which stops the script otherwise); the others
-# run in $peers_python (PEERS_PYTHON, default $HNAS_PEERS/venv/bin/python, HNAS_PEERS defaulting to
-# ~/.cache/hnas-peers) and are skipped when it or its PyTorch 2 (ipex: intel_extension_for_pytorch) is missing.
-# Sets peers (the ones kept, in the order given), peers_python and skipped ("peer: why" each, also printed).
+# select_peers NAME: checks $peers (words of "torch113 eager compile ipex") and keeps those that can run here.
+# torch113, Debian's PyTorch 1.13, runs in $python and must have torch on OpenBLAS (require_torch, which stops
+# the script otherwise). From scripts/setup_peers.sh's environments under $HNAS_PEERS (default
+# ~/.cache/hnas-peers): eager and torch.compile run in $torch_python (PEERS_TORCH_PYTHON, default
+# torch-latest/bin/python), IPEX in $ipex_python (PEERS_IPEX_PYTHON, default torch-ipex/bin/python); each is
+# skipped, saying why, when its python, its PyTorch 2 or intel_extension_for_pytorch is missing.
+# Sets peers (the ones kept, in the order given), torch_python, ipex_python and skipped ("peer: why" each,
+# also printed).
 select_peers() {
-  local name=$1 peer why=""
+  local name=$1 peer why
   for peer in $peers; do
     [[ "$peer" =~ ^(torch113|eager|compile|ipex)$ ]] || { echo "$name: unknown peer $peer (torch113, eager, compile, ipex)" >&2; exit 2; }
   done
-  peers_python=${PEERS_PYTHON:-${HNAS_PEERS:-$HOME/.cache/hnas-peers}/venv/bin/python}
+  local root=${HNAS_PEERS:-$HOME/.cache/hnas-peers}
+  torch_python=${PEERS_TORCH_PYTHON:-$root/torch-latest/bin/python}
+  ipex_python=${PEERS_IPEX_PYTHON:-$root/torch-ipex/bin/python}
   skipped=()
-  if [[ " $peers " == *" torch113 "* ]]; then require_torch "$name"; fi
-  if [[ " $peers " =~ \ (eager|compile|ipex)\  ]]; then
-    if [ ! -x "$peers_python" ]; then
-      why="$peers_python is missing (run scripts/setup_peers.sh)"
-    elif ! "$peers_python" -c "import torch, sys; sys.exit(0 if int(torch.__version__.split('.')[0]) >= 2 else 1)" 2>/dev/null; then
-      why="$peers_python has no PyTorch 2 (run scripts/setup_peers.sh)"
-    fi
-    if [ -n "$why" ]; then
-      for peer in eager compile ipex; do
-        if [[ " $peers " == *" $peer "* ]]; then skipped+=("$peer: $why"); fi
-      done
-      peers=$(echo " $peers " | sed 's/ eager / /; s/ compile / /; s/ ipex / /')
-    elif [[ " $peers " == *" ipex "* ]] && ! "$peers_python" -c "import intel_extension_for_pytorch" >/dev/null 2>&1; then
-      skipped+=("ipex: $peers_python cannot import intel_extension_for_pytorch (run scripts/setup_peers.sh)")
-      peers=$(echo " $peers " | sed 's/ ipex / /')
-    fi
-  fi
+  local kept=()
+  for peer in $peers; do
+    why=""
+    case "$peer" in
+      torch113) require_torch "$name" ;;
+      eager|compile) why=$(peer_missing "$torch_python" torch) ;;
+      ipex) why=$(peer_missing "$ipex_python" intel_extension_for_pytorch) ;;
+    esac
+    if [ -n "$why" ]; then skipped+=("$peer: $why"); else kept+=("$peer"); fi
+  done
   for why in ${skipped[@]+"${skipped[@]}"}; do echo "$name: skipping $why" >&2; done
-  peers=$(echo $peers)
+  peers=${kept[*]+"${kept[*]}"}
+}
+
+# peer_missing PYTHON MODULE: why PYTHON cannot run a PyTorch 2 peer that imports MODULE, or nothing.
+peer_missing() {
+  if [ ! -x "$1" ]; then
+    echo "$1 is missing (run scripts/setup_peers.sh)"
+  elif ! "$1" -c "import torch, sys; sys.exit(0 if int(torch.__version__.split('.')[0]) >= 2 else 1)" 2>/dev/null; then
+    echo "$1 has no PyTorch 2 (run scripts/setup_peers.sh)"
+  elif ! "$1" -c "import $2" >/dev/null 2>&1; then
+    echo "$1 cannot import $2 (run scripts/setup_peers.sh)"
+  fi
 }
 
 # peer_command PEER PRECISION SCRIPT: sets cmd to the start of one peer's command line, SCRIPT (a twin taking
-# --peer and --precision: scripts/torch_peers.py) in its python; PyTorch 1.13 always eager and in f32.
+# --peer and --precision: scripts/torch_peers.py) in its python (select_peers); PyTorch 1.13 always eager and in f32.
 peer_command() {
   if [[ "$1" == torch113 ]]; then
     cmd=("$python" "$3" --peer eager --precision f32)
   else
-    cmd=("$peers_python" "$3" --peer "$1" --precision "$2")
+    local peer_python=$torch_python
+    [[ "$1" != ipex ]] || peer_python=$ipex_python
+    cmd=("$peer_python" "$3" --peer "$1" --precision "$2")
   fi
 }

@@ -7,7 +7,7 @@
 #      the same batches with the same model, settings and search (scripts/torch_decode.py: cached keys and
 #      values) and counts the best hypotheses equal to hnas's token for token. The peers:
 #        torch113  Debian's PyTorch 1.13, eager, always in f32 (the column kept for continuity);
-#        eager     PyTorch 2 eager,                                 } from scripts/setup_peers.sh's venv, in
+#        eager     PyTorch 2 eager,                                 } from scripts/setup_peers.sh's environments, in
 #        compile   torch.compile (default mode, dynamic=None) of    } --precision (bf16: torch.autocast around
 #                  the encoder and of one decoder step; the beam    }   the model's functions);
 #                  search between them stays eager                  }
@@ -33,7 +33,7 @@
 #   --out DIR          where runs and JSON lines go (default a fresh temporary directory)
 #   --no-build         use build/hnas and build/hnas-bench as they are
 # Environment: HNAS_BUILD_DIR (default build), PYTHON (default /usr/bin/python3, Debian's, with torch),
-# PEERS_PYTHON (default $HNAS_PEERS/venv/bin/python, HNAS_PEERS defaulting to ~/.cache/hnas-peers).
+# PEERS_TORCH_PYTHON and PEERS_IPEX_PYTHON (scripts/bench_common.sh's select_peers).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -65,7 +65,7 @@ done
 
 python=${PYTHON:-/usr/bin/python3}
 source scripts/bench_common.sh
-select_peers bench_decode  # sets peers, peers_python and skipped ("peer: why", printed under the table)
+select_peers bench_decode  # sets peers, torch_python, ipex_python and skipped ("peer: why", printed under the table)
 build_dir=${HNAS_BUILD_DIR:-build}
 if ((build)); then build_targets "$build_dir" hnas hnas-bench; fi
 out=${out:-$(mktemp -d /tmp/bench_decode.XXXXXX)}

@@ -7,7 +7,7 @@
 #      step-0 loss (f32, dropout off, through the peer's own forward) must equal hnas's within 1e-4 relative:
 #      the same model on both sides. The peers:
 #        torch113  Debian's PyTorch 1.13, eager, always in f32 (the column kept for continuity);
-#        eager     PyTorch 2 eager,                                    } from scripts/setup_peers.sh's venv,
+#        eager     PyTorch 2 eager,                                    } from scripts/setup_peers.sh's environments,
 #        compile   torch.compile (default mode, dynamic=None) of the   } in --precision (bf16: torch.autocast
 #                  forward + loss; the optimizer stays eager           }   around forward and loss);
 #        ipex      intel_extension_for_pytorch.optimize(model, opt)    }
@@ -36,7 +36,7 @@
 #   --out DIR          where runs, batches and JSON lines go (default a fresh temporary directory)
 #   --no-build         use build/hnas and build/hnas-bench as they are
 # Environment: HNAS_BUILD_DIR (default build), PYTHON (default /usr/bin/python3, Debian's, with torch),
-# PEERS_PYTHON (default $HNAS_PEERS/venv/bin/python, HNAS_PEERS defaulting to ~/.cache/hnas-peers).
+# PEERS_TORCH_PYTHON and PEERS_IPEX_PYTHON (scripts/bench_common.sh's select_peers).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -69,7 +69,7 @@ done
 
 python=${PYTHON:-/usr/bin/python3}
 source scripts/bench_common.sh
-select_peers bench_real  # sets peers, peers_python and skipped ("peer: why", printed under the table)
+select_peers bench_real  # sets peers, torch_python, ipex_python and skipped ("peer: why", printed under the table)
 if [ ! -x /usr/bin/time ]; then
   [ "$(id -u)" -eq 0 ] || { echo "bench_real: GNU time (/usr/bin/time, Debian's time) is missing; install it as root" >&2; exit 1; }
   echo "bench_real: installing GNU time" >&2

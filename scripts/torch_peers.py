@@ -10,7 +10,7 @@ scripts/torch_real.py (bench_real.sh) and scripts/torch_decode.py (bench_decode.
                  in eval mode when decoding;
 --precision bf16 the forward under torch.autocast("cpu", torch.bfloat16) (torch.compile traces it under
                  autocast), IPEX's optimize() with dtype bf16; f32 (the default) neither.
-compile and ipex need PyTorch 2 (the venv of scripts/setup_peers.sh).
+compile and ipex need PyTorch 2 (scripts/setup_peers.sh: torch-latest for eager and compile, torch-ipex for ipex).
 """
 import contextlib
 import sys
@@ -28,7 +28,7 @@ def add_arguments(parser):
 
 def check_arguments(parser, args):
     if args.peer != "eager" and int(torch.__version__.split(".")[0]) < 2:
-        parser.error(f"--peer {args.peer} needs PyTorch 2 (scripts/setup_peers.sh's venv); this is torch {torch.__version__}")
+        parser.error(f"--peer {args.peer} needs PyTorch 2 (scripts/setup_peers.sh's torch-latest or torch-ipex); this is torch {torch.__version__}")
 
 
 def optimize(model, peer, precision, result, optimizer=None):

@@ -5,7 +5,7 @@
 learning-rate schedule, clipping, label smoothing and dropout, step by step on the same batches.
 
     /usr/bin/python3 scripts/torch_real.py --batches run.batches --steps 400 --threads 2
-    ~/.cache/hnas-peers/venv/bin/python scripts/torch_real.py --batches run.batches --peer compile --precision bf16
+    ~/.cache/hnas-peers/torch-latest/bin/python scripts/torch_real.py --batches run.batches --peer compile --precision bf16
 
 --peer and --precision (scripts/torch_peers.py) pick how PyTorch runs: eager, torch.compile or IPEX, in f32
 or under PyTorch's own mixed precision, torch.autocast("cpu", dtype=torch.bfloat16): the products in bf16

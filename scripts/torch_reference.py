@@ -6,7 +6,7 @@ learning rate), timed the same way and reported as the same JSON line.
 
     /usr/bin/python3 scripts/torch_reference.py --task headline --kind hnas --steps 20 --warmup 3
     /usr/bin/python3 scripts/torch_reference.py --load initial.ckpt --no-dropout --steps 3 --warmup 0
-    ~/.cache/hnas-peers/venv/bin/python scripts/torch_reference.py --peer compile --precision bf16
+    ~/.cache/hnas-peers/torch-latest/bin/python scripts/torch_reference.py --peer compile --precision bf16
 
 --peer picks how PyTorch runs the same model and step: eager (the default, as it always did), compile
 (torch.compile, default mode, around the loss: forward and, through AOTAutograd, backward; the
