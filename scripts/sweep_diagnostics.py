@@ -51,6 +51,7 @@ def main():
     header = ["setting", "seeds"] + [f"test {m} %" for m in metrics] + [
         "attention", "keys below ε %", "smallest sum × L_k (mean; min)", "u at the end"]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    measured = None  # one run's diagnostics: ε and the validation's sequences, the same in every run
     for name in names:
         runs = [os.path.join(args.out, name, f"seed-{s}") for s in seeds]
         runs = [r for r in runs if os.path.exists(os.path.join(r, "result.json"))]
@@ -58,6 +59,7 @@ def main():
             continue
         results = [json.load(open(os.path.join(r, "result.json")))["metrics"] for r in runs]
         validations = [last_validation(r)["diagnostics"] for r in runs]
+        measured = validations[0]
         cells = [name, str(len(runs))] + [mean_se([r[m] for r in results], 100) for m in metrics]
         for i, attention in enumerate(validations[0]["attentions"]):
             stats = [v["attentions"][attention] for v in validations]
@@ -68,9 +70,10 @@ def main():
             lines.append("| " + " | ".join(row + [attention, mean_se(below, digits=2),
                                                    f"{statistics.mean(ratios):.3f}; {min(ratios):.3f}",
                                                    mean_se(u, digits=3) if u else "–"]) + " |")
-    epsilon = validations[0]["epsilon"]
-    lines += ["", f"ε = {epsilon}; the statistics are those of each run's last validation "
-              f"({validations[0]['sequences']} sequences), the smallest sum over its keys times their count L_k.", ""]
+    if measured is None:
+        raise SystemExit(f"sweep_diagnostics: no run in {args.out} has a result.json yet")
+    lines += ["", f"ε = {measured['epsilon']}; the statistics are those of each run's last validation "
+              f"({measured['sequences']} sequences), the smallest sum over its keys times their count L_k.", ""]
 
     cells = {}
     for name in names:

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <numeric>
 
 #include "config/experiment_config.h"
 #include "data/batch.h"
@@ -105,7 +106,6 @@ std::vector<int32_t> argmax_rows(const Tensor& logits);
 struct Tally {
     int64_t right = 0, total = 0;
     std::vector<double> correct;
-    std::vector<int64_t> part_right, part_total;
     std::vector<std::vector<double>> part_correct;  // per part, 1 / 0 for each example it scored, in order
 
     void add(bool hit) {
@@ -114,14 +114,18 @@ struct Tally {
         correct.push_back(hit ? 1.0 : 0.0);
     }
     void add_part(size_t part, bool hit) {
-        if (part >= part_total.size()) part_right.resize(part + 1), part_total.resize(part + 1), part_correct.resize(part + 1);
-        part_right[part] += hit ? 1 : 0;
-        ++part_total[part];
+        if (part >= part_correct.size()) part_correct.resize(part + 1);
         part_correct[part].push_back(hit ? 1.0 : 0.0);
     }
     double accuracy() const { return share(right, total); }
-    int64_t part_count(size_t part) const { return part < part_total.size() ? part_total[part] : 0; }
-    double part_accuracy(size_t part) const { return part_count(part) > 0 ? share(part_right[part], part_total[part]) : 0.0; }
+    int64_t part_count(size_t part) const {
+        return part < part_correct.size() ? static_cast<int64_t>(part_correct[part].size()) : 0;
+    }
+    double part_accuracy(size_t part) const {
+        if (part_count(part) == 0) return 0.0;
+        const std::vector<double>& hits = part_correct[part];
+        return std::accumulate(hits.begin(), hits.end(), 0.0) / static_cast<double>(hits.size());
+    }
 
 private:
     static double share(int64_t hits, int64_t tries) {
