@@ -310,6 +310,8 @@ public:
             usable = corpus_.sentence_end[corpus_.document_end[d] - 1] -
                          corpus_.sentence_begin(corpus_.document_begin(d)) >= 2;
         }
+        starts_document_.assign(corpus_.sentence_end.size(), 0);
+        for (size_t d = 0; d < corpus_.document_end.size(); ++d) starts_document_[corpus_.document_begin(d)] = 1;
         HNAS_CHECK(usable, "masked-LM data: no document of ", options_.sources.front().path,
                    (options_.sources.size() > 1 ? " and the other sources" : ""),
                    " has the two tokens a sentence pair needs");
@@ -320,6 +322,8 @@ public:
                                static_cast<uint64_t>(options_.batch.max_tokens)}) {
             hash = hash_combine(hash, value);
         }
+        // Packing enters only when it is not the default, so positions saved before it existed still resume.
+        if (options_.packing != Packing::document) hash = hash_combine(hash, static_cast<uint64_t>(options_.packing));
         hash = hash_padding(hash, options_.batch);
         position_.fingerprint = hash_combine(hash, options_.seed);
     }
@@ -380,7 +384,20 @@ private:
         }
     }
 
-    // The epoch's sequences (create_instances_from_document, see mlm.h) and their batches.
+    // The sentence at which the A/B cut of chunk [first, last] falls (first < cut ≤ last): a random
+    // one of those that do not start a document, or of all when every one does.
+    size_t draw_cut(size_t first, size_t last, Rng& rng) const {
+        size_t inside = 0;
+        for (size_t s = first + 1; s <= last; ++s) inside += !starts_document_[s];
+        if (inside == 0) return first + 1 + static_cast<size_t>(rng.below(last - first));
+        size_t pick = static_cast<size_t>(rng.below(inside));
+        for (size_t s = first + 1;; ++s) {
+            if (!starts_document_[s] && pick-- == 0) return s;
+        }
+    }
+
+    // The epoch's sequences (create_instances_from_document, see mlm.h) and their batches. A stream is
+    // one document, or the whole corpus with Packing::corpus.
     void plan_epoch() {
         if (planned_epoch_ == position_.epoch) return;
         Rng rng = derive_rng(options_.seed, kSequenceStream, static_cast<uint64_t>(position_.epoch));
@@ -389,9 +406,12 @@ private:
             if (rng.uniform() < options_.short_seq_prob) return 2 + static_cast<size_t>(rng.below(budget - 1));
             return budget;
         };
+        const bool packed = options_.packing == Packing::corpus;
+        const size_t streams = packed ? 1 : corpus_.document_end.size();
         sequences_.clear();
-        for (size_t d = 0; d < corpus_.document_end.size(); ++d) {
-            const size_t first_sentence = corpus_.document_begin(d), end_sentence = corpus_.document_end[d];
+        for (size_t d = 0; d < streams; ++d) {
+            const size_t first_sentence = packed ? 0 : corpus_.document_begin(d);
+            const size_t end_sentence = packed ? corpus_.sentence_end.size() : corpus_.document_end[d];
             size_t chunk_first = first_sentence;
             size_t target = draw_target();
             for (size_t s = first_sentence; s < end_sentence; ++s) {
@@ -400,7 +420,7 @@ private:
                 const size_t sentences = s + 1 - chunk_first;
                 size_t split;
                 if (sentences >= 2) {
-                    split = corpus_.sentence_begin(chunk_first + 1 + static_cast<size_t>(rng.below(sentences - 1)));
+                    split = corpus_.sentence_begin(draw_cut(chunk_first, s, rng));
                 } else {
                     split = chunk_end - chunk_begin >= 2 ? chunk_begin + 1 + static_cast<size_t>(rng.below(chunk_end - chunk_begin - 1))
                                                          : chunk_begin;  // one token: no pair
@@ -480,6 +500,7 @@ private:
     Tokenizer tokenizer_;
     MlmDataOptions options_;
     TokenizedCorpus corpus_;
+    std::vector<uint8_t> starts_document_;  // per sentence: 1 if it begins its document
     DataPosition position_;
     int64_t planned_epoch_ = -1;
     std::vector<Sequence> sequences_;

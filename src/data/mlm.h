@@ -16,6 +16,13 @@
 // prediction: with probability swap_prob A and B are swapped and the label is 1. The pair is
 // trimmed to max_seq - 3 tokens by dropping tokens from the longer side, at its front or back at
 // random. Every epoch draws new sequences, orders and masks from the seed.
+//
+// Packing. ALBERT's sequences never leave their document, so a corpus of one-sentence documents
+// (Gigaword's article leads, one per line: about 43 pieces) fills a third of a 128-piece row. With
+// Packing::corpus the sentences run on across document boundaries, in corpus order, until the target
+// length (RoBERTa's FULL-SENTENCES): every row but the last and the short_seq_prob ones is full.
+// Sentences stay whole (only the trim to max_seq - 3 cuts one), and the A/B cut is at a sentence
+// boundary inside a document when the chunk has one, so that sentence order is learnable there.
 #pragma once
 
 #include <cstdint>
@@ -83,8 +90,13 @@ struct TextSource {
 };
 
 
+enum class Packing { document, corpus };
+inline constexpr EnumName<Packing> kPackingNames[]{{Packing::document, "document"}, {Packing::corpus, "corpus"}};
+constexpr const auto& enum_names(Packing) { return kPackingNames; }
+
 struct MlmDataOptions {
     std::vector<TextSource> sources;
+    Packing packing = Packing::document;  // what a sequence's sentences may span (see "Packing" above)
     int64_t max_seq = 128;         // tokens per sequence, [CLS] and both [SEP] included
     double short_seq_prob = 0.1;
     double swap_prob = 0.5;        // sentence-order prediction: probability of swapping A and B

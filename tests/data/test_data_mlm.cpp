@@ -1,6 +1,7 @@
 // Tests for the masked-LM pipeline (src/data/mlm.*): sentence splitting, ALBERT n-gram masking (rate,
 // protected specials, 80/10/10, whole words, p(n) ∝ 1/n), sequence layout and sentence-order pairs,
-// document units, token budgets, exact resumption from a saved data position, and errors.
+// document units, packing across documents, token budgets, exact resumption from a saved data
+// position, and errors.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -388,6 +389,91 @@ TEST(MlmBatcher, DocumentUnits) {
     }
 }
 
+// Segments A and B of row b (the original ids, without [CLS] and [SEP]).
+std::pair<std::vector<int32_t>, std::vector<int32_t>> segments(const MlmBatch& batch, int64_t b) {
+    const std::vector<int32_t> row = original_row(batch, b);
+    const float* valid = batch.valid.data() + b * batch.input_ids.dim(1);
+    const auto real = static_cast<int64_t>(std::count(valid, valid + batch.input_ids.dim(1), 1.0f));
+    const auto first_sep = std::find(row.begin() + 1, row.end(), kSepId);
+    return {std::vector<int32_t>(row.begin() + 1, first_sep), std::vector<int32_t>(first_sep + 1, row.begin() + real - 1)};
+}
+
+TEST(MlmBatcher, CorpusPackingFillsRowsWithTheCorpusInOrder) {
+    // Moby-Dick one line per document: ALBERT's sequences stay within a line (about 12 pieces), packed
+    // ones run on across lines until the row is full.
+    MlmDataOptions options = moby_options(2000);
+    options.sources.front().unit = DocumentUnit::line;
+    options.shuffle = false;
+    options.short_seq_prob = 0.0;
+    options.epochs = 1;
+    std::ifstream in(options.sources.front().path);
+    const std::string book = squeeze(std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()));
+    for (const auto packing : {hnas::data::Packing::document, hnas::data::Packing::corpus}) {
+        options.packing = packing;
+        MlmBatcher batcher(tokenizer(), options);
+        int64_t rows = 0, full_rows = 0, tokens = 0;
+        size_t last_at = 0;
+        while (std::optional<MlmBatch> batch = batcher.next()) {
+            const int64_t length = batch->input_ids.dim(1);
+            for (int64_t b = 0; b < batch->input_ids.dim(0); ++b) {
+                const float* valid = batch->valid.data() + b * length;
+                const auto real = static_cast<int64_t>(std::count(valid, valid + length, 1.0f));
+                ASSERT_TRUE(std::all_of(valid, valid + real, [](float v) { return v == 1.0f; })) << "padding inside a row";
+                tokens += real;
+                full_rows += real == options.max_seq;
+                ++rows;
+                if (packing == hnas::data::Packing::corpus) {
+                    // Each segment is a stretch of the book, the earlier one as the label says.
+                    const auto [a, b_ids] = segments(*batch, b);
+                    const bool swapped = batch->sentence_order.ints()[b] == 1;
+                    const std::string earlier = tokenizer().decode(swapped ? b_ids : a);
+                    const std::string later = tokenizer().decode(swapped ? a : b_ids);
+                    const size_t at = book.find(earlier);
+                    ASSERT_NE(at, std::string::npos) << "not in the book: " << earlier;
+                    ASSERT_NE(book.find(later, at + earlier.size()), std::string::npos) << "not after it: " << later;
+                    last_at = std::max(last_at, at);
+                }
+            }
+        }
+        const double mean = static_cast<double>(tokens) / static_cast<double>(rows);
+        if (packing == hnas::data::Packing::document) {
+            EXPECT_LT(mean, 0.3 * static_cast<double>(options.max_seq)) << rows << " rows";
+        } else {
+            EXPECT_GE(full_rows, rows - 1) << "every row but the corpus's last is full";
+            EXPECT_GT(last_at, book.size() * 9 / 10) << "the rows reach the end of the book";
+            EXPECT_GT(static_cast<double>(tokens), 0.8 * static_cast<double>(batcher.corpus_tokens())) << "most of the corpus is used";
+        }
+    }
+}
+
+TEST(MlmBatcher, CorpusPackingCutsASegmentPairInsideADocument) {
+    // Two sentences per document: a packed chunk holds many documents, and its A/B cut must fall between
+    // a document's two sentences, never between documents, so that sentence order stays learnable.
+    std::string text;
+    for (int k = 0; k < 300; ++k) text += "Ahab paced the deck. The whale was far away.\n";
+    MlmDataOptions options;
+    options.sources = {{scratch_dir().write("pairs.txt", text), DocumentUnit::line}};
+    options.packing = hnas::data::Packing::corpus;
+    options.swap_prob = 0.0;
+    options.short_seq_prob = 0.0;  // a short target may hold a single sentence, cut at a token
+    options.max_seq = 64;
+    options.epochs = 1;
+    const std::vector<int32_t> first = tokenizer().encode("Ahab paced the deck."), second = tokenizer().encode("The whale was far away.");
+    MlmBatcher batcher(tokenizer(), options);
+    int64_t rows = 0;
+    while (std::optional<MlmBatch> batch = batcher.next()) {
+        for (int64_t b = 0; b < batch->input_ids.dim(0); ++b) {
+            const auto [a, b_ids] = segments(*batch, b);
+            // Trimming takes tokens from one side only, so one side of the cut keeps its sentence whole.
+            const bool a_ends_first = a.size() >= first.size() && std::equal(first.rbegin(), first.rend(), a.rbegin());
+            const bool b_starts_second = b_ids.size() >= second.size() && std::equal(second.begin(), second.end(), b_ids.begin());
+            ASSERT_TRUE(a_ends_first || b_starts_second) << "row " << rows << ": cut between documents";
+            ++rows;
+        }
+    }
+    EXPECT_GT(rows, 50);
+}
+
 TEST(MlmBatcher, ReadsTheStateOfTheUnionOneAddressPerLine) {
     MlmDataOptions options;
     options.sources = {{kSotu, DocumentUnit::line}};
@@ -445,9 +531,7 @@ TEST(MlmBatcher, SameSeedSameBatchesWithOrWithoutPrefetch) {
     EXPECT_FALSE(same_batch(*other_seed.next(), a[0]));
 }
 
-TEST(MlmBatcher, ResumesExactlyFromASavedPosition) {
-    MlmDataOptions options = moby_options(1500);
-    options.prefetch = 2;
+void expect_exact_resumption(const MlmDataOptions& options) {
     MlmBatcher batcher(tokenizer(), options);
     std::vector<MlmBatch> batches;
     std::vector<DataPosition> positions;
@@ -468,12 +552,31 @@ TEST(MlmBatcher, ResumesExactlyFromASavedPosition) {
             ASSERT_TRUE(same_batch(*resumed.next(), batches[i])) << "resumed at " << k << ", batch " << i << " differs";
         }
     }
-    options.masking.mask_prob = 0.2;
-    MlmBatcher other(tokenizer(), options);
+    MlmDataOptions other_options = options;
+    other_options.masking.mask_prob = 0.2;
+    MlmBatcher other(tokenizer(), other_options);
     EXPECT_CONTAINS(error_of([&] { other.restore(positions[3]); }), "saved for different masked-LM data or options");
+    other_options = options;
+    other_options.packing = options.packing == hnas::data::Packing::corpus ? hnas::data::Packing::document : hnas::data::Packing::corpus;
+    MlmBatcher other_packing(tokenizer(), other_options);
+    EXPECT_CONTAINS(error_of([&] { other_packing.restore(positions[3]); }), "saved for different masked-LM data or options");
     DataPosition windowed = positions[3];
     windowed.window = 1;
     EXPECT_CONTAINS(error_of([&] { batcher.restore(windowed); }), "has no window 1");
+}
+
+TEST(MlmBatcher, ResumesExactlyFromASavedPosition) {
+    MlmDataOptions options = moby_options(1500);
+    options.prefetch = 2;
+    expect_exact_resumption(options);
+}
+
+TEST(MlmBatcher, ResumesExactlyFromASavedPositionWithCorpusPacking) {
+    MlmDataOptions options = moby_options(1500);
+    options.sources.front().unit = DocumentUnit::block;
+    options.packing = hnas::data::Packing::corpus;
+    options.prefetch = 2;
+    expect_exact_resumption(options);
 }
 
 // ---------------------------------------------------------------------------------------------

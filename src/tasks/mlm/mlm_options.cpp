@@ -47,6 +47,11 @@ void parse(config::TaskSections& sections, config::ExperimentConfig& config) {
                                     "separated `block`, or a `line`");
     o.valid_sources = parse_sources(node, "valid_sources", o.valid_sources, "held-out text for the validation loss; empty: no validation");
     o.max_seq = node.integer("max_seq", o.max_seq, "pieces per sequence, `[CLS]` and the `[SEP]`s included", 8, config::kMaxLength);
+    o.packing = node.choice("packing", o.packing,
+                            "what one sequence's sentences may span: one `document` (ALBERT), or the `corpus`, running on "
+                            "across documents in corpus order until the sequence is full (RoBERTa's full sentences), "
+                            "for corpora of short documents such as Gigaword's one-sentence articles; validation always keeps one "
+                            "document per sequence");
     o.masking.mask_prob = node.number("mask_prob", o.masking.mask_prob,
                                       "fraction of tokens selected for prediction (80 % `[MASK]`, 10 % random, 10 % kept)", 0.0, 1.0);
     o.masking.max_ngram = static_cast<int>(node.integer(

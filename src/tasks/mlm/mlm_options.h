@@ -12,6 +12,7 @@ namespace hnas::tasks::mlm {
 struct MlmOptions : config::TaskOptionsOf<MlmOptions> {
     std::vector<data::TextSource> train_sources{{"data/corpus/moby_dick.txt", data::DocumentUnit::block}}, valid_sources;
     int64_t max_seq = 128;
+    data::Packing packing = data::Packing::document;
     data::MaskingOptions masking;
     // The weight of ALBERT's sentence-order loss beside the masked-LM loss; 0: no SOP head.
     float sentence_order_weight = 1.0f;

@@ -103,6 +103,8 @@ private:
         o.sources = sources;
         o.max_seq = max_seq(config_);
         o.masking = options(config_).masking;
+        // Validation keeps one document per sequence, so its accuracy compares across packings.
+        o.packing = training ? options(config_).packing : data::Packing::document;
         o.damaged_lines = config_.data.damaged_lines;
         o.shuffle = training;
         o.seed = training ? config_.seed : config_.seed + 1;
