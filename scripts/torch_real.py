@@ -36,25 +36,31 @@ import torch_reference as ref
 LOG_EVERY = 50
 
 
-def check_config(config):
-    """The run's model must be the twin's (torch_reference's shapes); anything else is refused by name."""
+def twin_of(config):
+    """The twin's shapes and dropout rate for the run's model; what the twin cannot build is refused by name."""
     m, task = config["model"], config["task"]
-    expected = {"d_model": ref.WIDTH, "heads": ref.HEADS, "ffn_dim": ref.FFN, "encoder_layers": ref.LAYERS,
-                "activation": "gelu", "norm": "post", "positions": "learned", "vocab_size_or_tokenizer": ref.VOCAB}
-    actual = dict(m, vocab_size_or_tokenizer=m["vocab_size"] or config["tokenizer"]["vocab_size"])
-    if task == "headline":
-        expected.update(decoder_layers=ref.LAYERS, max_source_positions=ref.MAX_SOURCE_POSITIONS,
-                        max_target_positions=ref.MAX_TARGET_POSITIONS, tie_embeddings=True, scale_embeddings=True)
-    elif task == "mlm":
-        expected.update(max_positions=ref.MLM_POSITIONS)
-    else:
+    if task not in ("headline", "mlm"):
         sys.exit(f"torch_real: task {task}: only headline and mlm runs have a twin")
+    expected = {"activation": "gelu", "positions": "learned"}
+    if task == "headline":
+        expected.update(norm="post", decoder_layers=m["encoder_layers"], tie_embeddings=True, scale_embeddings=True,
+                        embedding_norm=False)
     for key, value in expected.items():
-        if actual.get(key) != value:
-            sys.exit(f"torch_real: model.{key} is {actual.get(key)!r}, the twin has {value!r}")
-    for name, rate in m["dropout"].items():
-        if rate != (0.0 if name == "ffn" else ref.DROPOUT):
-            sys.exit(f"torch_real: model.dropout.{name} is {rate}, the twin has {0.0 if name == 'ffn' else ref.DROPOUT}")
+        if m.get(key) != value:
+            sys.exit(f"torch_real: model.{key} is {m.get(key)!r}, the twin has {value!r}")
+    if m["norm"] not in ("post", "pre"):
+        sys.exit(f"torch_real: model.norm is {m['norm']!r}, the twin has post or pre")
+    # One rate for every dropout but the feed-forward's inner one, which the twin does not have.
+    rates = {name: rate for name, rate in m["dropout"].items() if name != "ffn"}
+    if m["dropout"].get("ffn", 0.0) != 0.0 or len(set(rates.values())) > 1:
+        sys.exit(f"torch_real: model.dropout is {m['dropout']}: the twin takes one rate, and ffn 0")
+    shapes = ref.Shapes(width=m["d_model"], heads=m["heads"], ffn=m["ffn_dim"], layers=m["encoder_layers"],
+                        vocab=m["vocab_size"] or config["tokenizer"]["vocab_size"],
+                        mlm_positions=m.get("max_positions", ref.MLM_POSITIONS),
+                        max_source_positions=m.get("max_source_positions", ref.MAX_SOURCE_POSITIONS),
+                        max_target_positions=m.get("max_target_positions", ref.MAX_TARGET_POSITIONS), norm=m["norm"],
+                        hybrid_init=m["attention"]["encoder"].get("hybrid_init", ref.HYBRID_INIT),
+                        ln_eps=m["layer_norm_eps"])
     attention = m["attention"]
     for stack in ("decoder", "cross"):
         if stack in attention and attention[stack]["kind"] != "lnas":
@@ -63,6 +69,7 @@ def check_config(config):
         sys.exit(f"torch_real: train.label_smoothing is {config['train']['label_smoothing']}, the twin's {ref.LABEL_SMOOTHING}")
     if config["train"]["gradient_accumulation"] != 1 or config["train"]["clip_scope"] != "global":
         sys.exit("torch_real: the twin takes one batch per step and clips the global norm")
+    return shapes, next(iter(rates.values()), 0.0)
 
 
 def no_weight_decay(name):
@@ -150,15 +157,15 @@ def main():
     steps = args.steps or available
     if steps > available:
         sys.exit(f"torch_real: --steps {steps} but {args.batches} holds {available} batches")
-    check_config(config)
+    shapes, dropout = twin_of(config)
     kind = config["model"]["attention"]["encoder"]["kind"]
     if kind not in ("lnas", "dnas", "hnas"):
         sys.exit(f"torch_real: encoder kind {kind}: the twin knows lnas, dnas and hnas")
     train = config["train"]
     if config["task"] == "headline":
-        model = ref.Seq2Seq(kind, ref.DROPOUT)
+        model = ref.Seq2Seq(kind, dropout, shapes)
     else:
-        model = ref.Bert(kind, ref.DROPOUT, train["sentence_order_weight"])
+        model = ref.Bert(kind, dropout, train["sentence_order_weight"], shapes)
     ref.load_parameters(model, arrays, args.batches)
     # The batches stay as views of the file's bytes until their step, as a data pipeline would hold them.
     stored = [{} for _ in range(available)]

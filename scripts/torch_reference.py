@@ -26,6 +26,7 @@ sqrt(D) in the seq2seq model, learned positions; the attention normalizations ar
 the ones the fixtures use.
 """
 import argparse
+import dataclasses
 import json
 import math
 import resource
@@ -47,6 +48,27 @@ SOURCE_LENGTH, TARGET_LENGTH, MLM_LENGTH = 64, 16, 128
 MAX_SOURCE_POSITIONS, MAX_TARGET_POSITIONS, MLM_POSITIONS, SEGMENTS = 128, 64, 128, 2
 MASK_FRACTION, LABEL_SMOOTHING, CLIP_NORM, DROPOUT = 0.15, 0.1, 1.0, 0.1
 HYBRID_INIT, LN_EPS = 0.5, 1e-5
+
+
+@dataclasses.dataclass(frozen=True)
+class Shapes:
+    """A twin's sizes and choices: the reference workloads' by default; scripts/torch_real.py reads them
+    from a run's config. norm is where layer norm sits: "post" (x = LN(x + f(x))) or "pre" (x = x + f(LN(x)),
+    with a final LN after the stack, hnas's encoder.final_norm)."""
+    width: int = WIDTH
+    heads: int = HEADS
+    ffn: int = FFN
+    layers: int = LAYERS
+    vocab: int = VOCAB
+    mlm_positions: int = MLM_POSITIONS
+    max_source_positions: int = MAX_SOURCE_POSITIONS
+    max_target_positions: int = MAX_TARGET_POSITIONS
+    norm: str = "post"
+    hybrid_init: float = HYBRID_INIT
+    ln_eps: float = LN_EPS
+
+
+REFERENCE = Shapes()
 PAD_ID, BOS_ID, EOS_ID, MASK_ID, FIRST_ORDINARY_ID = 0, 2, 3, 6, 7
 
 
@@ -134,31 +156,34 @@ class Masks:
 class HybridNorm(nn.Module):
     """HNAS: u*DNAS + (1-u)*LNAS with u = sigmoid(theta), one theta per head."""
 
-    def __init__(self):
+    def __init__(self, shapes):
         super().__init__()
-        self.hybrid_theta = nn.Parameter(torch.full((HEADS,), math.log(HYBRID_INIT / (1 - HYBRID_INIT))))
+        u0 = shapes.hybrid_init
+        self.hybrid_theta = nn.Parameter(torch.full((shapes.heads,), math.log(u0 / (1 - u0))))
 
     def forward(self, s, masks):
         return torch_attention.hnas(s, masks.allowed, self.hybrid_theta)
 
 
 class Attention(nn.Module):
-    def __init__(self, kind, dropout):
+    def __init__(self, shapes, kind, dropout):
         super().__init__()
-        self.q_proj, self.k_proj, self.v_proj, self.out_proj = (linear(WIDTH, WIDTH) for _ in range(4))
+        width = shapes.width
+        self.q_proj, self.k_proj, self.v_proj, self.out_proj = (linear(width, width) for _ in range(4))
         self.kind = kind
         if kind == "hnas":
-            self.norm = HybridNorm()
+            self.norm = HybridNorm(shapes)
         self.dropout = dropout
+        self.heads, self.width = shapes.heads, width
 
     def split(self, t):  # (B, T, D) -> (B, H, T, K)
-        return t.view(t.shape[0], t.shape[1], HEADS, WIDTH // HEADS).transpose(1, 2)
+        return t.view(t.shape[0], t.shape[1], self.heads, self.width // self.heads).transpose(1, 2)
 
     def forward(self, x, memory, masks):
         q = self.split(self.q_proj(x))
         k = self.split(self.k_proj(memory))
         v = self.split(self.v_proj(memory))
-        s = torch.matmul(q, k.transpose(-1, -2)) * (1.0 / math.sqrt(WIDTH // HEADS))
+        s = torch.matmul(q, k.transpose(-1, -2)) * (1.0 / math.sqrt(self.width // self.heads))
         if self.kind == "lnas":
             a = torch_attention.lnas(s, masks.allowed)
         elif self.kind == "dnas":
@@ -167,65 +192,69 @@ class Attention(nn.Module):
             a = self.norm(s, masks)
         if self.dropout > 0:
             a = F.dropout(a, self.dropout, self.training)
-        out = torch.matmul(a, v).transpose(1, 2).reshape(x.shape[0], x.shape[1], WIDTH)
+        out = torch.matmul(a, v).transpose(1, 2).reshape(x.shape[0], x.shape[1], self.width)
         return self.out_proj(out)
 
 
 class FeedForward(nn.Module):
-    def __init__(self):
+    def __init__(self, shapes):
         super().__init__()
-        self.fc1, self.fc2 = linear(WIDTH, FFN), linear(FFN, WIDTH)
+        self.fc1, self.fc2 = linear(shapes.width, shapes.ffn), linear(shapes.ffn, shapes.width)
 
     def forward(self, x):
         return self.fc2(F.gelu(self.fc1(x)))  # erf GELU; ffn dropout is 0 in the reference configs
 
 
 class Layer(nn.Module):
-    """Post-LN Transformer layer: x = LN(x + dropout(f(x))) for self-attention, cross-attention
-    (decoder) and the feed-forward block."""
+    """Transformer layer of self-attention, cross-attention (decoder) and the feed-forward block, each
+    x = LN(x + dropout(f(x))) (post-LN) or x = x + dropout(f(LN(x))) (pre-LN)."""
 
-    def __init__(self, self_kind, dropout, cross=False):
+    def __init__(self, shapes, self_kind, dropout, cross=False):
         super().__init__()
-        self.self_attn = Attention(self_kind, dropout)
-        self.self_attn_norm = nn.LayerNorm(WIDTH, eps=LN_EPS)
-        self.ffn = FeedForward()
-        self.ffn_norm = nn.LayerNorm(WIDTH, eps=LN_EPS)
+        self.self_attn = Attention(shapes, self_kind, dropout)
+        self.self_attn_norm = nn.LayerNorm(shapes.width, eps=shapes.ln_eps)
+        self.ffn = FeedForward(shapes)
+        self.ffn_norm = nn.LayerNorm(shapes.width, eps=shapes.ln_eps)
         if cross:
-            self.cross_attn = Attention("lnas", dropout)
-            self.cross_attn_norm = nn.LayerNorm(WIDTH, eps=LN_EPS)
-        self.p = dropout
+            self.cross_attn = Attention(shapes, "lnas", dropout)
+            self.cross_attn_norm = nn.LayerNorm(shapes.width, eps=shapes.ln_eps)
+        self.p, self.pre_norm = dropout, shapes.norm == "pre"
 
-    def residual(self, x, branch, norm):
+    def sublayer(self, x, f, norm):
+        branch = f(norm(x)) if self.pre_norm else f(x)
         if self.p > 0:
             branch = F.dropout(branch, self.p, self.training)
-        return norm(x + branch)
+        return x + branch if self.pre_norm else norm(x + branch)
 
     def forward(self, x, self_masks, memory=None, memory_masks=None):
-        h = self.residual(x, self.self_attn(x, x, self_masks), self.self_attn_norm)
+        h = self.sublayer(x, lambda y: self.self_attn(y, y, self_masks), self.self_attn_norm)
         if memory is not None:
-            h = self.residual(h, self.cross_attn(h, memory, memory_masks), self.cross_attn_norm)
-        return self.residual(h, self.ffn(h), self.ffn_norm)
+            h = self.sublayer(h, lambda y: self.cross_attn(y, memory, memory_masks), self.cross_attn_norm)
+        return self.sublayer(h, self.ffn, self.ffn_norm)
 
 
 class Stack(nn.Module):
-    def __init__(self, positions, kind, dropout, cross):
+    def __init__(self, shapes, positions, kind, dropout, cross):
         super().__init__()
-        self.positions = embedding(positions, WIDTH, 0.02)
-        self.layers = nn.ModuleList(Layer(kind, dropout, cross) for _ in range(LAYERS))
+        self.positions = embedding(positions, shapes.width, 0.02)
+        self.layers = nn.ModuleList(Layer(shapes, kind, dropout, cross) for _ in range(shapes.layers))
 
 
 class Seq2Seq(nn.Module):
     """Encoder-decoder with one token embedding (tied output projection), hnas's Seq2SeqModel."""
 
-    def __init__(self, kind, dropout):
+    def __init__(self, kind, dropout, shapes=REFERENCE):
         super().__init__()
-        self.embedding = embedding(VOCAB, WIDTH, 1.0 / math.sqrt(WIDTH))
-        self.encoder = Stack(MAX_SOURCE_POSITIONS, kind, dropout, cross=False)
-        self.decoder = Stack(MAX_TARGET_POSITIONS, "lnas", dropout, cross=True)
+        if shapes.norm != "post":
+            sys.exit(f"torch reference: the seq2seq twin is post-LN, not {shapes.norm}")
+        self.width = shapes.width
+        self.embedding = embedding(shapes.vocab, shapes.width, 1.0 / math.sqrt(shapes.width))
+        self.encoder = Stack(shapes, shapes.max_source_positions, kind, dropout, cross=False)
+        self.decoder = Stack(shapes, shapes.max_target_positions, "lnas", dropout, cross=True)
         self.p = dropout
 
     def embed(self, stack, ids):
-        x = self.embedding(ids) * math.sqrt(WIDTH) + stack.positions.weight[:ids.shape[1]]
+        x = self.embedding(ids) * math.sqrt(self.width) + stack.positions.weight[:ids.shape[1]]
         return F.dropout(x, self.p, self.training) if self.p > 0 else x
 
     def loss(self, b):
@@ -239,56 +268,64 @@ class Seq2Seq(nn.Module):
         y = self.embed(self.decoder, b["target_input"])
         for layer in self.decoder.layers:
             y = layer(y, self_masks, x, cross_masks)
-        logits = y.reshape(-1, WIDTH) @ self.embedding.weight.t()
+        logits = y.reshape(-1, self.width) @ self.embedding.weight.t()
         return F.cross_entropy(logits, b["target_output"].reshape(-1), ignore_index=PAD_ID,
                                label_smoothing=LABEL_SMOOTHING)
 
 
 class BertEmbeddings(nn.Module):
-    def __init__(self):
+    def __init__(self, shapes):
         super().__init__()
-        self.tokens = embedding(VOCAB, WIDTH, 0.02)
-        self.positions = embedding(MLM_POSITIONS, WIDTH, 0.02)
-        self.segments = embedding(SEGMENTS, WIDTH, 0.02)
-        self.norm = nn.LayerNorm(WIDTH, eps=LN_EPS)
+        self.tokens = embedding(shapes.vocab, shapes.width, 0.02)
+        self.positions = embedding(shapes.mlm_positions, shapes.width, 0.02)
+        self.segments = embedding(SEGMENTS, shapes.width, 0.02)
+        self.norm = nn.LayerNorm(shapes.width, eps=shapes.ln_eps)
 
 
 class MlmHead(nn.Module):
-    def __init__(self):
+    def __init__(self, shapes):
         super().__init__()
-        self.dense = linear(WIDTH, WIDTH)
-        self.norm = nn.LayerNorm(WIDTH, eps=LN_EPS)
-        self.bias = nn.Parameter(torch.zeros(VOCAB))
+        self.dense = linear(shapes.width, shapes.width)
+        self.norm = nn.LayerNorm(shapes.width, eps=shapes.ln_eps)
+        self.bias = nn.Parameter(torch.zeros(shapes.vocab))
 
 
 class Pooler(nn.Module):
-    def __init__(self):
+    def __init__(self, shapes):
         super().__init__()
-        self.dense = linear(WIDTH, WIDTH)
+        self.dense = linear(shapes.width, shapes.width)
 
 
 class Encoder(nn.Module):
-    def __init__(self, kind, dropout):
+    def __init__(self, shapes, kind, dropout):
         super().__init__()
-        self.layers = nn.ModuleList(Layer(kind, dropout) for _ in range(LAYERS))
+        self.layers = nn.ModuleList(Layer(shapes, kind, dropout) for _ in range(shapes.layers))
+        if shapes.norm == "pre":
+            self.final_norm = nn.LayerNorm(shapes.width, eps=shapes.ln_eps)
+
+    def forward(self, x, masks):
+        for layer in self.layers:
+            x = layer(x, masks)
+        return self.final_norm(x) if hasattr(self, "final_norm") else x
 
 
 class Bert(nn.Module):
-    """hnas's BertModel: embeddings + LN, post-LN encoder, MLM head only at the masked positions
+    """hnas's BertModel: embeddings + LN, the encoder (post-LN, or pre-LN with a final LN), MLM head only at the masked positions
     (the pooler exists, as in hnas, but takes no part in the MLM loss)."""
 
-    def __init__(self, kind, dropout, sentence_order_weight=0.0):
+    def __init__(self, kind, dropout, sentence_order_weight=0.0, shapes=REFERENCE):
         super().__init__()
-        self.embeddings = BertEmbeddings()
-        self.mlm_head = MlmHead()
-        self.pooler = Pooler()
-        self.encoder = Encoder(kind, dropout)
+        self.width = shapes.width
+        self.embeddings = BertEmbeddings(shapes)
+        self.mlm_head = MlmHead(shapes)
+        self.pooler = Pooler(shapes)
+        self.encoder = Encoder(shapes, kind, dropout)
         self.p = dropout
         # ALBERT's sentence-order head on the pooled [CLS] state, as the mlm task trains it when
         # train.sentence_order_weight > 0 (hnas-bench's reference model has none).
         self.sentence_order_weight = sentence_order_weight
         if sentence_order_weight > 0:
-            self.sop_head = linear(WIDTH, 2)
+            self.sop_head = linear(shapes.width, 2)
 
     def loss(self, b):
         ids, e = b["input_ids"], self.embeddings
@@ -296,10 +333,8 @@ class Bert(nn.Module):
         x = e.norm(x)
         if self.p > 0:
             x = F.dropout(x, self.p, self.training)
-        masks = Masks(b["valid"], b["valid"])
-        for layer in self.encoder.layers:
-            x = layer(x, masks)
-        rows = x.reshape(-1, WIDTH)[b["masked_positions"]]
+        x = self.encoder(x, Masks(b["valid"], b["valid"]))
+        rows = x.reshape(-1, self.width)[b["masked_positions"]]
         # .float(): a no-op in f32; under CPU autocast (--precision bf16) torch 1.13 hands layer_norm the bf16
         # GELU output with f32 weights and stops ("expected scalar type BFloat16").
         hidden = self.mlm_head.norm(F.gelu(self.mlm_head.dense(rows)).float())
