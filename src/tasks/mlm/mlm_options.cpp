@@ -53,7 +53,9 @@ void parse(config::TaskSections& sections, config::ExperimentConfig& config) {
                             "for corpora of short documents such as Gigaword's one-sentence articles; validation always keeps one "
                             "document per sequence");
     o.masking.mask_prob = node.number("mask_prob", o.masking.mask_prob,
-                                      "fraction of tokens selected for prediction (80 % `[MASK]`, 10 % random, 10 % kept)", 0.0, 1.0);
+                                      "fraction of tokens selected for prediction (80 % `[MASK]`, 10 % random, 10 % kept) in training; "
+                                      "validation always masks with the defaults (0.15, n-grams up to 3, no cap), so its "
+                                      "accuracy compares across recipes", 0.0, 1.0);
     o.masking.max_ngram = static_cast<int>(node.integer(
         "max_ngram", o.masking.max_ngram, "n-gram masking of whole words with p(n) ∝ 1/n over n ≤ `max_ngram` (ALBERT)", 1, 3));
     o.masking.max_predictions = node.integer("max_predictions", o.masking.max_predictions,

@@ -27,9 +27,9 @@ public:
     MlmTask(const config::ExperimentConfig& config, const data::Tokenizer& tokenizer, Rng& init, Rng& dropout)
         : config_(config) {
         model_ = std::make_unique<models::BertModel>(config.model, init, dropout);
-        train_ = std::make_unique<data::MlmBatcher>(tokenizer, data_options(options(config).train_sources, true));
+        train_ = std::make_unique<data::MlmBatcher>(tokenizer, data_options(config, DataRole::train));
         if (!options(config).valid_sources.empty()) {
-            valid_ = std::make_unique<data::MlmBatcher>(tokenizer, data_options(options(config).valid_sources, false));
+            valid_ = std::make_unique<data::MlmBatcher>(tokenizer, data_options(config, DataRole::validation));
             valid_start_ = valid_->position();
             for (const std::string& line : read_lines(options(config).valid_sources.front().path, "validation source")) {
                 if (line.find_first_not_of(" \t") != std::string::npos) diagnostic_texts_.push_back(line);
@@ -97,21 +97,6 @@ private:
         Var mlm_logits, masked_lm;
         Var order_logits, sentence_order;  // undefined without a sentence-order weight
     };
-
-    data::MlmDataOptions data_options(const std::vector<data::TextSource>& sources, bool training) const {
-        data::MlmDataOptions o;
-        o.sources = sources;
-        o.max_seq = max_seq(config_);
-        o.masking = options(config_).masking;
-        // Validation keeps one document per sequence, so its accuracy compares across packings.
-        o.packing = training ? options(config_).packing : data::Packing::document;
-        o.damaged_lines = config_.data.damaged_lines;
-        o.shuffle = training;
-        o.seed = training ? config_.seed : config_.seed + 1;
-        o.batch = {config_.data.batch_sentences, config_.data.batch_tokens, config_.data.pad_multiple};
-        o.epochs = training ? 0 : 1;
-        return o;
-    }
 
     Losses losses_of(const data::MlmBatch& b) const {
         Losses losses;
@@ -183,6 +168,23 @@ TestResult test(const TrainedCheckpoint& trained) {
 }
 
 }  // namespace
+
+data::MlmDataOptions data_options(const config::ExperimentConfig& config, DataRole role) {
+    const bool training = role == DataRole::train;
+    data::MlmDataOptions o;
+    o.sources = training ? options(config).train_sources : options(config).valid_sources;
+    o.max_seq = max_seq(config);
+    // Validation keeps one document per sequence and the default masking, whatever the training
+    // recipe, so that its masked-token accuracy compares across recipes.
+    o.masking = training ? options(config).masking : data::MaskingOptions{};
+    o.packing = training ? options(config).packing : data::Packing::document;
+    o.damaged_lines = config.data.damaged_lines;
+    o.shuffle = training;
+    o.seed = training ? config.seed : config.seed + 1;
+    o.batch = {config.data.batch_sentences, config.data.batch_tokens, config.data.pad_multiple};
+    o.epochs = training ? 0 : 1;
+    return o;
+}
 
 const TaskDefinition& definition() {
     static const TaskDefinition mlm{
