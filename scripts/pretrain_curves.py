@@ -8,8 +8,9 @@ From each run's metrics.jsonl: the validation masked-token accuracy at every val
 that step (elapsed_seconds of the progress line of the same step: wall time since the run started,
 validations included, a resumed run's lives chained). Prints a markdown table, one row per run: the
 accuracy reached by each of --minutes (the last validation at or before it; "–" before the first and past
-the run's end), the last validation's accuracy, step and minutes, and the minutes per 1,000 steps; writes
-OUT/pretrain_curves.md and, with Debian's python3-matplotlib, OUT/pretrain_curves.png (accuracy against
+the run's end), the last validation's accuracy, step and minutes, and the minutes per 1,000 steps; then
+per encoder layer at each run's end, hnas's u and the explaining-away statistics of the layer's attention
+weights (paper 000/004 Fig. 4; docs/analyses.md); writes OUT/pretrain_curves.md and, with Debian's python3-matplotlib, OUT/pretrain_curves.png (accuracy against
 minutes, one line per run). The minutes are those of the machine and threads the runs had: compare runs
 that ran alike (alone, the same thread count), as `hnas sweep --parallel 1` runs them.
 """
@@ -61,6 +62,27 @@ def curve(run):
     return [(step, elapsed[step] / 60.0, accuracy[step]) for step in sorted(accuracy)]
 
 
+def layer_diagnostics(run):
+    """Per encoder layer at the run's end: hnas's u (mean over heads, from the last progress line) and,
+    from the last validation's diagnostics, the smallest per-key weight sum × L over heads (≥ 1 under
+    DNAS; LNAS explains a key away as it nears 0) and the largest share of keys below ε."""
+    last_u, last_diagnostics = {}, {}
+    with open(os.path.join(run, "metrics.jsonl")) as metrics:
+        for line in metrics:
+            record = json.loads(line)
+            if record.get("hybrid_u"):
+                last_u = record["hybrid_u"]
+            if "diagnostics" in record:
+                last_diagnostics = record["diagnostics"]
+    rows = {}
+    for layer, attention in last_diagnostics.get("attentions", {}).items():
+        rows[layer] = {"kind": attention["kind"], "min_ratio": min(attention["min_ratio"]),
+                       "below": max(attention["fraction_below_epsilon"])}
+    for layer, heads in last_u.items():
+        rows.setdefault(layer, {})["u"] = sum(heads) / len(heads)
+    return rows, last_diagnostics.get("epsilon")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("paths", nargs="+", help="run directories or directories of runs")
@@ -94,6 +116,16 @@ def main():
             reached.append(f"{100 * before[-1]:.1f} %" if before and mark <= minutes else "–")
         lines.append(f"| {name} | " + " | ".join(reached) +
                      f" | {100 * accuracy:.1f} % at {step}, {minutes:.1f} | {1000 * minutes / step:.2f} |")
+    lines += ["", "Per encoder layer at the end of each run: hnas's u (mean over heads), the smallest per-key weight sum × L",
+              "over heads (≥ 1 under DNAS), the largest share of keys below ε (the last validation's diagnostics):", "",
+              "| run | layer | kind | u | smallest Σ_i A_ij × L | keys below ε |", "| --- | --- | --- | ---: | ---: | ---: |"]
+    for run in find_runs(args.paths):
+        rows, epsilon = layer_diagnostics(run)
+        for layer, row in rows.items():
+            u = f"{row['u']:.3f}" if "u" in row else "–"
+            ratio = f"{row['min_ratio']:.2f}" if "min_ratio" in row else "–"
+            below = f"{100 * row['below']:.1f} % (ε {epsilon:g})" if "below" in row else "–"
+            lines.append(f"| {name_of(run)} | {layer} | {row.get('kind', '–')} | {u} | {ratio} | {below} |")
     table = "\n".join(lines) + "\n"
     with open(os.path.join(out, "pretrain_curves.md"), "w") as f:
         f.write(table)
