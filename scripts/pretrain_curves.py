@@ -100,7 +100,8 @@ def main():
         relative = os.path.relpath(os.path.abspath(run), common)
         return os.path.basename(os.path.abspath(run)) if relative == "." else relative
 
-    curves = {name_of(run): curve(run) for run in find_runs(args.paths)}
+    runs = find_runs(args.paths)
+    curves = {name_of(run): curve(run) for run in runs}
 
     lines = ["| run | " + " | ".join(f"accuracy at {m:g} min" for m in marks) +
              " | last validation: accuracy, step, minutes | minutes per 1,000 steps |",
@@ -119,7 +120,7 @@ def main():
     lines += ["", "Per encoder layer at the end of each run: hnas's u (mean over heads), the smallest per-key weight sum × L",
               "over heads (≥ 1 under DNAS), the largest share of keys below ε (the last validation's diagnostics):", "",
               "| run | layer | kind | u | smallest Σ_i A_ij × L | keys below ε |", "| --- | --- | --- | ---: | ---: | ---: |"]
-    for run in find_runs(args.paths):
+    for run in runs:
         rows, epsilon = layer_diagnostics(run)
         for layer, row in rows.items():
             u = f"{row['u']:.3f}" if "u" in row else "–"

@@ -300,13 +300,12 @@ class Encoder(nn.Module):
     def __init__(self, shapes, kind, dropout):
         super().__init__()
         self.layers = nn.ModuleList(Layer(shapes, kind, dropout) for _ in range(shapes.layers))
-        if shapes.norm == "pre":
-            self.final_norm = nn.LayerNorm(shapes.width, eps=shapes.ln_eps)
+        self.final_norm = nn.LayerNorm(shapes.width, eps=shapes.ln_eps) if shapes.norm == "pre" else None
 
     def forward(self, x, masks):
         for layer in self.layers:
             x = layer(x, masks)
-        return self.final_norm(x) if hasattr(self, "final_norm") else x
+        return self.final_norm(x) if self.final_norm is not None else x
 
 
 class Bert(nn.Module):

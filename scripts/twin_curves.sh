@@ -11,7 +11,7 @@
 # The twin runs in f32 on $PYTHON (default Debian's /usr/bin/python3 with python3-torch); hnas in the
 # config's precision. Its step-0 loss (f32, dropout off) must agree with hnas's within 1e-4 relative.
 # Dropout draws differ between the two, so the curves agree to within noise, not to the digit.
-# Writes OUT/curves.md (the table) and prints it.
+# Writes OUT/curves.md (the table) and prints it; a rerun retrains both sides.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,14 +41,11 @@ out=${out:-runs/twin_$(basename "$config" .json)}
 mkdir -p "$out"
 export OMP_NUM_THREADS=$threads
 
-# A finished hnas run of this length is kept (rerunning redoes only the twin).
-if ! grep -q '"step":'"$steps"',"epoch"' "$out/hnas/metrics.jsonl" 2>/dev/null; then
-  rm -rf "${out:?}/hnas"
-  echo "twin_curves: hnas trains $config for $steps steps (log $out/hnas.log)" >&2
-  "$build_dir/hnas" train --config "$config" --out "$out/hnas" \
-    --set train.steps="$steps" train.log_every=50 ${settings[@]+"${settings[@]}"} >"$out/hnas.log" 2>&1 ||
-    { echo "twin_curves: hnas failed; see $out/hnas.log" >&2; exit 1; }
-fi
+rm -rf "${out:?}/hnas"
+echo "twin_curves: hnas trains $config for $steps steps (log $out/hnas.log)" >&2
+"$build_dir/hnas" train --config "$config" --out "$out/hnas" \
+  --set train.steps="$steps" train.log_every=50 ${settings[@]+"${settings[@]}"} >"$out/hnas.log" 2>&1 ||
+  { echo "twin_curves: hnas failed; see $out/hnas.log" >&2; exit 1; }
 "$build_dir/hnas-bench" batches --run "$out/hnas" --steps "$steps" --out "$out/run.batches" >/dev/null
 echo "twin_curves: the twin trains on the same batches (log $out/twin.log)" >&2
 "$python" scripts/torch_real.py --batches "$out/run.batches" --steps "$steps" --threads "$threads" \
