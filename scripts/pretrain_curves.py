@@ -7,8 +7,8 @@ Each argument is a run directory (holding metrics.jsonl) or a directory of them 
 From each run's metrics.jsonl: the validation masked-token accuracy at every validation and the time to
 that step (elapsed_seconds of the progress line of the same step: wall time since the run started,
 validations included, a resumed run's lives chained). Prints a markdown table, one row per run: the
-accuracy reached by each of --minutes (the last validation at or before it; "–" before the first and past
-the run's end), the last validation's accuracy, step and minutes, and the minutes per 1,000 steps; then
+accuracy reached by each of --minutes (the last validation at or before it; "–" before the first, and
+after the last while the run is still training; "†" marks a finished run's final accuracy past its end), the last validation's accuracy, step and minutes, and the minutes per 1,000 steps; then
 per encoder layer at each run's end, hnas's u and the explaining-away statistics of the layer's attention
 weights (paper 000/004 Fig. 4; docs/analyses.md); writes OUT/pretrain_curves.md and, with Debian's python3-matplotlib, OUT/pretrain_curves.png (accuracy against
 minutes, one line per run). The minutes are those of the machine and threads the runs had: compare runs
@@ -62,6 +62,15 @@ def curve(run):
     return [(step, elapsed[step] / 60.0, accuracy[step]) for step in sorted(accuracy)]
 
 
+def planned_steps(run):
+    """train.steps of the run's resolved config (config.json), or None without one."""
+    path = os.path.join(run, "config.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as config:
+        return json.load(config).get("train", {}).get("steps")
+
+
 def layer_diagnostics(run):
     """Per encoder layer at the run's end: hnas's u (mean over heads, from the last progress line) and,
     from the last validation's diagnostics, the smallest per-key weight sum × L over heads (≥ 1 under
@@ -102,6 +111,7 @@ def main():
 
     runs = find_runs(args.paths)
     curves = {name_of(run): curve(run) for run in runs}
+    runs_by_name = {name_of(run): run for run in runs}
 
     lines = ["| run | " + " | ".join(f"accuracy at {m:g} min" for m in marks) +
              " | last validation: accuracy, step, minutes | minutes per 1,000 steps |",
@@ -111,13 +121,20 @@ def main():
             lines.append(f"| {name} | " + " | ".join("–" for _ in marks) + " | no validation yet | – |")
             continue
         step, minutes, accuracy = points[-1]
+        ended = step == planned_steps(runs_by_name[name])
         reached = []
-        for mark in marks:  # "–" before the first validation and after the run's end
+        for mark in marks:  # "–" before the first validation, and after the last one of a run still training
             before = [value for _, at, value in points if at <= mark]
-            reached.append(f"{100 * before[-1]:.1f} %" if before and mark <= minutes else "–")
+            if before and mark <= minutes:
+                reached.append(f"{100 * before[-1]:.1f} %")
+            elif before and ended:
+                reached.append(f"{100 * before[-1]:.1f} % †")
+            else:
+                reached.append("–")
         lines.append(f"| {name} | " + " | ".join(reached) +
                      f" | {100 * accuracy:.1f} % at {step}, {minutes:.1f} | {1000 * minutes / step:.2f} |")
-    lines += ["", "Per encoder layer at the end of each run: hnas's u (mean over heads), the smallest per-key weight sum × L",
+    lines += ["", "† the run had ended (its last validation at its last step): its final accuracy, reached earlier.",
+              "", "Per encoder layer at the end of each run: hnas's u (mean over heads), the smallest per-key weight sum × L",
               "over heads (≥ 1 under DNAS), the largest share of keys below ε (the last validation's diagnostics):", "",
               "| run | layer | kind | u | smallest Σ_i A_ij × L | keys below ε |", "| --- | --- | --- | ---: | ---: | ---: |"]
     for run in runs:

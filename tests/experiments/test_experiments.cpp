@@ -458,6 +458,42 @@ TEST(Sweep, SigtermStopsTheTrialsAtACheckpointAndARerunContinues) {
     expect_sweep_complete(out.path);
 }
 
+// scripts/sweep_records.py keeps a sweep's finished trials without checkpoints and puts them back on
+// another machine, where the sweep trains only the trials that had not finished.
+TEST(Sweep, KeptRecordsResumeWithOnlyTheUnfinishedTrialsTrained) {
+    const auto& scratch = SweepEnvironment::get().scratch;
+    const testing::RunDir out(scratch, "kept");
+    const testing::Outcome first = testing::run_hnas(sweep_args(out.path.string(), 1), scratch);
+    ASSERT_EQ(first.exit_code(), 0) << first.output;
+    const fs::path unfinished = out.path / "kind=dnas" / "seed-2";
+    fs::remove(unfinished / kResultFile);  // as if the machine had stopped while it trained
+    const std::string records = scratch.path("kept_records");
+    const auto run_script = [&](const char* action) {
+        const testing::Subprocess process = testing::start_subprocess(
+            {"/usr/bin/python3", std::string(HNAS_SOURCE_DIR) + "/scripts/sweep_records.py", action, out.path.string(),
+             "--records", records},
+            scratch.path(std::string("kept_") + action + ".log"));
+        const int status = testing::finish(process);
+        EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << testing::describe_status(status) << "\n"
+                                                                   << process.output();
+        return process.output();
+    };
+    EXPECT_CONTAINS(run_script("keep"), "keep: 3 finished trials");
+    EXPECT_TRUE(fs::exists(fs::path(records) / "sweep.json"));
+    EXPECT_FALSE(fs::exists(fs::path(records) / "kind=dnas" / "seed-2")) << "an unfinished trial was kept";
+    for (const auto& entry : fs::recursive_directory_iterator(records)) {
+        EXPECT_NE(entry.path().extension(), ".ckpt") << entry.path();
+    }
+
+    fs::remove_all(out.path);  // the next machine has only the records
+    EXPECT_CONTAINS(run_script("restore"), "restore: 3 finished trials");
+    const testing::Outcome rerun = testing::run_hnas(sweep_args(out.path.string(), 1), scratch);
+    ASSERT_EQ(rerun.exit_code(), 0) << rerun.output;
+    EXPECT_CONTAINS(rerun.output, "1 to run here");
+    EXPECT_CONTAINS(rerun.output, "training kind=dnas/seed-2");
+    expect_sweep_complete(out.path);
+}
+
 TEST(Sweep, RefusesMoreTrialsAtOnceThanCores) {
     const auto& scratch = SweepEnvironment::get().scratch;
     const testing::RunDir out(scratch, "oversubscribed");
