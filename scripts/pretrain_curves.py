@@ -8,7 +8,8 @@ From each run's metrics.jsonl: the validation masked-token accuracy at every val
 that step (elapsed_seconds of the progress line of the same step: wall time since the run started,
 validations included, a resumed run's lives chained). Prints a markdown table, one row per run: the
 accuracy reached by each of --minutes (the last validation at or before it; "–" before the first, and
-after the last while the run is still training; "†" marks a finished run's final accuracy past its end), the last validation's accuracy, step and minutes, and the minutes per 1,000 steps; then
+after the last while the run is still training; "†" marks a finished run's final accuracy past its end),
+the last validation's accuracy, step and minutes, and the minutes per 1,000 steps; then
 per encoder layer at each run's end, hnas's u and the explaining-away statistics of the layer's attention
 weights (paper 000/004 Fig. 4; docs/analyses.md); writes OUT/pretrain_curves.md and, with Debian's python3-matplotlib, OUT/pretrain_curves.png (accuracy against
 minutes, one line per run). The minutes are those of the machine and threads the runs had: compare runs

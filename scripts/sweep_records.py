@@ -72,5 +72,6 @@ def main():
     trials = sum(os.path.basename(path) == "result.json" for path in files)
     print(f"sweep_records: {args.action}: {trials} finished trials, {written} of {len(files)} files written to {target}")
 
+
 if __name__ == "__main__":
     main()
