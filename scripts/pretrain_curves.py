@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Masked-token accuracy against minutes of training, for masked-LM runs (docs/pretraining.md).
 
-    python3 scripts/pretrain_curves.py RUN_OR_SWEEP … [--out DIR] [--minutes 10,20,30,60]
+    python3 scripts/pretrain_curves.py RUN_OR_SWEEP … [--out DIR] [--minutes 10,20,30,60] [--u-trajectory]
 
 Each argument is a run directory (holding metrics.jsonl) or a directory of them at any depth (a sweep).
 From each run's metrics.jsonl: the validation masked-token accuracy at every validation and the time to
@@ -11,7 +11,8 @@ accuracy reached by each of --minutes (the last validation at or before it; "–
 after the last while the run is still training; "†" marks a finished run's final accuracy past its end),
 the last validation's accuracy, step and minutes, and the minutes per 1,000 steps; then
 per encoder layer at each run's end, hnas's u and the explaining-away statistics of the layer's attention
-weights (paper 000/004 Fig. 4; docs/analyses.md); writes OUT/pretrain_curves.md and, with Debian's python3-matplotlib, OUT/pretrain_curves.png (accuracy against
+weights (paper 000/004 Fig. 4; docs/analyses.md); with --u-trajectory, hnas's u per layer at every validation
+(a table per run, and OUT/pretrain_u.png); writes OUT/pretrain_curves.md and, with Debian's python3-matplotlib, OUT/pretrain_curves.png (accuracy against
 minutes, one line per run). The minutes are those of the machine and threads the runs had: compare runs
 that ran alike (alone, the same thread count), as `hnas sweep --parallel 1` runs them.
 """
@@ -93,11 +94,27 @@ def layer_diagnostics(run):
     return rows, last_diagnostics.get("epsilon")
 
 
+def u_trajectory(run):
+    """[(step, {layer: u mean over heads})] at each validation of an hnas run, from the progress line of
+    the validation's step (empty for runs without a hybrid)."""
+    u_at, validated = {}, []
+    with open(os.path.join(run, "metrics.jsonl")) as metrics:
+        for line in metrics:
+            record = json.loads(line)
+            if record.get("hybrid_u"):
+                u_at[record["step"]] = {layer: sum(heads) / len(heads) for layer, heads in record["hybrid_u"].items()}
+            if "validation_mlm_accuracy" in record:
+                validated.append(record["step"])
+    return [(step, u_at[step]) for step in sorted(set(validated)) if step in u_at]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("paths", nargs="+", help="run directories or directories of runs")
     parser.add_argument("--out", default=None, help="where the table and the plot go (default: the first path)")
     parser.add_argument("--minutes", default="10,20,30,60", help="comma-separated minutes to read the curves at")
+    parser.add_argument("--u-trajectory", action="store_true",
+                        help="also hnas's u per layer at every validation (a table, and OUT/pretrain_u.png)")
     args = parser.parse_args()
     try:
         marks = [float(m) for m in args.minutes.split(",")]
@@ -145,6 +162,14 @@ def main():
             ratio = f"{row['min_ratio']:.2f}" if "min_ratio" in row else "–"
             below = f"{100 * row['below']:.1f} % (ε {epsilon:g})" if "below" in row else "–"
             lines.append(f"| {name_of(run)} | {layer} | {row.get('kind', '–')} | {u} | {ratio} | {below} |")
+    trajectories = {name_of(run): u_trajectory(run) for run in runs} if args.u_trajectory else {}
+    for name, points in trajectories.items():
+        if not points:
+            continue
+        layers = list(points[0][1])
+        lines += ["", f"hnas's u per layer over pretraining, {name} (mean over heads, at each validation):", "",
+                  "| step | " + " | ".join(layers) + " |", "| ---: | " + " | ".join("---:" for _ in layers) + " |"]
+        lines += [f"| {step} | " + " | ".join(f"{u.get(layer, float('nan')):.3f}" for layer in layers) + " |" for step, u in points]
     table = "\n".join(lines) + "\n"
     with open(os.path.join(out, "pretrain_curves.md"), "w") as f:
         f.write(table)
@@ -167,6 +192,19 @@ def main():
     axes.legend(fontsize=7)
     figure.tight_layout()
     figure.savefig(os.path.join(out, "pretrain_curves.png"), dpi=120)
+    if any(trajectories.values()):
+        figure, axes = plt.subplots(figsize=(8, 4))
+        for name, points in trajectories.items():
+            for layer in (points[0][1] if points else {}):
+                axes.plot([step for step, _ in points], [u[layer] for _, u in points], marker="o", markersize=3,
+                          label=f"{name} {layer.replace('encoder.layers.', 'layer ').replace('.self_attn', '')}")
+        axes.set_xlabel("step")
+        axes.set_ylabel("hnas u (mean over heads)")
+        axes.set_ylim(0, 1)
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize=7)
+        figure.tight_layout()
+        figure.savefig(os.path.join(out, "pretrain_u.png"), dpi=120)
 
 
 if __name__ == "__main__":

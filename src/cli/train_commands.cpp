@@ -1,4 +1,4 @@
-// `hnas demo`, `hnas train` and `hnas vocab`.
+// `hnas demo`, `hnas train`, `hnas vocab` and `hnas weights`.
 #include <spdlog/spdlog.h>
 
 #include <csignal>
@@ -15,6 +15,7 @@
 #include "distributed/communicator.h"
 #include "train/block_demo.h"
 #include "train/trainer.h"
+#include "train/weights_only.h"
 
 namespace hnas::cli {
 
@@ -106,6 +107,23 @@ void add_vocab_command(CLI::App& app) {
         data::train_tokenizer(*options);
         const auto tokenizer = data::Tokenizer::load(options->model_prefix + ".model");
         spdlog::info("wrote {}.model ({} pieces)", options->model_prefix, tokenizer.vocab_size());
+    });
+}
+
+// `hnas weights`: a checkpoint without its optimizer moments, to share a trained model (data/pretrained/).
+void add_weights_command(CLI::App& app) {
+    struct Options {
+        std::string checkpoint, out;
+    };
+    auto options = std::make_shared<Options>();
+    auto* command = app.add_subcommand(
+        "weights", "Write a checkpoint without its optimizer moments (parameters, tokenizer, config): for init_from, test, eval, export");
+    command->add_option("--checkpoint", options->checkpoint, "A checkpoint of hnas train")->required()->check(CLI::ExistingFile);
+    command->add_option("--out", options->out, "The checkpoint to write")->required();
+    command->callback([options] {
+        const train::WeightsOnlyReport report = train::write_weights_only(options->checkpoint, options->out);
+        spdlog::info("weights: wrote {} ({} entries, {} optimizer moments left out, {:.1f} MB)", options->out, report.entries_kept,
+                     report.moments_dropped, portable(static_cast<double>(report.bytes_written) / 1e6));
     });
 }
 

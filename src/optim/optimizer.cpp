@@ -155,16 +155,16 @@ void Optimizer::zero_grad() {
 
 void Optimizer::save(io::CheckpointWriter& writer) const {
     for (size_t p = 0; p < parameters_.size(); ++p) {
-        writer.add_tensor("optimizer/m/" + parameters_[p].name, first_moment_[p]);
-        writer.add_tensor("optimizer/v/" + parameters_[p].name, second_moment_[p]);
+        writer.add_tensor(std::string(kMomentEntryPrefix) + "m/" + parameters_[p].name, first_moment_[p]);
+        writer.add_tensor(std::string(kMomentEntryPrefix) + "v/" + parameters_[p].name, second_moment_[p]);
     }
 }
 
 void Optimizer::load(const io::Checkpoint& checkpoint, int64_t step) {
     for (size_t p = 0; p < parameters_.size(); ++p) {
         const Shape& shape = parameters_[p].parameter.shape();
-        first_moment_[p] = checkpoint.tensor("optimizer/m/" + parameters_[p].name, shape).clone();
-        second_moment_[p] = checkpoint.tensor("optimizer/v/" + parameters_[p].name, shape).clone();
+        first_moment_[p] = checkpoint.tensor(std::string(kMomentEntryPrefix) + "m/" + parameters_[p].name, shape).clone();
+        second_moment_[p] = checkpoint.tensor(std::string(kMomentEntryPrefix) + "v/" + parameters_[p].name, shape).clone();
     }
     step_ = step;
 }

@@ -9,6 +9,7 @@
 
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/enum_names.h"
@@ -23,6 +24,9 @@ inline constexpr EnumName<OptimizerKind> kOptimizerKindNames[]{{OptimizerKind::a
                                                                {OptimizerKind::lamb, "lamb"},
                                                                {OptimizerKind::lamb_albert, "lamb_albert"}};
 constexpr const auto& enum_names(OptimizerKind) { return kOptimizerKindNames; }
+
+// Checkpoint entries holding the moments are named with this prefix ("optimizer/m/<parameter>", "optimizer/v/…").
+inline constexpr std::string_view kMomentEntryPrefix = "optimizer/";
 
 struct OptimizerOptions {
     OptimizerKind kind = OptimizerKind::adamw;

@@ -1,6 +1,7 @@
-// The bundled pretraining corpora are the files their manifest describes: every file named in
-// data/corpus/README.md's MD5 block exists with that MD5 sum (computed by coreutils' md5sum), and every
-// .txt file of data/corpus/ is named there.
+// The bundled files are the files their manifests describe: every file named in the MD5 block of
+// data/corpus/README.md and data/pretrained/README.md exists with that MD5 sum (computed by coreutils'
+// md5sum), and every corpus (.txt) or encoder (.ckpt) of those folders is named there. The published
+// encoders are weights-only masked-LM checkpoints that load and verify.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -10,14 +11,18 @@
 #include <regex>
 #include <string>
 
+#include "io/checkpoint.h"
+#include "tasks/trained_model.h"
+
+namespace hnas {
 namespace {
 
 namespace fs = std::filesystem;
-const fs::path kCorpus = fs::path(HNAS_SOURCE_DIR) / "data" / "corpus";
+const fs::path kData = fs::path(HNAS_SOURCE_DIR) / "data";
 
 // file name → MD5 sum, from the README's lines of the form "<32 hex digits>  <file>".
-std::map<std::string, std::string> manifest() {
-    std::ifstream readme(kCorpus / "README.md");
+std::map<std::string, std::string> manifest(const fs::path& folder) {
+    std::ifstream readme(folder / "README.md");
     const std::regex line_pattern("^([0-9a-f]{32})  (\\S+)$");
     std::map<std::string, std::string> sums;
     std::string line;
@@ -38,19 +43,36 @@ std::string md5_of(const fs::path& path) {
     return read == 32 ? std::string(digest, 32) : "";
 }
 
-TEST(BundledCorpora, EveryFileHasTheMd5SumItsManifestGives) {
-    const std::map<std::string, std::string> sums = manifest();
-    ASSERT_GE(sums.size(), 4u) << "the MD5 block of " << (kCorpus / "README.md");
+void expect_manifest_matches(const fs::path& folder, const std::string& extension, size_t at_least) {
+    const std::map<std::string, std::string> sums = manifest(folder);
+    ASSERT_GE(sums.size(), at_least) << "the MD5 block of " << (folder / "README.md");
     for (const auto& [file, sum] : sums) {
-        ASSERT_TRUE(fs::exists(kCorpus / file)) << file << " is in the manifest but not in data/corpus";
-        EXPECT_EQ(md5_of(kCorpus / file), sum) << file;
+        ASSERT_TRUE(fs::exists(folder / file)) << file << " is in the manifest but not in " << folder;
+        EXPECT_EQ(md5_of(folder / file), sum) << file;
     }
-    for (const auto& entry : fs::directory_iterator(kCorpus)) {
+    for (const auto& entry : fs::directory_iterator(folder)) {
         const std::string name = entry.path().filename().string();
-        if (entry.path().extension() == ".txt") {
-            EXPECT_TRUE(sums.contains(name)) << name << " has no MD5 sum in the manifest";
+        if (entry.path().extension() == extension) {
+            EXPECT_TRUE(sums.contains(name)) << name << " has no MD5 sum in the manifest of " << folder;
         }
     }
 }
 
+TEST(BundledCorpora, EveryFileHasTheMd5SumItsManifestGives) { expect_manifest_matches(kData / "corpus", ".txt", 4); }
+
+TEST(PretrainedEncoders, EveryFileHasTheMd5SumItsManifestGives) { expect_manifest_matches(kData / "pretrained", ".ckpt", 1); }
+
+TEST(PretrainedEncoders, AreWeightsOnlyMaskedLmCheckpoints) {
+    for (const auto& [file, sum] : manifest(kData / "pretrained")) {
+        const std::string path = (kData / "pretrained" / file).string();
+        const io::Checkpoint checkpoint = io::Checkpoint::load(path);  // verifies every checksum
+        EXPECT_TRUE(checkpoint.metadata().contains("weights_only_from")) << file;
+        for (const io::EntryInfo& entry : checkpoint.entries()) EXPECT_FALSE(entry.name.starts_with("optimizer/")) << file << ": " << entry.name;
+        const tasks::TrainedCheckpoint trained = tasks::read_trained_checkpoint(path);
+        EXPECT_EQ(std::string(trained.config.task->name), "mlm") << file;
+        EXPECT_EQ(trained.config.model.vocab_size, trained.tokenizer.vocab_size()) << file;
+    }
+}
+
 }  // namespace
+}  // namespace hnas

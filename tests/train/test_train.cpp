@@ -26,6 +26,7 @@
 #include "train/preflight.h"
 #include "train/train_state.h"
 #include "train/trainer.h"
+#include "train/weights_only.h"
 #include "test_support.h"
 
 namespace hnas {
@@ -481,22 +482,25 @@ TEST(Trainer, SpanExtractionReportsSquadMetrics) {
     EXPECT_TRUE(answers.contains("q1") && answers.at("q9").is_string());
 }
 
-// Fine-tuning starts from a pretrained encoder by name: with a zero learning rate the encoder ends as
-// the masked-LM run left it, and the classification head is new.
+// Fine-tuning starts from a pretrained encoder by name, here from its weights-only file (as
+// data/pretrained/ ships them): with a zero learning rate the encoder ends as the masked-LM run left it,
+// and the classification head is new.
 TEST(Trainer, FineTuningStartsFromAPretrainedEncoder) {
     const auto& env = TrainEnvironment::get();
     Json pretrain = mlm_config(env);
     pretrain["train"]["steps"] = 4;
     RunDir mlm_dir("pretrained");
     run(pretrain, mlm_dir.path);
+    const std::string step_checkpoint = (mlm_dir.path / "checkpoints" / "step-00000004.ckpt").string();
     Json raw = classify_config(env);
     raw["model"] = pretrain["model"];
-    raw["init_from"] = (mlm_dir.path / "checkpoints" / "step-00000004.ckpt").string();
+    raw["init_from"] = (mlm_dir.path / "encoder.ckpt").string();
+    train::write_weights_only(step_checkpoint, raw["init_from"]);
     raw["train"]["learning_rate"] = 0.0;
     raw["train"]["steps"] = 2;
     RunDir dir("finetuned");
     run(raw, dir.path);
-    const auto before = io::Checkpoint::load(raw["init_from"].get<std::string>());
+    const auto before = io::Checkpoint::load(step_checkpoint);
     const auto after = io::Checkpoint::load((dir.path / "checkpoints" / "step-00000002.ckpt").string());
     for (const char* name : {"embeddings.tokens.weight", "encoder.layers.0.self_attn.q_proj.weight", "pooler.dense.weight"}) {
         const Tensor x = before.tensor(name), y = after.tensor(name);
@@ -505,6 +509,42 @@ TEST(Trainer, FineTuningStartsFromAPretrainedEncoder) {
     }
     EXPECT_TRUE(after.has("classifier.weight"));
     EXPECT_FALSE(before.has("classifier.weight"));
+}
+
+// A weights-only checkpoint holds every entry of the step checkpoint but the optimizer's moments, byte
+// for byte, and the same metadata plus the name of its source; `hnas test` and init_from read it.
+TEST(Trainer, WeightsOnlyCheckpointKeepsEverythingButTheMoments) {
+    const auto& env = TrainEnvironment::get();
+    Json raw = mlm_config(env);
+    raw["train"]["steps"] = 3;
+    RunDir dir("weights_only");
+    run(raw, dir.path);
+    const std::string source = (dir.path / "checkpoints" / "step-00000003.ckpt").string();
+    const std::string weights = (dir.path / "weights.ckpt").string();
+    const train::WeightsOnlyReport report = train::write_weights_only(source, weights);
+    const auto full = io::Checkpoint::load(source), slim = io::Checkpoint::load(weights);
+    int64_t moments = 0;
+    for (const io::EntryInfo& entry : full.entries()) {
+        if (entry.name.starts_with("optimizer/")) {
+            ++moments;
+            EXPECT_FALSE(slim.has(entry.name)) << entry.name;
+        } else if (entry.type == io::EntryType::bytes) {
+            EXPECT_EQ(slim.bytes(entry.name), full.bytes(entry.name)) << entry.name;
+        } else {
+            const Tensor x = full.tensor(entry.name), y = slim.tensor(entry.name, x.shape(), x.dtype());
+            EXPECT_EQ(std::memcmp(x.data(), y.data(), static_cast<size_t>(x.numel()) * 4), 0) << entry.name;
+        }
+    }
+    EXPECT_GT(moments, 0);
+    EXPECT_EQ(report.moments_dropped, moments);
+    EXPECT_EQ(report.entries_kept + moments, static_cast<int64_t>(full.entries().size()));
+    EXPECT_EQ(report.bytes_written, fs::file_size(weights));
+    EXPECT_LT(3 * fs::file_size(weights), 2 * fs::file_size(source));
+    Json metadata = slim.metadata();
+    EXPECT_EQ(metadata["weights_only_from"], "step-00000003.ckpt");
+    metadata.erase("weights_only_from");
+    EXPECT_EQ(metadata, full.metadata());
+    EXPECT_EQ(tasks::read_trained_checkpoint(weights).config.resolved, tasks::read_trained_checkpoint(source).config.resolved);
 }
 
 // BERT's WordPiece vocabulary (tokenizer.type "wordpiece") travels in the checkpoints like a
