@@ -121,6 +121,26 @@ TEST(CommandLine, TokenizeAndHiddenStatesOfAnImportedBert) {
     EXPECT_EQ(rejected.exit_code(), 2) << rejected.output;
 }
 
+// `hnas weights` on a checkpoint that holds no moments (a shipped encoder) writes the same entries; on a
+// file that is no checkpoint it fails naming the file and writes nothing.
+TEST(CommandLine, WeightsOfACheckpointAndOfAFileThatIsNone) {
+    const std::string encoder = std::string(HNAS_SOURCE_DIR) + "/data/pretrained/pretrain_hnas.ckpt";
+    const std::string copy = (scratch().root / "weights_copy.ckpt").string();
+    const Outcome written = run_hnas({"weights", "--checkpoint", encoder, "--out", copy});
+    EXPECT_EQ(written.exit_code(), 0) << written.output;
+    const size_t entries = io::Checkpoint::load(encoder).entries().size();
+    EXPECT_CONTAINS(written.output, "weights: wrote " + copy + " (" + std::to_string(entries) + " entries, 0 optimizer moments left out");
+    EXPECT_EQ(io::Checkpoint::load(copy).entries().size(), entries);
+
+    const std::string text = (scratch().root / "not_a_checkpoint.txt").string();
+    std::ofstream(text) << "a line\n";
+    const std::string out = (scratch().root / "never_written.ckpt").string();
+    const Outcome refused = run_hnas({"weights", "--checkpoint", text, "--out", out});
+    EXPECT_EQ(refused.exit_code(), 1) << refused.output;
+    EXPECT_CONTAINS(refused.output, "checkpoint " + text + ": ");
+    EXPECT_FALSE(std::filesystem::exists(out));
+}
+
 // `hnas inspect` on the configs of tasks whose model reads no tokens, with what training fills in from
 // the data (the images' classes: 10 digits), counts the model it builds (docs/experiments.md: 203 k).
 TEST(CommandLine, InspectCountsModelsThatReadNoTokens) {

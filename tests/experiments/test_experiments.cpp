@@ -127,6 +127,15 @@ TEST(Grid, ShippedListsApplyToTheirConfigs) {
             EXPECT_NO_THROW(tasks::load_config(configs + "paper002_cases.json", setting.assignments())) << setting.name;
         }
     }
+    // Random weights and the shipped pretrained encoders (data/pretrained/, paths from the checkout's root).
+    const auto headline_kinds = read_setting_list(configs + "sweeps/gigaword_recipe_kinds.json");
+    EXPECT_EQ(names_of(headline_kinds), (std::vector<std::string>{"lnas", "dnas", "hnas_u0.1", "hnas_u0.5", "lnas_bert", "hnas_bert"}));
+    for (const Setting& setting : headline_kinds) {
+        const auto config = tasks::load_config(configs + "gigaword_recipe.json", setting.assignments());
+        if (!config.init_from.empty()) {
+            EXPECT_TRUE(fs::exists(fs::path(HNAS_SOURCE_DIR) / config.init_from)) << setting.name;
+        }
+    }
     const auto views = read_setting_list(configs + "sweeps/paper004_multiview.json");
     EXPECT_EQ(names_of(views), (std::vector<std::string>{"pooled_sum", "pooled_max", "LNAS", "DNAS", "HNAS", "sinkhorn"}));
     for (const Setting& setting : views) {
