@@ -95,17 +95,16 @@ def layer_diagnostics(run):
 
 
 def u_trajectory(run):
-    """[(step, {layer: u mean over heads})] at each validation of an hnas run, from the progress line of
-    the validation's step (empty for runs without a hybrid)."""
-    u_at, validated = {}, []
+    """[(step, {layer: u mean over heads})] at each validation of an hnas run, from the validation's
+    diagnostics (empty for runs without a hybrid); a step validated twice (a resumed run) keeps its last."""
+    u_at = {}
     with open(os.path.join(run, "metrics.jsonl")) as metrics:
         for line in metrics:
             record = json.loads(line)
-            if record.get("hybrid_u"):
-                u_at[record["step"]] = {layer: sum(heads) / len(heads) for layer, heads in record["hybrid_u"].items()}
-            if "validation_mlm_accuracy" in record:
-                validated.append(record["step"])
-    return [(step, u_at[step]) for step in sorted(set(validated)) if step in u_at]
+            u_mean = record.get("diagnostics", {}).get("hybrid_u_mean")
+            if u_mean:
+                u_at[record["step"]] = u_mean
+    return sorted(u_at.items())
 
 
 def main():
