@@ -396,7 +396,9 @@ ExperimentConfig parse_experiment_config(const Json& raw, const TaskSchemas& tas
         "init_from", config.init_from,
         "a checkpoint a new run starts from (ignored on `--resume`). headline: an MLM checkpoint to start encoder and decoder "
         "from (⟨BERT,BERT⟩), cross-attention fresh; every other task: the parameters it holds by name (a pretrained "
-        "encoder; heads it lacks start fresh, each logged). Without `tokenizer.model` the run uses this checkpoint's tokenizer");
+        "encoder; heads it lacks start fresh, each logged). Its model must compute what the run's does: the same heads, norm, "
+        "activation, positions, mixer and layer_norm_eps, and no layer it lacks. Without `tokenizer.model` the run uses this "
+        "checkpoint's tokenizer");
     ConfigNode tokenizer = root.child("tokenizer", "the tokenizer, below; it travels inside every checkpoint");
     parse_tokenizer(tokenizer, config.tokenizer);
     root.finish_child("tokenizer", tokenizer);

@@ -78,6 +78,30 @@ InitReport initialize_by_name(const io::Checkpoint& checkpoint, nn::Module& modu
     return report;
 }
 
+void check_init_architecture(const ModelConfig& pretrained, const ModelConfig& model, const std::string& path) {
+    auto same = [&](const char* key, const auto& stored, const auto& wanted) {
+        HNAS_CHECK(stored == wanted, "init_from ", path, ": its model has ", key, " ", stored, ", this run's ", wanted,
+                   "; set ", key, " to ", stored, " to start from it");
+    };
+    same("model.heads", pretrained.heads, model.heads);
+    same("model.norm", std::string(name_of(pretrained.norm)), std::string(name_of(model.norm)));
+    same("model.activation", std::string(name_of(pretrained.activation)), std::string(name_of(model.activation)));
+    same("model.positions", std::string(name_of(pretrained.positions)), std::string(name_of(model.positions)));
+    same("model.mixer", std::string(name_of(pretrained.mixer)), std::string(name_of(model.mixer)));
+    same("model.layer_norm_eps", pretrained.layer_norm_eps, model.layer_norm_eps);
+    // A seq2seq model started from an MLM encoder takes every layer from the encoder (initialize_from_bert).
+    const int64_t source_layers = pretrained.encoder_layers;
+    const bool from_encoder = pretrained.architecture != model.architecture;
+    const int64_t decoder_source = from_encoder ? source_layers : pretrained.decoder_layers;
+    HNAS_CHECK(model.encoder_layers <= source_layers, "init_from ", path, ": its model has ", source_layers,
+               " encoder layers, this run's model.encoder_layers is ", model.encoder_layers, "; set it to at most ", source_layers);
+    if (model.architecture == Architecture::seq2seq) {
+        HNAS_CHECK(model.decoder_layers <= decoder_source, "init_from ", path, ": its model has ", decoder_source,
+                   from_encoder ? " encoder layers to start the decoder from" : " decoder layers",
+                   ", this run's model.decoder_layers is ", model.decoder_layers, "; set it to at most ", decoder_source);
+    }
+}
+
 InitReport initialize_from_bert(const io::Checkpoint& bert, Seq2SeqModel& model, const std::string& prefix) {
     // Every seq2seq layer needs a BERT layer to start from.
     int64_t bert_layers = 0;

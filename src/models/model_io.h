@@ -29,6 +29,12 @@ struct InitReport {
 // mismatch is an error naming both shapes; a checkpoint sharing no parameter at all is an error.
 InitReport initialize_by_name(const io::Checkpoint& checkpoint, nn::Module& module);
 
+// A run starting from a checkpoint must compute what the checkpoint's model computed: the options that
+// change what the same tensors mean (heads, norm placement, activation, positions, mixer, layer-norm
+// epsilon) must match, and the run may not have layers the checkpoint lacks (they would start random,
+// with nothing but a log line saying so). The error names the file, the key and both values.
+void check_init_architecture(const ModelConfig& pretrained, const ModelConfig& model, const std::string& path);
+
 // Loads a BERT model's parameters (`prefix` + path, as add_parameters wrote them) into a seq2seq model:
 // token embeddings; positions (the first max_*_positions rows) into both position tables; the
 // embedding layer norm into both stacks' (when the seq2seq model has one); encoder layer N into encoder

@@ -116,15 +116,12 @@ void Trainer::start() {
     HNAS_CHECK(run_config_.model.vocab_size == tokenizer_->tokenizer.vocab_size(), "train: model.vocab_size is ",
                run_config_.model.vocab_size, " but the tokenizer has ", tokenizer_->tokenizer.vocab_size(), " pieces");
     task_ = definition_.create(run_config_, tokenizer_->tokenizer, init_rng_, dropout_rng_);
+    if (pretrained_) initialize_from_pretrained();
     create_run_directory();
     parameters_ = task_->model().named_parameters();
     spdlog::info("model: {} parameters; vocabulary {}", task_->model().parameter_count(), run_config_.model.vocab_size);
     optimizer_ = std::make_unique<optim::Optimizer>(parameters_, config_.train.optimizer);
-    if (resumed_) {
-        restore_checkpoint(*resumed_);
-    } else if (pretrained_) {
-        initialize_from_pretrained();
-    }
+    if (resumed_) restore_checkpoint(*resumed_);
     learning_rate_ = config_.train.schedule;
     learning_rate_.total_steps = config_.train.steps - state_.schedule_offset;
     if (distributed_) reducer_.emplace(parameters_, distributed::GradientReducer::kBucketFloats, config_.train.bf16_gradient_sums);
@@ -195,7 +192,12 @@ void Trainer::create_run_directory() {
     metrics_ = MetricsLog(run_.root() / "metrics.jsonl", resumed_.has_value());
 }
 
+// Before the run directory exists, so that a checkpoint that does not fit leaves nothing behind.
 void Trainer::initialize_from_pretrained() {
+    HNAS_CHECK(pretrained_->metadata().contains("config"), "init_from ", config_.init_from,
+               ": no \"config\" in its metadata; not a checkpoint of hnas train, import-bert or weights");
+    const config::ExperimentConfig source = tasks::parse_config(config::upgrade_saved_config(pretrained_->metadata().at("config")));
+    models::check_init_architecture(source.model, run_config_.model, config_.init_from);
     const models::InitReport report = task_->initialize_from(*pretrained_);
     for (const auto& [from, to] : report.mapped) spdlog::info("init_from: {} <- {}", to, from);
     for (const auto& name : report.fresh) spdlog::info("init_from: {} fresh", name);

@@ -1,15 +1,17 @@
 // The bundled files are the files their manifests describe: every file named in the MD5 block of
 // data/corpus/README.md and data/pretrained/README.md exists with that MD5 sum (computed by coreutils'
-// md5sum), and every corpus (.txt) or encoder (.ckpt) of those folders is named there. The published
-// encoders are weights-only masked-LM checkpoints that load and verify.
+// md5sum), and every corpus (.txt), encoder (.ckpt) or tokenizer (.model) of those folders is named there.
+// The published encoders are weights-only masked-LM checkpoints that load and verify.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <regex>
 #include <string>
+#include <vector>
 
 #include "io/checkpoint.h"
 #include "tasks/trained_model.h"
@@ -43,7 +45,7 @@ std::string md5_of(const fs::path& path) {
     return read == 32 ? std::string(digest, 32) : "";
 }
 
-void expect_manifest_matches(const fs::path& folder, const std::string& extension, size_t at_least) {
+void expect_manifest_matches(const fs::path& folder, const std::vector<std::string>& extensions, size_t at_least) {
     const std::map<std::string, std::string> sums = manifest(folder);
     ASSERT_GE(sums.size(), at_least) << "the MD5 block of " << (folder / "README.md");
     for (const auto& [file, sum] : sums) {
@@ -52,18 +54,21 @@ void expect_manifest_matches(const fs::path& folder, const std::string& extensio
     }
     for (const auto& entry : fs::directory_iterator(folder)) {
         const std::string name = entry.path().filename().string();
-        if (entry.path().extension() == extension) {
+        if (std::ranges::find(extensions, entry.path().extension().string()) != extensions.end()) {
             EXPECT_TRUE(sums.contains(name)) << name << " has no MD5 sum in the manifest of " << folder;
         }
     }
 }
 
-TEST(BundledCorpora, EveryFileHasTheMd5SumItsManifestGives) { expect_manifest_matches(kData / "corpus", ".txt", 4); }
+TEST(BundledCorpora, EveryFileHasTheMd5SumItsManifestGives) { expect_manifest_matches(kData / "corpus", {".txt"}, 4); }
 
-TEST(PretrainedEncoders, EveryFileHasTheMd5SumItsManifestGives) { expect_manifest_matches(kData / "pretrained", ".ckpt", 1); }
+TEST(PretrainedEncoders, EveryFileHasTheMd5SumItsManifestGives) {
+    expect_manifest_matches(kData / "pretrained", {".ckpt", ".model"}, 4);
+}
 
 TEST(PretrainedEncoders, AreWeightsOnlyMaskedLmCheckpoints) {
     for (const auto& [file, sum] : manifest(kData / "pretrained")) {
+        if (!file.ends_with(".ckpt")) continue;
         const std::string path = (kData / "pretrained" / file).string();
         const io::Checkpoint checkpoint = io::Checkpoint::load(path);  // verifies every checksum
         EXPECT_TRUE(checkpoint.metadata().contains("weights_only_from")) << file;
@@ -71,6 +76,25 @@ TEST(PretrainedEncoders, AreWeightsOnlyMaskedLmCheckpoints) {
         const tasks::TrainedCheckpoint trained = tasks::read_trained_checkpoint(path);
         EXPECT_EQ(std::string(trained.config.task->name), "mlm") << file;
         EXPECT_EQ(trained.config.model.vocab_size, trained.tokenizer.vocab_size()) << file;
+    }
+}
+
+// The tokenizer shipped beside the encoders (for the same model trained from scratch) is theirs: the same
+// pieces, and the same segmentation of text none of them was trained on.
+TEST(PretrainedEncoders, ShareTheTokenizerShippedBesideThem) {
+    const data::Tokenizer shipped = data::Tokenizer::load((kData / "pretrained" / "tokenizer.model").string());
+    std::vector<std::string> lines;
+    {
+        std::ifstream text(kData / "finetune" / "sotu_era.test.tsv");
+        for (std::string line; lines.size() < 200 && std::getline(text, line);) lines.push_back(line);
+    }
+    ASSERT_EQ(lines.size(), 200u);
+    for (const auto& [file, sum] : manifest(kData / "pretrained")) {
+        if (!file.ends_with(".ckpt")) continue;
+        const data::Tokenizer own = tasks::read_trained_checkpoint((kData / "pretrained" / file).string()).tokenizer;
+        ASSERT_EQ(own.vocab_size(), shipped.vocab_size()) << file;
+        for (int32_t id = 0; id < own.vocab_size(); ++id) ASSERT_EQ(own.piece(id), shipped.piece(id)) << file << ": piece " << id;
+        for (const std::string& line : lines) EXPECT_EQ(own.encode(line), shipped.encode(line)) << file << ": " << line;
     }
 }
 

@@ -511,6 +511,36 @@ TEST(Trainer, FineTuningStartsFromAPretrainedEncoder) {
     EXPECT_FALSE(before.has("classifier.weight"));
 }
 
+// A checkpoint whose model computes something else than the run's is refused before anything is written:
+// the same tensors under another norm placement, or layers it lacks that would start random.
+TEST(Trainer, InitFromAModelThatDiffersIsAnErrorThatLeavesNothingBehind) {
+    const auto& env = TrainEnvironment::get();
+    Json pretrain = mlm_config(env);
+    pretrain["train"]["steps"] = 1;
+    RunDir mlm_dir("pretrained_other");
+    run(pretrain, mlm_dir.path);
+    Json raw = classify_config(env);
+    raw["model"] = pretrain["model"];
+    raw["init_from"] = (mlm_dir.path / "checkpoints" / "step-00000001.ckpt").string();
+    raw["train"]["steps"] = 1;
+    RunDir dir("finetuned_other");
+    raw["model"]["norm"] = "pre";
+    EXPECT_CONTAINS(testing::error_of([&] { run(raw, dir.path); }), ": its model has model.norm post, this run's pre");
+    EXPECT_FALSE(fs::exists(dir.path));
+    raw["model"]["norm"] = "post";
+    raw["model"]["encoder_layers"] = 2;
+    EXPECT_CONTAINS(testing::error_of([&] { run(raw, dir.path); }),
+                    ": its model has 1 encoder layers, this run's model.encoder_layers is 2; set it to at most 1");
+    EXPECT_FALSE(fs::exists(dir.path));
+    raw["model"]["encoder_layers"] = 1;
+    raw["model"]["heads"] = 2;
+    EXPECT_CONTAINS(testing::error_of([&] { run(raw, dir.path); }), ": its model has model.heads 4, this run's 2");
+    EXPECT_FALSE(fs::exists(dir.path));
+    raw["model"]["heads"] = 4;
+    run(raw, dir.path);
+    EXPECT_TRUE(fs::exists(dir.path / "checkpoints" / "step-00000001.ckpt"));
+}
+
 // A weights-only checkpoint holds every entry of the step checkpoint but the optimizer's moments, byte
 // for byte, and the same metadata plus the name of its source; `hnas test` and init_from read it.
 TEST(Trainer, WeightsOnlyCheckpointKeepsEverythingButTheMoments) {
