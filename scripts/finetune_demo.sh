@@ -102,15 +102,16 @@ for task in $tasks; do
             --set "test.file=data/finetune/$task.test.tsv"
         python3 scripts/choose_rates.py "$out/$task/pilot_$group" "$out/$task/chosen_$group" > /dev/null
     done
-    python3 - "$out/$task" $groups <<'PY'
-import json, sys
-folder, groups = sys.argv[1], sys.argv[2:]
-arms = [arm for group in groups for arm in json.load(open(f"{folder}/chosen_{group}/settings.json"))]
-json.dump(arms, open(f"{folder}/arms.json", "w"), indent=1)
-PY
-    # 4. Every arm at its rate, over the seeds, scored on the test split, the prediction stated first.
-    "$hnas" sweep --config "configs/finetune_$task.json" --list "$out/$task/arms.json" --seeds "$seeds" --parallel 2 \
-        --out "$out/$task/final" --set "test.file=data/finetune/$task.test.tsv" --prediction "$prediction"
+    # 4. Every arm at its rate, over the seeds, scored on the test split, the prediction stated first; one final
+    #    sweep per group (a group added later, as --bert, runs beside the others), then one comparison of all.
+    finals=()
+    for group in $groups; do
+        "$hnas" sweep --config "configs/finetune_$task.json" --list "$out/$task/chosen_$group/settings.json" \
+            --seeds "$seeds" --parallel 2 --out "$out/$task/final_$group" --set "test.file=data/finetune/$task.test.tsv" \
+            --prediction "$prediction"
+        finals+=("$out/$task/final_$group")
+    done
+    "$hnas" compare "${finals[@]}" --out "$out/$task"
 done
 
 python3 scripts/finetune_summary.py "$out" $tasks | tee "$out/results.md"

@@ -52,14 +52,15 @@ def main():
     out, tasks = sys.argv[1], sys.argv[2:]
     print("# Fine-tuning: test-split scores (%) of each run's best validation checkpoint\n")
     for task in tasks:
-        final = os.path.join(out, task, "final")
-        comparison = json.load(open(os.path.join(final, "comparison.json")))
+        comparison = json.load(open(os.path.join(out, task, "comparison.json")))
         settings = {s["setting"]: s for s in comparison["settings"]}
-        arms = [a["name"] for a in json.load(open(os.path.join(out, task, "arms.json")))]
-        rates = {a["name"]: a["set"]["train.learning_rate"] for a in json.load(open(os.path.join(out, task, "arms.json")))}
+        groups = sorted(glob.glob(os.path.join(out, task, "chosen_*")), key=lambda g: g.endswith("_bert"))  # small first
+        chosen = [a for group in groups for a in json.load(open(os.path.join(group, "settings.json")))]
+        arms = [a["name"] for a in chosen if a["name"] in settings]
+        rates = {a["name"]: a["set"]["train.learning_rate"] for a in chosen}
         print(f"## {task}\n")
-        for chosen in sorted(glob.glob(os.path.join(out, task, "chosen_*", "learning_rates.md"))):
-            print(open(chosen).read())
+        for group in groups:
+            print(open(os.path.join(group, "learning_rates.md")).read())
         seeds = max(len(s["seeds"]) for s in settings.values())
         print(f"Mean ± standard error over {seeds} seeds:\n")
         print("| arm | learning rate | accuracy | MCC | F1 (class 1) | majority-class baseline |")
@@ -94,7 +95,7 @@ def main():
                   f"{p['permutation']['p_value']:.4f} | {'—' if boot is None else f'{boot:.4f}'} |")
         hybrid = {}
         for arm in (a for a in arms if a.endswith("_hnas")):
-            per_run = [hybrid_u(c) for c in sorted(glob.glob(os.path.join(final, arm, "seed-*", "best.ckpt")))]
+            per_run = [hybrid_u(c) for c in sorted(glob.glob(os.path.join(out, task, "final_*", arm, "seed-*", "best.ckpt")))]
             hybrid[arm] = (len(per_run), [sum(r[i] for r in per_run) / len(per_run) for i in range(len(per_run[0]))])
         if hybrid:
             depth = max(len(layers) for _, layers in hybrid.values())
