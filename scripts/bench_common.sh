@@ -2,19 +2,22 @@
 
 # require_torch NAME: $python (Debian's python3 with python3-torch) must import torch on OpenBLAS
 # (Debian's libopenblas0-openmp; without it torch falls back to the reference BLAS and is about 26x
-# slower); the BLAS is installed when running as root.
+# slower); both packages are installed when missing and running as root.
 require_torch() {
-  local name=$1
-  if ! dpkg-query -W -f='${Status}' libopenblas0-openmp 2>/dev/null | grep -q "install ok installed"; then
+  local name=$1 package missing=()
+  for package in python3-torch libopenblas0-openmp; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+  done
+  if ((${#missing[@]})); then
     if [ "$(id -u)" -ne 0 ]; then
-      echo "$name: libopenblas0-openmp is missing (torch would use the reference BLAS); install it as root" >&2
+      echo "$name: ${missing[*]} missing (Debian's PyTorch on OpenBLAS); install as root" >&2
       exit 1
     fi
-    echo "$name: installing libopenblas0-openmp" >&2
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libopenblas0-openmp >/dev/null
+    echo "$name: installing ${missing[*]}" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
   fi
   "$python" -c "import torch" 2>/dev/null || {
-    echo "$name: $python cannot import torch; install Debian's python3-torch" >&2; exit 1; }
+    echo "$name: $python cannot import torch; it needs Debian's python3-torch (or set PYTHON)" >&2; exit 1; }
 }
 
 # build_targets BUILD_DIR TARGET...: a Release build of the targets; builds on shared machines take

@@ -33,6 +33,8 @@ for value in "$steps" "$threads"; do
   [[ "$value" =~ ^[1-9][0-9]*$ ]] || { echo "twin_curves: '$value' is not a positive integer" >&2; exit 2; }
 done
 python=${PYTHON:-/usr/bin/python3}
+source scripts/bench_common.sh
+require_torch twin_curves  # before hnas trains, not after
 build_dir=${HNAS_BUILD_DIR:-build}
 for binary in hnas hnas-bench; do
   [ -x "$build_dir/$binary" ] || { echo "twin_curves: $build_dir/$binary is missing; run scripts/setup.sh" >&2; exit 1; }
