@@ -83,23 +83,23 @@ void check_init_architecture(const ModelConfig& pretrained, const ModelConfig& m
         HNAS_CHECK(stored == wanted, "init_from ", path, ": its model has ", key, " ", stored, ", this run's ", wanted,
                    "; set ", key, " to ", stored, " to start from it");
     };
+    auto same_choice = [&](const char* key, auto stored, auto wanted) {
+        same(key, std::string(name_of(stored)), std::string(name_of(wanted)));
+    };
     same("model.heads", pretrained.heads, model.heads);
-    same("model.norm", std::string(name_of(pretrained.norm)), std::string(name_of(model.norm)));
-    same("model.activation", std::string(name_of(pretrained.activation)), std::string(name_of(model.activation)));
-    same("model.positions", std::string(name_of(pretrained.positions)), std::string(name_of(model.positions)));
-    same("model.mixer", std::string(name_of(pretrained.mixer)), std::string(name_of(model.mixer)));
+    same_choice("model.norm", pretrained.norm, model.norm);
+    same_choice("model.activation", pretrained.activation, model.activation);
+    same_choice("model.positions", pretrained.positions, model.positions);
+    same_choice("model.mixer", pretrained.mixer, model.mixer);
     same("model.layer_norm_eps", pretrained.layer_norm_eps, model.layer_norm_eps);
-    // A seq2seq model started from an MLM encoder takes every layer from the encoder (initialize_from_bert).
-    const int64_t source_layers = pretrained.encoder_layers;
-    const bool from_encoder = pretrained.architecture != model.architecture;
-    const int64_t decoder_source = from_encoder ? source_layers : pretrained.decoder_layers;
-    HNAS_CHECK(model.encoder_layers <= source_layers, "init_from ", path, ": its model has ", source_layers,
-               " encoder layers, this run's model.encoder_layers is ", model.encoder_layers, "; set it to at most ", source_layers);
-    if (model.architecture == Architecture::seq2seq) {
-        HNAS_CHECK(model.decoder_layers <= decoder_source, "init_from ", path, ": its model has ", decoder_source,
-                   from_encoder ? " encoder layers to start the decoder from" : " decoder layers",
-                   ", this run's model.decoder_layers is ", model.decoder_layers, "; set it to at most ", decoder_source);
-    }
+    // A seq2seq model started from an MLM encoder counts the encoder's layers itself (initialize_from_bert).
+    if (pretrained.architecture != model.architecture) return;
+    auto no_more_than = [&](const char* key, int64_t stored, int64_t wanted) {
+        HNAS_CHECK(wanted <= stored, "init_from ", path, ": its model has ", key, " ", stored, ", this run's ", wanted,
+                   "; set ", key, " to at most ", stored, " (a layer it lacks would start random)");
+    };
+    no_more_than("model.encoder_layers", pretrained.encoder_layers, model.encoder_layers);
+    if (model.architecture == Architecture::seq2seq) no_more_than("model.decoder_layers", pretrained.decoder_layers, model.decoder_layers);
 }
 
 InitReport initialize_from_bert(const io::Checkpoint& bert, Seq2SeqModel& model, const std::string& prefix) {

@@ -31,8 +31,9 @@ InitReport initialize_by_name(const io::Checkpoint& checkpoint, nn::Module& modu
 
 // A run starting from a checkpoint must compute what the checkpoint's model computed: the options that
 // change what the same tensors mean (heads, norm placement, activation, positions, mixer, layer-norm
-// epsilon) must match, and the run may not have layers the checkpoint lacks (they would start random,
-// with nothing but a log line saying so). The error names the file, the key and both values.
+// epsilon) must match, and a run of the checkpoint's architecture may not have layers it lacks (they would
+// start random, with nothing but a log line saying so; initialize_from_bert counts an MLM encoder's layers
+// for a seq2seq run). The error names the file, the key and both values.
 void check_init_architecture(const ModelConfig& pretrained, const ModelConfig& model, const std::string& path);
 
 // Loads a BERT model's parameters (`prefix` + path, as add_parameters wrote them) into a seq2seq model:

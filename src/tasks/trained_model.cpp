@@ -9,15 +9,25 @@
 
 namespace hnas::tasks {
 
+namespace {
+void check_metadata_has(const io::Checkpoint& checkpoint, const char* key) {
+    HNAS_CHECK(checkpoint.metadata().contains(key), checkpoint.path(), ": no \"", key,
+               "\" in the metadata; not a checkpoint of hnas train");
+}
+}  // namespace
+
+config::ExperimentConfig saved_config(const io::Checkpoint& checkpoint) {
+    check_metadata_has(checkpoint, "config");
+    return parse_config(config::upgrade_saved_config(checkpoint.metadata().at("config")));
+}
+
 TrainedCheckpoint read_trained_checkpoint(const std::string& checkpoint_path) {
     io::Checkpoint checkpoint = io::Checkpoint::load(checkpoint_path);
     const auto& meta = checkpoint.metadata();
-    for (const char* key : {"config", "vocab_size", "step"}) {
-        HNAS_CHECK(meta.contains(key), checkpoint_path, ": no \"", key, "\" in the metadata; not a checkpoint of hnas train");
-    }
+    config::ExperimentConfig config = saved_config(checkpoint);
+    for (const char* key : {"vocab_size", "step"}) check_metadata_has(checkpoint, key);
     HNAS_CHECK(checkpoint.has("tokenizer.model"), checkpoint_path, ": holds no tokenizer.model");
     const int64_t step = json_integer(meta.at("step"), 0, std::numeric_limits<int64_t>::max(), checkpoint_path + ": the metadata's step");
-    config::ExperimentConfig config = parse_config(config::upgrade_saved_config(meta.at("config")));
     data::Tokenizer tokenizer = data::Tokenizer::from_serialized(checkpoint.bytes("tokenizer.model"));
     // The model's rows must be the tokenizer's pieces: export and decoding index one by the other.
     config.model.vocab_size = json_integer(meta.at("vocab_size"), tokenizer.vocab_size(), tokenizer.vocab_size(),

@@ -21,6 +21,10 @@ struct TrainedCheckpoint {
     data::Tokenizer tokenizer;
 };
 
+// The resolved config a checkpoint was trained with (its metadata's "config", upgraded to today's keys);
+// the error names the file when it has none.
+config::ExperimentConfig saved_config(const io::Checkpoint& checkpoint);
+
 // Loads and verifies a checkpoint written by `hnas train`; errors name the file and what is missing.
 TrainedCheckpoint read_trained_checkpoint(const std::string& checkpoint_path);
 

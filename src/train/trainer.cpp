@@ -18,6 +18,7 @@
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "tasks/task.h"
+#include "tasks/trained_model.h"
 #include "train/metrics_log.h"
 #include "train/parameter_checks.h"
 #include "train/preflight.h"
@@ -194,10 +195,7 @@ void Trainer::create_run_directory() {
 
 // Before the run directory exists, so that a checkpoint that does not fit leaves nothing behind.
 void Trainer::initialize_from_pretrained() {
-    HNAS_CHECK(pretrained_->metadata().contains("config"), "init_from ", config_.init_from,
-               ": no \"config\" in its metadata; not a checkpoint of hnas train, import-bert or weights");
-    const config::ExperimentConfig source = tasks::parse_config(config::upgrade_saved_config(pretrained_->metadata().at("config")));
-    models::check_init_architecture(source.model, run_config_.model, config_.init_from);
+    models::check_init_architecture(tasks::saved_config(*pretrained_).model, run_config_.model, config_.init_from);
     const models::InitReport report = task_->initialize_from(*pretrained_);
     for (const auto& [from, to] : report.mapped) spdlog::info("init_from: {} <- {}", to, from);
     for (const auto& name : report.fresh) spdlog::info("init_from: {} fresh", name);

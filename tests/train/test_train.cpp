@@ -530,7 +530,7 @@ TEST(Trainer, InitFromAModelThatDiffersIsAnErrorThatLeavesNothingBehind) {
     raw["model"]["norm"] = "post";
     raw["model"]["encoder_layers"] = 2;
     EXPECT_CONTAINS(testing::error_of([&] { run(raw, dir.path); }),
-                    ": its model has 1 encoder layers, this run's model.encoder_layers is 2; set it to at most 1");
+                    ": its model has model.encoder_layers 1, this run's 2; set model.encoder_layers to at most 1");
     EXPECT_FALSE(fs::exists(dir.path));
     raw["model"]["encoder_layers"] = 1;
     raw["model"]["heads"] = 2;
