@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The papers' recipe on the bundled data (docs/main_job.md), once per encoder attention kind:
 #   1. masked-LM pretraining of a BERT-style encoder on all bundled text that is not test or
-#      validation data (the Gigaword training articles and titles, State of the Union, Moby-Dick);
+#      validation data (scripts/pretrain.sh with configs/pretrain.json); --encoders PATTERN skips it
+#      and starts from encoders already pretrained ({kind} in PATTERN is replaced by the kind:
+#      data/pretrained/pretrain_{kind}.ckpt are the published ones, data/pretrained/README.md);
 #   2. ⟨BERT,BERT⟩: the encoder-decoder starts with encoder and decoder from that encoder
 #      (cross-attention fresh), then trains on the bundled article/headline pairs; with
 #      --init random it skips step 1 and starts from random weights (paper 000 Table 2's
@@ -10,15 +12,15 @@
 #      decoding settings of the config's `test` section, chosen on the validation pairs).
 # It ends with a table of each kind's test ROUGE beside the lead-8 baseline and the first ten test
 # headlines beside their references (OUT/summary.md, scripts/recipe_summary.py).
-#   scripts/recipe_gigaword.sh [--kinds lnas,dnas,hnas] [--init bert|random] [--bert DIR] [--out DIR]
-#                              [--seed S] [--mlm-config F] [--config F] [--set key=value …] [--no-setup]
+#   scripts/recipe_gigaword.sh [--kinds lnas,dnas,hnas] [--init bert|random] [--encoders PATTERN] [--bert DIR]
+#                              [--out DIR] [--seed S] [--mlm-config F] [--config F] [--set key=value …] [--no-setup]
 # --bert DIR: ⟨BERT,BERT⟩ from a real pretrained BERT instead of step 1 — a Hugging Face folder
 # (model.safetensors, config.json, vocab.txt; scripts/setup_peers.sh links all-MiniLM-L6-v2 at
 # ~/.cache/hnas-peers/minilm) imported by hnas import-bert; the model takes its width, depth, heads,
 # post-norm, layer-norm epsilon and WordPiece vocabulary, and the runs are OUT/headline_<kind>-hfbert-seed<S>.
 # --set applies to both stages (e.g. --set train.precision=f32). The run directories are
-# OUT/mlm_<kind>-seed<S> and OUT/headline_<kind>-<init>-seed<S>; rerunning continues where an
-# interrupted run stopped and skips stages that are finished (their result.json exists).
+# OUT/mlm-seed<S>/<kind> and OUT/headline_<kind>-<init>-seed<S>; rerunning continues where an
+# interrupted run stopped and skips stages that are finished.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,7 +29,8 @@ out=runs/recipe_gigaword
 seed=1
 init=bert
 bert=""
-mlm_config=configs/gigaword_recipe_mlm.json
+mlm_config=configs/pretrain.json
+encoders=""
 config=configs/gigaword_recipe.json
 setup=1
 overrides=()
@@ -38,6 +41,7 @@ while (($#)); do
     --seed) seed=$2; shift 2 ;;
     --init) init=$2; shift 2 ;;
     --bert) bert=$2; init=hfbert; shift 2 ;;
+    --encoders) encoders=$2; shift 2 ;;
     --mlm-config) mlm_config=$2; shift 2 ;;
     --config) config=$2; shift 2 ;;
     --set) overrides+=(--set "$2"); shift 2 ;;
@@ -49,6 +53,17 @@ case "$init" in
   bert | random | hfbert) ;;
   *) echo "recipe_gigaword.sh: --init must be bert or random, not '$init'" >&2; exit 2 ;;
 esac
+if [ -n "$encoders" ] && [ "$init" != bert ]; then
+  echo "recipe_gigaword.sh: --encoders starts ⟨BERT,BERT⟩ from them; it cannot go with --init $init or --bert" >&2
+  exit 2
+fi
+IFS=, read -r -a kind_list <<<"$kinds"
+if [ -n "$encoders" ]; then
+  for kind in "${kind_list[@]}"; do
+    encoder=${encoders//\{kind\}/$kind}
+    [ -f "$encoder" ] || { echo "recipe_gigaword.sh: --encoders: no pretrained encoder for $kind at $encoder" >&2; exit 1; }
+  done
+fi
 if ((setup)); then scripts/setup.sh; fi
 mkdir -p "$out"
 
@@ -89,7 +104,6 @@ PY
 )
 fi
 
-IFS=, read -r -a kind_list <<<"$kinds"
 for kind in "${kind_list[@]}"; do
   headline_dir=$out/headline_$kind-$init-seed$seed
   if [ "$init" = hfbert ]; then
@@ -100,11 +114,13 @@ for kind in "${kind_list[@]}"; do
     train_and_test "$config" "$headline_dir" --set "model.attention.encoder.kind=$kind"
     continue
   fi
-  mlm_dir=$out/mlm_$kind-seed$seed
-  train_and_test "$mlm_config" "$mlm_dir" --set "model.attention.encoder.kind=$kind"
-  # The pretrained encoder as it ended (the last step checkpoint), not the best validation loss.
-  last=$(ls "$mlm_dir"/checkpoints/step-*.ckpt | sort | tail -n 1)
-  train_and_test "$config" "$headline_dir" --set "model.attention.encoder.kind=$kind" --set "init_from=$last"
+  encoder=${encoders//\{kind\}/$kind}
+  if [ -z "$encoders" ]; then
+    scripts/pretrain.sh --no-setup --kinds "$kind" --out "$out/mlm-seed$seed" --config "$mlm_config" --set "seed=$seed" \
+      "${overrides[@]}"
+    encoder=$out/mlm-seed$seed/$kind/encoder.ckpt
+  fi
+  train_and_test "$config" "$headline_dir" --set "model.attention.encoder.kind=$kind" --set "init_from=$encoder"
 done
 
 # Lead-8: the first 8 words of each test article, scored as the runs are (ROUGE-1.5.5 -m).
