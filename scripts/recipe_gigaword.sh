@@ -58,10 +58,11 @@ if [ -n "$encoders" ] && [ "$init" != bert ]; then
   exit 2
 fi
 IFS=, read -r -a kind_list <<<"$kinds"
+declare -A encoder_of  # kind → the encoder its ⟨BERT,BERT⟩ run starts from
 if [ -n "$encoders" ]; then
   for kind in "${kind_list[@]}"; do
-    encoder=${encoders//\{kind\}/$kind}
-    [ -f "$encoder" ] || { echo "recipe_gigaword.sh: --encoders: no pretrained encoder for $kind at $encoder" >&2; exit 1; }
+    encoder_of[$kind]=${encoders//\{kind\}/$kind}
+    [ -f "${encoder_of[$kind]}" ] || { echo "recipe_gigaword.sh: --encoders: no pretrained encoder for $kind at ${encoder_of[$kind]}" >&2; exit 1; }
   done
 fi
 if ((setup)); then scripts/setup.sh; fi
@@ -114,13 +115,12 @@ for kind in "${kind_list[@]}"; do
     train_and_test "$config" "$headline_dir" --set "model.attention.encoder.kind=$kind"
     continue
   fi
-  encoder=${encoders//\{kind\}/$kind}
   if [ -z "$encoders" ]; then
     scripts/pretrain.sh --no-setup --kinds "$kind" --out "$out/mlm-seed$seed" --config "$mlm_config" --set "seed=$seed" \
       "${overrides[@]}"
-    encoder=$out/mlm-seed$seed/$kind/encoder.ckpt
+    encoder_of[$kind]=$out/mlm-seed$seed/$kind/encoder.ckpt
   fi
-  train_and_test "$config" "$headline_dir" --set "model.attention.encoder.kind=$kind" --set "init_from=$encoder"
+  train_and_test "$config" "$headline_dir" --set "model.attention.encoder.kind=$kind" --set "init_from=${encoder_of[$kind]}"
 done
 
 # Lead-8: the first 8 words of each test article, scored as the runs are (ROUGE-1.5.5 -m).

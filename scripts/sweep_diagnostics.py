@@ -1,10 +1,10 @@
 """What a sweep's runs show about the mechanism, per setting: test metrics (mean ± s.e. over seeds), the
 explaining-away statistics of every attention at each run's last validation (paper 004 Definition 1:
 the share of real keys whose weight sum is below ε, the smallest sum × L_k), HNAS's u there, and the
-paired tests between settings that differ only in their kind. Settings are named KIND_CELL (for
-example LNAS_recall0.25_alpha4); each non-first kind of a cell is paired with the cell's first kind
-in the sweep's order, unless --pair names the pairs (a:b for a − b, repeated). Reads OUT/sweep.json, OUT/comparison.json and each run's result.json and
-metrics.jsonl; writes OUT/diagnostics.md and prints it.
+paired tests between settings: those --pair names (a:b for a − b, repeated), or else by kind, with
+settings named KIND_CELL (for example LNAS_recall0.25_alpha4) and each non-first kind of a cell paired
+with the cell's first kind in the sweep's order. Reads OUT/sweep.json, OUT/comparison.json and each
+run's result.json and metrics.jsonl; writes OUT/diagnostics.md and prints it.
     python3 scripts/sweep_diagnostics.py OUT [--metrics accuracy,accuracy_count] [--pair a:b …]
 """
 import argparse
