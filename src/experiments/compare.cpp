@@ -107,6 +107,11 @@ Comparison compare(const std::vector<TrialResult>& results, int64_t bootstrap_sa
             const eval::Summary s = eval::summarize(values);
             entry["metrics"][metric] = {{"n", s.n},     {"mean", s.mean}, {"standard_error", s.standard_error}, {"ci95", s.ci95},
                                         {"min", s.min}, {"max", s.max},   {"values", values}};
+            // One seed has no spread: "± 0.00" would claim a certainty nothing measured.
+            if (s.n == 1) {
+                table += fmt::format(" {} (one seed) |", number_text(s.mean));
+                continue;
+            }
             table += fmt::format(" {} ± {} (95 % CI ± {}; {} – {}) |", number_text(s.mean), number_text(s.standard_error, s.mean),
                                  number_text(s.ci95, s.mean), number_text(s.min, s.mean), number_text(s.max, s.mean));
         }

@@ -312,6 +312,7 @@ std::string diagnostics_section(const std::vector<RunLog>& runs) {
 
 std::string number_cell(const Json& summary) {
     const double mean = summary.at("mean").get<double>();
+    if (summary.at("n").get<int64_t>() == 1) return number_text(mean) + "<br><small>one seed</small>";
     return fmt::format("{} ± {}<br><small>95 % CI ± {}; {} – {}</small>", number_text(mean),
                        number_text(summary.at("standard_error").get<double>(), mean),
                        number_text(summary.at("ci95").get<double>(), mean), number_text(summary.at("min").get<double>(), mean),

@@ -182,6 +182,10 @@ TEST(Compare, SummariesAndPairedTestsOverSeedsAndExamples) {
     EXPECT_FALSE(a.at("metrics").contains("steps"));
     EXPECT_CONTAINS(comparison.markdown, "| a | 3 | 32.00 ± 0.58 (95 % CI ± 2.48; 31.00 – 33.00) |");
     EXPECT_CONTAINS(comparison.markdown, "| a | b | rouge_l | 3 | 2.0000 |");
+    // One seed has no spread to show.
+    const testing::ScratchDir single("hnas_compare_single_");
+    write_result(single.root / "c" / "seed-1", 1, 30, {31, 32});
+    EXPECT_CONTAINS(compare(collect_results({single.root.string()})).markdown, "| c | 1 | 30.00 (one seed) |");
     // 3 seeds: the exact test's floor is 2/8, which the table says.
     EXPECT_CONTAINS(comparison.markdown, "Some pairs share only 3 seeds");
     EXPECT_CONTAINS(comparison.markdown, "(0.2500 here)");

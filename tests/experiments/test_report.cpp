@@ -90,6 +90,10 @@ TEST(Report, HoldsTablesAndChartsAndNoExternalReference) {
         }
     }
     EXPECT_CONTAINS(testing::error_of([&] { report_html({(scratch.root / "none").string()}); }), "is not a folder");
+
+    // A setting with one seed shows its value and says so: it has no spread to show.
+    fs::remove_all(scratch.root / "kind=hnas" / "seed-2");
+    EXPECT_CONTAINS(report_html({scratch.root.string()}), "<td>kind=hnas</td><td>1</td><td>22.00<br><small>one seed</small>");
 }
 
 // metrics.jsonl is read as untrusted input: lines that are no JSON (yet) are skipped, but a record nested
