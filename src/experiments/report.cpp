@@ -472,8 +472,10 @@ std::string axis_section(const std::vector<std::pair<std::string, Json>>& sweeps
                                 html_escape(axis.key), html_escape(path));
             for (const std::string& metric : metrics) {
                 Chart chart{metric + " against " + axis.key, axis.key, metric, {}, true, {}};
-                // A grid spanning more than a decade (learning rates) is spaced by its logarithm.
-                if (axis.values.front() > 0 && axis.values.back() > 10 * axis.values.front()) chart.x_scale = XScale::log;
+                // A grid spanning a decade or more (learning rates: 1e-3, 3e-3, 1e-2) is spaced by its logarithm.
+                if (axis.values.front() > 0 && std::log10(axis.values.back() / axis.values.front()) > 1 - 1e-9) {
+                    chart.x_scale = XScale::log;
+                }
                 for (size_t g = 0; g < axis.groups.size(); ++g) {
                     Series mean{axis.groups[g].label, series_color(g), 2.5, 1.0, {}};
                     Series low{"", series_color(g), 1.0, 0.4, {}}, high = low;

@@ -138,19 +138,16 @@ TEST(Report, MetricsLogsAreReadAsUntrustedInput) {
                     where + ".attentions.a.ln_histogram must hold an array of counts per head, got a number");
 }
 
-// A learning-rate sweep over two named architectures (`--list` × `--grid`): the report draws each
-// metric against the rate, one line per architecture, and only for the key that varies within them.
-TEST(Report, DrawsEachMetricAgainstANumericGridKey) {
-    const testing::ScratchDir scratch("hnas_report_axis_");
+// A learning-rate sweep over two named architectures (`--list` × `--grid`) as its files lie on disk.
+void write_rate_sweep(const fs::path& out, const std::vector<double>& rates) {
     Json settings = Json::array();
-    const std::vector<double> rates = {0.001, 0.0001, 0.01};  // not in order: the axis sorts them
     for (const std::string architecture : {"MTE", "NAP"}) {
         for (const double rate : rates) {
             const std::string name = architecture + ",learning_rate=" + fmt::format("{:g}", rate);
             settings.push_back({{"name", name},
                                 {"overrides", {{"model.d_model", 32}, {"model.mixer", architecture}, {"train.learning_rate", rate}}}});
             for (int seed = 1; seed <= 2; ++seed) {
-                const fs::path run = scratch.root / name / ("seed-" + std::to_string(seed));
+                const fs::path run = out / name / ("seed-" + std::to_string(seed));
                 fs::create_directories(run);
                 testing::write_file((run / "metrics.jsonl").string(), Json{{"step", 10}, {"loss", 1.0}}.dump() + "\n");
                 const double accuracy = (architecture == "NAP" ? 90.0 : 50.0) + 1000 * rate + seed;
@@ -158,9 +155,25 @@ TEST(Report, DrawsEachMetricAgainstANumericGridKey) {
             }
         }
     }
-    testing::write_file((scratch.root / kSweepFile).string(),
+    testing::write_file((out / kSweepFile).string(),
                         Json{{"config", "configs/paper002_cases.json"}, {"overrides", Json::array()}, {"settings", settings},
                              {"seeds", {1, 2}}}.dump());
+}
+
+// The x of a tick label in the chart that starts at `chart`.
+double tick_x(const std::string& chart, const std::string& label) {
+    const size_t text = chart.find("\">" + label + "</text>");
+    EXPECT_NE(text, std::string::npos) << "no tick " << label;
+    if (text == std::string::npos) return 0;
+    const size_t x = chart.rfind("<text x=\"", text);
+    return std::stod(chart.substr(x + 9));
+}
+
+// The report draws each metric against the rate, one line per architecture, and only for the key that
+// varies within them.
+TEST(Report, DrawsEachMetricAgainstANumericGridKey) {
+    const testing::ScratchDir scratch("hnas_report_axis_");
+    write_rate_sweep(scratch.root, {0.001, 0.0001, 0.01});  // not in order: the axis sorts them
     const std::string html = report_html({scratch.root.string()});
     EXPECT_CONTAINS(html, "<h2>Against train.learning_rate</h2>");
     EXPECT_EQ(html.find("<h2>Against model.d_model"), std::string::npos) << "d_model is the same in every setting";
@@ -168,19 +181,24 @@ TEST(Report, DrawsEachMetricAgainstANumericGridKey) {
     // Rates spanning two decades lie on a log axis: the ticks of 1e-4, 1e-3 and 1e-2 are evenly spaced,
     // the outer two at the plot's edges (the smallest and largest rate), with 2 and 5 of each decade between.
     const std::string chart = html.substr(html.find("aria-label=\"accuracy against train.learning_rate\""));
-    const auto tick_x = [&](const std::string& label) {
-        const size_t text = chart.find("\">" + label + "</text>");
-        EXPECT_NE(text, std::string::npos) << "no tick " << label;
-        const size_t x = chart.rfind("<text x=\"", text);
-        return std::stod(chart.substr(x + 9));
-    };
-    EXPECT_NEAR(tick_x("1.0e-04"), 64.0, 0.1);
-    EXPECT_NEAR(tick_x("0.001"), 344.0, 0.1);
-    EXPECT_NEAR(tick_x("0.01"), 624.0, 0.1);
-    EXPECT_NEAR(tick_x("0.002") - tick_x("0.001"), 280.0 * std::log10(2.0), 0.1);
+    EXPECT_NEAR(tick_x(chart, "1.0e-04"), 64.0, 0.1);
+    EXPECT_NEAR(tick_x(chart, "0.001"), 344.0, 0.1);
+    EXPECT_NEAR(tick_x(chart, "0.01"), 624.0, 0.1);
+    EXPECT_NEAR(tick_x(chart, "0.002") - tick_x(chart, "0.001"), 280.0 * std::log10(2.0), 0.1);
     // The architectures (the names' shared part) in the legend.
     EXPECT_CONTAINS(html, ">MTE</text>");
     EXPECT_CONTAINS(html, ">NAP</text>");
+}
+
+// One decade exactly (the headline sweep's 1e-3, 3e-3, 1e-2) is a log axis too: 3e-3 sits at log10(3) of it.
+TEST(Report, DrawsOneDecadeOfRatesOnALogAxis) {
+    const testing::ScratchDir scratch("hnas_report_decade_");
+    write_rate_sweep(scratch.root, {0.001, 0.003, 0.01});
+    const std::string html = report_html({scratch.root.string()});
+    const std::string chart = html.substr(html.find("aria-label=\"accuracy against train.learning_rate\""));
+    const double decade = tick_x(chart, "0.01") - tick_x(chart, "0.001");
+    EXPECT_GT(decade, 0.0);
+    EXPECT_NEAR(tick_x(chart, "0.002") - tick_x(chart, "0.001"), decade * std::log10(2.0), 0.1);
 }
 
 // The pixels of an 8-bit RGB or RGBA PNG (non-interlaced), as Chromium's screenshots are.
