@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 out=${1:?usage: scripts/report_sweep.sh OUT (a sweep folder)}
 "${HNAS:-build/hnas}" report "$out"
 if command -v chromium >/dev/null; then
-  chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1000,6400 \
+  chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1200,6400 \
     --screenshot="$out/report.png" "file://$(realpath "$out/report.html")" 2>/dev/null
   echo "wrote $out/report.png"
 fi

@@ -312,8 +312,8 @@ std::string diagnostics_section(const std::vector<RunLog>& runs) {
 
 std::string number_cell(const Json& summary) {
     const double mean = summary.at("mean").get<double>();
-    if (summary.at("n").get<int64_t>() == 1) return number_text(mean) + "<br><small>one seed</small>";
-    return fmt::format("{} ± {}<br><small>95 % CI ± {}; {} – {}</small>", number_text(mean),
+    if (summary.at("n").get<int64_t>() == 1) return "<span class=\"mean\">" + number_text(mean) + "</span><br><small>one seed</small>";
+    return fmt::format("<span class=\"mean\">{} ± {}</span><br><small>95 % CI ± {}; {} – {}</small>", number_text(mean),
                        number_text(summary.at("standard_error").get<double>(), mean),
                        number_text(summary.at("ci95").get<double>(), mean), number_text(summary.at("min").get<double>(), mean),
                        number_text(summary.at("max").get<double>(), mean));
@@ -499,6 +499,23 @@ std::string axis_section(const std::vector<std::pair<std::string, Json>>& sweeps
     return html;
 }
 
+// Escaped text with markdown's *emphasis* shown as emphasis (predictions are written in markdown for the docs).
+std::string emphasized_html(const std::string& text) {
+    const std::string escaped = html_escape(text);
+    if (std::count(escaped.begin(), escaped.end(), '*') % 2 != 0) return escaped;
+    std::string html;
+    bool open = false;
+    for (const char c : escaped) {
+        if (c != '*') {
+            html += c;
+            continue;
+        }
+        html += open ? "</em>" : "<em>";
+        open = !open;
+    }
+    return html;
+}
+
 // What the sweeps said they would show, stated before their runs (hnas sweep --prediction).
 std::string prediction_section(const std::vector<std::pair<std::string, Json>>& sweeps) {
     std::string html;
@@ -506,7 +523,7 @@ std::string prediction_section(const std::vector<std::pair<std::string, Json>>& 
         const Json stated = sweep.value("prediction", Json());
         if (!stated.is_string()) continue;
         html += fmt::format("<p class=\"prediction\"><b>Prediction</b>, stated before the runs of <code>{}</code>: {}</p>\n",
-                            html_escape(path), html_escape(stated.get<std::string>()));
+                            html_escape(path), emphasized_html(stated.get<std::string>()));
     }
     return html;
 }
@@ -544,10 +561,10 @@ std::string report_html(const std::vector<std::string>& paths) {
     std::string title = "hnas report: ";
     for (size_t i = 0; i < paths.size(); ++i) title.append(i > 0 ? ", " : "").append(paths[i]);
     std::string html = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + html_escape(title) +
-                       "</title>\n<style>body{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#222}"
+                       "</title>\n<style>body{font-family:sans-serif;max-width:1200px;margin:2em auto;color:#222}"
                        "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;"
                        "text-align:right}td:first-child,th:first-child{text-align:left}caption{text-align:left;"
-                       "font-style:italic}svg.chart{display:block;margin:1em 0}</style></head>\n<body>\n<h1>" +
+                       "font-style:italic}svg.chart{display:block;margin:1em 0}.mean{white-space:nowrap}</style></head>\n<body>\n<h1>" +
                        html_escape(title) + "</h1>\n";
     const auto sweeps = sweep_records(paths);
     const std::optional<Comparison> comparison = comparison_of(paths);

@@ -29,7 +29,8 @@ void write_sweep(const fs::path& out) {
                         {"settings",
                          {{{"name", "kind=lnas"}, {"overrides", {{"model.attention.encoder.kind", "lnas"}}}},
                           {{"name", "kind=hnas"}, {"overrides", {{"model.attention.encoder.kind", "hnas"}}}}}},
-                        {"seeds", {1, 2}}};
+                        {"seeds", {1, 2}},
+                        {"prediction", "*hnas ahead* of lnas by < 1 point"}};
     testing::write_file((out / kSweepFile).string(), sweep.dump());
     for (const char* setting : {"kind=lnas", "kind=hnas"}) {
         for (int seed = 1; seed <= 2; ++seed) {
@@ -72,7 +73,10 @@ TEST(Report, HoldsTablesAndChartsAndNoExternalReference) {
     write_sweep(scratch.root);
     const std::string html = report_html({scratch.root.string()});
     EXPECT_CONTAINS(html, "<table class=\"results\">");
-    EXPECT_CONTAINS(html, "<td>kind=hnas</td><td>2</td><td>22.50 ± 0.50");
+    // The page opens with the prediction, its markdown emphasis shown as such.
+    EXPECT_CONTAINS(html, "<b>Prediction</b>, stated before the runs of");
+    EXPECT_CONTAINS(html, "<em>hnas ahead</em> of lnas by &lt; 1 point</p>");
+    EXPECT_CONTAINS(html, "<td>kind=hnas</td><td>2</td><td><span class=\"mean\">22.50 ± 0.50</span>");
     EXPECT_CONTAINS(html, "<table class=\"pairs\">");
     EXPECT_EQ(html.find("<h2>Against"), std::string::npos) << "no numeric key varies in this sweep";
     EXPECT_CONTAINS(html, "head-average u per layer");
@@ -93,7 +97,7 @@ TEST(Report, HoldsTablesAndChartsAndNoExternalReference) {
 
     // A setting with one seed shows its value and says so: it has no spread to show.
     fs::remove_all(scratch.root / "kind=hnas" / "seed-2");
-    EXPECT_CONTAINS(report_html({scratch.root.string()}), "<td>kind=hnas</td><td>1</td><td>22.00<br><small>one seed</small>");
+    EXPECT_CONTAINS(report_html({scratch.root.string()}), "<td>kind=hnas</td><td>1</td><td><span class=\"mean\">22.00</span><br><small>one seed</small>");
 }
 
 // metrics.jsonl is read as untrusted input: lines that are no JSON (yet) are skipped, but a record nested
