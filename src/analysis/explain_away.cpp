@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <map>
 
 #include "tasks/headline/headline_options.h"
 
@@ -59,7 +61,11 @@ ExplainAwayReport measure_key_weights(const models::Model& model, const models::
         if (attention->role() == nn::AttentionRole::bidirectional) measured.emplace_back(name, attention);
     }
     ExplainAwayReport report{options, 0, {}};
-    std::vector<std::vector<std::vector<std::pair<double, double>>>> sums(measured.size());  // (sum, 1/L) per head
+    struct KeySum {
+        double sum, bound;  // Σ_i A_ij and 1/L of its sequence
+        KeyPlace place;
+    };
+    std::vector<std::vector<std::vector<KeySum>>> sums(measured.size());  // per attention and head
     for (size_t a = 0; a < measured.size(); ++a) {
         measured[a].second->record_statistics(true);
         report.attentions.push_back({measured[a].first, measured[a].second->kind(), {}});
@@ -80,7 +86,9 @@ ExplainAwayReport measure_key_weights(const models::Model& model, const models::
                 const double bound = 1.0 / static_cast<double>(std::max<size_t>(real.size(), 1));
                 for (int64_t h = 0; h < heads; ++h) {
                     const float* head_sums = key_sums.data() + (b * heads + h) * keys;
-                    for (const int64_t j : real) sums[a][static_cast<size_t>(h)].emplace_back(head_sums[j], bound);
+                    for (const int64_t j : real) {
+                        sums[a][static_cast<size_t>(h)].push_back({head_sums[j], bound, {report.sequences + b, j}});
+                    }
                 }
             }
         }
@@ -96,9 +104,12 @@ ExplainAwayReport measure_key_weights(const models::Model& model, const models::
             head.histogram.assign(bins, 0);
             head.min_sum = head.min_ratio = std::numeric_limits<double>::infinity();
             std::vector<double> values;
-            for (const auto& [sum, bound] : keys) {
+            for (const auto& [sum, bound, place] : keys) {
                 values.push_back(sum);
-                if (sum < options.epsilon) ++head.below_epsilon;
+                if (sum < options.epsilon) {
+                    ++head.below_epsilon;
+                    head.explained_away.push_back(place);
+                }
                 if (sum < head.min_sum) {
                     head.min_sum = sum;
                     head.min_bound = bound;
@@ -125,6 +136,29 @@ ExplainAwayReport measure_key_weights(const models::Model& model, const models::
     return report;
 }
 
+namespace {
+
+// The explained-away keys grouped by a label (a piece id, a position): the most frequent `limit`
+// groups first (ties: the group that is rarer among all keys first), each with how often its label
+// occurs among all keys.
+std::vector<KeyGroup> group_keys(const std::vector<KeyPlace>& places, const std::function<int64_t(const KeyPlace&)>& label_of,
+                                 const std::map<int64_t, int64_t>& occurrences,
+                                 const std::function<std::string(int64_t)>& name_of, int64_t limit) {
+    std::map<int64_t, int64_t> below;
+    for (const KeyPlace& place : places) ++below[label_of(place)];
+    std::vector<std::pair<int64_t, int64_t>> ranked(below.begin(), below.end());
+    std::stable_sort(ranked.begin(), ranked.end(), [&](const auto& x, const auto& y) {
+        if (x.second != y.second) return x.second > y.second;
+        return occurrences.at(x.first) < occurrences.at(y.first);
+    });
+    if (static_cast<int64_t>(ranked.size()) > limit) ranked.resize(static_cast<size_t>(limit));
+    std::vector<KeyGroup> groups;
+    for (const auto& [label, count] : ranked) groups.push_back({name_of(label), count, occurrences.at(label)});
+    return groups;
+}
+
+}  // namespace
+
 ExplainAwayReport explain_away(const tasks::TrainedModel& trained, const std::vector<std::string>& texts,
                                const ExplainAwayOptions& options) {
     const size_t count = options.max_sequences > 0 ? std::min(texts.size(), static_cast<size_t>(options.max_sequences))
@@ -132,8 +166,41 @@ ExplainAwayReport explain_away(const tasks::TrainedModel& trained, const std::ve
     std::vector<std::vector<int32_t>> rows;
     for (size_t i = 0; i < count; ++i) rows.push_back(encoder_input(trained.config, trained.tokenizer, texts[i]));
     // load_trained_model's model is in evaluation mode
-    return measure_key_weights(*trained.model, encoder_forward(*trained.model, std::move(rows), options.batch), options);
+    ExplainAwayReport report = measure_key_weights(*trained.model, encoder_forward(*trained.model, rows, options.batch), options);
+    std::map<int64_t, int64_t> piece_occurrences, position_occurrences;  // every position of a row is a real key
+    for (const auto& row : rows) {
+        for (size_t position = 0; position < row.size(); ++position) {
+            ++piece_occurrences[row[position]];
+            ++position_occurrences[static_cast<int64_t>(position)];
+        }
+    }
+    const auto piece_at = [&](const KeyPlace& place) -> int64_t {
+        return rows.at(static_cast<size_t>(place.sequence)).at(static_cast<size_t>(place.position));
+    };
+    const auto piece_name = [&](int64_t id) { return std::string(trained.tokenizer.piece(static_cast<int32_t>(id))); };
+    const auto position_at = [](const KeyPlace& place) { return place.position; };
+    const auto position_name = [](int64_t position) { return std::to_string(position); };
+    for (auto& attention : report.attentions) {
+        for (auto& head : attention.heads) {
+            head.pieces_below_epsilon = group_keys(head.explained_away, piece_at, piece_occurrences, piece_name, options.groups);
+            head.positions_below_epsilon =
+                group_keys(head.explained_away, position_at, position_occurrences, position_name, options.groups);
+        }
+    }
+    return report;
 }
+
+namespace {
+
+Json groups_json(const std::vector<KeyGroup>& groups, const char* label) {
+    Json list = Json::array();
+    for (const KeyGroup& group : groups) {
+        list.push_back({{label, group.label}, {"below_epsilon", group.below_epsilon}, {"occurrences", group.occurrences}});
+    }
+    return list;
+}
+
+}  // namespace
 
 Json to_json(const ExplainAwayReport& report) {
     const auto& o = report.options;
@@ -153,7 +220,9 @@ Json to_json(const ExplainAwayReport& report) {
                              {"median_sum", head.median_sum},
                              {"ln_histogram",
                               {{"edges", edges}, {"counts", head.histogram}, {"below_range", head.below_range},
-                               {"above_range", head.above_range}, {"negative", head.negative}}}});
+                               {"above_range", head.above_range}, {"negative", head.negative}}},
+                             {"pieces_below_epsilon", groups_json(head.pieces_below_epsilon, "piece")},
+                             {"positions_below_epsilon", groups_json(head.positions_below_epsilon, "position")}});
         }
         attentions.push_back({{"name", attention.name}, {"kind", attention.kind}, {"heads", heads}});
     }

@@ -22,6 +22,20 @@ struct ExplainAwayOptions {
     // below e^-20, so the range reaches e^-40; sums below it (0 included: float underflow) are counted
     // apart rather than clamped into the first bin. No sum exceeds L ≤ e^ln_high for L ≤ 148.
     int ln_low = -40, ln_high = 5;
+    int64_t groups = 10;  // pieces and positions listed per head among its explained-away keys
+};
+
+// Where a key lies: its sequence (in the order the forward pass read them) and its position there.
+struct KeyPlace {
+    int64_t sequence = 0, position = 0;
+};
+
+// A group of a head's explained-away keys (those of one piece, or at one position): how many of them
+// it holds, and how many keys of its label there are at all (a piece always explained away is not a
+// frequent one).
+struct KeyGroup {
+    std::string label;  // the piece's text, or the position
+    int64_t below_epsilon = 0, occurrences = 0;
 };
 
 struct HeadKeyWeights {
@@ -35,6 +49,10 @@ struct HeadKeyWeights {
     int64_t below_range = 0;              // sums below e^ln_low
     int64_t above_range = 0;              // sums at or above e^ln_high
     int64_t negative = 0;                 // sums below 0 (nap and non weights may be negative) or NaN: no logarithm
+    std::vector<KeyPlace> explained_away;  // every key below epsilon
+    // Which keys they are (explain_away only, where the texts are known): the pieces and the positions
+    // most often below epsilon, at most ExplainAwayOptions::groups of each, the most frequent first.
+    std::vector<KeyGroup> pieces_below_epsilon, positions_below_epsilon;
 };
 
 struct AttentionKeyWeights {
@@ -62,13 +80,16 @@ models::DiagnosticForward encoder_forward(const models::Model& model, std::vecto
 ExplainAwayReport measure_key_weights(const models::Model& model, const models::DiagnosticForward& forward,
                                       const ExplainAwayOptions& options);
 
-// measure_key_weights over the first options.max_sequences texts, with dropout off.
+// measure_key_weights over the first options.max_sequences texts, with dropout off, and which pieces
+// and positions each head's explained-away keys are.
 ExplainAwayReport explain_away(const tasks::TrainedModel& trained, const std::vector<std::string>& texts,
                                const ExplainAwayOptions& options);
 
 // {"epsilon", "sequences", "attentions": [{"name", "kind", "heads": [{"head", "keys", "fraction_below_epsilon",
 //  "min_sum", "min_bound", "min_ratio", "median_sum",
-//  "ln_histogram": {"edges", "counts", "below_range", "above_range", "negative"}}]}]};
+//  "ln_histogram": {"edges", "counts", "below_range", "above_range", "negative"},
+//  "pieces_below_epsilon": [{"piece", "below_epsilon", "occurrences"}],
+//  "positions_below_epsilon": [{"position", "below_epsilon", "occurrences"}]}]}]};
 // scripts/plot_analysis.py draws it.
 Json to_json(const ExplainAwayReport& report);
 

@@ -36,6 +36,8 @@ void add_explain_away_command(CLI::App& analyze) {
     command->add_option("--max-sequences", options->analysis.max_sequences, "Texts used (0: all)")
         ->check(non_negative_integer<int64_t>());
     command->add_option("--batch", options->analysis.batch, "Texts per forward pass")->check(positive_integer<int64_t>());
+    command->add_option("--groups", options->analysis.groups, "Pieces and positions listed per head among its explained-away keys")
+        ->check(positive_integer<int64_t>());
     command->add_option("--output", options->output, "JSON report (default: CHECKPOINT.explain_away.json)");
     command->callback([options] {
         const auto trained = tasks::load_trained_model(options->checkpoint);
@@ -43,7 +45,8 @@ void add_explain_away_command(CLI::App& analyze) {
         if (options->output.empty()) options->output = options->checkpoint + ".explain_away.json";
         Json json = {{"checkpoint", trained.path}, {"step", trained.step}};
         json.update(analysis::to_json(report));
-        write_file_atomically(options->output, json.dump(2) + "\n");
+        // Pieces come from the vocabulary file: a byte that is no UTF-8 is written as U+FFFD, not an exception.
+        write_file_atomically(options->output, json.dump(2, ' ', false, Json::error_handler_t::replace) + "\n");
         fmt::print("per-key weight sums Σ_i A_ij over {} sequences (step {}); explained away: below {:g}\n",
                    report.sequences, trained.step, portable(options->analysis.epsilon));
         fmt::print("{:<28} {:<12} {:>4} {:>9} {:>12} {:>12} {:>12} {:>12}\n", "attention", "kind", "head", "keys",
@@ -56,6 +59,23 @@ void add_explain_away_command(CLI::App& analyze) {
                 fmt::print("{:<28} {:<12} {:>4} {:>9} {:>12.3f} {:>12.4g} {:>12.4g} {:>12.4g}\n", attention.name,
                            attention.kind, h, head.keys, portable(below), portable(head.median_sum), portable(head.min_sum),
                            portable(head.min_ratio));
+            }
+        }
+        for (const auto& attention : report.attentions) {
+            for (size_t h = 0; h < attention.heads.size(); ++h) {
+                const auto& head = attention.heads[h];
+                if (head.pieces_below_epsilon.empty()) continue;
+                const auto listed = [](const std::vector<analysis::KeyGroup>& groups, const char* open, const char* close) {
+                    std::string text;
+                    for (const auto& group : groups) {
+                        text += fmt::format("{}{}{}{} {} of {}", text.empty() ? "" : ", ", open, group.label, close,
+                                            group.below_epsilon, group.occurrences);
+                    }
+                    return text;
+                };
+                fmt::print("{} head {}: {} keys below {:g}; pieces {}; positions {}\n", attention.name, h, head.below_epsilon,
+                           portable(options->analysis.epsilon), listed(head.pieces_below_epsilon, "'", "'"),
+                           listed(head.positions_below_epsilon, "#", ""));
             }
         }
         spdlog::info("wrote {}; plot: /usr/bin/python3 scripts/plot_analysis.py explain-away {} --out {}.png",

@@ -139,6 +139,52 @@ TEST(ExplainAway, PeakedSoftmaxExplainsKeysAway) {
         }
     EXPECT_GT(deep, 0) << "no key weight sum below e^-20";
     EXPECT_LT(smallest_ratio, 1e-2);
+
+    // Which keys they are: with room for every piece and position, the pieces (and the positions) account
+    // for every explained-away key, each no more often than it occurs, the most frequent first.
+    analysis::ExplainAwayOptions every_piece;
+    every_piece.groups = 1000;
+    const auto listed = analysis::explain_away(trained, read_lines(env.articles, "articles"), every_piece);
+    const std::vector<std::string> texts = read_lines(env.articles, "articles");
+    for (const auto& attention : listed.attentions) {
+        for (const auto& head : attention.heads) {
+            EXPECT_EQ(static_cast<int64_t>(head.explained_away.size()), head.below_epsilon);
+            for (const auto& place : head.explained_away) {
+                ASSERT_LT(place.sequence, static_cast<int64_t>(texts.size()));
+                const auto row = analysis::encoder_input(trained.config, trained.tokenizer, texts[static_cast<size_t>(place.sequence)]);
+                EXPECT_LT(place.position, static_cast<int64_t>(row.size()));
+            }
+            int64_t counted = 0;
+            for (size_t i = 0; i < head.pieces_below_epsilon.size(); ++i) {
+                const auto& piece = head.pieces_below_epsilon[i];
+                EXPECT_GE(piece.occurrences, piece.below_epsilon) << piece.label;
+                if (i > 0) {
+                    EXPECT_LE(piece.below_epsilon, head.pieces_below_epsilon[i - 1].below_epsilon);
+                }
+                counted += piece.below_epsilon;
+            }
+            EXPECT_EQ(counted, head.below_epsilon) << attention.name;
+            int64_t at_positions = 0;
+            for (const auto& position : head.positions_below_epsilon) {
+                EXPECT_GE(position.occurrences, position.below_epsilon) << "position " << position.label;
+                at_positions += position.below_epsilon;
+            }
+            EXPECT_EQ(at_positions, head.below_epsilon) << attention.name;
+        }
+    }
+    // By default at most 10 per head, and the JSON carries them.
+    for (const auto& attention : report.attentions) {
+        for (const auto& head : attention.heads) {
+            EXPECT_LE(head.pieces_below_epsilon.size(), 10u);
+            EXPECT_LE(head.positions_below_epsilon.size(), 10u);
+        }
+    }
+    const Json json = analysis::to_json(listed);
+    bool some = false;
+    for (const Json& attention : json.at("attentions")) {
+        for (const Json& head : attention.at("heads")) some = some || !head.at("pieces_below_epsilon").empty();
+    }
+    EXPECT_TRUE(some);
 }
 
 TEST(HybridWeights, FromCheckpointsAndRunLogs) {
@@ -216,7 +262,9 @@ TEST(Commands, DecodeEvalAndAnalyzeWriteTheirFiles) {
     const std::string explain = env.path("explain.json");
     run = run_hnas({"analyze", "explain-away", "--checkpoint", checkpoint, "--input", env.articles, "--output", explain});
     ASSERT_EQ(run.exit_code(), 0) << run.output;
-    EXPECT_EQ(Json::parse(std::ifstream(explain)).at("attentions").size(), 2u);
+    const Json explained = Json::parse(std::ifstream(explain));
+    EXPECT_EQ(explained.at("attentions").size(), 2u);
+    EXPECT_TRUE(explained.at("attentions").at(0).at("heads").at(0).contains("pieces_below_epsilon"));
     run = run_hnas({"analyze", "hybrid"});
     EXPECT_EQ(run.exit_code(), 1);
     EXPECT_CONTAINS(run.output, "give --run DIR or --checkpoint FILE");
