@@ -90,6 +90,11 @@ ExplainAwayReport measure_key_weights(const models::Model& model, const models::
                         sums[a][static_cast<size_t>(h)].push_back({head_sums[j], bound, {report.sequences + b, j}});
                     }
                 }
+                for (const int64_t j : real) {
+                    bool dropped = true;
+                    for (int64_t h = 0; h < heads && dropped; ++h) dropped = key_sums.data()[(b * heads + h) * keys + j] < options.epsilon;
+                    report.attentions[a].below_epsilon_in_every_head += dropped;
+                }
             }
         }
         report.sequences += batch;
@@ -224,7 +229,10 @@ Json to_json(const ExplainAwayReport& report) {
                              {"pieces_below_epsilon", groups_json(head.pieces_below_epsilon, "piece")},
                              {"positions_below_epsilon", groups_json(head.positions_below_epsilon, "position")}});
         }
-        attentions.push_back({{"name", attention.name}, {"kind", attention.kind}, {"heads", heads}});
+        attentions.push_back({{"name", attention.name},
+                              {"kind", attention.kind},
+                              {"below_epsilon_in_every_head", attention.below_epsilon_in_every_head},
+                              {"heads", heads}});
     }
     return {{"epsilon", o.epsilon}, {"sequences", report.sequences}, {"attentions", attentions}};
 }

@@ -58,6 +58,9 @@ struct HeadKeyWeights {
 struct AttentionKeyWeights {
     std::string name, kind;
     std::vector<HeadKeyWeights> heads;
+    // Keys below epsilon in every head: only their information is lost to the attention's output (a key
+    // one head drops, another may carry; paper 004 §1).
+    int64_t below_epsilon_in_every_head = 0;
 };
 
 struct ExplainAwayReport {
@@ -85,7 +88,8 @@ ExplainAwayReport measure_key_weights(const models::Model& model, const models::
 ExplainAwayReport explain_away(const tasks::TrainedModel& trained, const std::vector<std::string>& texts,
                                const ExplainAwayOptions& options);
 
-// {"epsilon", "sequences", "attentions": [{"name", "kind", "heads": [{"head", "keys", "fraction_below_epsilon",
+// {"epsilon", "sequences", "attentions": [{"name", "kind", "below_epsilon_in_every_head",
+//  "heads": [{"head", "keys", "fraction_below_epsilon",
 //  "min_sum", "min_bound", "min_ratio", "median_sum",
 //  "ln_histogram": {"edges", "counts", "below_range", "above_range", "negative"},
 //  "pieces_below_epsilon": [{"piece", "below_epsilon", "occurrences"}],

@@ -62,6 +62,11 @@ void add_explain_away_command(CLI::App& analyze) {
             }
         }
         for (const auto& attention : report.attentions) {
+            if (attention.heads.empty() || attention.heads.front().keys == 0) continue;
+            fmt::print("{}: {} of {} keys below {:g} in every head\n", attention.name, attention.below_epsilon_in_every_head,
+                       attention.heads.front().keys, portable(options->analysis.epsilon));
+        }
+        for (const auto& attention : report.attentions) {
             for (size_t h = 0; h < attention.heads.size(); ++h) {
                 const auto& head = attention.heads[h];
                 if (head.pieces_below_epsilon.empty()) continue;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "analysis/explain_away.h"
 #include "analysis/hybrid_weights.h"
@@ -103,6 +104,7 @@ TEST(ExplainAway, DnasKeepsEveryKeyAboveTheLemmaBound) {
         ASSERT_EQ(report.attentions.size(), 2u);  // encoder self-attention of each layer
         for (const auto& attention : report.attentions) {
             EXPECT_EQ(attention.kind, "dnas");
+            EXPECT_EQ(attention.below_epsilon_in_every_head, 0);
             ASSERT_EQ(attention.heads.size(), 4u);
             for (const auto& head : attention.heads) {
                 EXPECT_GT(head.keys, 400);
@@ -147,6 +149,18 @@ TEST(ExplainAway, PeakedSoftmaxExplainsKeysAway) {
     const auto listed = analysis::explain_away(trained, read_lines(env.articles, "articles"), every_piece);
     const std::vector<std::string> texts = read_lines(env.articles, "articles");
     for (const auto& attention : listed.attentions) {
+        // The keys below ε in every head are those in every head's list of explained-away places.
+        std::set<std::pair<int64_t, int64_t>> in_every_head;
+        for (const auto& place : attention.heads.front().explained_away) in_every_head.emplace(place.sequence, place.position);
+        for (const auto& head : attention.heads) {
+            std::set<std::pair<int64_t, int64_t>> in_this_head;
+            for (const auto& place : head.explained_away) {
+                if (in_every_head.count({place.sequence, place.position})) in_this_head.emplace(place.sequence, place.position);
+            }
+            in_every_head = std::move(in_this_head);
+        }
+        EXPECT_EQ(attention.below_epsilon_in_every_head, static_cast<int64_t>(in_every_head.size())) << attention.name;
+        EXPECT_GT(attention.below_epsilon_in_every_head, 0) << "this sharpened softmax drops some keys in all four heads";
         for (const auto& head : attention.heads) {
             EXPECT_EQ(static_cast<int64_t>(head.explained_away.size()), head.below_epsilon);
             for (const auto& place : head.explained_away) {
