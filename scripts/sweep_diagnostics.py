@@ -84,7 +84,7 @@ def main():
     if sweep.get("prediction"):
         lines += [f"Prediction, stated before the runs: {sweep['prediction']}", ""]
     header = ["setting", "seeds"] + [f"test {m} %" for m in metrics] + [
-        "attention", "keys below ε %", "smallest sum × L_k (mean; min)", "u at the end"]
+        "attention", "keys below ε %", "keys below ε in every head %", "smallest sum × L_k (mean; min)", "u at the end"]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     measured = None  # one run's diagnostics: ε and the validation's sequences, the same in every run
     for name in names:
@@ -100,9 +100,13 @@ def main():
             stats = [v["attentions"][attention] for v in validations]
             below = [100 * statistics.mean(s["fraction_below_epsilon"]) for s in stats]
             ratios = [min(s["min_ratio"]) for s in stats]
+            # Runs before hnas recorded it have no every-head share.
+            every_head = [100 * s["fraction_below_epsilon_in_every_head"] for s in stats
+                          if "fraction_below_epsilon_in_every_head" in s]
             u = [v["hybrid_u_mean"][attention] for v in validations if attention in v["hybrid_u_mean"]]
             row = cells if i == 0 else [""] * len(cells)
             lines.append("| " + " | ".join(row + [attention, mean_se(below, digits=2),
+                                                   mean_se(every_head, digits=2) if len(every_head) == len(stats) else "–",
                                                    f"{statistics.mean(ratios):.3f}; {min(ratios):.3f}",
                                                    mean_se(u, digits=3) if u else "–"]) + " |")
     if measured is None:

@@ -58,6 +58,9 @@ Json attention_diagnostics(models::Model& model, const models::DiagnosticForward
             entry["below_range"].push_back(head.below_range);
             entry["negative"].push_back(head.negative);
         }
+        const int64_t keys = attention.heads.empty() ? 0 : attention.heads.front().keys;
+        entry["fraction_below_epsilon_in_every_head"] =
+            static_cast<double>(attention.below_epsilon_in_every_head) / static_cast<double>(std::max<int64_t>(keys, 1));
         attentions[attention.name] = std::move(entry);
     }
     Json hybrid_u_mean = Json::object();

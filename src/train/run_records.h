@@ -21,7 +21,8 @@ Json profile_record();
 
 // Per bidirectional attention and head on `forward`'s batch: the smallest per-key weight sum
 // min_j Σ_i A_ij (paper 000 Fig. 1), its ratio to Lemma 1's bound 1/L, the share of keys below ε,
-// the histogram of ln Σ_i A_ij down to e^-40 (paper 004 Fig. 1); and each hnas layer's mean u.
+// the histogram of ln Σ_i A_ij down to e^-40 (paper 004 Fig. 1); per attention, the share of keys
+// below ε in every head (lost to its output); and each hnas layer's mean u.
 Json attention_diagnostics(models::Model& model, const models::DiagnosticForward& forward);
 
 // Every hybrid weight u per layer and head (hnas attention), for paper 000's Fig. 3 over training.

@@ -309,6 +309,8 @@ TEST(Trainer, ValidationRecordsTheAttentionDiagnostics) {
         EXPECT_EQ(counted, keys) << "every head sees the same real keys";
     }
     EXPECT_GT(keys, 32);
+    // hnas keeps every key above ε in each head (u · 1/L > ε here), so none is lost to the layer.
+    EXPECT_EQ(layer.at("fraction_below_epsilon_in_every_head").get<double>(), 0.0);
     EXPECT_NEAR(diagnostics.at("hybrid_u_mean").at(attentions.begin().key()).get<double>(), 0.1, 0.01);
 }
 
