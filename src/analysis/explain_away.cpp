@@ -166,6 +166,7 @@ std::vector<KeyGroup> group_keys(const std::vector<KeyPlace>& places, const std:
 
 ExplainAwayReport explain_away(const tasks::TrainedModel& trained, const std::vector<std::string>& texts,
                                const ExplainAwayOptions& options) {
+    HNAS_CHECK(options.groups >= 0, "explain-away: the pieces and positions listed per head must be >= 0, got ", options.groups);
     const size_t count = options.max_sequences > 0 ? std::min(texts.size(), static_cast<size_t>(options.max_sequences))
                                                    : texts.size();
     std::vector<std::vector<int32_t>> rows;
