@@ -66,18 +66,18 @@ void add_explain_away_command(CLI::App& analyze) {
             fmt::print("{}: {} of {} keys below {:g} in every head\n", attention.name, attention.below_epsilon_in_every_head,
                        attention.heads.front().keys, portable(options->analysis.epsilon));
         }
+        const auto listed = [](const std::vector<analysis::KeyGroup>& groups, const char* open, const char* close) {
+            std::string text;
+            for (const auto& group : groups) {
+                text += fmt::format("{}{}{}{} {} of {}", text.empty() ? "" : ", ", open, group.label, close, group.below_epsilon,
+                                    group.occurrences);
+            }
+            return text;
+        };
         for (const auto& attention : report.attentions) {
             for (size_t h = 0; h < attention.heads.size(); ++h) {
                 const auto& head = attention.heads[h];
                 if (head.pieces_below_epsilon.empty()) continue;
-                const auto listed = [](const std::vector<analysis::KeyGroup>& groups, const char* open, const char* close) {
-                    std::string text;
-                    for (const auto& group : groups) {
-                        text += fmt::format("{}{}{}{} {} of {}", text.empty() ? "" : ", ", open, group.label, close,
-                                            group.below_epsilon, group.occurrences);
-                    }
-                    return text;
-                };
                 fmt::print("{} head {}: {} keys below {:g}; pieces {}; positions {}\n", attention.name, h, head.below_epsilon,
                            portable(options->analysis.epsilon), listed(head.pieces_below_epsilon, "'", "'"),
                            listed(head.positions_below_epsilon, "#", ""));
