@@ -43,6 +43,7 @@ def held_out_sentences():
             held_out.update(normalized(line) for line in f)
     for path in HELD_OUT_TSV:
         with open(path, encoding="utf-8") as f:
+            next(f)  # the header names the columns
             for line in f:
                 held_out.update(normalized(field) for field in line.rstrip("\n").split("\t")[:-1])
     held_out.discard("")  # a blank line matches no sentence
