@@ -98,7 +98,8 @@ void add_compare_command(CLI::App& app) {
     command->add_option("paths", options->paths, "A sweep's folder, run directories, or folders holding them")
         ->required()
         ->check(CLI::ExistingDirectory);
-    command->add_option("--out", options->out, "Where comparison.md and comparison.json go (default: the first path)");
+    command->add_option("--out", options->out,
+                        "The folder comparison.md and comparison.json go to, created if missing (default: the first path)");
     command->add_option("--bootstrap", options->bootstrap, "Resamples of the paired bootstrap over test examples")
         ->check(positive_integer<int64_t>());
     command->add_option("--seed", options->seed, "Seed of the resampling")->check(non_negative_integer<uint64_t>());

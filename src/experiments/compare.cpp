@@ -214,6 +214,7 @@ Comparison compare(const std::vector<TrialResult>& results, int64_t bootstrap_sa
 }
 
 void write_comparison(const Comparison& comparison, const std::string& folder) {
+    fs::create_directories(folder);
     write_file_atomically((fs::path(folder) / "comparison.json").string(), comparison.json.dump(2) + "\n");
     write_file_atomically((fs::path(folder) / "comparison.md").string(), comparison.markdown);
 }

@@ -189,6 +189,12 @@ TEST(Compare, SummariesAndPairedTestsOverSeedsAndExamples) {
     // 3 seeds: the exact test's floor is 2/8, which the table says.
     EXPECT_CONTAINS(comparison.markdown, "Some pairs share only 3 seeds");
     EXPECT_CONTAINS(comparison.markdown, "(0.2500 here)");
+    // The output folder (compare's --out) need not exist yet.
+    const testing::ScratchDir written("hnas_compare_out_");
+    const fs::path folder = written.root / "new" / "folder";
+    write_comparison(comparison, folder.string());
+    EXPECT_EQ(hnas::read_file((folder / "comparison.md").string(), "comparison"), comparison.markdown);
+    EXPECT_TRUE(fs::exists(folder / "comparison.json"));
 
     // Scores of another test set are not paired example by example.
     Json other = Json::parse(hnas::read_file((scratch.root / "b" / "seed-1" / kResultFile).string(), "run result"));
