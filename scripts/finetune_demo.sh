@@ -48,7 +48,7 @@ hnas=${HNAS:-build/hnas}
 [[ -x $hnas ]] || { echo "finetune_demo: $hnas is missing; run scripts/setup.sh first" >&2; exit 1; }
 export HNAS=$hnas
 [[ -n $prediction ]] || { echo "finetune_demo: state what the runs should show with --prediction before they run" >&2; exit 2; }
-python3 scripts/prepare_data.py --if-missing
+python3 data/gigaword/prepare_data.py --if-missing
 mkdir -p "$out"
 
 # 1. The encoders, one per kind, and their tokenizer.

@@ -30,7 +30,7 @@ if ((${#missing[@]})); then
 fi
 
 # Derived training files (deduplicated Gigaword pieces) are generated, not committed.
-python3 scripts/prepare_data.py --if-missing -q
+python3 data/gigaword/prepare_data.py --if-missing -q
 
 build_dir=${HNAS_BUILD_DIR:-build}
 # shellcheck disable=SC2086 # HNAS_CMAKE_ARGS is a list of arguments

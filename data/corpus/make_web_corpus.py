@@ -3,8 +3,8 @@
 blank-line-separated block, from Debian's sword-text-web module read through diatheke.
 
     apt-get install -y sword-text-web diatheke      # Debian 12: sword-text-web 426.0-1 (engWEB2015eb)
-    python3 scripts/make_web_corpus.py [--out data/corpus/world_english_bible.txt]
-    python3 scripts/make_web_corpus.py --check      # the shipped file against the held-out text, no diatheke
+    python3 data/corpus/make_web_corpus.py [--out data/corpus/world_english_bible.txt]
+    python3 data/corpus/make_web_corpus.py --check      # the shipped file against the held-out text, no diatheke
 
 More English text for masked-LM pretraining (issue 48), public domain as the module's copyright file says.
 diatheke prints each verse as "Book C:V: text" in OSIS markup; this keeps the verse text: word tags
@@ -76,7 +76,7 @@ def main():
     parser.add_argument("--out", default="data/corpus/world_english_bible.txt")
     parser.add_argument("--check", action="store_true", help="count the existing file's held-out sentences")
     args = parser.parse_args()
-    os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
     if args.check:
         sys.exit(1 if check(args.out) else 0)
     if shutil.which("diatheke") is None:

@@ -6,7 +6,7 @@ by a seeded shuffle. Writes data/digits/{train,valid,test}.csv in the file's own
 0-16 row by row, then the digit) and prints the counts, class shares and SHA-256 sums that
 data/digits/README.md records. Deterministic: rerunning writes the same bytes.
 
-    /usr/bin/python3 scripts/make_digits_data.py [--source PATH]
+    /usr/bin/python3 data/digits/make_digits_data.py [--source PATH]
 """
 import argparse
 import gzip
@@ -16,7 +16,7 @@ import random
 
 SEED = 3
 SHARES = (("train", 0.6), ("valid", 0.2), ("test", 0.2))
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "digits")
+OUT = os.path.dirname(os.path.abspath(__file__))
 
 
 def default_source():

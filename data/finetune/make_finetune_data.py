@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Derives the two fine-tuning demonstration tasks of issue 15 from bundled data, into data/finetune/.
 
-    /usr/bin/python3 scripts/make_finetune_data.py
+    /usr/bin/python3 data/finetune/make_finetune_data.py
 
 Deterministic (a fixed seed, the standard library only); prints the sizes, the label balance and the
 majority-class baseline of every split, which data/finetune/README.md records.
@@ -9,7 +9,7 @@ majority-class baseline of every split, which data/finetune/README.md records.
 headline_match (sentence pair, labels 0/1): a Gigaword article's first sentence and a headline; 1 when
   the headline is the article's own, 0 when it is the headline of another article of the same split
   (half of the examples each). train: data/gigaword/train_10k without the articles that occur in
-  valid_1k or test_1951 (as scripts/prepare_data.py drops them); valid: valid_1k; test: test_1951. So
+  valid_1k or test_1951 (as data/gigaword/prepare_data.py drops them); valid: valid_1k; test: test_1951. So
   no article or headline crosses splits.
 sotu_era (single text, 3 labels): a sentence of a State of the Union address and the era of the
   address: 1790-1860, 1861-1932 or 1933-2021. Whole addresses are assigned to train, valid or test
@@ -22,7 +22,7 @@ import os
 import random
 import re
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 DATA = os.path.join(ROOT, "data")
 OUT = os.path.join(DATA, "finetune")
 SEED = 20261123

@@ -30,9 +30,9 @@ byte-identical files (it rewrites nothing when they are already up to date).
 Python 3 standard library only.
 
 Usage:
-    python3 scripts/prepare_data.py             # (re)generate, print counts
-    python3 scripts/prepare_data.py --if-missing  # only when an output is missing
-    python3 scripts/prepare_data.py --check     # exit 1 if outputs are stale
+    python3 data/gigaword/prepare_data.py             # (re)generate, print counts
+    python3 data/gigaword/prepare_data.py --if-missing  # only when an output is missing
+    python3 data/gigaword/prepare_data.py --check     # exit 1 if outputs are stale
 """
 
 import argparse
@@ -179,7 +179,7 @@ def derive(giga):
         ("train_all.title.txt", enc(all_tit)),
     ])
     manifest = collections.OrderedDict([
-        ("generator", "scripts/prepare_data.py"),
+        ("generator", "data/gigaword/prepare_data.py"),
         ("rules", [
             "one pass over train_10k, valid_10k, valid_4k, valid_small "
             "(in this order), input order kept",
@@ -246,7 +246,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(
         description="Derive deduplicated Gigaword training files "
                     "(data/gigaword/derived/).")
-    ap.add_argument("--data-dir", default=os.path.join(here, os.pardir, "data"),
+    ap.add_argument("--data-dir", default=os.path.join(here, os.pardir),
                     help="the data/ folder (default: <repo>/data)")
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--check", action="store_true",
