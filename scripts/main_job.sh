@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job on the bundled data (docs/main_job.md): set-up and build, then the papers' recipe
-# (scripts/recipe_gigaword.sh) with one encoder attention kind at the size that fits in about
+# (scripts/recipe.sh gigaword) with one encoder attention kind at the size that fits in about
 # 20 minutes on 2 cores: ⟨BERT,BERT⟩ headline training on the bundled Gigaword pairs (paper 000 §7.2
 # and Table 2), encoder and decoder starting from the kind's published pretrained encoder
 # (data/pretrained/pretrain_KIND.ckpt, configs/gigaword_recipe_bert.json; over 6 seeds it beat random
@@ -17,10 +17,10 @@ start=$SECONDS
 scripts/setup.sh
 build/hnas --version
 if [ -f "data/pretrained/pretrain_$kind.ckpt" ]; then
-  scripts/recipe_gigaword.sh --no-setup --config configs/gigaword_recipe_bert.json \
+  scripts/recipe.sh gigaword --no-setup --config configs/gigaword_recipe_bert.json \
     --encoders 'data/pretrained/pretrain_{kind}.ckpt' --kinds "$kind" --out runs/main_job
 else
   echo "main job: no published $kind encoder in data/pretrained/, so the headlines start from random weights"
-  scripts/recipe_gigaword.sh --no-setup --init random --kinds "$kind" --out runs/main_job
+  scripts/recipe.sh gigaword --no-setup --init random --kinds "$kind" --out runs/main_job
 fi
 echo "main job: $((SECONDS - start)) s, set-up and build included"
