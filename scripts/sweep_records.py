@@ -1,77 +1,149 @@
 #!/usr/bin/env python3
-"""Keeps a sweep's finished trials in the repository, and puts them back, so a sweep longer than one
-machine's life resumes on the next machine where it stopped (docs/experiments.md, "Sweeps that outlast a
-machine").
+"""A sweep's run records in the repository (docs/experiments/README.md, "Run records").
 
-    python3 scripts/sweep_records.py keep SWEEP [--records DIR]      # SWEEP → DIR
-    python3 scripts/sweep_records.py restore SWEEP [--records DIR]   # DIR → SWEEP
+    python3 scripts/sweep_records.py keep SWEEP [--records DIR]      # SWEEP → DIR (docs/experiments/records/NAME)
+    python3 scripts/sweep_records.py restore SWEEP [--records DIR]   # DIR → SWEEP (runs/NAME, the sweep's --out)
+    python3 scripts/sweep_records.py check [NAME …] [--hnas BIN]     # every record, or the NAMEs
 
-SWEEP is the sweep's folder (runs/NAME, as its command's --out); DIR defaults to
-docs/experiments/records/NAME.
-
-keep copies, of every finished trial (a run directory holding result.json), its text records: config.json,
-metrics.jsonl, result.json, test_outputs.txt and the sweep's seed-N.trial.json and seed-N.log beside it;
-and the sweep's own files (sweep.json, a --rates sweep's settings.json and learning_rates.md, comparisons).
-Checkpoints, tokenizers and unfinished trials stay behind: `hnas sweep` skips a trial whose result.json
-exists and trains the others from the start. restore copies the records into SWEEP without overwriting a
-file that is there; then the sweep's own command continues it.
+keep writes the sweep's small files as they are (sweep.json, settings.json, learning_rates.md) and DIR/trials.tar.xz:
+each comparison.json and, of each finished trial (result.json), result.json, config.json, test_outputs.txt,
+seed-N.trial.json and metrics.jsonl less its memory and profile counters and, but at the last validation, the
+diagnostics that report does not plot over training. Logs, checkpoints and unfinished trials stay behind. restore
+writes the files that SWEEP lacks; the sweep's command then trains only the unfinished trials. check restores each
+record into a scratch folder and fails unless `hnas compare` gives each stored comparison.json again and `hnas report`
+draws each sweep's charts.
 """
-import argparse
-import os
-import shutil
-import sys
+import argparse, io, json, lzma, os, subprocess, sys, tarfile, tempfile
 
 RECORDS = os.path.join("docs", "experiments", "records")
+ARCHIVE = "trials.tar.xz"
+PLAIN = ("sweep.json", "settings.json", "learning_rates.md")
 RUN_FILES = ("config.json", "metrics.jsonl", "result.json", "test_outputs.txt")
-SWEEP_FILES = ("sweep.json", "settings.json", "learning_rates.md", "comparison.md", "comparison.json")
+TRAINING_DIAGNOSTICS = ("kind", "min_sum", "fraction_below_epsilon")
 
+def parse(line):
+    try:
+        return json.loads(line)
+    except ValueError:  # a line a killed run left unfinished: every reader skips it
+        return None
 
-def copy(source, target, overwrite):
-    if not overwrite and os.path.exists(target):
-        return 0
-    os.makedirs(os.path.dirname(target), exist_ok=True)
-    shutil.copyfile(source, target + ".part")
-    os.replace(target + ".part", target)
-    return 1
+def compact_metrics(text):
+    records = [r for r in map(parse, text.splitlines()) if isinstance(r, dict)]
+    validations = [i for i, r in enumerate(records) if "step" in r and "loss" not in r]
+    top = max((records[i]["step"] for i in validations), default=None)
+    last = set(validations[-1:]) | {i for i in validations if records[i]["step"] == top}  # what report reads last
+    for i, record in enumerate(records):
+        record.pop("memory", None), record.pop("profile", None)
+        for attention in ({} if i in last else record.get("diagnostics", {}).get("attentions", {})).values():
+            for key in [k for k in attention if k not in TRAINING_DIAGNOSTICS]:
+                del attention[key]
+    return "".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in records)
 
-
-def kept_files(sweep):
-    """(relative path) of every file keep takes from the sweep folder SWEEP."""
-    files = []
+def sweep_files(sweep):
+    """{relative path: bytes} of what keep takes from SWEEP, and the number of finished trials."""
+    files, trials = {}, 0
     for root, dirs, names in os.walk(sweep):
-        dirs.sort()
-        relative = os.path.relpath(root, sweep)
-        if "metrics.jsonl" in names:  # a trial's run directory
-            dirs.clear()
-            if "result.json" not in names:
-                continue
-            files += [os.path.join(relative, name) for name in RUN_FILES if name in names]
-            for suffix in (".trial.json", ".log"):
-                beside = root + suffix
-                if os.path.exists(beside):
-                    files.append(os.path.relpath(beside, sweep))
-        else:
-            files += [os.path.join(relative, name) for name in SWEEP_FILES if name in names]
-    return [os.path.normpath(path) for path in files]
+        dirs[:] = [] if "metrics.jsonl" in names else sorted(dirs)  # a trial's run directory holds no other
+        finished = "metrics.jsonl" in names and "result.json" in names
+        wanted = RUN_FILES if finished else () if "metrics.jsonl" in names else PLAIN + ("comparison.json",)
+        paths = [os.path.join(root, n) for n in wanted if n in names]
+        paths += [path for path in [root + ".trial.json"] if finished and os.path.exists(path)]
+        for path in paths:
+            data = open(path, "rb").read()
+            files[os.path.relpath(path, sweep)] = compact_metrics(data.decode()).encode() if path.endswith(".jsonl") else data
+        trials += finished
+    return files, trials
 
+def write_atomically(path, data):
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path + ".part", "wb") as f:
+        f.write(data)
+    os.replace(path + ".part", path)
+
+def record_files(records):
+    """{relative path: bytes} of a record: its archive and the plain files beside it."""
+    files = {}
+    if os.path.exists(os.path.join(records, ARCHIVE)):
+        with tarfile.open(os.path.join(records, ARCHIVE), "r:xz") as archive:
+            files = {m.name: archive.extractfile(m).read() for m in archive.getmembers() if m.isfile()}
+    plain = [os.path.join(root, n) for root, _, names in os.walk(records) for n in names if n in PLAIN]
+    return files | {os.path.relpath(path, records): open(path, "rb").read() for path in plain}
+
+def keep(sweep, records):
+    files, trials = sweep_files(sweep)
+    archived = {n: d for n, d in record_files(records).items() if os.path.basename(n) not in PLAIN}
+    [write_atomically(os.path.join(records, n), d) for n, d in files.items() if os.path.basename(n) in PLAIN]
+    archived.update({n: d for n, d in files.items() if os.path.basename(n) not in PLAIN})
+    tar = io.BytesIO()  # the same files give the same bytes: sorted, no times, no owners
+    with tarfile.open(fileobj=tar, mode="w", format=tarfile.PAX_FORMAT) as archive:
+        for name in sorted(archived):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(archived[name]), 0o644, 0
+            archive.addfile(info, io.BytesIO(archived[name]))
+    write_atomically(os.path.join(records, ARCHIVE), lzma.compress(tar.getvalue(), preset=9 | lzma.PRESET_EXTREME))
+    print(f"sweep_records: keep: {trials} finished trials, {len(files)} files written to {records}")
+
+def restore(records, sweep):
+    files = record_files(records)
+    missing = {n: d for n, d in files.items() if not os.path.exists(os.path.join(sweep, n))}
+    [write_atomically(os.path.join(sweep, name), data) for name, data in sorted(missing.items())]
+    trials = sum(os.path.basename(n) == "result.json" for n in files)
+    print(f"sweep_records: restore: {trials} finished trials, {len(missing)} of {len(files)} files written to {sweep}")
+    return files
+
+def compared_paths(name, stored, files, expected):
+    """A sweep's comparison is of its folder; one beside sweeps (compare A B --out DIR), of those it holds, in order."""
+    folder = os.path.dirname(stored)
+    if os.path.join(folder, "sweep.json") in files:
+        return [os.path.join(name, folder)]
+    order = [s["setting"] for s in expected["settings"]]
+    sweeps = {os.path.dirname(n): [s["name"] for s in json.loads(files[n])["settings"]] for n in files
+              if os.path.basename(n) == "sweep.json" and os.path.dirname(os.path.dirname(n)) == folder}
+    inside = sorted((order.index(names[0]), sweep) for sweep, names in sweeps.items() if set(names) <= set(order))
+    return [os.path.join(name, sweep) for _, sweep in inside]
+
+def check(names, hnas):
+    names = names or sorted(n for n in os.listdir(RECORDS) if os.path.exists(os.path.join(RECORDS, n, ARCHIVE)))
+    failures, env = 0, dict(os.environ, OMP_NUM_THREADS="1")  # one thread: check shares the machine
+    with tempfile.TemporaryDirectory() as scratch:
+        run = lambda *args: subprocess.run([hnas, *args], cwd=scratch, env=env, capture_output=True, text=True)
+        for name in names:
+            files = restore(os.path.join(RECORDS, name), os.path.join(scratch, name))
+            for stored in sorted(n for n in files if os.path.basename(n) == "comparison.json"):
+                expected = json.loads(files[stored])
+                paths, out = compared_paths(name, stored, files, expected), os.path.join(scratch, "out", name, stored)
+                done = run("compare", *paths, "--out", os.path.dirname(out)) if paths else None
+                again = json.load(open(out)) if done and not done.returncode else {}
+                failures += again != expected
+                print(f"check: hnas compare {' '.join(paths)}: {'the same' if again == expected else 'NOT THE SAME'} "
+                      f"({len(again.get('settings', []))} settings, {len(again.get('pairs', []))} paired tests)")
+            for sweep in sorted({os.path.dirname(n) for n in files if os.path.basename(n) == "sweep.json"}) or [""]:
+                folder = os.path.normpath(os.path.join(name, sweep))
+                page = os.path.join(scratch, folder + ".report.html")
+                done = run("report", folder, "--out", page)
+                charts = open(page).read().count("<svg") if not done.returncode else 0
+                failures += done.returncode != 0 or charts == 0
+                print(f"check: hnas report {folder}: {charts} charts" + (f"; FAILED: {done.stdout[-300:]}" if done.returncode else ""))
+    print(f"sweep_records: check: {len(names)} records, " + (f"{failures} FAILED" if failures else "every comparison the same"))
+    return failures == 0
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("action", choices=("keep", "restore"))
-    parser.add_argument("sweep", help="the sweep's folder, e.g. runs/pretrain_screen")
+    parser.add_argument("action", choices=("keep", "restore", "check"))
+    parser.add_argument("sweep", nargs="*", help="keep, restore: the sweep's folder (runs/NAME); check: record names")
     parser.add_argument("--records", help="where the records are kept (default docs/experiments/records/NAME)")
-    args = parser.parse_args()
-    sweep = os.path.normpath(args.sweep)
+    parser.add_argument("--hnas", default=os.environ.get("HNAS", "build/hnas"), help="check: the hnas executable")
+    args = parser.parse_intermixed_args()
+    if args.action == "check":
+        sys.exit(0 if check(args.sweep, os.path.abspath(args.hnas)) else 1)
+    if len(args.sweep) != 1:
+        parser.error(f"{args.action} takes one sweep folder")
+    sweep = os.path.normpath(args.sweep[0])
     records = args.records or os.path.join(RECORDS, os.path.basename(sweep))
-    source, target = (sweep, records) if args.action == "keep" else (records, sweep)
-    if not os.path.isfile(os.path.join(source, "sweep.json")) and not os.path.isdir(os.path.join(source, "pilot")):
-        sys.exit(f"sweep_records: {source} is not an hnas sweep folder (no sweep.json, no pilot/)")
-    files = kept_files(source)
-    overwrite = args.action == "keep"
-    written = sum(copy(os.path.join(source, path), os.path.join(target, path), overwrite) for path in files)
-    trials = sum(os.path.basename(path) == "result.json" for path in files)
-    print(f"sweep_records: {args.action}: {trials} finished trials, {written} of {len(files)} files written to {target}")
-
+    source, target = (sweep, records)[:: 1 if args.action == "keep" else -1]
+    if not any(os.path.exists(os.path.join(source, f)) for f in ("sweep.json", "pilot", ARCHIVE)):
+        sys.exit(f"sweep_records: {source} holds no hnas sweep (no sweep.json, pilot/ or {ARCHIVE})")
+    (keep if args.action == "keep" else restore)(source, target)
 
 if __name__ == "__main__":
     main()
