@@ -12,13 +12,13 @@
 #   scripts/bench.sh real [--steps 400] [--rounds 2] [--threads 2] [--configs "gigaword mlm"] [--baseline BIN]
 #                         [--precision f32|bf16] [--peers "…"] [--out DIR] [--no-build]
 #     `hnas train` on the bundled data (gigaword: configs/gigaword.json with batches of 64 at rate 0.001; mlm:
-#     configs/mlm.json), then each peer trains scripts/torch_real.py on the very batches that run drew
+#     configs/mlm.json), then each peer trains scripts/torch_reference.py on the very batches that run drew
 #     (hnas-bench batches), from the same parameters (step-0 loss checked); --baseline adds another hnas binary.
 #     Rounds alternate; medians [min–max] of max RSS (GNU time), hnas's tensor live peak, seconds to the last
 #     step and the ratios; torch.compile's recompiling steps (the batches' shapes vary) are reported apart.
 #   scripts/bench.sh decode [--checkpoint FILE] [--steps 400] [--beams "1 4"] [--count 1951] [--batch 32]
 #                           [--rounds 3] [--threads 2] [--precision f32|bf16] [--peers "…"] [--out DIR] [--no-build]
-#     hnas-bench decode's beam search beside scripts/torch_decode.py (cached keys and values, the same search)
+#     hnas-bench decode's beam search beside scripts/torch_reference.py (cached keys and values, the same search)
 #     on the same model and batches: articles/s per beam, the ratios, how many best hypotheses are hnas's (in
 #     bf16 agreement, not identity); without --checkpoint it first trains configs/gigaword.json for --steps.
 #   scripts/bench.sh ddp [--configs "tiny gigaword"] [--link pair|loopback] [--steps 60] [--skip 20] [--rounds 2]
@@ -38,7 +38,7 @@
 #     one tokenizer, no validation: the largest relative difference of the W-step moving averages of the losses
 #     (checked against 1 %), the largest per-step difference and the median throughput. KIND sets the encoder's.
 #   scripts/bench.sh twin CONFIG [--steps 1000] [--out DIR] [--threads 2] [--set key=value …]
-#     any headline or mlm config beside a PyTorch twin (scripts/torch_real.py, f32) that starts from hnas's initial
+#     any headline or mlm config beside a PyTorch twin (scripts/torch_reference.py, f32) that starts from hnas's initial
 #     parameters and trains on the batches hnas drew: step-0 loss checked, then the mean training loss of every
 #     50 steps side by side (OUT/curves.md, default OUT runs/twin_<config>); whether a recipe's curve is the
 #     recipe's and not hnas's. Dropout draws differ, so the curves agree to within noise.
@@ -463,7 +463,7 @@ EOF
 # as a JSON line.
 real_peer() {
   local peer=$1 name=$2
-  peer_command "$peer" "$precision" scripts/torch_real.py
+  peer_command "$peer" "$precision" scripts/torch_reference.py
   /usr/bin/time -v -o "$out/$name.time" "${cmd[@]}" --batches "$out/$config.batches" --threads "$threads" \
     >"$out/$name.json" 2>"$out/$name.log" || fail "the $peer twin failed; see $out/$name.log"
   "$python" - "$out" "$name" "$peer" >>"$results" <<'EOF'
@@ -522,7 +522,7 @@ decode() {
         --precision "$precision" --out "$out/beam$beam.sources" >>"$results" 2>"$out/hnas.log" \
         || fail "hnas-bench decode failed; see $out/hnas.log"
       for peer in $peers; do
-        peer_command "$peer" "$precision" scripts/torch_decode.py
+        peer_command "$peer" "$precision" scripts/torch_reference.py
         "${cmd[@]}" --sources "$out/beam$beam.sources" --threads "$threads" >>"$results" 2>"$out/$peer.log" \
           || fail "the $peer twin failed; see $out/$peer.log"
       done
@@ -941,7 +941,7 @@ twin() {
     fail "hnas failed; see $out/hnas.log"
   "$build_dir/hnas-bench" batches --run "$out/hnas" --steps "$steps" --out "$out/run.batches" >/dev/null
   echo "bench.sh twin: the twin trains on the same batches (log $out/twin.log)" >&2
-  "$python" scripts/torch_real.py --batches "$out/run.batches" --steps "$steps" --threads "$threads" \
+  "$python" scripts/torch_reference.py --batches "$out/run.batches" --steps "$steps" --threads "$threads" \
     >"$out/twin.json" 2>"$out/twin.log" || fail "the twin failed; see $out/twin.log"
   "$python" - "$out" "$config" "$steps" <<'EOF' | tee "$out/curves.md"
 import json, sys

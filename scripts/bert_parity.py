@@ -6,11 +6,14 @@ real lines, hnas (`hnas hidden-states`) beside transformers' BertModel on the sa
     ~/.cache/hnas-peers/venv/bin/python scripts/bert_parity.py [--batch 8] [--no-fixture]
 
 The lines: the first 100 articles of data/gigaword/test_1951/input.txt and 100 sentences spread over
-data/corpus/sotu.txt (peers_common.sotu_sentences). Both models read hnas's WordPiece ids (the script
+data/corpus/sotu.txt (sotu_sentences below). Both models read hnas's WordPiece ids (the script
 also counts the lines where transformers' tokenizer gives other ids); padded batches of --batch lines,
 compared at real positions only. Relative difference of a layer = max|hnas - transformers| / max|transformers|
 over that layer's states of all 200 lines. hnas runs with f32 matmuls, then with bf16 matmuls (operands
 rounded to bf16, f32 accumulation); transformers in f32 both times.
+
+Its helpers (paths, the bundled real text, running build/hnas, transformers' hidden states on hnas's
+padded batches) serve scripts/export_parity.py and scripts/wordpiece_agreement.py too.
 
 It also writes tests/fixtures/minilm/expected.json (a few KB) for BertImport.MiniLMHiddenStatesEqualTheFixture:
 4 sentences in one padded batch, their vocab.txt ids, and from transformers per layer the largest |state|,
@@ -21,16 +24,103 @@ token's state; the first 8 values of each mean-pooled embedding.
 import argparse
 import json
 import os
+import re
 import shutil
+import subprocess
 import sys
 import tempfile
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import peers_common as pc  # noqa: E402
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+HNAS = os.path.join(ROOT, "build", "hnas")
+PEERS = os.environ.get("HNAS_PEERS", os.path.expanduser("~/.cache/hnas-peers"))
+MINILM = os.path.join(PEERS, "minilm")  # scripts/setup_peers.sh links it to the package's model folder
+GIGAWORD_TEST = os.path.join(ROOT, "data", "gigaword", "test_1951", "input.txt")
+GIGAWORD_VALID = os.path.join(ROOT, "data", "gigaword", "valid_1k", "valid.article.filter.txt")
+SOTU = os.path.join(ROOT, "data", "corpus", "sotu.txt")
 
-FIXTURE = os.path.join(pc.ROOT, "tests", "fixtures", "minilm", "expected.json")
+
+def check_peers():
+    if not os.path.exists(os.path.join(MINILM, "model.safetensors")):
+        sys.exit(f"no MiniLM weights at {MINILM}: run scripts/setup_peers.sh")
+    if not os.path.exists(HNAS):
+        sys.exit(f"no {HNAS}: build hnas first (cmake --build build --target hnas)")
+
+
+def run(args, **kwargs):
+    result = subprocess.run(args, capture_output=True, text=True, **kwargs)
+    if result.returncode != 0:
+        sys.exit(f"{' '.join(args)} failed ({result.returncode}):\n{result.stdout}{result.stderr}")
+    return result.stdout
+
+
+def read_lines(path, count=None):
+    with open(path, encoding="utf-8", newline="\n") as f:
+        lines = f.read().split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines[:count] if count else lines
+
+
+def sotu_sentences(count):
+    """`count` sentences spread evenly over all of sotu.txt's addresses (1790-2021): the addresses split
+    after . ! ? followed by a space and a capital or a quote, sentences of 5 to 60 words, every k-th."""
+    sentences = []
+    for address in read_lines(SOTU):
+        for s in re.split(r'(?<=[.!?])\s+(?=["A-Z])', address):
+            if 5 <= len(s.split()) <= 60 and not any(ord(c) < 32 and c != "\t" for c in s):
+                sentences.append(s.strip())
+    step = len(sentences) // count
+    return [sentences[i * step] for i in range(count)]
+
+
+def hnas_states(checkpoint, lines_path, out, batch=8, precision="f32"):
+    """build/hnas hidden-states: {name: array}, hidden.K of real tokens only."""
+    from safetensors.numpy import load_file
+    run([HNAS, "hidden-states", "--checkpoint", checkpoint, "--input", lines_path, "--out", out, "--batch", str(batch),
+         "--precision", precision])
+    return load_file(out)
+
+
+def transformers_states(model, states, batch=8):
+    """The same padded batches through a transformers BertModel (float32, eval): the real tokens'
+    hidden states per layer (list of (T, D)) and the mean-pooled last layer (N, D)."""
+    import torch
+    lengths = states["lengths"].astype(np.int64)
+    ids = states["input_ids"].astype(np.int64)
+    starts = np.concatenate([[0], np.cumsum(lengths)])
+    hidden, pooled = None, []
+    with torch.no_grad():
+        for b0 in range(0, len(lengths), batch):
+            rows = range(b0, min(len(lengths), b0 + batch))
+            width = max(lengths[r] for r in rows)
+            input_ids = torch.zeros((len(rows), width), dtype=torch.long)  # [PAD] is row 0 of BERT's vocab.txt
+            mask = torch.zeros((len(rows), width), dtype=torch.long)
+            for i, r in enumerate(rows):
+                input_ids[i, :lengths[r]] = torch.from_numpy(ids[starts[r]:starts[r + 1]])
+                mask[i, :lengths[r]] = 1
+            out = model(input_ids=input_ids, attention_mask=mask, token_type_ids=torch.zeros_like(input_ids),
+                        output_hidden_states=True)
+            if hidden is None:
+                hidden = [[] for _ in out.hidden_states]
+            for k, h in enumerate(out.hidden_states):
+                for i, r in enumerate(rows):
+                    hidden[k].append(h[i, :lengths[r]].numpy())
+            last = out.hidden_states[-1]
+            for i, r in enumerate(rows):
+                pooled.append(last[i, :lengths[r]].double().mean(0).float().numpy())
+    return [np.concatenate(h) for h in hidden], np.stack(pooled)
+
+
+def difference(ours, theirs):
+    """max |a - b| and the relative figure max |a - b| / max |b| (over the whole tensor)."""
+    ours, theirs = ours.astype(np.float64), theirs.astype(np.float64)
+    largest = float(np.abs(ours - theirs).max())
+    return largest, largest / float(np.abs(theirs).max())
+
+
+FIXTURE = os.path.join(ROOT, "tests", "fixtures", "minilm", "expected.json")
 
 
 def table(title, layers, pooled):
@@ -45,14 +135,14 @@ def table(title, layers, pooled):
 
 def write_fixture(model, checkpoint, work):
     import torch
-    gigaword = pc.read_lines(pc.GIGAWORD_TEST, 2)
-    sotu = pc.sotu_sentences(100)
+    gigaword = read_lines(GIGAWORD_TEST, 2)
+    sotu = sotu_sentences(100)
     sentences = [gigaword[0], sotu[10], gigaword[1], "The Union is strong."]
     path = os.path.join(work, "fixture.txt")
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(sentences) + "\n")
-    states = pc.hnas_states(checkpoint, path, os.path.join(work, "fixture.safetensors"), batch=4)
-    hidden, pooled = pc.transformers_states(model, states, batch=4)
+    states = hnas_states(checkpoint, path, os.path.join(work, "fixture.safetensors"), batch=4)
+    hidden, pooled = transformers_states(model, states, batch=4)
     lengths = states["lengths"].astype(int).tolist()
     starts = np.concatenate([[0], np.cumsum(lengths)]).astype(int)
     ids = states["input_ids"].astype(int).tolist()
@@ -77,7 +167,7 @@ def write_fixture(model, checkpoint, work):
     with open(FIXTURE, "w") as f:
         json.dump(fixture, f, separators=(",", ":"))
         f.write("\n")
-    print(f"\nwrote {os.path.relpath(FIXTURE, pc.ROOT)} ({os.path.getsize(FIXTURE)} bytes, {len(sentences)} sentences, "
+    print(f"\nwrote {os.path.relpath(FIXTURE, ROOT)} ({os.path.getsize(FIXTURE)} bytes, {len(sentences)} sentences, "
           f"{sum(lengths)} tokens)")
 
 
@@ -86,28 +176,28 @@ def main():
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--no-fixture", action="store_true")
     args = parser.parse_args()
-    pc.check_peers()
+    check_peers()
     import torch
     import transformers
     from transformers import BertModel, BertTokenizer
     torch.set_num_threads(os.cpu_count() or 1)
     work = tempfile.mkdtemp(prefix="hnas_bert_parity_")
     checkpoint = os.path.join(work, "minilm.ckpt")
-    pc.run([pc.HNAS, "import-bert", "--weights", os.path.join(pc.MINILM, "model.safetensors"), "--vocab",
-            os.path.join(pc.MINILM, "vocab.txt"), "--config", os.path.join(pc.MINILM, "config.json"), "--out", checkpoint])
-    lines = pc.read_lines(pc.GIGAWORD_TEST, 100) + pc.sotu_sentences(100)
+    run([HNAS, "import-bert", "--weights", os.path.join(MINILM, "model.safetensors"), "--vocab",
+            os.path.join(MINILM, "vocab.txt"), "--config", os.path.join(MINILM, "config.json"), "--out", checkpoint])
+    lines = read_lines(GIGAWORD_TEST, 100) + sotu_sentences(100)
     lines_path = os.path.join(work, "lines.txt")
     with open(lines_path, "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
-    model = BertModel.from_pretrained(pc.MINILM, attn_implementation="eager").eval()
-    tokenizer = BertTokenizer(os.path.join(pc.MINILM, "vocab.txt"), do_lower_case=True)
-    print(f"all-MiniLM-L6-v2 from {os.path.realpath(pc.MINILM)}; torch {torch.__version__}, transformers "
+    model = BertModel.from_pretrained(MINILM, attn_implementation="eager").eval()
+    tokenizer = BertTokenizer(os.path.join(MINILM, "vocab.txt"), do_lower_case=True)
+    print(f"all-MiniLM-L6-v2 from {os.path.realpath(MINILM)}; torch {torch.__version__}, transformers "
           f"{transformers.__version__}; {len(lines)} lines (100 Gigaword test articles, 100 sotu sentences), "
           f"padded batches of {args.batch}")
     for precision in ("f32", "bf16"):
-        states = pc.hnas_states(checkpoint, lines_path, os.path.join(work, f"states_{precision}.safetensors"), args.batch, precision)
+        states = hnas_states(checkpoint, lines_path, os.path.join(work, f"states_{precision}.safetensors"), args.batch, precision)
         if precision == "f32":
-            reference, pooled = pc.transformers_states(model, states, args.batch)
+            reference, pooled = transformers_states(model, states, args.batch)
             lengths = states["lengths"].astype(int)
             starts = np.concatenate([[0], np.cumsum(lengths)])
             ids = states["input_ids"].astype(int)
@@ -123,7 +213,7 @@ def main():
 
 
 def difference_and_scale(ours, theirs):
-    absolute, relative = pc.difference(ours, theirs)
+    absolute, relative = difference(ours, theirs)
     return absolute, relative, float(np.abs(theirs).max())
 
 

@@ -12,16 +12,14 @@ pass is not the untouched import.
 
 import argparse
 import glob
+import json
 import os
-import re
 import shutil
 import sys
 import tempfile
 
-import numpy as np
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import peers_common as pc  # noqa: E402
+import bert_parity as pc  # noqa: E402
 
 
 def main():
@@ -50,13 +48,14 @@ def main():
     command = [pc.HNAS, "train", "--config", os.path.join(pc.ROOT, "configs", "finetune_sotu_era.json"), "--out", run_dir]
     for s in settings:
         command += ["--set", s]
-    log = pc.run(command, cwd=pc.ROOT)
+    pc.run(command, cwd=pc.ROOT)
     tuned = os.path.join(run_dir, "checkpoints", f"step-{args.steps:08d}.ckpt")  # the last step's checkpoint
     if not os.path.exists(tuned):
         sys.exit(f"no {tuned}; the run left {sorted(glob.glob(os.path.join(run_dir, '**', '*.ckpt'), recursive=True))}")
-    losses = re.findall(r"loss[ =:]+([0-9.]+)", log)
+    with open(os.path.join(run_dir, "metrics.jsonl")) as metrics:
+        losses = [record["loss"] for record in map(json.loads, metrics) if "loss" in record]
     print(f"fine-tuned MiniLM in hnas: {args.steps} steps of sotu_era classification, checkpoint {os.path.relpath(tuned, work)}"
-          + (f"; logged losses {losses[0]} ... {losses[-1]}" if losses else ""))
+          + (f"; logged losses {losses[0]:.4f} ... {losses[-1]:.4f}" if losses else ""))
     folder = os.path.join(work, "exported")
     pc.run([pc.HNAS, "export", "--checkpoint", tuned, "--out", folder])
     model = BertModel.from_pretrained(folder, attn_implementation="eager").eval()

@@ -8,10 +8,11 @@ an 8-byte little-endian header length, the JSON header, the raw bytes), vocab.tx
 BERT-like rows, not at hnas's ids, so the importer's renumbering is exercised), config.json
 (BertConfig) and expected.json: two padded input rows in vocab.txt ids with their segment ids and
 mask, and, in float64 from the float32 weights, the MLM logits of every real position (in vocab.txt
-order), the pooled [CLS] states and the cls.seq_relationship logits. The model is written out here
-from Hugging Face's BertForPreTraining definition (no transformers package): post-LN, GELU (erf),
-LayerNorm eps 1e-12, attention masked with (1 - mask) * -10000, tied decoder with its own bias.
-Debian's python3-torch; deterministic.
+order), the pooled [CLS] states and the cls.seq_relationship logits. They are computed by the PyTorch
+twin's BERT (scripts/twin/model.py: post-LN, GELU (erf), tied decoder with its own bias) with the
+weights renamed to hnas's names, as `hnas import-bert` renames them, and LayerNorm eps 1e-12: Hugging
+Face's BertForPreTraining computes the same (its additive -10000 mask leaves exactly 0 weight on
+padding). Debian's python3-torch; deterministic.
 """
 
 import json
@@ -20,7 +21,8 @@ import os
 import struct
 
 import torch
-import torch.nn.functional as F
+
+from twin import model as twin
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures", "hf_bert")
 LAYERS, WIDTH, HEADS, FFN, POSITIONS, TYPES, EPS = 2, 32, 4, 64, 16, 2, 1e-12
@@ -65,36 +67,37 @@ def parameters():
     return p
 
 
-def forward(p, ids, types, mask):
-    p = {k: v.double() for k, v in p.items()}
-    b, length = ids.shape
-    x = (F.embedding(ids, p["bert.embeddings.word_embeddings.weight"]) + p["bert.embeddings.position_embeddings.weight"][:length]
-         + F.embedding(types, p["bert.embeddings.token_type_embeddings.weight"]))
-    x = F.layer_norm(x, (WIDTH,), p["bert.embeddings.LayerNorm.weight"], p["bert.embeddings.LayerNorm.bias"], EPS)
-    extended = (1.0 - mask.double())[:, None, None, :] * -10000.0
-    d = WIDTH // HEADS
-
-    def linear(t, name):
-        return F.linear(t, p[name + ".weight"], p[name + ".bias"])
-
-    def split(t):
-        return t.view(b, length, HEADS, d).transpose(1, 2)
-
+def hnas_names():
+    """{Hugging Face name: hnas name} of every tensor (src/convert/hf_bert.cpp's mapping)."""
+    names = {"bert.embeddings.word_embeddings.weight": "embeddings.tokens.weight",
+             "bert.embeddings.position_embeddings.weight": "embeddings.positions.weight",
+             "bert.embeddings.token_type_embeddings.weight": "embeddings.segments.weight",
+             "bert.embeddings.LayerNorm": "embeddings.norm", "bert.pooler.dense": "pooler.dense",
+             "cls.predictions.transform.dense": "mlm_head.dense", "cls.predictions.transform.LayerNorm": "mlm_head.norm",
+             "cls.predictions.bias": "mlm_head.bias", "cls.seq_relationship": "sop_head"}
     for i in range(LAYERS):
-        pre = f"bert.encoder.layer.{i}."
-        q, k, v = (split(linear(x, pre + "attention.self." + n)) for n in ("query", "key", "value"))
-        weights = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(d) + extended, dim=-1)
-        context = (weights @ v).transpose(1, 2).reshape(b, length, WIDTH)
-        x = F.layer_norm(x + linear(context, pre + "attention.output.dense"), (WIDTH,),
-                         p[pre + "attention.output.LayerNorm.weight"], p[pre + "attention.output.LayerNorm.bias"], EPS)
-        hidden = F.gelu(linear(x, pre + "intermediate.dense"))
-        x = F.layer_norm(x + linear(hidden, pre + "output.dense"), (WIDTH,), p[pre + "output.LayerNorm.weight"],
-                         p[pre + "output.LayerNorm.bias"], EPS)
-    pooled = torch.tanh(linear(x[:, 0], "bert.pooler.dense"))
-    t = F.gelu(linear(x, "cls.predictions.transform.dense"))
-    t = F.layer_norm(t, (WIDTH,), p["cls.predictions.transform.LayerNorm.weight"], p["cls.predictions.transform.LayerNorm.bias"], EPS)
-    logits = t @ p["bert.embeddings.word_embeddings.weight"].t() + p["cls.predictions.bias"]
-    return logits, pooled, linear(pooled, "cls.seq_relationship")
+        for theirs, ours in (("attention.self.query", "self_attn.q_proj"), ("attention.self.key", "self_attn.k_proj"),
+                             ("attention.self.value", "self_attn.v_proj"), ("attention.output.dense", "self_attn.out_proj"),
+                             ("attention.output.LayerNorm", "self_attn_norm"), ("intermediate.dense", "ffn.fc1"),
+                             ("output.dense", "ffn.fc2"), ("output.LayerNorm", "ffn_norm")):
+            names[f"bert.encoder.layer.{i}.{theirs}"] = f"encoder.layers.{i}.{ours}"
+    return names
+
+
+def forward(p, ids, types, mask):
+    """In float64: the MLM logits of every real position, the pooled states and the seq_relationship logits."""
+    names, renamed = hnas_names(), {}
+    for name, tensor in p.items():
+        prefix = next(k for k in names if name == k or name.startswith(k + "."))
+        renamed[names[prefix] + name[len(prefix):]] = tensor.double()
+    shapes = twin.Shapes(WIDTH, HEADS, FFN, LAYERS, len(VOCAB), POSITIONS, ln_eps=EPS)
+    model = twin.Bert(shapes, "lnas", sentence_order_weight=1.0).double()
+    twin.load_parameters(model, renamed, "the tiny BERT")
+    with torch.no_grad():
+        h = model.encode({"input_ids": ids, "segment_ids": types, "valid": mask.double()})
+        positions = torch.nonzero(mask.reshape(-1)).reshape(-1)
+        pooled = model.pool(h)
+        return model.mlm_logits(h, positions), pooled, model.sop_head(pooled)
 
 
 def write_safetensors(path, tensors):
@@ -129,9 +132,8 @@ def main():
     ids = torch.tensor([[index[t] for t in row] for row in rows])
     types = torch.tensor([[0, 0, 0, 0, 0, 1, 1, 1, 1], [0, 0, 0, 0, 0, 0, 0, 0, 0]])
     mask = (ids != 0).long()
-    logits, pooled, order = forward(p, ids, types, mask)
+    flat, pooled, order = forward(p, ids, types, mask)
     positions = [b * ids.shape[1] + t for b in range(ids.shape[0]) for t in range(ids.shape[1]) if mask[b, t]]
-    flat = logits.reshape(-1, len(VOCAB))[positions]
     expected = {"generator": "scripts/make_bert_fixture.py", "input_ids": ids.tolist(), "segment_ids": types.tolist(),
                 "mask": mask.tolist(), "positions": positions,
                 "mlm_logits": [[round(v, 12) for v in row] for row in flat.tolist()],

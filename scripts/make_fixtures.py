@@ -1,250 +1,40 @@
-"""PyTorch reference values for the C++ tests: writes tests/fixtures/ops.json (single
-ops), tests/fixtures/attention.json (whole multi-head attention layers),
-tests/fixtures/models.json (whole tiny seq2seq and BERT models, ids to loss),
-tests/fixtures/heads.json (the BERT heads of every task with their losses),
-tests/fixtures/optim.json (a few parameters through five optimizer steps) and
-tests/fixtures/layers.json (encoder layers in every block and mixer of paper 002) and
-tests/fixtures/multiview.json (paper 004's multi-view attention model, boxes to loss).
+"""PyTorch reference values for the C++ tests: writes tests/fixtures/ops.json (single ops),
+attention.json (whole multi-head attention layers), models.json (whole tiny seq2seq and BERT models, ids
+to loss), heads.json (the BERT heads of every task with their losses), optim.json (a few parameters
+through five optimizer steps), layers.json (encoder layers in every block and mixer of paper 002),
+multiview.json (paper 004's multi-view attention model, boxes to loss), vit.json (paper 003's ViT,
+patches to loss) and statistics.json (src/eval/statistics.h's figures, computed independently).
+tests/fixtures/README.md describes every format: a contract with the C++ tests, which read the JSON and
+so never need Python.
 
-This script is the only place Python touches those tests. The C++ tests read the
-JSON it writes, so the tests themselves never need Python. The files are committed;
-run this script again only when adding or changing a case. One run writes all seven
-files; each uses its own random stream, so a change to one leaves the others
+The layers and models are the PyTorch twin's (scripts/twin/model.py), run in float64 on parameters drawn
+here; what is written out by hand below are the independent checks of the twin (against
+torch.nn.MultiheadAttention and torch.nn.Transformer*Layer, limits, definitions outside log space,
+finite differences). The files are committed; run this script again only when adding or changing a case.
+One run writes every file; each uses its own random stream, so a change to one leaves the others
 byte-identical.
-
-How to run
-----------
-It needs Debian's PyTorch and OpenBLAS, from the system Python:
 
     apt-get install -y python3-torch libopenblas0-openmp
     /usr/bin/python3 scripts/make_fixtures.py
 
-Use /usr/bin/python3: a `python3` found first on PATH (for example a pyenv one)
-has no torch. Only the standard library and torch are used. The seeds and thread
-count are fixed, so running the script twice writes byte-identical files.
-
-ops.json format (a contract with the C++ tests)
------------------------------------------------
-    {
-      "generator": "scripts/make_fixtures.py",
-      "torch_version": "<torch.__version__>",
-      "cases": [
-        {
-          "name": "softmax_query_axis_masked",     unique
-          "op": "softmax",                          op name, listed below
-          "attrs": {"axis": -2},                    ints, floats, bools, strings, int lists
-          "inputs": {"x": T, "mask": T},            in the order the op lists them
-          "output": T,
-          "grad_output": T,                         same shape as output
-          "grads": {"x": T}                         differentiable inputs only
-        }, ...
-      ]
-    }
-    T = {"shape": [2, 3], "data": [...]}            data is flat and row-major
-    T = {"shape": [4], "dtype": "int32", "data": [...]}   integer tensors (ids, targets)
-
-Float tensors leave out "dtype", which means float32. A scalar has shape [] and
-one data element.
-
-Numerics. Every float input (and grad_output) is drawn as float32 and written
-with 9 significant digits, which reads back as the same float32. The reference
-is computed in float64 from exactly those float32 values. "output" and "grads"
-are float64 results, written with 12 significant digits. Each entry of "grads"
-is the gradient of sum(output * grad_output) with respect to that input, that
-is, the vector-Jacobian product with grad_output. Keys keep the order written
-here (inputs in op order); they are not sorted.
-
-Ops, inputs (in order) and attrs
---------------------------------
-  matmul      a, b; trans_a, trans_b. out = op(a) @ op(b), where op swaps the last
-              two axes when its flag is set (a and b are stored already transposed)
-  linear      x, weight, bias. out = x @ weight^T + bias, weight is (out, in)
-  add sub mul div   a, b, with numpy broadcasting
-  scale       x; factor. out = factor * x
-  sum mean max      x; axis (may be negative), keepdim. max has no ties, and its
-              gradient goes to the argmax
-  exp log sqrt rsqrt relu tanh sigmoid   x
-  gelu        x; approximate, "none" (erf form) or "tanh"
-  softmax log_softmax   x, mask; axis. out = softmax(x + mask, axis). The mask is
-              additive, broadcasts to x, holds 0 (allowed) or -1e9 (masked), and
-              has no gradient. Masked log_softmax outputs are about -1e9, so compare
-              them with a relative tolerance.
-  logsumexp   x; axis, keepdim
-  layer_norm  x, weight, bias; eps. Normalizes over the last axis, biased variance.
-  embedding   weight (V, D), ids int32; out[..., :] = weight[ids[...], :]. Only
-              weight has a gradient; repeated ids add up.
-  cross_entropy   logits (N, V), targets int32 (N); ignore_index, label_smoothing.
-              Scalar output, torch's reduction='mean'. With p = log_softmax(logits),
-              e = label_smoothing, and rows n with targets[n] != ignore_index:
-                  out = sum_n [ (1 - e) * -p[n, t_n] + e * mean_c(-p[n, c]) ] / count(n)
-  transpose   x; axis0, axis1.   permute: x; dims.   reshape: x; shape.
-              The output is contiguous.
-  concat      x0, x1 (, x2); axis
-  slice       x; axis, start, end. out = x.narrow(axis, start, end - start)
-  head_scores q (B, Tq, H*K), k (B, Tk, H*K); heads, alpha.
-              out = alpha * split(q) @ split(k)^T, (B, H, Tq, Tk), where split
-              reshapes to (B, T, H, K) and permutes to (B, H, T, K).
-  head_context    weights (B, H, Tq, Tk), v (B, Tk, H*K).
-              out = weights @ split(v), heads merged back: (B, Tq, H*K).
-
-attention.json format (a contract with the C++ tests)
------------------------------------------------------
-Same top level ("generator", "torch_version", "cases"), same tensor format T and the
-same numerics (float32 inputs and parameters written with 9 digits; weights, output
-and grads float64 with 12 digits). Shapes: B batch, Lq queries, Lk keys, D width,
-H heads, K = D / H. One case is one attention layer:
-
-    {
-      "name": "hnas_self_prior",                    <kind>_<setting>, unique
-      "kind": "hnas",                               lnas dnas hnas sinkhorn dnas_causal nap ot
-      "attrs": {...},                               sinkhorn: {"iterations": 3}; nap: {"eps": 1e-05};
-                                                    ot: {"alpha": 0.7};
-                                                    with a relative position prior also
-                                                    "prior": {"num_buckets": 8, "max_distance": 16,
-                                                              "bidirectional": true}
-                                                    (no "prior" key: no prior)
-      "self_attention": true,                       memory is x; "memory" is then absent
-      "causal": false,                              only with self-attention (Lq == Lk)
-      "width": 8, "heads": 2,
-      "inputs": {"x": T (B, Lq, D), "memory": T (B, Lk, D),
-                 "key_valid": T (B, Lk), "query_valid": T (B, Lq)},   masks hold 0.0 / 1.0
-      "parameters": {"q_proj.weight": T (D, D), "q_proj.bias": T (D), k_proj.*, v_proj.*,
-                     out_proj.*, then by kind "norm.hybrid_theta" (H) for hnas,
-                     "norm.gain" (H) and "norm.bias" (H) for nap, and
-                     "relative_bias.weight" (num_buckets, H) with a prior},
-      "weights": T (B, H, Lq, Lk),                  the normalized attention A, for diagnosis
-      "buckets": T int32 (Lq, Lk),                  prior cases only, for diagnosis: bucket(j - i)
-      "output": T (B, Lq, D),
-      "grad_output": T (B, Lq, D),
-      "grads": {"x": T, "memory": T (cross-attention only), then every parameter name: T}
-    }
-
-grads are the gradients of sum(output * grad_output). In self-attention x feeds the
-queries, keys and values, and its gradient sums all three paths. No dropout.
-
-The layer. Linear layers compute y = x W^T + b. heads(t) reshapes (B, L, D) to
-(B, L, H, K) and permutes to (B, H, L, K); merge is the inverse.
-    q = heads(x Wq^T + bq), k = heads(memory Wk^T + bk), v = heads(memory Wv^T + bv)
-    S = q k^T / sqrt(K)                                        (B, H, Lq, Lk)
-    S[b, h, i, j] += relative_bias.weight[bucket(j - i), h]   with a prior, before normalizing
-    allowed(b, i, j) = key_valid[b, j] == 1 and query_valid[b, i] == 1 and (not causal or j <= i)
-    A = normalize(S)                                           per kind, below
-    out = merge(A v) Wo^T + bo
-A is exactly 0 wherever not allowed, and a query row (or key column) with nothing
-allowed is all 0: padded query rows give out = bo. In the kinds below (i query,
-j key) every sum, mean and logsumexp runs over allowed entries only, and
-softmax_j(L) is exp(L_ij) / sum_j' exp(L_ij').
-  lnas         A = softmax_j(S)
-  dnas         A = softmax_j(S_ij - logsumexp_i' S_i'j)   (normalize over queries per key,
-               then over keys per query)
-  hnas         u_h = sigmoid(norm.hybrid_theta[h]); A = u_h dnas + (1 - u_h) lnas
-  sinkhorn     L = S; "iterations" times { L_ij -= logsumexp_i' L_i'j;
-               L_ij -= logsumexp_j' L_ij' }; A = exp(L). One iteration is dnas.
-  dnas_causal  A = softmax_j(S_ij - log sum_{i' <= i} exp(S_i'j)), a prefix logsumexp
-               down the query axis (also in cross-attention: queries 0..i)
-  nap          per query row: mu = mean_j S_ij, var = mean_j (S_ij - mu)^2 (biased),
-               A_ij = norm.gain[h] (S_ij - mu) / sqrt(var + eps) + norm.bias[h]
-  ot           paper 003 Eq. 25, attrs {"alpha": a}: the keys are the templates,
-               G = k k^T / sqrt(K) (B, H, Lk, Lk), u_i = softmax_j(prior bias of (i, j))
-               over the allowed keys (uniform without a prior: the prior is not added
-               to S), A_it = sum_j u_ij softmax_t(a S_it + G_tj)
-bucket(rel) is T5's _relative_position_bucket, rel = j - i. Bidirectional (encoder,
-cross): nb = num_buckets / 2, bucket = nb if rel > 0 else 0, n = |rel|. Causal
-(decoder self-attention): nb = num_buckets, bucket = 0, n = max(-rel, 0). Then with
-max_exact = nb / 2 (integer division): bucket += n if n < max_exact, else
-min(nb - 1, max_exact + trunc(log(n / max_exact) / log(max_distance / max_exact)
-* (nb - max_exact))). With num_buckets 8, max_distance 16 the causal n = 8 is an
-exact truncation boundary: log(2) / log(4) * 4 = 2, bucket 6.
-
-models.json format (a contract with the C++ tests)
---------------------------------------------------
-Same top level, tensor format T and numerics (inputs and parameters float32 with 9
-digits; logits, loss and grads float64 with 12). B batch, D width, V vocabulary.
-One case is one whole model, built by its config and loaded with "parameters":
-
-    {
-      "name": "seq2seq_hnas",                       <architecture>_<kind of the hnas stacks or lnas>
-      "architecture": "seq2seq",                    seq2seq or bert
-      "config": {"task": "headline", "model": {...}},   our config format (src/config/);
-                                                    every dropout 0, everything else not given is
-                                                    the default: post-LN, GELU (erf), learned
-                                                    positions, tied and sqrt(D)-scaled embeddings
-      "label_smoothing": 0.1,                       seq2seq: of the loss; bert: 0
-      "inputs": seq2seq: {"source_ids": T int32 (B, S), "source_valid": T (B, S),
-                          "target_input": T int32 (B, T), "target_output": T int32 (B, T),
-                          "target_valid": T (B, T)}
-                bert:    {"input_ids": T int32 (B, L), "segment_ids": T int32 (B, L),
-                          "valid": T (B, L), "masked_positions": T int32 (N) (flat b*L + t),
-                          "masked_labels": T int32 (N)}
-      "parameters": {name: T},                      every parameter of the model, by our dotted
-                                                    names, in named_parameters() order
-      "logits": T,                                  seq2seq (B*T, V), every row; bert (N, V)
-      "loss": T (shape []),
-      "grads": {name: T}                            d loss / d parameter, same keys as "parameters";
-                                                    bert's pooler.dense.* is not in the loss: zeros
-    }
-
-The models (no dropout; attention layers exactly as above; valid masks hold 1/0):
-  seq2seq  x = embedding.weight[source_ids] * sqrt(D) + encoder.positions.weight[0..S-1];
-           encoder layers with self-attention allowed by source_valid (keys and queries);
-           y = embedding.weight[target_input] * sqrt(D) + decoder.positions.weight[0..T-1];
-           decoder layers: causal self-attention on target_valid, then cross-attention with
-           key_valid = source_valid, query_valid = target_valid;
-           logits = y.reshape(B*T, D) @ embedding.weight^T (tied, no bias);
-           loss = cross_entropy(logits, target_output.flatten(), ignore_index 0, label_smoothing)
-  bert     h = LN_embeddings.norm(embeddings.tokens.weight[input_ids] + embeddings.positions.weight[0..L-1]
-           + embeddings.segments.weight[segment_ids]); encoder layers on valid;
-           r = h.reshape(B*L, D)[masked_positions]; r = LN_mlm_head.norm(gelu(mlm_head.dense(r)));
-           logits = r @ embeddings.tokens.weight^T + mlm_head.bias;
-           loss = cross_entropy(logits, masked_labels, ignore_index 0)
-  A layer (post-LN) <p>: x = LN_<p>.self_attn_norm(x + <p>.self_attn(x, x));
-           decoder: x = LN_<p>.cross_attn_norm(x + <p>.cross_attn(x, memory));
-           x = LN_<p>.ffn_norm(x + <p>.ffn.fc2(gelu(<p>.ffn.fc1(x)))). LayerNorm eps 1e-5.
-The cross-entropy is ops.json's (mean over the rows whose target is not 0).
-
-optim.json format (a contract with the C++ tests)
--------------------------------------------------
-Same top level and tensor format T. One case is one optimizer run of 5 steps on the
-same few parameters, each step from the given gradients:
-
-    {
-      "name": "adamw",                              unique; also the kind: adamw adam lamb lamb_albert
-      "kind": "adamw",
-      "options": {"learning_rate": 0.01, "beta1": 0.9, "beta2": 0.999, "epsilon": 1e-08,
-                  "weight_decay": 0.1},             lr constant over the steps
-      "decayed": ["layer.weight"],                  the parameters weight decay applies to: those
-                                                    our no_weight_decay() rule does not exclude
-      "parameters": {name: T},                      initial values, float32 with 9 digits
-      "grads": [{name: T}, ...],                    the gradient of every parameter at step 1..5,
-                                                    float32 with 9 digits
-      "steps": [{name: T}, ...]                     every parameter after step 1..5, float64 with 12
-    }
-
-With t the 1-based step, g the gradient, lambda the weight decay on decayed parameters and 0
-on the others, m = v = 0 at the start and every moment per element:
-  adamw  torch.optim.AdamW with two param groups (decayed: lambda, others: 0):
-         w <- w - lr lambda w - lr m^ / (sqrt(v^) + eps), the moments of g
-  adam   torch.optim.Adam, the same groups: g <- g + lambda w (L2), then Adam
-  lamb   You et al. (2019), Algorithm 2, written out below: m = b1 m + (1 - b1) g,
-         v = b2 v + (1 - b2) g^2, m^ = m / (1 - b1^t), v^ = v / (1 - b2^t),
-         r = m^ / (sqrt(v^) + eps) + lambda w, w <- w - lr (||w|| / ||r||) r, the norms per
-         tensor and the ratio 1 when either is 0 (phi = identity)
-  lamb_albert  LAMB as google-research/albert's lamb_optimizer.py computes it (paper 004
-         pretrained BERT with it), written out below: no bias correction (r = m / (sqrt(v) + eps)
-         + lambda w), and the ratio 1 on the tensors weight decay skips; eps 1e-6 as ALBERT's;
-         beta1 and beta2 as float32 values (see lamb_albert_steps)
-The references run in float64 from the float32 values. layer.bias starts at 0, so LAMB's
-first step takes the ratio-1 branch there; layer.weight's first gradient has an exact 0.
+Use /usr/bin/python3: a `python3` found first on PATH (for example a pyenv one) has no torch. Only the
+standard library and torch are used. The seeds and thread count are fixed, so running the script twice
+writes byte-identical files.
 """
 
+import copy
 import json
 import math
 import os
+import types
 
 import torch
 import torch.nn.functional as F
+from torch.nn.utils.stateless import functional_call
 
-import torch_attention
+from twin import model as twin
+from twin.model import BOS_ID, CLS_ID, EOS_ID, FIRST_PIECE_ID, MASK_ID, PAD_ID, SEP_ID
+from twin.optim import make_optimizer, no_weight_decay
 
 SEED = 20240607
 ATTENTION_SEED = 20240608  # its own stream: attention cases never shift the op cases' draws
@@ -259,7 +49,7 @@ MODELS_MAX_BYTES = 1536 * 1024
 HEADS_MAX_BYTES = 1536 * 1024
 OPTIM_PATH = os.path.join(FIXTURE_DIR, "optim.json")
 OPTIM_MAX_BYTES = 100 * 1024
-NEG = torch_attention.NEG  # masked entry of an additive mask
+NEG = twin.NEG  # masked entry of an additive mask
 
 OPS = {
     "matmul", "linear", "add", "sub", "mul", "div", "scale", "sum", "mean", "max",
@@ -580,23 +370,6 @@ attention_cases = []
 score_scale = []  # scores at allowed entries of every case, to report their spread
 
 
-def relative_position_bucket(rel, bidirectional, num_buckets, max_distance):
-    """T5's _relative_position_bucket for one relative position rel = key - query."""
-    bucket = 0
-    if bidirectional:
-        nb = num_buckets // 2
-        bucket += nb if rel > 0 else 0
-        n = abs(rel)
-    else:
-        nb = num_buckets
-        n = max(-rel, 0)
-    max_exact = nb // 2
-    if n < max_exact:
-        return bucket + n
-    large = max_exact + int(math.log(n / max_exact) / math.log(max_distance / max_exact) * (nb - max_exact))
-    return bucket + min(nb - 1, large)
-
-
 def t5_bucket_float32(rel, bidirectional, num_buckets, max_distance):
     """T5's own code (float32 tensors), only to cross-check relative_position_bucket."""
     buckets = torch.zeros_like(rel)
@@ -613,138 +386,43 @@ def t5_bucket_float32(rel, bidirectional, num_buckets, max_distance):
     return buckets + torch.where(rel < max_exact, rel, large)
 
 
+PRIOR = {"num_buckets": PRIOR_BUCKETS, "max_distance": PRIOR_MAX_DISTANCE}
+
+
 def bucket_matrix(lq, lk, bidirectional):
-    return torch.tensor([[relative_position_bucket(j - i, bidirectional, PRIOR_BUCKETS, PRIOR_MAX_DISTANCE)
-                          for j in range(lk)] for i in range(lq)], dtype=torch.int32)
+    return twin.bucket_matrix(lq, lk, dict(PRIOR, bidirectional=bidirectional))
 
 
 def check_buckets():
     rel = torch.arange(-40, 41, dtype=torch.long)
     for bidirectional in (True, False):
-        ours = [relative_position_bucket(r, bidirectional, PRIOR_BUCKETS, PRIOR_MAX_DISTANCE) for r in rel.tolist()]
+        ours = [twin.relative_position_bucket(r, bidirectional, PRIOR_BUCKETS, PRIOR_MAX_DISTANCE) for r in rel.tolist()]
         t5 = t5_bucket_float32(rel, bidirectional, PRIOR_BUCKETS, PRIOR_MAX_DISTANCE).tolist()
         assert ours == t5, (bidirectional, ours, t5)
     # the fixture sizes hit the log branch. Bidirectional bucket 4 (rel > 0 with n = 0) cannot
     # occur. Causal n = 8 lands exactly on a truncation boundary (log(2)/log(4)*4 == 2 -> 6).
     assert set(bucket_matrix(10, 10, True).reshape(-1).tolist()) == {0, 1, 2, 3, 5, 6, 7}
     assert set(bucket_matrix(10, 10, False).reshape(-1).tolist()) == set(range(7))
-    assert relative_position_bucket(-8, False, PRIOR_BUCKETS, PRIOR_MAX_DISTANCE) == 6
+    assert twin.relative_position_bucket(-8, False, PRIOR_BUCKETS, PRIOR_MAX_DISTANCE) == 6
 
 
-def normalize(kind, s, allowed, params, attrs):
-    if kind == "lnas":
-        return torch_attention.lnas(s, allowed)
-    if kind == "dnas":
-        return torch_attention.dnas(s, allowed)
-    if kind == "hnas":
-        return torch_attention.hnas(s, allowed, params["norm.hybrid_theta"])
-    if kind == "sinkhorn":
-        return torch_attention.sinkhorn(s, allowed, attrs["iterations"])
-    if kind == "dnas_causal":
-        return torch_attention.dnas_causal(s, allowed)
-    if kind == "nap":
-        return torch_attention.nap(s, allowed, params["norm.gain"], params["norm.bias"], attrs["eps"],
-                                   attrs.get("denominator", "sqrt_variance_eps"))
-    if kind == "non":
-        return torch_attention.non(s, allowed)
-    raise ValueError(kind)
+def normalize(kind, s, allowed):
+    """kind's weights on scores s with the cases' hybrid theta, NAP gain and bias, iterations and eps."""
+    norm = types.SimpleNamespace(hybrid_theta=torch.tensor(HYBRID_THETA, dtype=torch.float64),
+                                 gain=torch.tensor(NAP_GAIN, dtype=torch.float64),
+                                 bias=torch.tensor(NAP_BIAS, dtype=torch.float64))
+    return twin.normalize(kind, s, allowed, norm, SINKHORN_ITERATIONS, NAP_EPS)
 
 
-def split_heads(t, heads=HEADS):  # (B, L, D) -> (B, H, L, K)
-    b, length, d = t.shape
-    return t.reshape(b, length, heads, d // heads).transpose(1, 2)
-
-
-def merge_heads(t):  # (B, H, L, K) -> (B, L, D)
-    b, h, length, k = t.shape
-    return t.transpose(1, 2).reshape(b, length, h * k)
-
-
-def context_preference(memory, key_valid, params, heads=HEADS):
-    """Paper 003 section 7's context-dependent preference (src/nn/context_preference.h): per head,
-    w_h . tanh(W_key x_j + b + W_context s), s the mean of the real inputs; (B, H, 1, Lk)."""
-    real = key_valid.reshape(key_valid.shape[0], -1, 1)
-    summary = (memory * real).sum(1, keepdim=True) / real.sum(1, keepdim=True).clamp(min=1.0)
-    hidden = torch.tanh(F.linear(memory, params["context_prior.key_proj.weight"], params["context_prior.key_proj.bias"])
-                        + F.linear(summary, params["context_prior.context_proj.weight"]))
-    return (hidden @ params["context_prior.head_weights"].transpose(0, 1)).permute(0, 2, 1).unsqueeze(2)
-
-
-def log_preference_of(attrs, memory, key_valid, params, lq, lk, heads=HEADS):
-    """log u from the priors the case turns on: the relative-position prior (1, H, Lq, Lk) and the
-    context preference (B, H, 1, Lk); None with neither."""
-    total = None
-    prior = attrs.get("prior")
-    if prior is not None:
-        buckets = bucket_matrix(lq, lk, prior["bidirectional"]).long()
-        total = params["relative_bias.weight"][buckets].permute(2, 0, 1).unsqueeze(0)
-    if attrs.get("context_prior"):
-        context = context_preference(memory, key_valid, params, heads)
-        total = context if total is None else total + context
-    return total
-
-
-def attention_scores(x, memory, params, prior, heads=HEADS, scaled=True, alpha=1.0, attrs=None, key_valid=None):
-    q = split_heads(F.linear(x, params["q_proj.weight"], params["q_proj.bias"]), heads)
-    k = split_heads(F.linear(memory, params["k_proj.weight"], params["k_proj.bias"]), heads)
-    s = alpha * (q @ k.transpose(-1, -2)) / (math.sqrt(x.shape[-1] // heads) if scaled else 1.0)
-    if attrs is not None and attrs.get("context_prior"):
-        return s + log_preference_of(attrs, memory, key_valid, params, s.shape[-2], s.shape[-1], heads)
-    if prior is not None:
-        buckets = bucket_matrix(s.shape[-2], s.shape[-1], prior["bidirectional"]).long()
-        s = s + params["relative_bias.weight"][buckets].permute(2, 0, 1).unsqueeze(0)  # (1, H, Lq, Lk)
-    return s
-
-
-def ot_weights(attrs, x, memory, allowed, params, heads=HEADS, key_valid=None):
-    """Paper 003's OT attention in a layer (src/nn/attention.cpp): the heads' keys are the templates,
-    compared with each other at the scores' scale, and the priors are the preference u, in log space."""
-    q = split_heads(F.linear(x, params["q_proj.weight"], params["q_proj.bias"]), heads)
-    k = split_heads(F.linear(memory, params["k_proj.weight"], params["k_proj.bias"]), heads)
-    scale = 1.0 / math.sqrt(x.shape[-1] // heads)
-    s = q @ k.transpose(-1, -2) * scale
-    similarity = k @ k.transpose(-1, -2) * scale
-    log_preference = log_preference_of(attrs, memory, key_valid, params, s.shape[-2], s.shape[-1], heads)
-    if log_preference is not None:
-        log_preference = log_preference.expand(s.shape)
-    return s, torch_attention.ot(s, allowed, similarity, log_preference, attrs["alpha"])
-
-
-def attention_layer(kind, attrs, x, memory, allowed, params, heads=HEADS, key_valid=None):
-    if kind == "ot":
-        s, a = ot_weights(attrs, x, memory, allowed, params, heads, key_valid)
-    else:
-        s = attention_scores(x, memory, params, attrs.get("prior"), heads, attrs.get("score_scale") != "none",
-                             attrs.get("alpha", 1.0), attrs, key_valid)
-        a = normalize(kind, s, allowed, params, attrs)
-    v = split_heads(F.linear(memory, params["v_proj.weight"], params["v_proj.bias"]), heads)
-    out = F.linear(merge_heads(a @ v), params["out_proj.weight"], params["out_proj.bias"])
-    return out, a, s
-
-
-def allowed_mask(key_valid, query_valid, causal, heads=HEADS):
-    batch = key_valid.shape[0]
-    allowed = (query_valid.reshape(batch, 1, -1, 1) == 1) & (key_valid.reshape(batch, 1, 1, -1) == 1)
-    if causal:
-        lq, lk = query_valid.shape[-1], key_valid.shape[-1]
-        allowed = allowed & torch.ones((lq, lk), dtype=torch.bool).tril()
-    return allowed.expand(batch, heads, -1, -1)
+def double_leaves(tensors):
+    """float64 copies of float32 tensors that collect their gradients."""
+    return {k: t.double().requires_grad_(True) for k, t in tensors.items()}
 
 
 def check_normalizations(name, kind, s, allowed, key_valid, query_valid):
     """Self-checks of the normalizations on one case's scores (float64, no grad)."""
     s = s.detach()
-    theta = torch.tensor(HYBRID_THETA, dtype=torch.float64)
-    results = {
-        "lnas": torch_attention.lnas(s, allowed),
-        "dnas": torch_attention.dnas(s, allowed),
-        "hnas": torch_attention.hnas(s, allowed, theta),
-        "sinkhorn": torch_attention.sinkhorn(s, allowed, SINKHORN_ITERATIONS),
-        "dnas_causal": torch_attention.dnas_causal(s, allowed),
-        "nap": torch_attention.nap(s, allowed, torch.tensor(NAP_GAIN, dtype=torch.float64),
-                        torch.tensor(NAP_BIAS, dtype=torch.float64), NAP_EPS),
-        "non": torch_attention.non(s, allowed),
-    }
+    results = {k: normalize(k, s, allowed) for k in ATTENTION_KINDS}
     row_has_key = allowed.any(dim=-1)                                   # (B, H, Lq)
     valid_rows = row_has_key & (query_valid.reshape(BATCH, 1, -1) == 1)
     assert valid_rows.any(), name
@@ -762,20 +440,20 @@ def check_normalizations(name, kind, s, allowed, key_valid, query_valid):
     col_sums = results["dnas"].sum(dim=-2)
     assert (col_sums[col_has_query] >= 1 / real_keys[col_has_query] - 1e-12).all(), (name, "dnas column floor")
     # dnas by its definition, outside log space
-    e = torch_attention.zero_outside(torch.exp(s), allowed)
+    e = twin.zero_outside(torch.exp(s), allowed)
     bq = e / e.sum(dim=-2, keepdim=True).clamp(min=1e-300)
     direct = bq / bq.sum(dim=-1, keepdim=True).clamp(min=1e-300)
     assert (direct - results["dnas"]).abs().max() < 1e-13, (name, "dnas log space vs direct")
     # dnas_causal by its definition: prefix sums of exp down the query axis
     prefix = e.cumsum(dim=-2)
-    bq = torch_attention.zero_outside(e / prefix.clamp(min=1e-300), allowed)
+    bq = twin.zero_outside(e / prefix.clamp(min=1e-300), allowed)
     direct = bq / bq.sum(dim=-1, keepdim=True).clamp(min=1e-300)
     assert (direct - results["dnas_causal"]).abs().max() < 1e-13, (name, "dnas_causal vs direct")
     # hnas at theta -> +-inf is dnas / lnas; sinkhorn with one iteration is dnas
     for t, limit in ((40.0, "dnas"), (-40.0, "lnas")):
-        h = torch_attention.hnas(s, allowed, torch.full((HEADS,), t, dtype=torch.float64))
+        h = twin.hnas(s, allowed, torch.full((HEADS,), t, dtype=torch.float64))
         assert (h - results[limit]).abs().max() < 1e-15, (name, "hnas limit", limit)
-    assert (torch_attention.sinkhorn(s, allowed, 1) - results["dnas"]).abs().max() < 1e-14, (name, "sinkhorn k=1")
+    assert (twin.sinkhorn(s, allowed, 1) - results["dnas"]).abs().max() < 1e-14, (name, "sinkhorn k=1")
     # sinkhorn: the last step normalizes keys, so columns are only approximately 1 in full batches
     # nap: per valid row, weights have mean b_h and (biased) variance g_h^2 var/(var + eps)
     a = results["nap"]
@@ -786,13 +464,8 @@ def check_normalizations(name, kind, s, allowed, key_valid, query_valid):
     # gradients of the normalizations with respect to the scores: the case's own kind in full,
     # the other kinds (on the same masks) with gradcheck's faster random projection
     for k in ATTENTION_KINDS:
-        def fn(scores, k=k):
-            params = {"norm.hybrid_theta": theta,
-                      "norm.gain": torch.tensor(NAP_GAIN, dtype=torch.float64),
-                      "norm.bias": torch.tensor(NAP_BIAS, dtype=torch.float64)}
-            return normalize(k, scores, allowed, params, {"iterations": SINKHORN_ITERATIONS, "eps": NAP_EPS})
-        assert torch.autograd.gradcheck(fn, (s.clone().requires_grad_(True),), eps=1e-6, atol=1e-7, rtol=1e-5,
-                                        fast_mode=k != kind), (name, k)
+        assert torch.autograd.gradcheck(lambda scores, k=k: normalize(k, scores, allowed), (s.clone().requires_grad_(True),),
+                                        eps=1e-6, atol=1e-7, rtol=1e-5, fast_mode=k != kind), (name, k)
 
 
 def check_ot(name, a, allowed, query_valid):
@@ -804,7 +477,7 @@ def check_ot(name, a, allowed, query_valid):
     group = torch.tensor([0, 1, 0, 0])
     similarity = torch.where(group.reshape(-1, 1) == group[:2].reshape(1, -1), 0.0, -1e4).double()
     u = torch.tensor([0.6, 0.4], dtype=torch.float64)
-    weights = torch_attention.ot(torch.full((1, 1, 1, 4), 0.7, dtype=torch.float64), torch.ones((1, 1, 1, 4), dtype=torch.bool),
+    weights = twin.ot(torch.full((1, 1, 1, 4), 0.7, dtype=torch.float64), torch.ones((1, 1, 1, 4), dtype=torch.bool),
                                  similarity.reshape(1, 1, 4, 2), u.log().reshape(1, 1, 1, 2))
     assert (weights.reshape(-1) - torch.tensor([0.2, 0.4, 0.2, 0.2], dtype=torch.float64)).abs().max() < 1e-12, name
 
@@ -884,10 +557,11 @@ def add_attention_case(kind, setting, lq, lk, self_attention, causal, key_valid,
 
     x = inputs["x"].double().requires_grad_(True)
     memory = x if self_attention else inputs["memory"].double().requires_grad_(True)
-    ref = {k: t.double().requires_grad_(True) for k, t in params.items()}
+    ref = double_leaves(params)
     key_valid_t, query_valid_t = inputs["key_valid"].double(), inputs["query_valid"].double()
-    allowed = allowed_mask(key_valid_t, query_valid_t, causal)
-    out, a, s = attention_layer(kind, attrs, x, memory, allowed, ref, key_valid=key_valid_t)
+    masks = twin.Masks(key_valid_t, query_valid_t, HEADS, causal)
+    allowed = masks.allowed
+    out, a, s = functional_call(twin.Attention(WIDTH, HEADS, kind, **attrs), ref, (x, memory, masks))
     (out * grad_out.double()).sum().backward()
 
     if kind == "ot":
@@ -1009,40 +683,6 @@ def block_parameter(name):
     return uniform(shape, -0.5, 0.5) if name.endswith("weight") else uniform(shape, -0.1, 0.1)
 
 
-def paper002_block(norm, mixer, kind, attrs, x, key_valid, p):
-    """The layer in float64: x (B, L, D), key_valid (B, L) 0/1, p by hnas's parameter names."""
-    real = key_valid.unsqueeze(-1)  # (B, L, 1)
-
-    def layer_norm(h, name):
-        return F.layer_norm(h, (h.shape[-1],), p[name + ".weight"], p[name + ".bias"], LN_EPS)
-
-    def mix(h):
-        if mixer == "sum":
-            return (h * real).sum(dim=1, keepdim=True) * real
-        if mixer == "max":
-            return (h + (real - 1) * 1e9).max(dim=1, keepdim=True).values * real
-        attention = {n[len("self_attn."):]: v for n, v in p.items() if n.startswith("self_attn.")}
-        allowed = allowed_mask(key_valid, key_valid, False, LAYER_HEADS)
-        s = attention_scores(h, h, attention, None, LAYER_HEADS, attrs.get("score_scale") != "none")
-        a = normalize(kind, s, allowed, attention, attrs)
-        v = split_heads(F.linear(h, attention["v_proj.weight"], attention["v_proj.bias"]), LAYER_HEADS)
-        heads = merge_heads(a @ v)
-        if norm == "mte":  # paper 002 App. D: the merged heads normalized (NON: by its 1/sqrt(n)), then GELU
-            heads = F.gelu(heads if kind == "non" else layer_norm(heads, "self_attn_hidden_norm"))
-        return F.linear(heads, attention["out_proj.weight"], attention["out_proj.bias"])
-
-    def ffn(h):
-        hidden = F.linear(h, p["ffn.fc1.weight"], p["ffn.fc1.bias"])
-        if norm == "mte":
-            hidden = layer_norm(hidden, "ffn.hidden_norm")
-        return F.linear(F.gelu(hidden), p["ffn.fc2.weight"], p["ffn.fc2.bias"])
-
-    def sublayer(h, name, branch):
-        return layer_norm(h + branch(h), name) if norm == "post" else h + layer_norm(branch(h), name)
-
-    return sublayer(sublayer(x, "self_attn_norm", mix), "ffn_norm", ffn)
-
-
 def add_layer_case(norm, mixer, kind, paper002_nap=False):
     name = f"{norm}_{mixer}" + (f"_{kind}" if mixer == "attention" else "") + ("_paper002" if paper002_nap else "")
     attrs = {"eps": PAPER002_NAP_EPS, "denominator": "std_plus_eps", "score_scale": "none"} if paper002_nap else (
@@ -1053,8 +693,9 @@ def add_layer_case(norm, mixer, kind, paper002_nap=False):
     grad_out = uniform((BATCH, LAYER_LENGTH, LAYER_WIDTH)) * key_valid.unsqueeze(-1)
 
     x = x_value.double().requires_grad_(True)
-    ref = {k: t.double().requires_grad_(True) for k, t in params.items()}
-    out = paper002_block(norm, mixer, kind, attrs, x, key_valid.double(), ref)
+    ref = double_leaves(params)
+    layer = twin.Layer(LAYER_WIDTH, LAYER_HEADS, LAYER_HIDDEN, kind, norm, mixer, attention=attrs, eps=LN_EPS)
+    out = functional_call(layer, ref, (x, twin.Masks(key_valid.double(), key_valid.double(), LAYER_HEADS)))
     (out * grad_out.double()).sum().backward()
     assert not torch.isnan(out).any(), name
     grads = {"x": tensor_json(x.grad, F64_DIGITS)}
@@ -1081,18 +722,16 @@ def build_layers():
 
 
 # ---------------------------------------------------------------- whole models
-# Tiny seq2seq and BERT models, end to end from ids to the loss; written to models.json. The
-# attention layers are attention_layer() above; the rest (embeddings, post-LN layers, heads, loss)
-# is written out by hand below in float64, and checked against torch.nn.Transformer*Layer.
+# Tiny seq2seq and BERT models, end to end from ids to the loss; written to models.json. The models are
+# the twin's (twin.model.Seq2Seq and Bert) in float64, checked against torch.nn.Transformer*Layer.
 
 MODELS_SEED = 20240609  # its own stream again
 # d 16 keeps the file near 1.2 MB; d 32 with ffn 64 would write 4.3 MB (parameters and grads grow as d^2)
 MODEL_VOCAB, MODEL_WIDTH, MODEL_HEADS, MODEL_FFN, MODEL_LAYERS, MODEL_POSITIONS = 50, 16, 4, 32, 2, 16
-MODEL_BATCH = 3
 LN_EPS = 1e-5
-PAD_ID, BOS_ID, EOS_ID, CLS_ID, SEP_ID, MASK_ID, FIRST_PIECE_ID = 0, 2, 3, 4, 5, 6, 7  # src/data/tokenizer.h
 HYBRID_INIT = 0.3
 SEQ2SEQ_LABEL_SMOOTHING = 0.1
+MODEL_SHAPES = twin.Shapes(MODEL_WIDTH, MODEL_HEADS, MODEL_FFN, MODEL_LAYERS, MODEL_VOCAB, MODEL_POSITIONS, ln_eps=LN_EPS)
 model_cases = []
 
 
@@ -1168,128 +807,59 @@ def draw_parameter(name):
     return uniform(shape, -bound, bound)
 
 
-def model_layer_norm(x, p, prefix):
-    return F.layer_norm(x, (x.shape[-1],), p[f"{prefix}.weight"], p[f"{prefix}.bias"], eps=LN_EPS)
+class TorchLayer(torch.nn.Module):
+    """torch.nn.Transformer{Encoder,Decoder}Layer (post-LN, GELU, no dropout) with our layer's weights, called
+    as the twin calls its layers; torch's take key padding masks only, so padded query rows differ."""
+
+    def __init__(self, p, prefix, decoder):
+        super().__init__()
+        cls = torch.nn.TransformerDecoderLayer if decoder else torch.nn.TransformerEncoderLayer
+        self.layer = layer = cls(MODEL_WIDTH, MODEL_HEADS, MODEL_FFN, dropout=0.0, activation="gelu",
+                                 layer_norm_eps=LN_EPS, batch_first=True, norm_first=False, dtype=torch.float64)
+        ours = [("self_attn", layer.self_attn), ("cross_attn", getattr(layer, "multihead_attn", None))]
+        norms = [("self_attn_norm", layer.norm1), ("cross_attn_norm", layer.norm2) if decoder else None,
+                 ("ffn_norm", layer.norm3 if decoder else layer.norm2)]
+        with torch.no_grad():
+            for name, mha in ours:
+                if mha is None:
+                    continue
+                mha.in_proj_weight.copy_(torch.cat([p[f"{prefix}.{name}.{c}_proj.weight"] for c in "qkv"]))
+                mha.in_proj_bias.copy_(torch.cat([p[f"{prefix}.{name}.{c}_proj.bias"] for c in "qkv"]))
+                mha.out_proj.weight.copy_(p[f"{prefix}.{name}.out_proj.weight"])
+                mha.out_proj.bias.copy_(p[f"{prefix}.{name}.out_proj.bias"])
+            for entry in norms:
+                if entry is not None:
+                    entry[1].weight.copy_(p[f"{prefix}.{entry[0]}.weight"])
+                    entry[1].bias.copy_(p[f"{prefix}.{entry[0]}.bias"])
+            for ours_name, theirs in (("fc1", layer.linear1), ("fc2", layer.linear2)):
+                theirs.weight.copy_(p[f"{prefix}.ffn.{ours_name}.weight"])
+                theirs.bias.copy_(p[f"{prefix}.ffn.{ours_name}.bias"])
+
+    def forward(self, x, masks, memory=None, memory_masks=None):
+        if memory is None:
+            return self.layer(x, src_key_padding_mask=masks.key_valid == 0)
+        causal = torch.ones((x.shape[1], x.shape[1]), dtype=torch.bool).triu(1)
+        return self.layer(x, memory, tgt_mask=causal, tgt_key_padding_mask=masks.key_valid == 0,
+                          memory_key_padding_mask=memory_masks.key_valid == 0)
 
 
-def model_attention(p, prefix, kind, x, memory, allowed):
-    sub = {k[len(prefix) + 1:]: v for k, v in p.items() if k.startswith(prefix + ".")}
-    return attention_layer(kind, {}, x, memory, allowed, sub, MODEL_HEADS)[0]
-
-
-def transformer_layer(p, prefix, x, self_kind, self_allowed, memory=None, cross_kind=None, cross_allowed=None):
-    """Post-LN: x = LN(x + f(x)) for self-attention, cross-attention (decoder), feed-forward."""
-    h = model_layer_norm(x + model_attention(p, f"{prefix}.self_attn", self_kind, x, x, self_allowed),
-                         p, f"{prefix}.self_attn_norm")
-    if memory is not None:
-        h = model_layer_norm(h + model_attention(p, f"{prefix}.cross_attn", cross_kind, h, memory, cross_allowed),
-                             p, f"{prefix}.cross_attn_norm")
-    ffn = F.linear(F.gelu(F.linear(h, p[f"{prefix}.ffn.fc1.weight"], p[f"{prefix}.ffn.fc1.bias"])),
-                   p[f"{prefix}.ffn.fc2.weight"], p[f"{prefix}.ffn.fc2.bias"])
-    return model_layer_norm(h + ffn, p, f"{prefix}.ffn_norm")
-
-
-def seq2seq_embed(p, stack, ids):
-    """Token embedding times sqrt(D) plus learned positions 0..T-1."""
-    return F.embedding(ids, p["embedding.weight"]) * math.sqrt(MODEL_WIDTH) + p[f"{stack}.positions.weight"][:ids.shape[1]]
-
-
-def seq2seq_forward(p, x, kinds):
-    """Returns logits (B·T, V) and the loss."""
-    source_valid, target_valid = x["source_valid"], x["target_valid"]
-    memory = seq2seq_embed(p, "encoder", x["source_ids"])
-    allowed = allowed_mask(source_valid, source_valid, False, MODEL_HEADS)
-    for i in range(MODEL_LAYERS):
-        memory = transformer_layer(p, f"encoder.layers.{i}", memory, kinds["encoder"], allowed)
-    y = seq2seq_embed(p, "decoder", x["target_input"])
-    self_allowed = allowed_mask(target_valid, target_valid, True, MODEL_HEADS)
-    cross_allowed = allowed_mask(source_valid, target_valid, False, MODEL_HEADS)
-    for i in range(MODEL_LAYERS):
-        y = transformer_layer(p, f"decoder.layers.{i}", y, kinds["decoder"], self_allowed,
-                              memory, kinds["cross"], cross_allowed)
-    logits = y.reshape(-1, MODEL_WIDTH) @ p["embedding.weight"].t()
-    loss = F.cross_entropy(logits, x["target_output"].reshape(-1), ignore_index=PAD_ID,
-                           label_smoothing=SEQ2SEQ_LABEL_SMOOTHING)
-    return logits, loss
-
-
-def bert_encode(p, x, kinds):
-    ids = x["input_ids"]
-    e = (F.embedding(ids, p["embeddings.tokens.weight"]) + p["embeddings.positions.weight"][:ids.shape[1]]
-         + F.embedding(x["segment_ids"], p["embeddings.segments.weight"]))
-    h = model_layer_norm(e, p, "embeddings.norm")
-    allowed = allowed_mask(x["valid"], x["valid"], False, MODEL_HEADS)
-    for i in range(MODEL_LAYERS):
-        h = transformer_layer(p, f"encoder.layers.{i}", h, kinds["encoder"], allowed)
-    return h
-
-
-def bert_head(p, states, x):
-    """MLM head on the masked rows; returns logits (N, V) and the loss."""
-    rows = states.reshape(-1, MODEL_WIDTH)[x["masked_positions"]]
-    hidden = F.gelu(F.linear(rows, p["mlm_head.dense.weight"], p["mlm_head.dense.bias"]))
-    hidden = model_layer_norm(hidden, p, "mlm_head.norm")
-    logits = hidden @ p["embeddings.tokens.weight"].t() + p["mlm_head.bias"]
-    return logits, F.cross_entropy(logits, x["masked_labels"], ignore_index=PAD_ID)
-
-
-def bert_forward(p, x, kinds):
-    return bert_head(p, bert_encode(p, x, kinds), x)
-
-
-def torch_layer(p, prefix, decoder):
-    """torch.nn.Transformer{Encoder,Decoder}Layer (post-LN, GELU, no dropout) with our layer's weights."""
-    cls = torch.nn.TransformerDecoderLayer if decoder else torch.nn.TransformerEncoderLayer
-    layer = cls(MODEL_WIDTH, MODEL_HEADS, MODEL_FFN, dropout=0.0, activation="gelu", layer_norm_eps=LN_EPS,
-                batch_first=True, norm_first=False, dtype=torch.float64)
-    ours = [("self_attn", layer.self_attn), ("cross_attn", getattr(layer, "multihead_attn", None))]
-    norms = [("self_attn_norm", layer.norm1), ("cross_attn_norm", layer.norm2) if decoder else None,
-             ("ffn_norm", layer.norm3 if decoder else layer.norm2)]
-    with torch.no_grad():
-        for name, mha in ours:
-            if mha is None:
-                continue
-            mha.in_proj_weight.copy_(torch.cat([p[f"{prefix}.{name}.{c}_proj.weight"] for c in "qkv"]))
-            mha.in_proj_bias.copy_(torch.cat([p[f"{prefix}.{name}.{c}_proj.bias"] for c in "qkv"]))
-            mha.out_proj.weight.copy_(p[f"{prefix}.{name}.out_proj.weight"])
-            mha.out_proj.bias.copy_(p[f"{prefix}.{name}.out_proj.bias"])
-        for entry in norms:
-            if entry is not None:
-                entry[1].weight.copy_(p[f"{prefix}.{entry[0]}.weight"])
-                entry[1].bias.copy_(p[f"{prefix}.{entry[0]}.bias"])
-        for ours_name, theirs in (("fc1", layer.linear1), ("fc2", layer.linear2)):
-            theirs.weight.copy_(p[f"{prefix}.ffn.{ours_name}.weight"])
-            theirs.bias.copy_(p[f"{prefix}.ffn.{ours_name}.bias"])
-    return layer
-
-
-def check_against_torch_transformer(name, architecture, p, x, logits):
-    """lnas models are standard Transformers: torch's layers (key padding masks only, so padded query
-    rows differ) must give the same logits at every row the loss reads."""
+def check_against_torch_transformer(name, model, p, x, logits):
+    """lnas models are standard Transformers: the twin with torch's layers in place of its own must give
+    the same logits at every row the loss reads."""
     p = {k: v.detach() for k, v in p.items()}
+    model = copy.deepcopy(model).double()
+    twin.load_parameters(model, p, name)
+    for stack in ("encoder", "decoder") if isinstance(model, twin.Seq2Seq) else ("encoder",):
+        layers = getattr(model, stack).layers
+        for i in range(len(layers)):
+            layers[i] = TorchLayer(p, f"{stack}.layers.{i}", stack == "decoder")
     with torch.no_grad():
-        if architecture == "seq2seq":
-            source_pad, target_pad = x["source_valid"] == 0, x["target_valid"] == 0
-            memory = seq2seq_embed(p, "encoder", x["source_ids"])
-            for i in range(MODEL_LAYERS):
-                memory = torch_layer(p, f"encoder.layers.{i}", False)(memory, src_key_padding_mask=source_pad)
-            y = seq2seq_embed(p, "decoder", x["target_input"])
-            t = y.shape[1]
-            causal = torch.ones((t, t), dtype=torch.bool).triu(1)
-            for i in range(MODEL_LAYERS):
-                y = torch_layer(p, f"decoder.layers.{i}", True)(
-                    y, memory, tgt_mask=causal, tgt_key_padding_mask=target_pad, memory_key_padding_mask=source_pad)
-            ref = y.reshape(-1, MODEL_WIDTH) @ p["embedding.weight"].t()
-            rows = x["target_output"].reshape(-1) != PAD_ID
-            assert torch.equal(rows, x["target_valid"].reshape(-1) == 1), name
-        else:
-            ids = x["input_ids"]
-            h = model_layer_norm(F.embedding(ids, p["embeddings.tokens.weight"]) + p["embeddings.positions.weight"][:ids.shape[1]]
-                                 + F.embedding(x["segment_ids"], p["embeddings.segments.weight"]), p, "embeddings.norm")
-            for i in range(MODEL_LAYERS):
-                h = torch_layer(p, f"encoder.layers.{i}", False)(h, src_key_padding_mask=x["valid"] == 0)
-            ref = bert_head(p, h, x)[0]
-            rows = torch.ones(ref.shape[0], dtype=torch.bool)
+        ref = model(x)[0]
+    if isinstance(model, twin.Seq2Seq):
+        rows = x["target_output"].reshape(-1) != PAD_ID
+        assert torch.equal(rows, x["target_valid"].reshape(-1) == 1), name
+    else:
+        rows = torch.ones(ref.shape[0], dtype=torch.bool)
     assert (ref[rows] - logits[rows]).abs().max() < 1e-12, (name, "vs torch.nn.Transformer*Layer")
 
 
@@ -1377,6 +947,13 @@ def check_directional_derivative(name, forward, ref, grads):
 check_gen = torch.Generator().manual_seed(7)  # only for self-check directions; nothing written depends on it
 
 
+def twin_model(architecture, kind, **heads):
+    """The twin's model of the fixtures' sizes: seq2seq with `kind` in the encoder, or BERT with its heads."""
+    if architecture == "seq2seq":
+        return twin.Seq2Seq(MODEL_SHAPES, kind, label_smoothing=SEQ2SEQ_LABEL_SMOOTHING)
+    return twin.Bert(MODEL_SHAPES, kind, **heads)
+
+
 def add_model_case(architecture, kinds, inputs):
     name = f"{architecture}_{'hnas' if 'hnas' in kinds.values() else 'lnas'}"
     assert all(c["name"] != name for c in model_cases), f"duplicate case name {name}"
@@ -1384,12 +961,15 @@ def add_model_case(architecture, kinds, inputs):
     names = seq2seq_names(kinds) if seq2seq else bert_names(kinds)
     params = {n: draw_parameter(n) for n in names}
     assert len(set(names)) == len(names)
-    forward = seq2seq_forward if seq2seq else bert_forward
     label_smoothing = SEQ2SEQ_LABEL_SMOOTHING if seq2seq else 0.0
+    model = twin_model(architecture, kinds["encoder"])
+
+    def forward(p, model=model):
+        return functional_call(model, p, (x,))
 
     x = {k: (t.long() if t.dtype == torch.int32 else t.double()) for k, t in inputs.items()}
-    ref = {k: t.double().requires_grad_(True) for k, t in params.items()}
-    logits, loss = forward(ref, x, kinds)
+    ref = double_leaves(params)
+    logits, loss = forward(ref)
     loss.backward()
     # parameters outside the loss (bert's pooler) get no gradient: written as zeros
     unused = [k for k, v in ref.items() if v.grad is None]
@@ -1402,14 +982,14 @@ def add_model_case(architecture, kinds, inputs):
     assert abs(by_hand.item() - loss.item()) < 1e-12, (name, "loss vs cross-entropy of the stored logits")
     assert not torch.isnan(logits).any() and math.isfinite(loss.item())
     detached = {k: v.detach() for k, v in ref.items()}
-    check_directional_derivative(name, lambda p: forward(p, x, kinds), detached, grads)
+    check_directional_derivative(name, forward, detached, grads)
     if "hnas" in kinds.values():
         # theta -> -inf: the hnas stacks become lnas; the same weights without theta give the lnas model
-        lnas_kinds = {k: "lnas" for k in kinds}
         with torch.no_grad():
             limit = {k: (torch.full_like(v, -80.0) if k.endswith("hybrid_theta") else v) for k, v in detached.items()}
-            hnas_limit = forward(limit, x, kinds)[0]
-            lnas = forward({k: v for k, v in detached.items() if not k.endswith("hybrid_theta")}, x, lnas_kinds)[0]
+            hnas_limit = forward(limit)[0]
+            lnas = forward({k: v for k, v in detached.items() if not k.endswith("hybrid_theta")},
+                           twin_model(architecture, "lnas"))[0]
         assert (hnas_limit - lnas).abs().max() < 1e-12, (name, "hnas at theta -> -inf vs lnas")
         gap = (logits - lnas).abs().max().item()
         assert gap > 1e-2, (name, "hnas should move the logits", gap)
@@ -1417,7 +997,7 @@ def add_model_case(architecture, kinds, inputs):
         assert len(thetas) == MODEL_LAYERS and all(len(set(t.tolist())) == MODEL_HEADS and t.abs().min() > 1e-8 for t in thetas), name
         print(f"{name}: max |logits - lnas logits with the same weights| = {gap:.3f}")
     else:
-        check_against_torch_transformer(name, architecture, ref, x, logits)
+        check_against_torch_transformer(name, model, ref, x, logits)
     print(f"{name}: loss {loss.item():.4f}, logits std {logits.std().item():.3f}")
 
     model_cases.append({
@@ -1458,7 +1038,6 @@ def build_models():
 
 HEADS_SEED = 20240611  # its own stream again
 head_cases = []
-MASKED_SCORE = -1e9  # ops::kMaskedScore
 
 
 def head_names(heads):
@@ -1491,39 +1070,20 @@ def head_parameter(name, heads):
     return uniform(shape, -bound, bound)
 
 
-def pooled_state(p, h):
-    return torch.tanh(F.linear(h[:, 0], p["pooler.dense.weight"], p["pooler.dense.bias"]))
-
-
-def head_forward(p, x, name):
-    """Returns the head's logits and the loss."""
-    h = bert_encode(p, x, {"encoder": "lnas"})
-    if name == "sop":
-        logits = F.linear(pooled_state(p, h), p["sop_head.weight"], p["sop_head.bias"])
-        return logits, bert_head(p, h, x)[1] + F.cross_entropy(logits, x["sentence_order"])
-    if name in ("classify", "regression"):
-        logits = F.linear(pooled_state(p, h), p["classifier.weight"], p["classifier.bias"])
-        if name == "classify":
-            return logits, F.cross_entropy(logits, x["labels"])
-        return logits, ((logits.reshape(-1) - x["targets"]) ** 2).mean()
-    both = F.linear(h, p["span_head.weight"], p["span_head.bias"]) + ((1 - x["valid"]) * MASKED_SCORE).unsqueeze(-1)
-    start, end = both[..., 0], both[..., 1]
-    loss = (F.cross_entropy(start, x["start_positions"]) + F.cross_entropy(end, x["end_positions"])) / 2
-    return torch.stack([start, end]), loss
-
-
 def add_head_case(name, heads, inputs):
     params = {n: head_parameter(n, heads) for n in head_names(heads)}
     x = {k: (t.long() if t.dtype == torch.int32 else t.double()) for k, t in inputs.items()}
-    ref = {k: t.double().requires_grad_(True) for k, t in params.items()}
-    logits, loss = head_forward(ref, x, name)
+    ref = double_leaves(params)
+    model = twin_model("bert", "lnas", masked_lm=heads["masked_lm"], classes=heads.get("classes", 0),
+                       sentence_order_weight=1.0 if heads.get("sentence_order") else 0.0, span=heads.get("span", False))
+    logits, loss = functional_call(model, ref, (x,))
     loss.backward()
     # the pooler is outside the span and sop-less losses: zeros, as models.json writes them
     unused = [k for k, v in ref.items() if v.grad is None]
     assert unused == (["pooler.dense.weight", "pooler.dense.bias"] if name == "span" else []), (name, unused)
     grads = {k: (v.grad if v.grad is not None else torch.zeros_like(v)) for k, v in ref.items()}
     detached = {k: v.detach() for k, v in ref.items()}
-    check_directional_derivative(name, lambda q: head_forward(q, x, name), detached, grads)
+    check_directional_derivative(name, lambda q: functional_call(model, q, (x,)), detached, grads)
     print(f"head {name}: loss {loss.item():.4f}")
     config = model_config("bert", {"encoder": "lnas"})
     head_cases.append({
@@ -1556,8 +1116,9 @@ def build_heads():
 
 # ---------------------------------------------------------------- optimizers
 # A few parameters through five steps of each optimizer from fixed gradients; written to
-# optim.json. AdamW and Adam are torch.optim's (checked against the update written out by
-# hand); LAMB has no torch.optim counterpart and is written out by hand.
+# optim.json. The optimizers are the twin's (twin.optim.make_optimizer): AdamW and Adam are torch.optim's,
+# checked here against the update written out by hand; LAMB is the twin's own, checked against its
+# invariant (each step moves a tensor by lr ||w||).
 
 OPTIM_SEED = 20240610  # its own stream again
 OPTIM_STEPS = 5
@@ -1566,11 +1127,6 @@ OPTIM_DECAY = {"adamw": 0.1, "adam": 0.1, "lamb": 0.01, "lamb_albert": 0.01}
 OPTIM_EPS_ALBERT = 1e-6  # ALBERT's optimization.py gives its LAMBOptimizer epsilon=1e-6
 OPTIM_GRAD_SCALES = (1.0, 0.5, 2.0, 0.1, 1.0)  # per step, so the moments see changing magnitudes
 optim_cases = []
-
-
-def no_weight_decay(name):
-    """src/optim/optimizer.cpp's rule: biases, norms and the relative-position prior."""
-    return name.split(".")[-1] == "bias" or "norm." in name or "relative_bias." in name
 
 
 def optim_inputs():
@@ -1585,13 +1141,17 @@ def optim_inputs():
     return params, grads
 
 
-def torch_optimizer_steps(kind, params, grads, decay):
-    """torch.optim.AdamW / Adam with decay only on the decayed group; parameters after every step."""
-    ref = {k: v.double().requires_grad_(True) for k, v in params.items()}
-    groups = [{"params": [v for k, v in ref.items() if not no_weight_decay(k)], "weight_decay": decay},
-              {"params": [v for k, v in ref.items() if no_weight_decay(k)], "weight_decay": 0.0}]
-    cls = torch.optim.AdamW if kind == "adamw" else torch.optim.Adam
-    optimizer = cls(groups, lr=OPTIM_LR, betas=(OPTIM_BETA1, OPTIM_BETA2), eps=OPTIM_EPS)
+def optimizer_steps(kind, params, grads, decay):
+    """The parameters after every step of the twin's optimizer `kind`, in float64; weight decay on the
+    decayed group only. lamb_albert takes the betas as float32 holds them, as the C++ optimizer (and
+    ALBERT's TensorFlow) runs them: without bias correction nothing cancels float32(1 - 0.999)'s 1.3e-5
+    relative offset from 0.001."""
+    ref = double_leaves(params)
+    betas = (OPTIM_BETA1, OPTIM_BETA2)
+    if kind == "lamb_albert":
+        betas = tuple(torch.tensor(b, dtype=torch.float32).item() for b in betas)
+    eps = OPTIM_EPS_ALBERT if kind == "lamb_albert" else OPTIM_EPS
+    optimizer = make_optimizer(ref.items(), kind, OPTIM_LR, *betas, eps, decay)
     steps = []
     for g in grads:
         for k, v in ref.items():
@@ -1619,52 +1179,17 @@ def adam_by_hand(kind, params, grads, decay):
     return steps
 
 
-def lamb_steps(params, grads, decay):
-    """LAMB (You et al. 2019, Algorithm 2) with bias correction, per tensor, phi = identity."""
-    w = {k: v.double() for k, v in params.items()}
-    m = {k: torch.zeros_like(v) for k, v in w.items()}
-    v2 = {k: torch.zeros_like(v) for k, v in w.items()}
-    steps, unit_ratio = [], 0
-    for t, g in enumerate(grads, start=1):
-        for k in w:
-            lam = 0.0 if no_weight_decay(k) else decay
-            gk = g[k].double()
-            m[k] = OPTIM_BETA1 * m[k] + (1 - OPTIM_BETA1) * gk
-            v2[k] = OPTIM_BETA2 * v2[k] + (1 - OPTIM_BETA2) * gk * gk
-            r = (m[k] / (1 - OPTIM_BETA1 ** t)) / (torch.sqrt(v2[k] / (1 - OPTIM_BETA2 ** t)) + OPTIM_EPS) + lam * w[k]
-            w_norm, r_norm = w[k].norm().item(), r.norm().item()
-            ratio = w_norm / r_norm if w_norm > 0 and r_norm > 0 else 1.0
-            unit_ratio += ratio == 1.0
-            new = w[k] - OPTIM_LR * ratio * r
-            if w_norm > 0:  # LAMB's invariant: each step moves a tensor by lr ||w||
-                assert abs((new - w[k]).norm().item() - OPTIM_LR * w_norm) < 1e-14, (k, t)
-            w[k] = new
-        steps.append(dict(w))
+def check_lamb(params, steps):
+    """LAMB's invariant: a step moves each tensor by lr ||w||, but where ||w|| = 0 (only layer.bias's first
+    step), which takes the ratio-1 branch."""
+    unit_ratio = 0
+    for t, (before, after) in enumerate(zip([{k: v.double() for k, v in params.items()}] + steps, steps), start=1):
+        for k in before:
+            w_norm = before[k].norm().item()
+            unit_ratio += w_norm == 0
+            if w_norm > 0:
+                assert abs((after[k] - before[k]).norm().item() - OPTIM_LR * w_norm) < 1e-14, (k, t)
     assert unit_ratio == 1, "only layer.bias's first step should take the ratio-1 branch"
-    return steps
-
-
-def lamb_albert_steps(params, grads, decay):
-    """ALBERT's lamb_optimizer.py: m, v uncorrected; ratio only where weight decay applies."""
-    w = {k: v.double() for k, v in params.items()}
-    m = {k: torch.zeros_like(v) for k, v in w.items()}
-    v2 = {k: torch.zeros_like(v) for k, v in w.items()}
-    # The betas as float32 holds them, as the C++ optimizer (and ALBERT's TensorFlow) runs them: without
-    # bias correction nothing cancels float32(1 - 0.999)'s 1.3e-5 relative offset from 0.001.
-    beta1, beta2 = (torch.tensor(b, dtype=torch.float32).item() for b in (OPTIM_BETA1, OPTIM_BETA2))
-    steps = []
-    for g in grads:
-        for k in w:
-            adapted = not no_weight_decay(k)  # exclude_from_layer_adaptation = exclude_from_weight_decay
-            gk = g[k].double()
-            m[k] = beta1 * m[k] + (1 - beta1) * gk
-            v2[k] = beta2 * v2[k] + (1 - beta2) * gk * gk
-            update = m[k] / (torch.sqrt(v2[k]) + OPTIM_EPS_ALBERT) + (decay * w[k] if adapted else 0.0)
-            w_norm, u_norm = w[k].norm().item(), update.norm().item()
-            ratio = w_norm / u_norm if adapted and w_norm > 0 and u_norm > 0 else 1.0
-            w[k] = w[k] - ratio * OPTIM_LR * update
-        steps.append(dict(w))
-    return steps
 
 
 def build_optim():
@@ -1674,12 +1199,10 @@ def build_optim():
     for kind in ("adamw", "adam", "lamb", "lamb_albert"):
         decay = OPTIM_DECAY[kind]
         eps = OPTIM_EPS_ALBERT if kind == "lamb_albert" else OPTIM_EPS
+        steps = optimizer_steps(kind, params, grads, decay)
         if kind == "lamb":
-            steps = lamb_steps(params, grads, decay)
-        elif kind == "lamb_albert":
-            steps = lamb_albert_steps(params, grads, decay)
-        else:
-            steps = torch_optimizer_steps(kind, params, grads, decay)
+            check_lamb(params, steps)
+        elif kind != "lamb_albert":
             by_hand = adam_by_hand(kind, params, grads, decay)
             worst = max((a[k] - b[k]).abs().max().item() for a, b in zip(steps, by_hand) for k in a)
             assert worst < 1e-15, (kind, "torch.optim vs by hand", worst)
@@ -1755,7 +1278,8 @@ def multiview_parameter(name, heads):
 
 
 def multiview_model(kind, mixer, heads, views, valids, p):
-    """Logits (B, C) in float64: views[v] (B, L_v, D), valids[v] (B, L_v) 0/1, p by hnas's names."""
+    """Logits (B, C) in float64: views[v] (B, L_v, D), valids[v] (B, L_v) 0/1, p by hnas's names. The
+    attention is the twin's with the untransformed values of paper 004's App. B."""
     real = valids[0].unsqueeze(-1)
     total = views[0]
     for m in (1, 2):
@@ -1763,9 +1287,8 @@ def multiview_model(kind, mixer, heads, views, valids, p):
         if mixer == "attention":
             prefix = f"fusion.views.{m}."
             attention = {n[len(prefix):]: v for n, v in p.items() if n.startswith(prefix)}
-            s = attention_scores(views[0], x, attention, None, heads, True)
-            a = normalize(kind, s, allowed_mask(valid, valids[0], False, heads), attention, {"iterations": 3})
-            total = total + merge_heads(a @ split_heads(x, heads))  # untransformed values (App. B)
+            fusion = twin.Attention(MV_WIDTH, heads, kind, values=False)
+            total = total + functional_call(fusion, attention, (views[0], x, twin.Masks(valid, valids[0], heads)))[0]
         elif mixer == "sum":
             total = total + (x * valid.unsqueeze(-1)).sum(dim=1, keepdim=True)
         else:
@@ -1781,7 +1304,7 @@ def add_multiview_case(kind, mixer, heads=1):
     valids = [torch.tensor(v, dtype=torch.float32) for v in MV_VALID]
     views = [uniform((BATCH, v.shape[1], MV_WIDTH), -1.5, 1.5) * v.unsqueeze(-1) for v in valids]
     params = {n: multiview_parameter(n, heads) for n in multiview_parameter_names(mixer, kind)}
-    ref = {k: t.double().requires_grad_(True) for k, t in params.items()}
+    ref = double_leaves(params)
     logits = multiview_model(kind, mixer, heads, [v.double() for v in views], [v.double() for v in valids], ref)
     loss = F.cross_entropy(logits, torch.tensor(MV_LABELS))
     loss.backward()
@@ -1847,29 +1370,24 @@ def vit_parameter(name):
 
 
 def vit_model(patches, p):
-    """Logits (B, C) in float64, as VitModel::logits(VitModel::encode(patches)) in evaluation mode."""
-    def layer_norm(h, name):
-        return F.layer_norm(h, (VIT_WIDTH,), p[name + ".weight"], p[name + ".bias"], LN_EPS)
-
+    """Logits (B, C) in float64, as VitModel::logits(VitModel::encode(patches)) in evaluation mode: the
+    twin's pre-LN layers."""
     x = F.linear(patches, p["patch_embedding.weight"], p["patch_embedding.bias"])
     x = torch.cat([p["class_token"].expand(patches.shape[0], 1, VIT_WIDTH), x], 1) + p["positions"]
-    allowed = torch.ones((x.shape[0], VIT_HEADS, x.shape[1], x.shape[1]), dtype=torch.bool)
+    real = torch.ones(x.shape[:2], dtype=x.dtype)
     for i, kind in enumerate(VIT_KINDS):
-        prefix = f"encoder.layers.{i}"
-        attention = {n[len(prefix + ".self_attn."):]: v for n, v in p.items() if n.startswith(prefix + ".self_attn.")}
-        h = layer_norm(x, prefix + ".self_attn_norm")
-        x = x + attention_layer(kind, {"alpha": 1.0} if kind == "ot" else {}, h, h, allowed, attention, VIT_HEADS)[0]
-        h = layer_norm(x, prefix + ".ffn_norm")
-        hidden = F.gelu(F.linear(h, p[prefix + ".ffn.fc1.weight"], p[prefix + ".ffn.fc1.bias"]))
-        x = x + F.linear(hidden, p[prefix + ".ffn.fc2.weight"], p[prefix + ".ffn.fc2.bias"])
-    x = layer_norm(x, "encoder.final_norm")
+        prefix = f"encoder.layers.{i}."
+        layer = twin.Layer(VIT_WIDTH, VIT_HEADS, VIT_FFN, kind, "pre", attention={"alpha": 1.0} if kind == "ot" else {})
+        x = functional_call(layer, {n[len(prefix):]: v for n, v in p.items() if n.startswith(prefix)},
+                            (x, twin.Masks(real, real, VIT_HEADS)))
+    x = F.layer_norm(x, (VIT_WIDTH,), p["encoder.final_norm.weight"], p["encoder.final_norm.bias"], LN_EPS)
     return F.linear(x[:, 0], p["classifier.weight"], p["classifier.bias"])
 
 
 def build_vit():
     patches = uniform((VIT_BATCH, VIT_PATCHES, VIT_VALUES), 0.0, 1.0)
     params = {n: vit_parameter(n) for n in vit_parameter_names()}
-    ref = {k: t.double().requires_grad_(True) for k, t in params.items()}
+    ref = double_leaves(params)
     logits = vit_model(patches.double(), ref)
     loss = F.cross_entropy(logits, torch.tensor(VIT_LABELS))
     loss.backward()

@@ -6,7 +6,7 @@
 #                 (scripts/bert_parity.py, scripts/wordpiece_agreement.py, scripts/export_parity.py); the C++
 #                 test BertImport.MiniLMHiddenStatesEqualTheFixture reads the weights from it (skipped without).
 #   torch-latest  the newest PyTorch on PyPI, for the `eager` and `compile` columns of scripts/bench.sh train,
-#                 real and decode (scripts/torch_peers.py).
+#                 real and decode (scripts/torch_reference.py).
 #   torch-ipex    Intel's Extension for PyTorch at its last release (2.8.0; Intel retired the project after
 #                 it, its optimizations moving into PyTorch itself) with the PyTorch it pairs with, 2.8.0:
 #                 the benchmarks' `ipex` column.

@@ -1,396 +1,178 @@
 #!/usr/bin/python3
-"""PyTorch twin of `hnas-bench train`: the reference seq2seq and masked-LM models written by
-hand from nn.Linear / nn.Embedding / nn.LayerNorm, with hnas's parameter names, shapes, initialization,
-batches and training step (forward loss, backward, global-norm clipping at 1.0, Adam with a constant
-learning rate), timed the same way and reported as the same JSON line.
+"""The PyTorch twin (scripts/twin/) run beside hnas as a benchmark peer, one JSON line on stdout:
 
     /usr/bin/python3 scripts/torch_reference.py --task headline --kind hnas --steps 20 --warmup 3
     /usr/bin/python3 scripts/torch_reference.py --load initial.ckpt --no-dropout --steps 3 --warmup 0
-    ~/.cache/hnas-peers/torch-latest/bin/python scripts/torch_reference.py --peer compile --precision bf16
+    /usr/bin/python3 scripts/torch_reference.py --batches run.batches --steps 400 --threads 2
+    /usr/bin/python3 scripts/torch_reference.py --sources decode.hnas --threads 2
+    ~/.cache/hnas-peers/torch-latest/bin/python scripts/torch_reference.py ... --peer compile --precision bf16
 
---peer picks how PyTorch runs the same model and step: eager (the default, as it always did), compile
-(torch.compile, default mode, around the loss: forward and, through AOTAutograd, backward; the
-optimizer stays eager) or ipex (intel_extension_for_pytorch.optimize(model, optimizer, dtype)); --precision
-bf16 runs the forward and the loss under torch.autocast("cpu", torch.bfloat16) (scripts/torch_peers.py, shared
-with torch_real.py and torch_decode.py). A compiled run's first step compiles: the JSON line reports its
-seconds apart (first_step_s, compile_s = first step minus the median timed step) and the warm-up steps,
-which the timing excludes, as warmup_ms.
+Training the reference workloads (`scripts/bench.sh train`, docs/performance.md's Workloads): `hnas-bench
+train`'s models, batches and step (forward loss, backward, global-norm clipping at 1.0, Adam with a
+constant rate), timed the same way. --load takes the initial parameters and the first batch from
+`hnas-bench train --dump-initial FILE` and trains on that batch at every step, as hnas does when it dumps.
 
---load takes the initial parameters and the first batch from a checkpoint written by
-`hnas-bench train --dump-initial FILE` (src/io/checkpoint.h describes the format; this file holds a
-reader of its own) and then trains on that batch at every step, as hnas does when it dumps.
+--batches FILE: a real `hnas train` run (`scripts/bench.sh real` and `twin`) replayed from the
+batches and initial parameters `hnas-bench batches --run DIR` wrote, with the config's optimizer, schedule,
+clipping, label smoothing and dropout; the step-0 loss (f32, dropout off) beside hnas's, the mean loss of
+every 50 steps, progress on stderr.
 
-The PyTorch 1.13 twin needs Debian's python3-torch with libopenblas0-openmp (without OpenBLAS torch uses the reference BLAS).
-Conventions follow scripts/make_fixtures.py: post-LN layers, GELU in its erf form, token embeddings times
-sqrt(D) in the seq2seq model, learned positions; the attention normalizations are scripts/torch_attention.py's,
-the ones the fixtures use.
+--sources FILE: hnas's beam search (`scripts/bench.sh decode`) over the batches `hnas-bench decode` wrote, with
+the same trained model, settings and search; one untimed batch warms up, then one timed pass decodes every
+batch; how many best hypotheses equal hnas's token for token.
+
+--peer picks how PyTorch runs (scripts/setup_peers.sh installs PyTorch 2 for compile and ipex): eager;
+compile, torch.compile in its default mode around the forward and loss (through AOTAutograd, the backward)
+or, decoding, around the encoder and one cached decoder step, the optimizer and the beam search's
+bookkeeping staying eager; ipex, intel_extension_for_pytorch.optimize() of the model (with its optimizer
+when training). --precision bf16 runs the forward under torch.autocast("cpu", torch.bfloat16) (IPEX's
+optimize() with dtype bf16). A run that compiled also reports the units (steps or batches) during which
+TorchDynamo compiled a graph, their seconds, and the rate of those that compiled nothing.
 """
 import argparse
-import dataclasses
+import contextlib
+import functools
 import json
 import math
 import resource
-import struct
 import sys
 import time
 
 import numpy as np
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 
-import torch_attention
-import torch_peers
+from twin import model as twin
+from twin.checkpoint import read_checkpoint
+from twin.decode import beam_search, decode_step, encode
+from twin.optim import learning_rate_at, make_optimizer, set_learning_rate
 
 # Shapes of the two reference workloads (docs/performance.md, Workloads); must match src/bench/main.cpp.
 BATCH, VOCAB, WIDTH, HEADS, FFN, LAYERS = 32, 8000, 256, 4, 1024, 4
 SOURCE_LENGTH, TARGET_LENGTH, MLM_LENGTH = 64, 16, 128
-MAX_SOURCE_POSITIONS, MAX_TARGET_POSITIONS, MLM_POSITIONS, SEGMENTS = 128, 64, 128, 2
+MAX_SOURCE_POSITIONS, MAX_TARGET_POSITIONS, MLM_POSITIONS = 128, 64, 128
 MASK_FRACTION, LABEL_SMOOTHING, CLIP_NORM, DROPOUT = 0.15, 0.1, 1.0, 0.1
-HYBRID_INIT, LN_EPS = 0.5, 1e-5
+REFERENCE = twin.Shapes(WIDTH, HEADS, FFN, LAYERS, VOCAB, MLM_POSITIONS, source_positions=MAX_SOURCE_POSITIONS,
+                        target_positions=MAX_TARGET_POSITIONS)
+LOG_EVERY = 50
 
 
-@dataclasses.dataclass(frozen=True)
-class Shapes:
-    """A twin's sizes and choices: the reference workloads' by default; scripts/torch_real.py reads them
-    from a run's config. norm is where layer norm sits: "post" (x = LN(x + f(x))) or "pre" (x = x + f(LN(x)),
-    with a final LN after the stack, hnas's encoder.final_norm)."""
-    width: int = WIDTH
-    heads: int = HEADS
-    ffn: int = FFN
-    layers: int = LAYERS
-    vocab: int = VOCAB
-    mlm_positions: int = MLM_POSITIONS
-    max_source_positions: int = MAX_SOURCE_POSITIONS
-    max_target_positions: int = MAX_TARGET_POSITIONS
-    norm: str = "post"
-    hybrid_init: float = HYBRID_INIT
-    ln_eps: float = LN_EPS
+# ---- how a peer runs -------------------------------------------------------------------------------
+def optimize(model, peer, precision, result, optimizer=None):
+    """(model, optimizer) as the peer runs them: IPEX's optimize() for ipex (a copy of the model, so what
+    held the model before, such as its parameters' list, must be taken again), else as they are. Notes the
+    peer, the precision and IPEX's version in result."""
+    result.update({"peer": peer, "precision": precision})
+    if peer != "ipex":
+        return model, optimizer
+    import intel_extension_for_pytorch as ipex
+    result["ipex"] = ipex.__version__
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    if optimizer is None:
+        return ipex.optimize(model, dtype=dtype), None
+    return ipex.optimize(model, optimizer=optimizer, dtype=dtype)
 
 
-REFERENCE = Shapes()
-PAD_ID, BOS_ID, EOS_ID, MASK_ID, FIRST_ORDINARY_ID = 0, 2, 3, 6, 7
+def peer_forward(function, peer, precision, result):
+    """function as the peer calls it: compiled for compile (function itself, so that each function keeps
+    its own TorchDynamo cache and config.cache_size_limit), called under bf16 autocast for precision bf16."""
+    bf16 = precision == "bf16"
+    if peer == "compile":
+        if bf16 and torch.__version__.startswith("2.5."):
+            # torch 2.5's ATen/cpu/vec/vec_n.h declares VectorizedN's fmadd with two operands, so Inductor's
+            # vectorized fma (softmax's backward on bf16-autocast scores: VectorizedN<float, 2>) does not
+            # compile (CppCompileError); emitted as a product and a sum instead.
+            from torch._inductor.codegen.cpp import CppVecOverrides
+            CppVecOverrides.fma = staticmethod(lambda x, y, z: f"(({x}) * ({y}) + ({z}))")
+            result["inductor_patch"] = "vectorized fma as product + sum"
+        function = torch.compile(function)
+
+    def run(*args):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            return function(*args)
+
+    return run
 
 
-# ---- hnas checkpoints -----------------------------------------------------------------------------
-CRC32C_TABLE = []
-for _byte in range(256):
-    _crc = _byte
-    for _ in range(8):
-        _crc = (_crc >> 1) ^ (0x82F63B78 if _crc & 1 else 0)
-    CRC32C_TABLE.append(_crc)
+def graphs_compiled():
+    """Graphs TorchDynamo has compiled in this process (0 while it is not even imported)."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    return utils.counters["stats"]["unique_graphs"] if utils else 0
 
 
-def crc32c(data, crc=0):
-    crc ^= 0xFFFFFFFF
-    table = CRC32C_TABLE
-    for byte in data:
-        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
+class Timer:
+    """Times the units of a run (training steps, decoded batches), each with its work (1 a step, its articles
+    a batch), and notes the units during which TorchDynamo compiled a graph."""
+
+    def __init__(self):
+        self.seconds, self.work, self.compiling = [], [], []
+        self.graphs_before = graphs_compiled()
+
+    @contextlib.contextmanager
+    def unit(self, work=1):
+        graphs, start = graphs_compiled(), time.perf_counter()
+        yield
+        self.seconds.append(time.perf_counter() - start)
+        self.work.append(work)
+        if graphs_compiled() > graphs:
+            self.compiling.append(len(self.seconds) - 1)
+
+    def report(self, result):
+        """For a run that compiled: the units that compiled a graph (0-based), their seconds, the graphs
+        compiled before and during the units, the frames TorchDynamo gave up on (run eager: a graph break it
+        cannot resume, config.cache_size_limit recompiles reached), and the seconds of all the units at the
+        rate of those that compiled nothing (their work over their seconds)."""
+        if graphs_compiled() == 0:
+            return
+        from torch._dynamo.utils import counters
+        quiet = [i for i in range(len(self.seconds)) if i not in self.compiling]
+        quiet_seconds = sum(self.seconds[i] for i in quiet)
+        result.update({"compiling_units": self.compiling,
+                       "compiling_seconds": sum(self.seconds[i] for i in self.compiling),
+                       "graphs_before": self.graphs_before, "graphs": graphs_compiled() - self.graphs_before,
+                       "frames_left_eager": counters["frames"]["total"] - counters["frames"]["ok"],
+                       "cache_size_limit": torch._dynamo.config.cache_size_limit})
+        if quiet and quiet_seconds > 0:
+            result["seconds_without_compiling"] = sum(self.work) * quiet_seconds / sum(self.work[i] for i in quiet)
 
 
-def read_checkpoint(path, verify_crc=False, copy=True):
-    """(metadata, {name: numpy array}) of an hnas checkpoint (src/io/checkpoint.h): the 32-byte
-    preamble, the JSON header, then 64-byte-aligned entries. Checksums of the preamble and the header
-    are always checked, the entries' only with verify_crc (slow in pure Python). copy=False: read-only
-    arrays viewing the file's bytes (one copy of the file in memory instead of two)."""
-    with open(path, "rb") as f:
-        blob = f.read()
-    if len(blob) < 32 or blob[:8] != b"HNASCKPT":
-        sys.exit(f"{path}: not an hnas checkpoint (bad magic)")
-    version, header_length, data_length, header_crc, preamble_crc = struct.unpack_from("<IIQII", blob, 8)
-    if version != 1:
-        sys.exit(f"{path}: checkpoint format version {version}, this reader knows 1")
-    if crc32c(blob[:28]) != preamble_crc:
-        sys.exit(f"{path}: preamble checksum mismatch")
-    header_bytes = blob[32:32 + header_length]
-    if crc32c(header_bytes) != header_crc:
-        sys.exit(f"{path}: header checksum mismatch")
-    start = (32 + header_length + 63) // 64 * 64
-    if len(blob) != start + data_length:
-        sys.exit(f"{path}: {len(blob)} bytes, the preamble says {start + data_length}")
-    header = json.loads(header_bytes.decode("utf-8"))
-    view = memoryview(blob)
-    arrays = {}
-    for entry in header["entries"]:
-        begin = start + entry["offset"]
-        raw = view[begin:begin + entry["length"]]
-        if verify_crc and crc32c(raw) != entry["crc32c"]:
-            sys.exit(f"{path}: entry {entry['name']}: checksum mismatch")
-        if entry["dtype"] == "bytes":
-            arrays[entry["name"]] = bytes(raw)
-            continue
-        dtype = {"f32": "<f4", "i32": "<i4"}[entry["dtype"]]
-        array = np.frombuffer(raw, dtype=dtype).reshape(entry["shape"])
-        arrays[entry["name"]] = array.copy() if copy else array
-    return header["metadata"], arrays
+def finish(result):
+    """Peak RSS, the torch version and the BLAS the process actually mapped (Debian's torch links
+    libblas.so.3, an alternative), then the JSON line."""
+    result.update({"peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+                   "torch": torch.__version__})
+    with open("/proc/self/maps") as maps:
+        result["blas"] = sorted({line.split()[-1] for line in maps if "blas" in line.lower() and "/" in line})
+    print(json.dumps(result), flush=True)
 
 
-# ---- the models -----------------------------------------------------------------------------------
-def linear(in_features, out_features, bias=True):
-    """hnas's nn::Linear: Xavier-uniform weight (out, in), zero bias."""
-    layer = nn.Linear(in_features, out_features, bias=bias)
-    nn.init.xavier_uniform_(layer.weight)
-    if bias:
-        nn.init.zeros_(layer.bias)
-    return layer
+def batch_tensors(arrays, prefix):
+    """{field: tensor} of the entries named prefix + field, ids as int64."""
+    return {name[len(prefix):]: torch.tensor(array, dtype=torch.long if array.dtype == np.int32 else torch.float32)
+            for name, array in arrays.items() if name.startswith(prefix)}
 
 
-def embedding(rows, width, stddev):
-    table = nn.Embedding(rows, width)
-    nn.init.normal_(table.weight, 0.0, stddev)
-    return table
-
-
-class Masks:
-    """Which entries of one attention's scores are allowed, (B, 1, Lq, Lk): real keys of real queries,
-    and in causal self-attention keys at or before the query."""
-
-    def __init__(self, key_valid, query_valid, causal=False):
-        self.allowed = (key_valid[:, None, None, :] > 0.5) & (query_valid[:, None, :, None] > 0.5)
-        if causal:
-            lq, lk = query_valid.shape[1], key_valid.shape[1]
-            self.allowed = self.allowed & torch.ones(lq, lk, dtype=torch.bool).tril()
-
-
-class HybridNorm(nn.Module):
-    """HNAS: u*DNAS + (1-u)*LNAS with u = sigmoid(theta), one theta per head."""
-
-    def __init__(self, shapes):
-        super().__init__()
-        u0 = shapes.hybrid_init
-        self.hybrid_theta = nn.Parameter(torch.full((shapes.heads,), math.log(u0 / (1 - u0))))
-
-    def forward(self, s, masks):
-        return torch_attention.hnas(s, masks.allowed, self.hybrid_theta)
-
-
-class Attention(nn.Module):
-    def __init__(self, shapes, kind, dropout):
-        super().__init__()
-        width = shapes.width
-        self.q_proj, self.k_proj, self.v_proj, self.out_proj = (linear(width, width) for _ in range(4))
-        self.kind = kind
-        if kind == "hnas":
-            self.norm = HybridNorm(shapes)
-        self.dropout = dropout
-        self.heads, self.width = shapes.heads, width
-
-    def split(self, t):  # (B, T, D) -> (B, H, T, K)
-        return t.view(t.shape[0], t.shape[1], self.heads, self.width // self.heads).transpose(1, 2)
-
-    def forward(self, x, memory, masks):
-        q = self.split(self.q_proj(x))
-        k = self.split(self.k_proj(memory))
-        v = self.split(self.v_proj(memory))
-        s = torch.matmul(q, k.transpose(-1, -2)) * (1.0 / math.sqrt(self.width // self.heads))
-        if self.kind == "lnas":
-            a = torch_attention.lnas(s, masks.allowed)
-        elif self.kind == "dnas":
-            a = torch_attention.dnas(s, masks.allowed)
-        else:
-            a = self.norm(s, masks)
-        if self.dropout > 0:
-            a = F.dropout(a, self.dropout, self.training)
-        out = torch.matmul(a, v).transpose(1, 2).reshape(x.shape[0], x.shape[1], self.width)
-        return self.out_proj(out)
-
-
-class FeedForward(nn.Module):
-    def __init__(self, shapes):
-        super().__init__()
-        self.fc1, self.fc2 = linear(shapes.width, shapes.ffn), linear(shapes.ffn, shapes.width)
-
-    def forward(self, x):
-        return self.fc2(F.gelu(self.fc1(x)))  # erf GELU; ffn dropout is 0 in the reference configs
-
-
-class Layer(nn.Module):
-    """Transformer layer of self-attention, cross-attention (decoder) and the feed-forward block, each
-    x = LN(x + dropout(f(x))) (post-LN) or x = x + dropout(f(LN(x))) (pre-LN)."""
-
-    def __init__(self, shapes, self_kind, dropout, cross=False):
-        super().__init__()
-        self.self_attn = Attention(shapes, self_kind, dropout)
-        self.self_attn_norm = nn.LayerNorm(shapes.width, eps=shapes.ln_eps)
-        self.ffn = FeedForward(shapes)
-        self.ffn_norm = nn.LayerNorm(shapes.width, eps=shapes.ln_eps)
-        if cross:
-            self.cross_attn = Attention(shapes, "lnas", dropout)
-            self.cross_attn_norm = nn.LayerNorm(shapes.width, eps=shapes.ln_eps)
-        self.p, self.pre_norm = dropout, shapes.norm == "pre"
-
-    def sublayer(self, x, f, norm):
-        branch = f(norm(x)) if self.pre_norm else f(x)
-        if self.p > 0:
-            branch = F.dropout(branch, self.p, self.training)
-        return x + branch if self.pre_norm else norm(x + branch)
-
-    def forward(self, x, self_masks, memory=None, memory_masks=None):
-        h = self.sublayer(x, lambda y: self.self_attn(y, y, self_masks), self.self_attn_norm)
-        if memory is not None:
-            h = self.sublayer(h, lambda y: self.cross_attn(y, memory, memory_masks), self.cross_attn_norm)
-        return self.sublayer(h, self.ffn, self.ffn_norm)
-
-
-class Stack(nn.Module):
-    def __init__(self, shapes, positions, kind, dropout, cross):
-        super().__init__()
-        self.positions = embedding(positions, shapes.width, 0.02)
-        self.layers = nn.ModuleList(Layer(shapes, kind, dropout, cross) for _ in range(shapes.layers))
-
-
-class Seq2Seq(nn.Module):
-    """Encoder-decoder with one token embedding (tied output projection), hnas's Seq2SeqModel."""
-
-    def __init__(self, kind, dropout, shapes=REFERENCE):
-        super().__init__()
-        if shapes.norm != "post":
-            sys.exit(f"torch reference: the seq2seq twin is post-LN, not {shapes.norm}")
-        self.width = shapes.width
-        self.embedding = embedding(shapes.vocab, shapes.width, 1.0 / math.sqrt(shapes.width))
-        self.encoder = Stack(shapes, shapes.max_source_positions, kind, dropout, cross=False)
-        self.decoder = Stack(shapes, shapes.max_target_positions, "lnas", dropout, cross=True)
-        self.p = dropout
-
-    def embed(self, stack, ids):
-        x = self.embedding(ids) * math.sqrt(self.width) + stack.positions.weight[:ids.shape[1]]
-        return F.dropout(x, self.p, self.training) if self.p > 0 else x
-
-    def loss(self, b):
-        source_valid, target_valid = b["source_valid"], b["target_valid"]
-        masks = Masks(source_valid, source_valid)
-        x = self.embed(self.encoder, b["source_ids"])
-        for layer in self.encoder.layers:
-            x = layer(x, masks)
-        self_masks = Masks(target_valid, target_valid, causal=True)
-        cross_masks = Masks(source_valid, target_valid)
-        y = self.embed(self.decoder, b["target_input"])
-        for layer in self.decoder.layers:
-            y = layer(y, self_masks, x, cross_masks)
-        logits = y.reshape(-1, self.width) @ self.embedding.weight.t()
-        return F.cross_entropy(logits, b["target_output"].reshape(-1), ignore_index=PAD_ID,
-                               label_smoothing=LABEL_SMOOTHING)
-
-
-class BertEmbeddings(nn.Module):
-    def __init__(self, shapes):
-        super().__init__()
-        self.tokens = embedding(shapes.vocab, shapes.width, 0.02)
-        self.positions = embedding(shapes.mlm_positions, shapes.width, 0.02)
-        self.segments = embedding(SEGMENTS, shapes.width, 0.02)
-        self.norm = nn.LayerNorm(shapes.width, eps=shapes.ln_eps)
-
-
-class MlmHead(nn.Module):
-    def __init__(self, shapes):
-        super().__init__()
-        self.dense = linear(shapes.width, shapes.width)
-        self.norm = nn.LayerNorm(shapes.width, eps=shapes.ln_eps)
-        self.bias = nn.Parameter(torch.zeros(shapes.vocab))
-
-
-class Pooler(nn.Module):
-    def __init__(self, shapes):
-        super().__init__()
-        self.dense = linear(shapes.width, shapes.width)
-
-
-class Encoder(nn.Module):
-    def __init__(self, shapes, kind, dropout):
-        super().__init__()
-        self.layers = nn.ModuleList(Layer(shapes, kind, dropout) for _ in range(shapes.layers))
-        self.final_norm = nn.LayerNorm(shapes.width, eps=shapes.ln_eps) if shapes.norm == "pre" else None
-
-    def forward(self, x, masks):
-        for layer in self.layers:
-            x = layer(x, masks)
-        return self.final_norm(x) if self.final_norm is not None else x
-
-
-class Bert(nn.Module):
-    """hnas's BertModel: embeddings + LN, the encoder (post-LN, or pre-LN with a final LN), MLM head only at the masked positions
-    (the pooler exists, as in hnas, but takes no part in the MLM loss)."""
-
-    def __init__(self, kind, dropout, sentence_order_weight=0.0, shapes=REFERENCE):
-        super().__init__()
-        self.width = shapes.width
-        self.embeddings = BertEmbeddings(shapes)
-        self.mlm_head = MlmHead(shapes)
-        self.pooler = Pooler(shapes)
-        self.encoder = Encoder(shapes, kind, dropout)
-        self.p = dropout
-        # ALBERT's sentence-order head on the pooled [CLS] state, as the mlm task trains it when
-        # train.sentence_order_weight > 0 (hnas-bench's reference model has none).
-        self.sentence_order_weight = sentence_order_weight
-        if sentence_order_weight > 0:
-            self.sop_head = linear(shapes.width, 2)
-
-    def loss(self, b):
-        ids, e = b["input_ids"], self.embeddings
-        x = e.tokens(ids) + e.positions.weight[:ids.shape[1]] + e.segments(b["segment_ids"])
-        x = e.norm(x)
-        if self.p > 0:
-            x = F.dropout(x, self.p, self.training)
-        x = self.encoder(x, Masks(b["valid"], b["valid"]))
-        rows = x.reshape(-1, self.width)[b["masked_positions"]]
-        # .float(): a no-op in f32; under CPU autocast (--precision bf16) torch 1.13 hands layer_norm the bf16
-        # GELU output with f32 weights and stops ("expected scalar type BFloat16").
-        hidden = self.mlm_head.norm(F.gelu(self.mlm_head.dense(rows)).float())
-        logits = hidden @ e.tokens.weight.t() + self.mlm_head.bias
-        loss = F.cross_entropy(logits, b["masked_labels"], ignore_index=PAD_ID)
-        if self.sentence_order_weight > 0:
-            pooled = torch.tanh(self.pooler.dense(x[:, 0]))
-            loss = loss + self.sentence_order_weight * F.cross_entropy(self.sop_head(pooled), b["sentence_order"])
-        return loss
-
-
-# ---- batches --------------------------------------------------------------------------------------
+# ---- the reference workloads -----------------------------------------------------------------------
 def make_batch(task, generator):
     """Random fixed-shape batch, every position real; the same layout as hnas-bench's."""
     def random_ids(*shape):
-        return torch.randint(FIRST_ORDINARY_ID, VOCAB, shape, generator=generator)
+        return torch.randint(twin.FIRST_PIECE_ID, VOCAB, shape, generator=generator)
 
     if task == "headline":
         words = random_ids(BATCH, TARGET_LENGTH - 1)
         return {"source_ids": random_ids(BATCH, SOURCE_LENGTH),
                 "source_valid": torch.ones(BATCH, SOURCE_LENGTH),
-                "target_input": torch.cat([torch.full((BATCH, 1), BOS_ID), words], 1),
-                "target_output": torch.cat([words, torch.full((BATCH, 1), EOS_ID)], 1),
+                "target_input": torch.cat([torch.full((BATCH, 1), twin.BOS_ID), words], 1),
+                "target_output": torch.cat([words, torch.full((BATCH, 1), twin.EOS_ID)], 1),
                 "target_valid": torch.ones(BATCH, TARGET_LENGTH)}
     per_row = round(MASK_FRACTION * MLM_LENGTH)
     ids = random_ids(BATCH, MLM_LENGTH)
     chosen = torch.rand(BATCH, MLM_LENGTH, generator=generator).argsort(1)[:, :per_row].sort(1).values
     positions = (chosen + torch.arange(BATCH)[:, None] * MLM_LENGTH).reshape(-1)
     labels = ids.reshape(-1)[positions].clone()
-    ids.view(-1)[positions] = MASK_ID
+    ids.view(-1)[positions] = twin.MASK_ID
     segments = (torch.arange(MLM_LENGTH) >= MLM_LENGTH // 2).long().expand(BATCH, -1).contiguous()
     return {"input_ids": ids, "segment_ids": segments, "valid": torch.ones(BATCH, MLM_LENGTH),
             "masked_positions": positions, "masked_labels": labels}
-
-
-def load_parameters(model, arrays, path):
-    """Copies every parameter of an hnas dump (the entries not under batch/) into the torch model,
-    whose parameter names and shapes must be the same."""
-    params = {name: array for name, array in arrays.items() if not name.startswith("batch/")}
-    ours = dict(model.named_parameters())
-    missing, unused = sorted(set(ours) - set(params)), sorted(set(params) - set(ours))
-    if missing or unused:
-        sys.exit(f"{path}: parameters do not match the torch model: missing {missing}, unused {unused}")
-    with torch.no_grad():
-        for name, p in ours.items():
-            if tuple(p.shape) != tuple(params[name].shape):
-                sys.exit(f"{path}: {name} has shape {list(params[name].shape)}, torch {list(p.shape)}")
-            p.copy_(torch.tensor(params[name]))
-
-
-def batch_from_checkpoint(arrays):
-    batch = {}
-    for name, array in arrays.items():
-        if name.startswith("batch/"):
-            t = torch.from_numpy(array)
-            batch[name[len("batch/"):]] = t.long() if array.dtype == np.int32 else t
-    return batch
 
 
 def model_flops_per_step(task, masked_rows):
@@ -414,31 +196,7 @@ def model_flops_per_step(task, masked_rows):
     return 3.0 * forward
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--task", choices=["headline", "mlm"], default="headline")
-    parser.add_argument("--kind", choices=["lnas", "dnas", "hnas"], default="lnas",
-                        help="encoder self-attention (the decoder's attentions are lnas)")
-    parser.add_argument("--steps", type=int, default=20, help="timed training steps")
-    parser.add_argument("--warmup", type=int, default=3, help="untimed training steps first")
-    parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--lr", type=float, default=1e-4, help="Adam's constant learning rate")
-    parser.add_argument("--no-dropout", action="store_true", help="every dropout rate 0")
-    parser.add_argument("--load", metavar="FILE",
-                        help="initial parameters and batch from `hnas-bench train --dump-initial FILE`; "
-                             "task and kind are taken from it")
-    parser.add_argument("--verify-crc", action="store_true", help="with --load: check every entry's CRC-32C")
-    torch_peers.add_arguments(parser)
-    args = parser.parse_args()
-    torch_peers.check_arguments(parser, args)
-    if args.steps < 0 or args.warmup < 0 or args.steps + args.warmup < 1:
-        parser.error("--steps and --warmup must be >= 0 with at least one step in all")
-    if args.threads < 1:
-        parser.error("--threads must be >= 1")
-
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(args.seed)
+def train_reference(args):
     generator = torch.Generator().manual_seed(args.seed)
     metadata, arrays = None, None
     if args.load:
@@ -446,7 +204,10 @@ def main():
         args.task, args.kind = metadata["task"], metadata["kind"]
         args.lr = metadata.get("learning_rate", args.lr)
     dropout = 0.0 if args.no_dropout else DROPOUT
-    model = Seq2Seq(args.kind, dropout) if args.task == "headline" else Bert(args.kind, dropout)
+    if args.task == "headline":
+        model = twin.Seq2Seq(REFERENCE, args.kind, dropout, LABEL_SMOOTHING)
+    else:
+        model = twin.Bert(REFERENCE, args.kind, dropout)
     first = make_batch(args.task, generator)
     result = {"impl": "torch", "task": args.task, "kind": args.kind, "threads": torch.get_num_threads(),
               "batch": BATCH,
@@ -456,15 +217,14 @@ def main():
                                         else first["masked_positions"].numel(),
               "parameters": sum(p.numel() for p in model.parameters()), "dropout": not args.no_dropout}
     if arrays is not None:
-        load_parameters(model, arrays, args.load)
-        first = batch_from_checkpoint(arrays)
+        twin.load_parameters(model, {n: a for n, a in arrays.items() if not n.startswith("batch/")}, args.load)
+        first = batch_tensors(arrays, "batch/")
 
-    parameters = [p for p in model.parameters()]
-    optimizer = torch.optim.Adam(parameters, lr=args.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
+    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
     model.train()
-    model, optimizer = torch_peers.optimize(model, args.peer, args.precision, result, optimizer)
-    parameters = [p for p in model.parameters()]  # IPEX's optimize() copies the model and may repack weights
-    forward_loss = torch_peers.forward(model.loss, args.peer, args.precision, result)
+    model, optimizer = optimize(model, args.peer, args.precision, result, optimizer)
+    parameters = list(model.parameters())  # IPEX's optimize() copies the model and may repack weights
+    forward_loss = peer_forward(model.loss, args.peer, args.precision, result)
     if arrays is not None:  # the step-0 check runs the peer's own forward (compiled, IPEX's, in its precision)
         model.eval()
         with torch.no_grad():
@@ -488,17 +248,13 @@ def main():
         seconds = time.perf_counter() - start
         if not math.isfinite(value):
             sys.exit(f"torch reference: loss {value} at step {step}")
-        if step >= args.warmup:
-            times.append(seconds)
-        else:
-            warmup_times.append(seconds)
+        (times if step >= args.warmup else warmup_times).append(seconds)
         if len(losses) < 8:
             losses.append(value)
             grad_norms.append(float(norm))
     result.update({"warmup": args.warmup, "steps": args.steps, "losses": losses, "grad_norms": grad_norms,
                    "loss0": losses[0], "warmup_ms": [1e3 * t for t in warmup_times]})
-    masked = first["masked_positions"].numel() if args.task == "mlm" else 0
-    flops = model_flops_per_step(args.task, masked)
+    flops = model_flops_per_step(args.task, first["masked_positions"].numel() if args.task == "mlm" else 0)
     result["model_gflop_per_step"] = flops * 1e-9
     if times:
         ordered = sorted(times)
@@ -513,20 +269,175 @@ def main():
         if args.peer == "compile" and args.warmup:
             result["first_step_s"] = warmup_times[0]
             result["compile_s"] = warmup_times[0] - median
-    result["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-    result["torch"] = torch.__version__
-    result["blas"] = blas_backend()
-    print(json.dumps(result), flush=True)
+    finish(result)
 
 
-def blas_backend():
-    """The BLAS torch's process actually mapped (Debian's torch links libblas.so.3, an alternative)."""
-    try:
-        with open("/proc/self/maps") as maps:
-            libraries = {line.split()[-1] for line in maps if "blas" in line.lower() and "/" in line}
-        return sorted(libraries)
-    except OSError:
-        return []
+# ---- a real run ------------------------------------------------------------------------------------
+def twin_of(config):
+    """The twin of the run's model with the run's dropout; what the twin cannot build is refused by name."""
+    m, task, train = config["model"], config["task"], config["train"]
+    if task not in ("headline", "mlm"):
+        sys.exit(f"torch_reference: task {task}: only headline and mlm runs have a twin")
+    expected = {"activation": "gelu", "positions": "learned"}
+    if task == "headline":
+        expected.update(norm="post", decoder_layers=m["encoder_layers"], tie_embeddings=True, scale_embeddings=True,
+                        embedding_norm=False)
+    for key, value in expected.items():
+        if m.get(key) != value:
+            sys.exit(f"torch_reference: model.{key} is {m.get(key)!r}, the twin has {value!r}")
+    if m["norm"] not in ("post", "pre"):
+        sys.exit(f"torch_reference: model.norm is {m['norm']!r}, the twin has post or pre")
+    # One rate for every dropout but the feed-forward's inner one, which the twin does not have.
+    rates = {name: rate for name, rate in m["dropout"].items() if name != "ffn"}
+    if m["dropout"].get("ffn", 0.0) != 0.0 or len(set(rates.values())) > 1:
+        sys.exit(f"torch_reference: model.dropout is {m['dropout']}: the twin takes one rate, and ffn 0")
+    attention = m["attention"]
+    kind = attention["encoder"]["kind"]
+    if kind not in ("lnas", "dnas", "hnas"):
+        sys.exit(f"torch_reference: encoder kind {kind}: the twin's models take lnas, dnas and hnas")
+    for stack in ("decoder", "cross"):
+        if stack in attention and attention[stack]["kind"] != "lnas":
+            sys.exit(f"torch_reference: model.attention.{stack}.kind is {attention[stack]['kind']}, the twin's is lnas")
+    shapes = twin.Shapes(m["d_model"], m["heads"], m["ffn_dim"], m["encoder_layers"],
+                         m["vocab_size"] or config["tokenizer"]["vocab_size"], m.get("max_positions", MLM_POSITIONS),
+                         m["norm"], attention["encoder"].get("hybrid_init", 0.5), m["layer_norm_eps"],
+                         m.get("max_source_positions"), m.get("max_target_positions"))
+    dropout = next(iter(rates.values()), 0.0)
+    if task == "headline":
+        return twin.Seq2Seq(shapes, kind, dropout, train["label_smoothing"])
+    return twin.Bert(shapes, kind, dropout, sentence_order_weight=train["sentence_order_weight"])
+
+
+def replay_run(args):
+    metadata, arrays = read_checkpoint(args.batches, copy=False)
+    config, available = metadata["config"], metadata["steps"]
+    steps = args.steps or available
+    if steps > available:
+        sys.exit(f"torch_reference: --steps {steps} but {args.batches} holds {available} batches")
+    model, train = twin_of(config), config["train"]
+    if train["gradient_accumulation"] != 1 or train["clip_scope"] != "global":
+        sys.exit("torch_reference: the twin takes one batch per step and clips the global norm")
+    twin.load_parameters(model, {n: a for n, a in arrays.items() if not n.startswith("batch/")}, args.batches)
+    # The batches stay as views of the file's bytes until their step, as a data pipeline would hold them.
+    stored = [{name: array for name, array in arrays.items() if name.startswith(f"batch/{step}/")}
+              for step in range(available)]
+    del arrays
+
+    result = {"impl": "torch", "task": config["task"], "kind": config["model"]["attention"]["encoder"]["kind"]}
+    optimizer = make_optimizer(model.named_parameters(), train["optimizer"], train["learning_rate"], train["beta1"],
+                               train["beta2"], train["epsilon"], train["weight_decay"], train.get("gate_learning_rate_scale", 1.0))
+    trained, optimizer = optimize(model.train(), args.peer, args.precision, result, optimizer)
+    # The step-0 check: f32, dropout off, the peer's own forward; IPEX's bf16 model holds bf16 weights.
+    checked = model if args.peer == "ipex" and args.precision == "bf16" else trained
+    checked.eval()
+    start = time.perf_counter()
+    with torch.no_grad():
+        loss0_eval = peer_forward(checked.loss, args.peer, "f32", {})(batch_tensors(stored[0], "batch/0/")).item()
+    result["loss0_eval_s"] = time.perf_counter() - start
+    model = trained.train()
+    del checked, trained
+    forward_loss = peer_forward(model.loss, args.peer, args.precision, result)
+    parameters = list(model.parameters())
+    window, window_means = [], []
+    timer = Timer()
+    start = time.perf_counter()
+    for step in range(1, steps + 1):
+        with timer.unit():
+            set_learning_rate(optimizer, learning_rate_at(train, step))
+            model.zero_grad(set_to_none=True)
+            loss = forward_loss(batch_tensors(stored[step - 1], f"batch/{step - 1}/"))
+            value = loss.item()
+            if not math.isfinite(value):
+                sys.exit(f"torch_reference: loss {value} at step {step}")
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(parameters, train["clip_norm"])
+            optimizer.step()
+        window.append(value)
+        if step % LOG_EVERY == 0 or step == steps:
+            window_means.append({"step": step, "loss": sum(window) / len(window)})
+            window = []
+            print(f"torch_reference: step {step}/{steps}  loss {window_means[-1]['loss']:.4f}  "
+                  f"elapsed {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
+    result.update({"seconds": time.perf_counter() - start, "threads": torch.get_num_threads(), "steps": steps,
+                   "loss0_eval": loss0_eval, "hnas_loss0_eval": metadata["loss0_eval"], "losses": window_means})
+    timer.report(result)
+    finish(result)
+
+
+# ---- decoding --------------------------------------------------------------------------------------
+def decode_sources(args):
+    settings, arrays = read_checkpoint(args.sources)
+    config = settings["config"]
+    if config["task"] != "headline":
+        sys.exit(f"torch_reference: {args.sources} holds a {config['task']} model; only headline models decode")
+    model = twin_of(config).eval()
+    twin.load_parameters(model, {n: a for n, a in arrays.items() if not n.startswith("source/")}, args.sources)
+    result = {"impl": "torch", "beam": settings["beam"], "batch": settings["batch"]}
+    model, _ = optimize(model, args.peer, args.precision, result)
+    run = {name: peer_forward(functools.partial(function, model), args.peer, args.precision, result)
+           for name, function in (("encode", encode), ("decode_step", decode_step))}
+    batches = [(torch.from_numpy(arrays[f"source/{b}/ids"]).long(), torch.from_numpy(arrays[f"source/{b}/valid"]))
+               for b in range(settings["batches"])]
+
+    with torch.inference_mode():
+        beam_search(model, run, *batches[0], settings)
+        timer = Timer()
+        start = time.perf_counter()
+        hypotheses = []
+        for ids, valid in batches:
+            with timer.unit(ids.shape[0]):
+                hypotheses.append(beam_search(model, run, ids, valid, settings))
+        seconds = time.perf_counter() - start
+    ours = [tokens for batch in hypotheses for tokens in batch]
+    theirs = [tokens for batch in settings["hypotheses"] for tokens in batch]
+    result.update({"articles": len(ours), "seconds": seconds, "articles_per_s": len(ours) / seconds,
+                   "generated_tokens": sum(map(len, ours)), "same_as_hnas": sum(a == b for a, b in zip(ours, theirs))})
+    timer.report(result)
+    if "seconds_without_compiling" in result:
+        result["articles_per_s_without_compiling"] = len(ours) / result["seconds_without_compiling"]
+    finish(result)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--load", metavar="FILE",
+                        help="initial parameters and batch from `hnas-bench train --dump-initial FILE`; "
+                             "task and kind are taken from it")
+    source.add_argument("--batches", metavar="FILE", help="replay the run `hnas-bench batches` wrote")
+    source.add_argument("--sources", metavar="FILE", help="decode what `hnas-bench decode --out` wrote")
+    parser.add_argument("--task", choices=["headline", "mlm"], default="headline")
+    parser.add_argument("--kind", choices=["lnas", "dnas", "hnas"], default="lnas",
+                        help="encoder self-attention (the decoder's attentions are lnas)")
+    parser.add_argument("--steps", type=int, help="timed training steps (default 20; --batches: every batch)")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed training steps first")
+    parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--lr", type=float, default=1e-4, help="Adam's constant learning rate")
+    parser.add_argument("--no-dropout", action="store_true", help="every dropout rate 0")
+    parser.add_argument("--verify-crc", action="store_true", help="with --load: check every entry's CRC-32C")
+    parser.add_argument("--peer", choices=["eager", "compile", "ipex"], default="eager",
+                        help="eager PyTorch, torch.compile (default mode) or IPEX's optimize()")
+    parser.add_argument("--precision", choices=["f32", "bf16"], default="f32",
+                        help="bf16: the forward under torch.autocast('cpu', torch.bfloat16)")
+    args = parser.parse_args()
+    if args.peer != "eager" and int(torch.__version__.split(".")[0]) < 2:
+        parser.error(f"--peer {args.peer} needs PyTorch 2 (scripts/setup_peers.sh's torch-latest or torch-ipex); "
+                     f"this is torch {torch.__version__}")
+    if args.steps is None:
+        args.steps = 0 if args.batches else 20
+    if args.threads < 1 or args.steps < 0 or args.warmup < 0:
+        parser.error("--threads must be >= 1, --steps and --warmup >= 0")
+    if not (args.batches or args.sources) and args.steps + args.warmup < 1:
+        parser.error("--steps and --warmup must make at least one step in all")
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    if args.batches:
+        replay_run(args)
+    elif args.sources:
+        decode_sources(args)
+    else:
+        train_reference(args)
 
 
 if __name__ == "__main__":

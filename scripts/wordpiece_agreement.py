@@ -23,7 +23,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import peers_common as pc  # noqa: E402
+import bert_parity as pc  # noqa: E402
 
 FILES = [pc.GIGAWORD_TEST,
          os.path.join(pc.ROOT, "data", "gigaword", "valid_1k", "valid.article.filter.txt"),

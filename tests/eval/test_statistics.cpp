@@ -1,5 +1,5 @@
 // The statistics of experiments (src/eval/statistics.h): hand-worked cases, and an independent Python
-// computation with the same random draws (scripts/make_statistics_fixture.py, tests/fixtures/statistics.json).
+// computation with the same random draws (tests/fixtures/make_statistics_fixture.py, tests/fixtures/statistics.json).
 #include <cmath>
 
 #include "base/json.h"

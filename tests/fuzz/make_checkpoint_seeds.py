@@ -4,7 +4,8 @@
 
 Every checkpoint holds its SentencePiece model (about 240 KB, mostly the normalizer's character map,
 whatever the vocabulary size), which would make each fuzzing input that large; the seeds drop that
-entry and rewrite the layout and checksums as src/io/checkpoint.h documents. They keep everything
+entry and rewrite the layout and checksums as src/io/checkpoint.h documents (CRC-32C and the header's
+reader from the PyTorch twin, scripts/twin/checkpoint.py, with the standard library alone). They keep everything
 else: the metadata with the resolved config, RNG states and data position, the parameters and the
 optimizer moments (the masked-LM seed keeps the parameters alone, as a decoding checkpoint).
 
@@ -18,6 +19,8 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from twin.checkpoint import MAGIC, VERSION, align64, crc32c, read_header  # noqa: E402  (the PyTorch twin's reader)
 TITLES = "data/gigaword/valid_small/valid.trg.small.txt"
 ARTICLES = "data/gigaword/valid_small/valid.src.small.txt"
 TINY = ["model.d_model=4", "model.heads=1", "model.ffn_dim=4", "model.encoder_layers=1", "tokenizer.vocab_size=100",
@@ -30,37 +33,11 @@ MLM = TINY + ["model.max_positions=16", "data.max_seq=16",
               'data.train_sources=[{"path": "%s", "unit": "line"}]' % TITLES]
 
 
-def crc32c(data, crc=0):
-    table = crc32c.table
-    crc ^= 0xFFFFFFFF
-    for byte in data:
-        crc = (crc >> 8) ^ table[(crc ^ byte) & 0xFF]
-    return crc ^ 0xFFFFFFFF
-
-
-def make_table():
-    table = []
-    for byte in range(256):
-        crc = byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
-        table.append(crc)
-    return table
-
-
-crc32c.table = make_table()
-
-
-def align64(n):
-    return (n + 63) // 64 * 64
-
-
 def rewrite(path, keep):
     """The checkpoint at `path` holding only the entries for which keep(name) is true."""
-    data = open(path, "rb").read()
-    header_length, = struct.unpack_from("<I", data, 12)
-    header = json.loads(data[32:32 + header_length])
-    data_start = align64(32 + header_length)
+    with open(path, "rb") as f:
+        data = f.read()
+    header, data_start = read_header(data, path)
     entries, blobs, end = [], [], 0
     for entry in header["entries"]:
         if not keep(entry["name"]):
@@ -72,7 +49,7 @@ def rewrite(path, keep):
         end = entry["offset"] + entry["length"]
     header["entries"] = entries
     text = json.dumps(header, separators=(",", ":")).encode()
-    preamble = b"HNASCKPT" + struct.pack("<IIQI", 1, len(text), end, crc32c(text))
+    preamble = MAGIC + struct.pack("<IIQI", VERSION, len(text), end, crc32c(text))
     preamble += struct.pack("<I", crc32c(preamble))
     padding = b"\0" * (align64(32 + len(text)) - 32 - len(text))
     return preamble + text + padding + b"".join(blobs)
