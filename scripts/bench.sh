@@ -221,29 +221,7 @@ train() {
       rm -f "$ckpt"
     done
   done
-  "$python" - "$checks" <<'EOF'
-import json, sys
-lines = [json.loads(l) for l in open(sys.argv[1])]
-failed = False
-print("step-0 check (dropout off, same initial weights and batch):", file=sys.stderr)
-pairs, h = [], None
-for line in lines:
-    if line["impl"] == "hnas":
-        h = line
-    else:
-        pairs.append((h, line))
-for h, t in pairs:
-    rel = lambda a, b: abs(a - b) / max(abs(a), abs(b), 1e-30)
-    peer = ("torch" + t["torch"].split("+")[0] + " " + t.get("peer", "eager")).ljust(19)
-    loss_rel, norm_rel = rel(h["loss0_eval"], t["loss0_eval"]), rel(h["grad_norms"][0], t["grad_norms"][0])
-    later = " ".join(f"step {i}: {a:.6f}/{b:.6f}" for i, (a, b) in enumerate(zip(h["losses"], t["losses"])) if i)
-    ok = loss_rel <= 1e-4 and norm_rel <= 1e-3 and h["parameters"] == t["parameters"]
-    failed |= not ok
-    print(f"  {h['task']:8s} {h['kind']} {peer}: loss0 hnas {h['loss0_eval']:.7f} torch {t['loss0_eval']:.7f} (rel {loss_rel:.1e}); "
-          f"|g|0 {h['grad_norms'][0]:.6f}/{t['grad_norms'][0]:.6f} (rel {norm_rel:.1e}); parameters "
-          f"{h['parameters']}/{t['parameters']}; {later} {'ok' if ok else 'MISMATCH'}", file=sys.stderr)
-sys.exit(1 if failed else 0)
-EOF
+  "$python" scripts/summarize.py bench train-check "$checks"
   # Timing, alternating the frameworks (and which goes first) run by run.
   for ((round = 1; round <= rounds; round++)); do
     for task in $tasks; do
@@ -266,69 +244,7 @@ EOF
     done
   done
   printf '%s\n' ${skipped[@]+"${skipped[@]}"} >"$out/skipped.txt"
-  "$python" - "$results" "$out/skipped.txt" <<'EOF'
-import json, statistics, sys
-runs = [json.loads(l) for l in open(sys.argv[1])]
-skipped = [l.strip() for l in open(sys.argv[2]) if l.strip()]
-def column(r):
-    if r["impl"] == "hnas":
-        return "hnas"
-    return "torch113" if r["torch"].startswith("1.") else r.get("peer", "eager")
-for r in runs:
-    r["column"] = column(r)
-    if r["column"] == "torch113" and not any("openblas" in lib for lib in r.get("blas", [])):
-        sys.exit(f"bench.sh train: torch did not run on OpenBLAS ({r.get('blas')}); the comparison would be unfair")
-order = ["torch113", "eager", "compile", "ipex"]
-present = [c for c in order if any(r["column"] == c for r in runs)]
-version = lambda c: next(r["torch"].split("+")[0] for r in runs if r["column"] == c)
-title = {"torch113": lambda: f"PyTorch {version('torch113')} f32", "eager": lambda: f"PyTorch {version('eager')} eager",
-         "compile": lambda: "torch.compile", "ipex": lambda: "IPEX " + next(r["ipex"] for r in runs if r["column"] == "ipex")}
-short = {"torch113": "1.13", "eager": "eager", "compile": "compile", "ipex": "IPEX"}
-def pick(col, task, kind, key):
-    return [r[key] for r in runs if r["column"] == col and r["task"] == task and r["kind"] == kind and key in r]
-def med(values):
-    return statistics.median(values)
-def span(values, fmt):
-    return f"{fmt.format(med(values))} [{fmt.format(min(values))}–{fmt.format(max(values))}]" if len(values) > 1 else fmt.format(values[0])
-configs = list(dict.fromkeys((r["task"], r["kind"]) for r in runs))
-precision = next(r.get("precision", "f32") for r in runs if r["impl"] == "hnas")
-head = ["task", "kind", "precision", "hnas ms"] + [f"{title[c]()} ms" for c in present] \
-     + [f"hnas / {short[c]} speed" for c in present] + ["step / bound in cache", "step / bound evicted"] \
-     + [f"peak RSS hnas / {short[c]}" for c in present]
-print("| " + " | ".join(head) + " |")
-print("| --- | --- | --- | " + " | ".join("---:" for _ in head[3:]) + " |")
-for task, kind in configs:
-    hm = pick("hnas", task, kind, "step_ms_median")
-    cells = [task, kind, precision, span(hm, "{:.1f}")]
-    cells += [span(pick(c, task, kind, "step_ms_median"), "{:.1f}") for c in present]
-    cells += [f"{med(pick(c, task, kind, 'step_ms_median')) / med(hm):.2f}" for c in present]
-    cells += [span(pick("hnas", task, kind, "step_over_matmul_bound"), "{:.2f}"),
-              span(pick("hnas", task, kind, "step_over_matmul_bound_evicted"), "{:.2f}")]
-    cells += [f"{med(pick('hnas', task, kind, 'peak_rss_mib')) / med(pick(c, task, kind, 'peak_rss_mib')):.2f}" for c in present]
-    print("| " + " | ".join(cells) + " |")
-first = runs[0]
-steps, warmup, threads = first["steps"], first["warmup"], first["threads"]
-rounds = len(pick("hnas", *configs[0], "step_ms_median"))
-print(f"\nMedians over {rounds} round(s) [min–max]; each run {warmup} warm-up + {steps} timed steps, {threads} threads; "
-      f"PyTorch 2 peers in {precision}" + (" (torch.autocast)" if precision == "bf16" else "") + ", PyTorch 1.13 in f32; "
-      "speed = peer ms / hnas ms (medians); bound = one step's matrix products, each timed alone in oneDNN with the "
-      "step's shapes and layouts (hnas-bench train --matmul-bound), summed; evicted: the same with a "
-      f"{next(r['matmul_bound_evict_mib'] for r in runs if r['impl'] == 'hnas')} MiB buffer written before each product.")
-for reason in skipped:
-    print(f"Skipped {reason}.")
-if "compile" in present:
-    print("\n| task | kind | precision | torch.compile first step s (compiles) | compile s (first step − median step) |")
-    print("| --- | --- | --- | ---: | ---: |")
-    for task, kind in configs:
-        print(f"| {task} | {kind} | {precision} | {span(pick('compile', task, kind, 'first_step_s'), '{:.1f}')} | "
-              f"{span(pick('compile', task, kind, 'compile_s'), '{:.1f}')} |")
-print("\nPeak RSS MiB (medians) and model GFLOP/s (3 × forward matmul FLOPs / median step):")
-for task, kind in configs:
-    rss = ", ".join(f"{short.get(c, c)} {med(pick(c, task, kind, 'peak_rss_mib')):.0f}" for c in ["hnas"] + present)
-    gflops = ", ".join(f"{short.get(c, c)} {med(pick(c, task, kind, 'model_gflop_per_s')):.1f}" for c in ["hnas"] + present)
-    print(f"  {task} {kind}: RSS {rss}; GFLOP/s {gflops} "
-          f"({pick('hnas', task, kind, 'model_gflop_per_step')[0]:.1f} GFLOP per step)")
-EOF
+  "$python" scripts/summarize.py bench train "$results" "$out/skipped.txt"
 }
 
 real() {
@@ -380,56 +296,7 @@ real() {
     done
   done
   printf '%s\n' ${skipped[@]+"${skipped[@]}"} >"$out/skipped.txt"
-  "$python" - "$results" "$steps" "$out/skipped.txt" <<'EOF'
-import json, statistics, sys
-runs = [json.loads(line) for line in open(sys.argv[1])]
-steps, skipped = sys.argv[2], [line.strip() for line in open(sys.argv[3]) if line.strip()]
-titles = {"hnas": "hnas", "baseline": "hnas baseline", "torch113": "PyTorch {torch}", "eager": "PyTorch {torch} eager",
-          "compile": "torch.compile", "ipex": "IPEX {ipex}"}
-def seconds(r):  # torch.compile without the steps that compiled a graph: all steps at the others' rate
-    return r.get("seconds_without_compiling", r["seconds"])
-def spread(values, fmt):
-    text = fmt.format(statistics.median(values))
-    return text + f" [{fmt.format(min(values))}–{fmt.format(max(values))}]" if len(values) > 1 else text
-print(f"| config | run | precision | max RSS MiB | tensor live peak MiB | RSS / live peak | seconds to step {steps} | "
-      f"hnas speed / run's | hnas max RSS / run's | loss (last 50 steps) | minor faults | matmul primitives |")
-print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-systems = list(dict.fromkeys((r["name"].split("-")[0], r["impl"]) for r in runs))
-for config, impl in systems:
-    mine = sorted((r for r in runs if r["name"].startswith(config + "-") and r["impl"] == impl), key=lambda r: r["round"])
-    hnas = {r["round"]: r for r in runs if r["name"].startswith(config + "-") and r["impl"] == "hnas"}
-    live = [r["live_peak_mib"] for r in mine if r.get("live_peak_mib")]
-    if any("compiling_units" in r and "seconds_without_compiling" not in r for r in mine):
-        time, speed = spread([r["seconds"] for r in mine], "{:.1f}") + " (every step compiled)", "–"
-    else:
-        time = spread([seconds(r) for r in mine], "{:.1f}")
-        if "compiling_units" in mine[0]:
-            time += " (without its compiling steps)"
-        speed = spread([seconds(r) / hnas[r["round"]]["seconds"] for r in mine], "{:.2f}")
-    cells = [config, titles[impl].format(**mine[0]), mine[0]["precision"], spread([r["max_rss_mib"] for r in mine], "{:.0f}"),
-             spread(live, "{:.0f}") if live else "–",
-             spread([r["max_rss_mib"] / r["live_peak_mib"] for r in mine if r.get("live_peak_mib")], "{:.2f}") if live else "–",
-             time, speed, spread([hnas[r["round"]]["max_rss_mib"] / r["max_rss_mib"] for r in mine], "{:.2f}"),
-             f"{mine[-1]['loss']:.4f}", str(mine[-1].get("minor_faults") or "–"), str(mine[-1].get("matmul_primitives") or "–")]
-    print("| " + " | ".join(cells) + " |")
-checked = [r for r in runs if "loss0_relative" in r and r["round"] == 1]
-if checked:
-    print("\nStep-0 loss (f32, dropout off, same parameters and batch, each peer's own forward) against hnas's, relative: " +
-          ", ".join(f"{r['name'].rsplit('-', 1)[0]} {r['loss0_relative']:.1e}" for r in checked) + " (each ≤ 1e-4).")
-compiled = [r for r in runs if "compiling_units" in r]
-if compiled:
-    print(f"\ntorch.compile (default mode, dynamic=None; config.cache_size_limit {compiled[0]['cache_size_limit']}): the "
-          "steps during which it compiled a graph, left out of its seconds above:\n")
-    print(f"| config | round | precision | step-0 check s (its own f32 graph) | compiling steps (from 0) | their seconds | "
-          f"graphs compiled (check / steps) | frames left eager | seconds to step {steps} with them |")
-    print("| --- | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: |")
-    for r in compiled:
-        shown = ", ".join(map(str, r["compiling_units"][:12])) + (" …" if len(r["compiling_units"]) > 12 else "")
-        print(f"| {r['name'].split('-')[0]} | {r['round']} | {r['precision']} | {r['loss0_eval_s']:.1f} | {len(r['compiling_units'])}: {shown} | "
-              f"{r['compiling_seconds']:.1f} | {r['graphs_before']} / {r['graphs']} | {r['frames_left_eager']} | {r['seconds']:.1f} |")
-for reason in skipped:
-    print(f"Skipped {reason}.")
-EOF
+  "$python" scripts/summarize.py bench real "$results" "$steps" "$out/skipped.txt"
 }
 
 # real_hnas NAME BINARY: one `hnas train` run of $file with $settings in $precision, appended to results as a JSON
@@ -440,23 +307,7 @@ real_hnas() {
   rm -rf "${out:?}/$name"
   /usr/bin/time -v -o "$out/$name.time" "$binary" train --config "$file" --out "$out/$name" --set "${settings[@]}" \
     "${extra[@]}" >"$out/$name.log" 2>&1 || fail "$name failed; see $out/$name.log"
-  "$python" - "$out" "$name" "$steps" "$precision" >>"$results" <<'EOF'
-import json, re, sys
-out, name, steps, precision = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-records = [json.loads(line) for line in open(f"{out}/{name}/metrics.jsonl")]
-progress = [r for r in records if "elapsed_seconds" in r]
-memory = [r["memory"] for r in records if "memory" in r]
-last = next(r for r in progress if r["step"] == steps)
-time_text = open(f"{out}/{name}.time").read()
-max_rss_kib = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", time_text).group(1))
-# An older hnas (a --baseline) may have recorded memory only at validations (mlm.json has none), and
-# no profile.
-profile = last.get("profile", {})
-print(json.dumps({"name": name, "impl": name.split("-")[1], "round": int(name.split("-")[2]), "precision": precision, "seconds": last["elapsed_seconds"],
-                  "loss": last["loss"], "max_rss_mib": max_rss_kib / 1024,
-                  "live_peak_mib": max(m["tensor_live_peak"] for m in memory) / 2**20 if memory else None,
-                  "minor_faults": profile.get("minor_faults"), "matmul_primitives": profile.get("matmul_primitives")}))
-EOF
+  "$python" scripts/summarize.py bench real-hnas "$out" "$name" "$steps" "$precision" >>"$results"
 }
 
 # real_peer PEER NAME: the twin of PEER trained on $config's batches (its step-0 loss checked), appended to results
@@ -466,28 +317,7 @@ real_peer() {
   peer_command "$peer" "$precision" scripts/torch_reference.py
   /usr/bin/time -v -o "$out/$name.time" "${cmd[@]}" --batches "$out/$config.batches" --threads "$threads" \
     >"$out/$name.json" 2>"$out/$name.log" || fail "the $peer twin failed; see $out/$name.log"
-  "$python" - "$out" "$name" "$peer" >>"$results" <<'EOF'
-import json, re, sys
-out, name, peer = sys.argv[1], sys.argv[2], sys.argv[3]
-twin = json.load(open(f"{out}/{name}.json"))
-relative = abs(twin["loss0_eval"] - twin["hnas_loss0_eval"]) / abs(twin["hnas_loss0_eval"])
-verdict = "ok" if relative <= 1e-4 else "MISMATCH: not the same model"
-print(f"bench.sh real: {name}: step-0 loss (f32, dropout off) {twin['loss0_eval']:.7f}, hnas {twin['hnas_loss0_eval']:.7f} "
-      f"(relative {relative:.1e}) {verdict}", file=sys.stderr)
-if relative > 1e-4:
-    sys.exit(1)
-if peer == "torch113" and not any("openblas" in library for library in twin["blas"]):
-    sys.exit(f"bench.sh real: torch did not run on OpenBLAS ({twin['blas']}); the comparison would be unfair")
-max_rss_kib = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", open(f"{out}/{name}.time").read()).group(1))
-record = {"name": name, "impl": peer, "round": int(name.split("-")[2]), "precision": twin["precision"], "seconds": twin["seconds"],
-          "loss": twin["losses"][-1]["loss"], "max_rss_mib": max_rss_kib / 1024, "loss0_relative": relative,
-          "torch": twin["torch"].split("+")[0]}
-for key in ("ipex", "loss0_eval_s", "seconds_without_compiling", "compiling_units", "compiling_seconds", "graphs_before",
-            "graphs", "frames_left_eager", "cache_size_limit"):
-    if key in twin:
-        record[key] = twin[key]
-print(json.dumps(record))
-EOF
+  "$python" scripts/summarize.py bench real-peer "$out" "$name" "$peer" >>"$results"
 }
 
 decode() {
@@ -529,53 +359,7 @@ decode() {
     done
   done
   printf '%s\n' ${skipped[@]+"${skipped[@]}"} >"$out/skipped.txt"
-  "$python" - "$results" "$out/skipped.txt" <<'EOF'
-import json, statistics, sys
-runs = [json.loads(line) for line in open(sys.argv[1])]
-skipped = [line.strip() for line in open(sys.argv[2]) if line.strip()]
-for r in runs:
-    r["who"] = "hnas" if r["impl"] == "hnas" else "torch113" if r["torch"].startswith("1.") else r["peer"]
-    if r["who"] == "torch113" and not any("openblas" in library for library in r["blas"]):
-        sys.exit(f"bench.sh decode: torch did not run on OpenBLAS ({r['blas']}); the comparison would be unfair")
-titles = {"hnas": "hnas", "torch113": "PyTorch {torch}", "eager": "PyTorch {torch} eager", "compile": "torch.compile",
-          "ipex": "IPEX {ipex}"}
-order = [w for w in ["hnas", "torch113", "eager", "compile", "ipex"] if any(r["who"] == w for r in runs)]
-def rate(r):  # torch.compile: the articles/s of the batches that compiled nothing
-    return r.get("articles_per_s_without_compiling", r["articles_per_s"])
-def spread(values, fmt="{:.1f}"):
-    text = fmt.format(statistics.median(values))
-    return text + f" [{fmt.format(min(values))}–{fmt.format(max(values))}]" if len(values) > 1 else text
-print("| beam | run | precision | articles | articles/s | hnas speed / run's | generated tokens | same best hypothesis as hnas | "
-      "peak RSS MiB |")
-print("| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-for beam in sorted({r["beam"] for r in runs}):
-    hnas = [r for r in runs if r["beam"] == beam and r["who"] == "hnas"]
-    for who in order:
-        mine = [r for r in runs if r["beam"] == beam and r["who"] == who]
-        if any("compiling_units" in r and "articles_per_s_without_compiling" not in r for r in mine):
-            speed, ratio = spread([r["articles_per_s"] for r in mine]) + " (every batch compiled)", "–"
-        else:
-            ratio = spread([rate(h) / rate(r) for h, r in zip(hnas, mine)], "{:.2f}")
-            speed = spread([rate(r) for r in mine]) + (" (without its compiling batches)" if "compiling_units" in mine[0] else "")
-        same = f"{mine[-1]['same_as_hnas']}/{mine[-1]['articles']}" if who != "hnas" else "–"
-        print(f"| {beam} | {titles[who].format(**mine[0])} | {mine[0].get('precision', 'f32')} | {mine[0]['articles']} | {speed} | "
-              f"{ratio} | {mine[-1]['generated_tokens']} | {same} | {max(r['peak_rss_mib'] for r in mine):.0f} |")
-compiled = [r for r in runs if "compiling_units" in r]
-if compiled:
-    print(f"\ntorch.compile (default mode, dynamic=None; config.cache_size_limit {compiled[0]['cache_size_limit']}) of the "
-          "encoder and of one decoder step (the beam search stays eager): graphs compiled on the untimed first batch, "
-          "and the batches of the timed pass during which it compiled more, left out of its articles/s above:\n")
-    print("| beam | round | graphs compiled (warm-up / timed pass) | compiling batches (from 0) | their seconds | "
-          "frames left eager | articles/s with them |")
-    print("| ---: | ---: | ---: | --- | ---: | ---: | ---: |")
-    for beam in sorted({r["beam"] for r in compiled}):
-        for round, r in enumerate((r for r in compiled if r["beam"] == beam), 1):
-            shown = ", ".join(map(str, r["compiling_units"][:12])) + (" …" if len(r["compiling_units"]) > 12 else "")
-            print(f"| {beam} | {round} | {r['graphs_before']} / {r['graphs']} | {len(r['compiling_units'])}: {shown} | "
-                  f"{r['compiling_seconds']:.1f} | {r['frames_left_eager']} | {r['articles_per_s']:.1f} |")
-for reason in skipped:
-    print(f"Skipped {reason}.")
-EOF
+  "$python" scripts/summarize.py bench decode "$results" "$out/skipped.txt"
 }
 
 ddp() {
@@ -659,86 +443,7 @@ LAUNCHER
       done
     done
   done
-  "$python" - "$results" "$rate" "$delay" "$slow_link" "$link_kind" <<'EOF'
-import json, re, statistics, sys
-runs = [json.loads(line) for line in open(sys.argv[1])]
-rate_text, delay_text, link, link_kind = sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
-groups = {}
-for r in runs:
-    config, binary, speed, _ = r["name"].split("-")
-    groups.setdefault((config, binary), {}).setdefault(speed, []).append(r)
-
-def median(values):
-    values = [v for v in values if v is not None]
-    return statistics.median(values) if values else None
-
-def cell(value, digits=4):
-    return "–" if value is None else f"{value:.{digits}f}"
-
-print("| config | binary | s/step fast link | s/step slow link | slow / fast | gradient wait s/step fast | slow | "
-      "backward s/step | gradient floats | last bucket |")
-print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-for (config, binary), links in groups.items():
-    fast, slow = links["fast"], links["slow"]
-    ratios = [s["step_seconds"] / f["step_seconds"] for f, s in zip(fast, slow)]
-    floats = fast[0]["gradient_floats"]
-    print(f"| {config} | {binary} | {cell(median([r['step_seconds'] for r in fast]))} | "
-          f"{cell(median([r['step_seconds'] for r in slow]))} | {statistics.median(ratios):.3f} "
-          f"[{min(ratios):.3f}–{max(ratios):.3f}] | {cell(median([r['wait_seconds'] for r in fast]))} | "
-          f"{cell(median([r['wait_seconds'] for r in slow]))} | {cell(median([r['backward_seconds'] for r in fast]))} | "
-          f"{floats or '–'} | {fast[0]['last_bucket_floats'] or '–'} |")
-
-# The model (docs/distributed.md, "Scaling"): ring all-reduce over N machines, each with a full-duplex
-# link of `rate` and `delay` per message; weak scaling (each machine keeps this run's per-rank batch,
-# so its compute per step stays as measured); the sums overlap the backward pass except the last
-# bucket's, whose gradients are final only at its end.
-units = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
-number, unit = re.fullmatch(r"([0-9.]+)([a-z]+)", rate_text).groups()
-bytes_per_second = float(number) * units[unit] / 8
-number, unit = re.fullmatch(r"([0-9.]+)(ms|us|s)", delay_text).groups()
-latency = float(number) * {"s": 1, "ms": 1e-3, "us": 1e-6}[unit]
-
-def step(compute, backward, floats, tail_floats, machines, bandwidth, alpha, bytes_per_float):
-    share = 2 * (machines - 1) / machines
-    total = share * bytes_per_float * floats / bandwidth + 2 * (machines - 1) * alpha
-    tail = share * bytes_per_float * tail_floats / bandwidth + 2 * (machines - 1) * alpha
-    return compute + max(tail, total - backward)
-
-# On the loopback both directions share one queue: half the rate each way.
-here_link = ("veth pair, full duplex" if link_kind == "pair" else "loopback, both directions sharing the rate")
-here_bandwidth = bytes_per_second if link_kind == "pair" else bytes_per_second / 2
-
-print(f"\nModel: step time over its compute alone; ring all-reduce; full-duplex links of {rate_text} (and 10x) "
-      f"with {delay_text} per message; weak scaling from the fast-link runs' compute (step minus gradient wait), "
-      f"backward time, and the last bucket's floats summed after it. The first row per config is this run's "
-      f"2 ranks on its {here_link} ({link}), beside the measured slow / fast.")
-print("| config | machines | link | f32 sums | bf16 sums | measured f32 | measured bf16 |")
-print("| --- | ---: | --- | ---: | ---: | ---: | ---: |")
-
-def measured_ratio(config, binary):
-    links = groups.get((config, binary))
-    if not links:
-        return ""
-    return f"{statistics.median(s['step_seconds'] / f['step_seconds'] for f, s in zip(links['fast'], links['slow'])):.2f}"
-
-for (config, binary), links in groups.items():
-    fast = links["fast"]
-    if binary != "hnas" or fast[0]["gradient_floats"] is None:
-        continue
-    compute = median([r["step_seconds"] - r["wait_seconds"] for r in fast])
-    backward = median([r["backward_seconds"] for r in fast])
-    floats = fast[0]["gradient_floats"]
-    tail = fast[0]["last_bucket_floats"]
-    alpha_here = 0.0 if "no added delay" in link else latency
-    here = [step(compute, backward, floats, tail, 2, here_bandwidth, alpha_here, b) / compute for b in (4, 2)]
-    print(f"| {config} | 2 | this {link_kind} | {here[0]:.2f} | {here[1]:.2f} | {measured_ratio(config, 'hnas')} | "
-          f"{measured_ratio(config, 'hnasbf16')} |")
-    for machines in (8, 64):
-        for scale, name in ((1, rate_text), (10, f"10x {rate_text}")):
-            model = [step(compute, backward, floats, tail, machines, scale * bytes_per_second, latency, b) / compute
-                     for b in (4, 2)]
-            print(f"| {config} | {machines} | {name} | {model[0]:.2f} | {model[1]:.2f} | | |")
-EOF
+  "$python" scripts/summarize.py bench ddp "$results" "$rate" "$delay" "$slow_link" "$link_kind"
 }
 
 # set_link SPEED: the link as it is (fast) or slowed (slow), on every queue the ranks' traffic passes.
@@ -770,25 +475,7 @@ ddp_run() {
         --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \"\$@\"" sh "${train[@]}" >"$out/$name.log" 2>&1 \
       || fail "$name failed; see $out/$name.log"
   fi
-  "$python" - "$out" "$name" "$link" "$skip" "$steps" >>"$results" <<'EOF'
-import json, sys
-out, name, link, skip, steps = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
-progress = {r["step"]: r for r in map(json.loads, open(f"{out}/{name}/metrics.jsonl")) if "elapsed_seconds" in r}
-first, last = progress[skip], progress[steps]
-seconds = (last["elapsed_seconds"] - first["elapsed_seconds"]) / (steps - skip)
-# Each log's gradient wait is the mean over the steps since the previous log; builds before the
-# overlap (a --baseline) did not record it.
-windows = [(s, r["distributed"]) for s, r in sorted(progress.items()) if skip < s <= steps and "distributed" in r]
-previous = [skip] + [s for s, _ in windows[:-1]]
-def mean(key):
-    if not windows or any(key not in d for _, d in windows):
-        return None
-    return sum(d[key] * (s - p) for (s, d), p in zip(windows, previous)) / (steps - skip)
-last = windows[-1][1] if windows else {}
-print(json.dumps({"name": name, "link": link, "step_seconds": seconds, "wait_seconds": mean("gradient_wait_seconds_per_step"),
-                  "backward_seconds": mean("backward_seconds_per_step"), "gradient_floats": last.get("gradient_floats"),
-                  "last_bucket_floats": last.get("gradient_floats_last_bucket")}))
-EOF
+  "$python" scripts/summarize.py bench ddp-run "$out" "$name" "$link" "$skip" "$steps" >>"$results"
 }
 
 profile() {
@@ -807,55 +494,7 @@ profile() {
   perf report -i "$out/perf-$run.data" --no-children --sort dso,sym --stdio -g none --percent-limit 0 2>/dev/null \
     >"$out/report-$run.txt"
   echo "bench.sh profile: $(cat "$out/run-$run.json")"
-  python3 - "$out/report-$run.txt" <<'EOF'
-import re, sys
-# First matching family wins; patterns are matched against perf's symbol (demangled).
-FAMILIES = [
-    ("matmul (oneDNN: JIT kernels and library)", r"^libdnnl|^\[JIT\]|dnnl::|jit:|brgemm"),
-    ("bf16 operand conversion (f32 -> bf16)", r"convert_to_bf16|round_to_bf16"),
-    ("OpenMP runtime (libgomp: spin-waiting at barriers, team start)", r"^libgomp|GOMP_|gomp_"),
-    ("attention normalization (softmax/DNAS/HNAS)", r"normalize_attention|hybrid_attention|normalize_rows|ops::.*attention|softmax"),
-    ("layer norm", r"layer_norm"),
-    ("model initialization (not the step)", r"Rng::normal_tensor|Rng::uniform_tensor|init_xavier|init_normal|__cos|__sin"),
-    ("GELU (incl. libm erff)", r"gelu|erf"),
-    ("dropout", r"dropout|masked_gradient"),
-    ("cross-entropy / log-softmax", r"cross_entropy|log_softmax|logsumexp"),
-    ("exp (libm, softmax / cross-entropy)", r"__expf|__exp|expf@plt"),
-    ("embedding gather/scatter", r"embedding"),
-    ("permute / transpose / slice copies", r"permute|copy_axis|slice|transpose|concat"),
-    ("broadcast elementwise (add, mul, scale)", r"broadcast_binary|map_unary|elementwise|ops::add|ops::mul|scale"),
-    ("reductions (bias grads, sums)", r"accumulate_reduced|reduce|ops::sum"),
-    ("optimizer (Adam, LAMB)", r"Optimizer::step|adam_update|lamb_moments"),
-    ("gradient clipping (norms)", r"clip_factors|squared_norm"),
-    ("autograd bookkeeping", r"Var::|Node|GradSink|make_result|backward|shared_ptr|std::function"),
-    ("memcpy / memset", r"memcpy|memset|memmove"),
-    ("allocation (malloc/free, pool)", r"malloc|free|_int_|cfree|operator new|operator delete|Storage|aligned_alloc|tcache|mmap|munmap|brk"),
-    ("kernel: page faults, zeroing pages", r"clear_page|page_fault|do_anonymous|handle_mm_fault|asm_exc_page|__handle|alloc_pages|rmqueue|zap_|unmap|lru|memcg"),
-    ("kernel: futex / scheduling", r"futex|sched_yield|schedule|finish_task_switch"),
-    ("kernel: other", r"^\[k\]|entry_SYSCALL|syscall|schedule|irq|do_syscall"),
-]
-rows = []
-for line in open(sys.argv[1]):
-    m = re.match(r"\s*([\d.]+)%\s+(\S.*?)\s+(\[.\])\s+(.*\S)\s*$", line)
-    if m:
-        rows.append((float(m.group(1)), m.group(2).strip(), m.group(3), m.group(4)))
-totals, examples = {}, {}
-for percent, dso, space, symbol in rows:
-    name = f"{dso} {space} {symbol}"
-    family = "other"
-    for label, pattern in FAMILIES:
-        if re.search(pattern, name):
-            family = label
-            break
-    if family == "other" and space == "[k]":
-        family = "kernel: other"
-    totals[family] = totals.get(family, 0.0) + percent
-    examples.setdefault(family, []).append((percent, symbol))
-print(f"{'family':48s} {'% of samples':>12s}  top symbols")
-for family, percent in sorted(totals.items(), key=lambda kv: -kv[1]):
-    top = "; ".join(f"{s[:70]} {p:.1f}" for p, s in sorted(examples[family], reverse=True)[:3])
-    print(f"{family:48s} {percent:12.1f}  {top}")
-EOF
+  "$python" scripts/summarize.py bench profile "$out/report-$run.txt"
 }
 
 bf16() {
@@ -888,35 +527,7 @@ bf16() {
     done
     results+=("$out/$name")
   done
-  /usr/bin/python3 - "$window" "$steps" "${results[@]}" <<'EOF'
-import json, statistics, sys
-
-window, steps = int(sys.argv[1]), int(sys.argv[2])
-print(f"| config | steps | max rel. diff of {window}-step moving averages | max rel. diff per step | "
-      f"final {window}-step mean f32 / bf16 | median input tokens/s f32 / bf16 | within 1 % |")
-print("| --- | ---: | ---: | ---: | --- | --- | --- |")
-failed = False
-for run in sys.argv[3:]:
-    curves, rates = {}, {}
-    for precision in ("f32", "bf16"):
-        with open(f"{run}/{precision}/metrics.jsonl") as f:
-            records = [r for r in map(json.loads, f) if "loss" in r]
-        curves[precision] = [r["loss"] for r in records]
-        rates[precision] = statistics.median(r["input_tokens_per_second"] for r in records)
-    a, b = curves["f32"], curves["bf16"]
-    if len(a) != steps or len(b) != steps:
-        sys.exit(f"{run}: expected {steps} logged steps, got {len(a)} (f32) and {len(b)} (bf16)")
-    # Trailing moving averages over full windows only: steps window..N.
-    mean = lambda xs, i: sum(xs[i - window:i]) / window
-    smoothed = max(abs(mean(b, i) / mean(a, i) - 1) for i in range(window, steps + 1))
-    per_step = max(abs(y / x - 1) for x, y in zip(a, b))
-    ok = smoothed < 0.01
-    failed |= not ok
-    print(f"| {run.rstrip('/').split('/')[-1]} | {steps} | {100 * smoothed:.3f} % | {100 * per_step:.3f} % | "
-          f"{mean(a, steps):.4f} / {mean(b, steps):.4f} | {rates['f32']:.0f} / {rates['bf16']:.0f} | "
-          f"{'yes' if ok else 'NO'} |")
-sys.exit(1 if failed else 0)
-EOF
+  "$python" scripts/summarize.py bench bf16 "$window" "$steps" "${results[@]}"
 }
 
 twin() {
@@ -943,35 +554,7 @@ twin() {
   echo "bench.sh twin: the twin trains on the same batches (log $out/twin.log)" >&2
   "$python" scripts/torch_reference.py --batches "$out/run.batches" --steps "$steps" --threads "$threads" \
     >"$out/twin.json" 2>"$out/twin.log" || fail "the twin failed; see $out/twin.log"
-  "$python" - "$out" "$config" "$steps" <<'EOF' | tee "$out/curves.md"
-import json, sys
-out, config, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
-twin = json.load(open(f"{out}/twin.json"))
-hnas = {}
-for line in open(f"{out}/hnas/metrics.jsonl"):
-    record = json.loads(line)
-    if "elapsed_seconds" in record:
-        hnas[record["step"]] = record  # a resumed run re-logs steps: the last record of a step wins
-relative0 = abs(twin["loss0_eval"] - twin["hnas_loss0_eval"]) / abs(twin["hnas_loss0_eval"])
-if relative0 > 1e-4:
-    sys.exit(f"bench.sh twin: step-0 loss {twin['loss0_eval']:.7f} against hnas's {twin['hnas_loss0_eval']:.7f}: not the same model")
-print(f"`{config}`, {steps} steps; step-0 loss (f32, dropout off): hnas {twin['hnas_loss0_eval']:.7f}, "
-      f"PyTorch {twin['torch']} {twin['loss0_eval']:.7f} (relative {relative0:.1e}).\n")
-print("| steps | hnas mean loss | PyTorch twin mean loss | hnas − twin | relative |")
-print("| ---: | ---: | ---: | ---: | ---: |")
-worst, previous = 0.0, 0
-for window in twin["losses"]:
-    step = window["step"]
-    if step not in hnas:
-        continue
-    ours, theirs = hnas[step]["loss"], window["loss"]
-    relative = abs(ours - theirs) / abs(theirs)
-    worst = max(worst, relative)
-    print(f"| {previous + 1}–{step} | {ours:.4f} | {theirs:.4f} | {ours - theirs:+.4f} | {relative:.1e} |")
-    previous = step
-print(f"\nLargest relative difference of a 50-step mean: {worst:.1e}. hnas {hnas[steps]['elapsed_seconds']:.0f} s, "
-      f"the twin {twin['seconds']:.0f} s on {twin['threads']} threads.")
-EOF
+  "$python" scripts/summarize.py bench twin "$out" "$config" "$steps"
 }
 
 case "$command" in

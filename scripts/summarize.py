@@ -24,12 +24,15 @@ metrics.jsonl, sweep.json, comparison.json, eval reports); each is written into 
         pretrain_u.png). Minutes compare only between runs that ran alike (alone, the same threads)
     scripts/summarize.py decoding OUT                                           OUT/decoding_grid.md
         scripts/recipe.sh decoding's grid, sorted by the mean of ROUGE-1, -2 and -L (also as JSON)
+    scripts/summarize.py bench MODE ARGS…
+        scripts/bench.sh's per-run records and tables (its internals; see the bench_* functions)
 """
 import argparse
 import glob
 import json
 import math
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -364,6 +367,420 @@ def decoding(args):
     publish(os.path.join(args.out, "decoding_grid.md"), "\n".join(lines) + "\n")
 
 
+# ---- scripts/bench.sh's records and tables: scripts/summarize.py bench MODE ARGS… (its internals) ----
+
+def jsonl(path):
+    return [json.loads(line) for line in open(path)]
+
+
+def skipped_peers(path):
+    return [line.strip() for line in open(path) if line.strip()]
+
+
+def spread(values, fmt):
+    """The median, with [min–max] when there is more than one value."""
+    text = fmt.format(statistics.median(values))
+    return text + f" [{fmt.format(min(values))}–{fmt.format(max(values))}]" if len(values) > 1 else text
+
+
+def max_rss_mib(path):
+    """The maximum resident set size GNU time -v wrote to PATH."""
+    return int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", open(path).read()).group(1)) / 1024
+
+
+def check_openblas(peer, blas, command):
+    """Debian's PyTorch 1.13 falls back to the reference BLAS, about 26x slower, without OpenBLAS."""
+    if peer == "torch113" and not any("openblas" in library for library in blas):
+        sys.exit(f"bench.sh {command}: torch did not run on OpenBLAS ({blas}); the comparison would be unfair")
+
+
+def peer_columns(runs, command):
+    """Each run's column: hnas or its peer (torch113 is Debian's PyTorch 1.13); those present, in order."""
+    for r in runs:
+        r["column"] = "hnas" if r["impl"] == "hnas" else "torch113" if r["torch"].startswith("1.") else r.get("peer", "eager")
+        check_openblas(r["column"], r.get("blas", []), command)
+    return [c for c in ("torch113", "eager", "compile", "ipex") if any(r["column"] == c for r in runs)]
+
+
+def compiling(units):
+    return f"{len(units)}: " + ", ".join(map(str, units[:12])) + (" …" if len(units) > 12 else "")
+
+
+def bench_train_check(checks):
+    h, failed = None, False
+    print("step-0 check (dropout off, same initial weights and batch):", file=sys.stderr)
+    for t in jsonl(checks):
+        if t["impl"] == "hnas":
+            h = t
+            continue
+        rel = lambda a, b: abs(a - b) / max(abs(a), abs(b), 1e-30)
+        peer = ("torch" + t["torch"].split("+")[0] + " " + t.get("peer", "eager")).ljust(19)
+        loss_rel, norm_rel = rel(h["loss0_eval"], t["loss0_eval"]), rel(h["grad_norms"][0], t["grad_norms"][0])
+        later = " ".join(f"step {i}: {a:.6f}/{b:.6f}" for i, (a, b) in enumerate(zip(h["losses"], t["losses"])) if i)
+        ok = loss_rel <= 1e-4 and norm_rel <= 1e-3 and h["parameters"] == t["parameters"]
+        failed |= not ok
+        print(f"  {h['task']:8s} {h['kind']} {peer}: loss0 hnas {h['loss0_eval']:.7f} torch {t['loss0_eval']:.7f} (rel {loss_rel:.1e}); "
+              f"|g|0 {h['grad_norms'][0]:.6f}/{t['grad_norms'][0]:.6f} (rel {norm_rel:.1e}); parameters "
+              f"{h['parameters']}/{t['parameters']}; {later} {'ok' if ok else 'MISMATCH'}", file=sys.stderr)
+    sys.exit(1 if failed else 0)
+
+
+def bench_train(results, skipped):
+    runs = jsonl(results)
+    present = peer_columns(runs, "train")
+    version = lambda c: next(r["torch"].split("+")[0] for r in runs if r["column"] == c)
+    title = {"torch113": lambda: f"PyTorch {version('torch113')} f32", "eager": lambda: f"PyTorch {version('eager')} eager",
+             "compile": lambda: "torch.compile", "ipex": lambda: "IPEX " + next(r["ipex"] for r in runs if r["column"] == "ipex")}
+    short = {"torch113": "1.13", "eager": "eager", "compile": "compile", "ipex": "IPEX"}
+    pick = lambda col, task, kind, key: [r[key] for r in runs if r["column"] == col and r["task"] == task
+                                         and r["kind"] == kind and key in r]
+    med = statistics.median
+    configs = list(dict.fromkeys((r["task"], r["kind"]) for r in runs))
+    precision = next(r.get("precision", "f32") for r in runs if r["impl"] == "hnas")
+    head = ["task", "kind", "precision", "hnas ms"] + [f"{title[c]()} ms" for c in present] \
+        + [f"hnas / {short[c]} speed" for c in present] + ["step / bound in cache", "step / bound evicted"] \
+        + [f"peak RSS hnas / {short[c]}" for c in present]
+    print("| " + " | ".join(head) + " |")
+    print("| --- | --- | --- | " + " | ".join("---:" for _ in head[3:]) + " |")
+    for task, kind in configs:
+        hm = pick("hnas", task, kind, "step_ms_median")
+        cells = [task, kind, precision, spread(hm, "{:.1f}")]
+        cells += [spread(pick(c, task, kind, "step_ms_median"), "{:.1f}") for c in present]
+        cells += [f"{med(pick(c, task, kind, 'step_ms_median')) / med(hm):.2f}" for c in present]
+        cells += [spread(pick("hnas", task, kind, "step_over_matmul_bound"), "{:.2f}"),
+                  spread(pick("hnas", task, kind, "step_over_matmul_bound_evicted"), "{:.2f}")]
+        cells += [f"{med(pick('hnas', task, kind, 'peak_rss_mib')) / med(pick(c, task, kind, 'peak_rss_mib')):.2f}"
+                  for c in present]
+        print("| " + " | ".join(cells) + " |")
+    first = runs[0]
+    rounds = len(pick("hnas", *configs[0], "step_ms_median"))
+    print(f"\nMedians over {rounds} round(s) [min–max]; each run {first['warmup']} warm-up + {first['steps']} timed steps, "
+          f"{first['threads']} threads; PyTorch 2 peers in {precision}" + (" (torch.autocast)" if precision == "bf16" else "")
+          + ", PyTorch 1.13 in f32; speed = peer ms / hnas ms (medians); bound = one step's matrix products, each timed "
+          "alone in oneDNN with the step's shapes and layouts (hnas-bench train --matmul-bound), summed; evicted: the "
+          f"same with a {next(r['matmul_bound_evict_mib'] for r in runs if r['impl'] == 'hnas')} MiB buffer written "
+          "before each product.")
+    for reason in skipped_peers(skipped):
+        print(f"Skipped {reason}.")
+    if "compile" in present:
+        print("\n| task | kind | precision | torch.compile first step s (compiles) | compile s (first step − median step) |")
+        print("| --- | --- | --- | ---: | ---: |")
+        for task, kind in configs:
+            print(f"| {task} | {kind} | {precision} | {spread(pick('compile', task, kind, 'first_step_s'), '{:.1f}')} | "
+                  f"{spread(pick('compile', task, kind, 'compile_s'), '{:.1f}')} |")
+    print("\nPeak RSS MiB (medians) and model GFLOP/s (3 × forward matmul FLOPs / median step):")
+    for task, kind in configs:
+        rss = ", ".join(f"{short.get(c, c)} {med(pick(c, task, kind, 'peak_rss_mib')):.0f}" for c in ["hnas"] + present)
+        gflops = ", ".join(f"{short.get(c, c)} {med(pick(c, task, kind, 'model_gflop_per_s')):.1f}" for c in ["hnas"] + present)
+        print(f"  {task} {kind}: RSS {rss}; GFLOP/s {gflops} "
+              f"({pick('hnas', task, kind, 'model_gflop_per_step')[0]:.1f} GFLOP per step)")
+
+
+def bench_real_hnas(out, name, steps, precision):
+    """One `hnas train` run of bench.sh real as a JSON line. NAME is CONFIG-IMPL-ROUND."""
+    run = list(records(f"{out}/{name}"))
+    last = next(r for r in run if "elapsed_seconds" in r and r["step"] == int(steps))
+    memory = [r["memory"] for r in run if "memory" in r]
+    # An older hnas (a --baseline) may have recorded memory only at validations (mlm.json has none), and no profile.
+    profile = last.get("profile", {})
+    print(json.dumps({"name": name, "impl": name.split("-")[1], "round": int(name.split("-")[2]), "precision": precision,
+                      "seconds": last["elapsed_seconds"], "loss": last["loss"], "max_rss_mib": max_rss_mib(f"{out}/{name}.time"),
+                      "live_peak_mib": max(m["tensor_live_peak"] for m in memory) / 2**20 if memory else None,
+                      "minor_faults": profile.get("minor_faults"), "matmul_primitives": profile.get("matmul_primitives")}))
+
+
+def bench_real_peer(out, name, peer):
+    """One peer's run of bench.sh real as a JSON line, its step-0 loss checked against hnas's."""
+    twin = json.load(open(f"{out}/{name}.json"))
+    relative = abs(twin["loss0_eval"] - twin["hnas_loss0_eval"]) / abs(twin["hnas_loss0_eval"])
+    print(f"bench.sh real: {name}: step-0 loss (f32, dropout off) {twin['loss0_eval']:.7f}, hnas {twin['hnas_loss0_eval']:.7f} "
+          f"(relative {relative:.1e}) {'ok' if relative <= 1e-4 else 'MISMATCH: not the same model'}", file=sys.stderr)
+    if relative > 1e-4:
+        sys.exit(1)
+    check_openblas(peer, twin["blas"], "real")
+    record = {"name": name, "impl": peer, "round": int(name.split("-")[2]), "precision": twin["precision"],
+              "seconds": twin["seconds"], "loss": twin["losses"][-1]["loss"], "max_rss_mib": max_rss_mib(f"{out}/{name}.time"),
+              "loss0_relative": relative, "torch": twin["torch"].split("+")[0]}
+    for key in ("ipex", "loss0_eval_s", "seconds_without_compiling", "compiling_units", "compiling_seconds", "graphs_before",
+                "graphs", "frames_left_eager", "cache_size_limit"):
+        if key in twin:
+            record[key] = twin[key]
+    print(json.dumps(record))
+
+
+def bench_real(results, steps, skipped):
+    runs = jsonl(results)
+    titles = {"hnas": "hnas", "baseline": "hnas baseline", "torch113": "PyTorch {torch}", "eager": "PyTorch {torch} eager",
+              "compile": "torch.compile", "ipex": "IPEX {ipex}"}
+    seconds = lambda r: r.get("seconds_without_compiling", r["seconds"])  # torch.compile: every step at the others' rate
+    print(f"| config | run | precision | max RSS MiB | tensor live peak MiB | RSS / live peak | seconds to step {steps} | "
+          f"hnas speed / run's | hnas max RSS / run's | loss (last 50 steps) | minor faults | matmul primitives |")
+    print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for config, impl in dict.fromkeys((r["name"].split("-")[0], r["impl"]) for r in runs):
+        mine = sorted((r for r in runs if r["name"].startswith(config + "-") and r["impl"] == impl), key=lambda r: r["round"])
+        hnas = {r["round"]: r for r in runs if r["name"].startswith(config + "-") and r["impl"] == "hnas"}
+        live = [r["live_peak_mib"] for r in mine if r.get("live_peak_mib")]
+        if any("compiling_units" in r and "seconds_without_compiling" not in r for r in mine):
+            time, speed = spread([r["seconds"] for r in mine], "{:.1f}") + " (every step compiled)", "–"
+        else:
+            time = spread([seconds(r) for r in mine], "{:.1f}") + (" (without its compiling steps)" if "compiling_units" in mine[0] else "")
+            speed = spread([seconds(r) / hnas[r["round"]]["seconds"] for r in mine], "{:.2f}")
+        cells = [config, titles[impl].format(**mine[0]), mine[0]["precision"], spread([r["max_rss_mib"] for r in mine], "{:.0f}"),
+                 spread(live, "{:.0f}") if live else "–",
+                 spread([r["max_rss_mib"] / r["live_peak_mib"] for r in mine if r.get("live_peak_mib")], "{:.2f}") if live else "–",
+                 time, speed, spread([hnas[r["round"]]["max_rss_mib"] / r["max_rss_mib"] for r in mine], "{:.2f}"),
+                 f"{mine[-1]['loss']:.4f}", str(mine[-1].get("minor_faults") or "–"), str(mine[-1].get("matmul_primitives") or "–")]
+        print("| " + " | ".join(cells) + " |")
+    checked = [r for r in runs if "loss0_relative" in r and r["round"] == 1]
+    if checked:
+        print("\nStep-0 loss (f32, dropout off, same parameters and batch, each peer's own forward) against hnas's, relative: " +
+              ", ".join(f"{r['name'].rsplit('-', 1)[0]} {r['loss0_relative']:.1e}" for r in checked) + " (each ≤ 1e-4).")
+    compiled = [r for r in runs if "compiling_units" in r]
+    if compiled:
+        print(f"\ntorch.compile (default mode, dynamic=None; config.cache_size_limit {compiled[0]['cache_size_limit']}): the "
+              "steps during which it compiled a graph, left out of its seconds above:\n")
+        print(f"| config | round | precision | step-0 check s (its own f32 graph) | compiling steps (from 0) | their seconds | "
+              f"graphs compiled (check / steps) | frames left eager | seconds to step {steps} with them |")
+        print("| --- | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: |")
+        for r in compiled:
+            print(f"| {r['name'].split('-')[0]} | {r['round']} | {r['precision']} | {r['loss0_eval_s']:.1f} | "
+                  f"{compiling(r['compiling_units'])} | {r['compiling_seconds']:.1f} | {r['graphs_before']} / {r['graphs']} | "
+                  f"{r['frames_left_eager']} | {r['seconds']:.1f} |")
+    for reason in skipped_peers(skipped):
+        print(f"Skipped {reason}.")
+
+
+def bench_decode(results, skipped):
+    runs = jsonl(results)
+    order = ["hnas"] + peer_columns(runs, "decode")
+    titles = {"hnas": "hnas", "torch113": "PyTorch {torch}", "eager": "PyTorch {torch} eager", "compile": "torch.compile",
+              "ipex": "IPEX {ipex}"}
+    rate = lambda r: r.get("articles_per_s_without_compiling", r["articles_per_s"])  # torch.compile: batches compiling nothing
+    print("| beam | run | precision | articles | articles/s | hnas speed / run's | generated tokens | same best hypothesis as hnas | "
+          "peak RSS MiB |")
+    print("| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for beam in sorted({r["beam"] for r in runs}):
+        hnas = [r for r in runs if r["beam"] == beam and r["column"] == "hnas"]
+        for who in order:
+            mine = [r for r in runs if r["beam"] == beam and r["column"] == who]
+            if any("compiling_units" in r and "articles_per_s_without_compiling" not in r for r in mine):
+                speed, ratio = spread([r["articles_per_s"] for r in mine], "{:.1f}") + " (every batch compiled)", "–"
+            else:
+                ratio = spread([rate(h) / rate(r) for h, r in zip(hnas, mine)], "{:.2f}")
+                speed = spread([rate(r) for r in mine], "{:.1f}") + (" (without its compiling batches)" if "compiling_units" in mine[0] else "")
+            same = f"{mine[-1]['same_as_hnas']}/{mine[-1]['articles']}" if who != "hnas" else "–"
+            print(f"| {beam} | {titles[who].format(**mine[0])} | {mine[0].get('precision', 'f32')} | {mine[0]['articles']} | {speed} | "
+                  f"{ratio} | {mine[-1]['generated_tokens']} | {same} | {max(r['peak_rss_mib'] for r in mine):.0f} |")
+    compiled = [r for r in runs if "compiling_units" in r]
+    if compiled:
+        print(f"\ntorch.compile (default mode, dynamic=None; config.cache_size_limit {compiled[0]['cache_size_limit']}) of the "
+              "encoder and of one decoder step (the beam search stays eager): graphs compiled on the untimed first batch, "
+              "and the batches of the timed pass during which it compiled more, left out of its articles/s above:\n")
+        print("| beam | round | graphs compiled (warm-up / timed pass) | compiling batches (from 0) | their seconds | "
+              "frames left eager | articles/s with them |")
+        print("| ---: | ---: | ---: | --- | ---: | ---: | ---: |")
+        for beam in sorted({r["beam"] for r in compiled}):
+            for round, r in enumerate((r for r in compiled if r["beam"] == beam), 1):
+                print(f"| {beam} | {round} | {r['graphs_before']} / {r['graphs']} | {compiling(r['compiling_units'])} | "
+                      f"{r['compiling_seconds']:.1f} | {r['frames_left_eager']} | {r['articles_per_s']:.1f} |")
+    for reason in skipped_peers(skipped):
+        print(f"Skipped {reason}.")
+
+
+def bench_ddp_run(out, name, link, skip, steps):
+    """One 2-rank run of bench.sh ddp as a JSON line: seconds per step from step SKIP on, and the gradient wait."""
+    skip, steps = int(skip), int(steps)
+    progress = {r["step"]: r for r in records(f"{out}/{name}") if "elapsed_seconds" in r}
+    seconds = (progress[steps]["elapsed_seconds"] - progress[skip]["elapsed_seconds"]) / (steps - skip)
+    # Each log's gradient wait is the mean over the steps since the previous log; builds before the
+    # overlap (a --baseline) did not record it.
+    windows = [(s, r["distributed"]) for s, r in sorted(progress.items()) if skip < s <= steps and "distributed" in r]
+    previous = [skip] + [s for s, _ in windows[:-1]]
+
+    def mean(key):
+        if not windows or any(key not in d for _, d in windows):
+            return None
+        return sum(d[key] * (s - p) for (s, d), p in zip(windows, previous)) / (steps - skip)
+    last = windows[-1][1] if windows else {}
+    print(json.dumps({"name": name, "link": link, "step_seconds": seconds, "wait_seconds": mean("gradient_wait_seconds_per_step"),
+                      "backward_seconds": mean("backward_seconds_per_step"), "gradient_floats": last.get("gradient_floats"),
+                      "last_bucket_floats": last.get("gradient_floats_last_bucket")}))
+
+
+def bench_ddp(results, rate_text, delay_text, link, link_kind):
+    groups = {}
+    for r in jsonl(results):
+        config, binary, speed, _ = r["name"].split("-")
+        groups.setdefault((config, binary), {}).setdefault(speed, []).append(r)
+
+    def median(values):
+        values = [v for v in values if v is not None]
+        return statistics.median(values) if values else None
+
+    def cell(value, digits=4):
+        return "–" if value is None else f"{value:.{digits}f}"
+
+    def measured_ratio(config, binary):
+        links = groups.get((config, binary))
+        if not links:
+            return ""
+        return f"{statistics.median(s['step_seconds'] / f['step_seconds'] for f, s in zip(links['fast'], links['slow'])):.2f}"
+
+    print("| config | binary | s/step fast link | s/step slow link | slow / fast | gradient wait s/step fast | slow | "
+          "backward s/step | gradient floats | last bucket |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for (config, binary), links in groups.items():
+        fast, slow = links["fast"], links["slow"]
+        ratios = [s["step_seconds"] / f["step_seconds"] for f, s in zip(fast, slow)]
+        print(f"| {config} | {binary} | {cell(median([r['step_seconds'] for r in fast]))} | "
+              f"{cell(median([r['step_seconds'] for r in slow]))} | {statistics.median(ratios):.3f} "
+              f"[{min(ratios):.3f}–{max(ratios):.3f}] | {cell(median([r['wait_seconds'] for r in fast]))} | "
+              f"{cell(median([r['wait_seconds'] for r in slow]))} | {cell(median([r['backward_seconds'] for r in fast]))} | "
+              f"{fast[0]['gradient_floats'] or '–'} | {fast[0]['last_bucket_floats'] or '–'} |")
+
+    # The model (docs/distributed.md, "Scaling"): ring all-reduce over N machines, each with a full-duplex
+    # link of `rate` and `delay` per message; weak scaling (each machine keeps this run's per-rank batch,
+    # so its compute per step stays as measured); the sums overlap the backward pass except the last
+    # bucket's, whose gradients are final only at its end.
+    number, unit = re.fullmatch(r"([0-9.]+)([a-z]+)", rate_text).groups()
+    bytes_per_second = float(number) * {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9}[unit] / 8
+    number, unit = re.fullmatch(r"([0-9.]+)(ms|us|s)", delay_text).groups()
+    latency = float(number) * {"s": 1, "ms": 1e-3, "us": 1e-6}[unit]
+
+    def step(compute, backward, floats, tail_floats, machines, bandwidth, alpha, bytes_per_float):
+        share = 2 * (machines - 1) / machines
+        total = share * bytes_per_float * floats / bandwidth + 2 * (machines - 1) * alpha
+        tail = share * bytes_per_float * tail_floats / bandwidth + 2 * (machines - 1) * alpha
+        return compute + max(tail, total - backward)
+
+    # On the loopback both directions share one queue: half the rate each way.
+    here_link = "veth pair, full duplex" if link_kind == "pair" else "loopback, both directions sharing the rate"
+    here_bandwidth = bytes_per_second if link_kind == "pair" else bytes_per_second / 2
+    print(f"\nModel: step time over its compute alone; ring all-reduce; full-duplex links of {rate_text} (and 10x) "
+          f"with {delay_text} per message; weak scaling from the fast-link runs' compute (step minus gradient wait), "
+          f"backward time, and the last bucket's floats summed after it. The first row per config is this run's "
+          f"2 ranks on its {here_link} ({link}), beside the measured slow / fast.")
+    print("| config | machines | link | f32 sums | bf16 sums | measured f32 | measured bf16 |")
+    print("| --- | ---: | --- | ---: | ---: | ---: | ---: |")
+    for (config, binary), links in groups.items():
+        fast = links["fast"]
+        if binary != "hnas" or fast[0]["gradient_floats"] is None:
+            continue
+        compute = median([r["step_seconds"] - r["wait_seconds"] for r in fast])
+        backward = median([r["backward_seconds"] for r in fast])
+        floats, tail = fast[0]["gradient_floats"], fast[0]["last_bucket_floats"]
+        alpha_here = 0.0 if "no added delay" in link else latency
+        here = [step(compute, backward, floats, tail, 2, here_bandwidth, alpha_here, b) / compute for b in (4, 2)]
+        print(f"| {config} | 2 | this {link_kind} | {here[0]:.2f} | {here[1]:.2f} | {measured_ratio(config, 'hnas')} | "
+              f"{measured_ratio(config, 'hnasbf16')} |")
+        for machines in (8, 64):
+            for scale, name in ((1, rate_text), (10, f"10x {rate_text}")):
+                model = [step(compute, backward, floats, tail, machines, scale * bytes_per_second, latency, b) / compute
+                         for b in (4, 2)]
+                print(f"| {config} | {machines} | {name} | {model[0]:.2f} | {model[1]:.2f} | | |")
+
+
+# bench.sh profile: perf's symbols in families; the first matching family wins, matched against
+# "DSO [space] symbol" (demangled).
+FAMILIES = [
+    ("matmul (oneDNN: JIT kernels and library)", r"^libdnnl|^\[JIT\]|dnnl::|jit:|brgemm"),
+    ("bf16 operand conversion (f32 -> bf16)", r"convert_to_bf16|round_to_bf16"),
+    ("OpenMP runtime (libgomp: spin-waiting at barriers, team start)", r"^libgomp|GOMP_|gomp_"),
+    ("attention normalization (softmax/DNAS/HNAS)", r"normalize_attention|hybrid_attention|normalize_rows|ops::.*attention|softmax"),
+    ("layer norm", r"layer_norm"),
+    ("model initialization (not the step)", r"Rng::normal_tensor|Rng::uniform_tensor|init_xavier|init_normal|__cos|__sin"),
+    ("GELU (incl. libm erff)", r"gelu|erf"),
+    ("dropout", r"dropout|masked_gradient"),
+    ("cross-entropy / log-softmax", r"cross_entropy|log_softmax|logsumexp"),
+    ("exp (libm, softmax / cross-entropy)", r"__expf|__exp|expf@plt"),
+    ("embedding gather/scatter", r"embedding"),
+    ("permute / transpose / slice copies", r"permute|copy_axis|slice|transpose|concat"),
+    ("broadcast elementwise (add, mul, scale)", r"broadcast_binary|map_unary|elementwise|ops::add|ops::mul|scale"),
+    ("reductions (bias grads, sums)", r"accumulate_reduced|reduce|ops::sum"),
+    ("optimizer (Adam, LAMB)", r"Optimizer::step|adam_update|lamb_moments"),
+    ("gradient clipping (norms)", r"clip_factors|squared_norm"),
+    ("autograd bookkeeping", r"Var::|Node|GradSink|make_result|backward|shared_ptr|std::function"),
+    ("memcpy / memset", r"memcpy|memset|memmove"),
+    ("allocation (malloc/free, pool)", r"malloc|free|_int_|cfree|operator new|operator delete|Storage|aligned_alloc|tcache|mmap|munmap|brk"),
+    ("kernel: page faults, zeroing pages", r"clear_page|page_fault|do_anonymous|handle_mm_fault|asm_exc_page|__handle|alloc_pages|rmqueue|zap_|unmap|lru|memcg"),
+    ("kernel: futex / scheduling", r"futex|sched_yield|schedule|finish_task_switch"),
+    ("kernel: other", r"^\[k\]|entry_SYSCALL|syscall|schedule|irq|do_syscall"),
+]
+
+
+def bench_profile(report):
+    totals, examples = {}, {}
+    for line in open(report):
+        m = re.match(r"\s*([\d.]+)%\s+(\S.*?)\s+(\[.\])\s+(.*\S)\s*$", line)
+        if not m:
+            continue
+        percent, dso, space, symbol = float(m.group(1)), m.group(2).strip(), m.group(3), m.group(4)
+        name = f"{dso} {space} {symbol}"
+        family = next((label for label, pattern in FAMILIES if re.search(pattern, name)),
+                      "kernel: other" if space == "[k]" else "other")
+        totals[family] = totals.get(family, 0.0) + percent
+        examples.setdefault(family, []).append((percent, symbol))
+    print(f"{'family':48s} {'% of samples':>12s}  top symbols")
+    for family, percent in sorted(totals.items(), key=lambda kv: -kv[1]):
+        top = "; ".join(f"{s[:70]} {p:.1f}" for p, s in sorted(examples[family], reverse=True)[:3])
+        print(f"{family:48s} {percent:12.1f}  {top}")
+
+
+def bench_bf16(window, steps, *runs):
+    window, steps = int(window), int(steps)
+    print(f"| config | steps | max rel. diff of {window}-step moving averages | max rel. diff per step | "
+          f"final {window}-step mean f32 / bf16 | median input tokens/s f32 / bf16 | within 1 % |")
+    print("| --- | ---: | ---: | ---: | --- | --- | --- |")
+    failed = False
+    for run in runs:
+        curves, rates = {}, {}
+        for precision in ("f32", "bf16"):
+            progress = [r for r in records(f"{run}/{precision}") if "loss" in r]
+            curves[precision] = [r["loss"] for r in progress]
+            rates[precision] = statistics.median(r["input_tokens_per_second"] for r in progress)
+        a, b = curves["f32"], curves["bf16"]
+        if len(a) != steps or len(b) != steps:
+            sys.exit(f"bench.sh bf16: {run}: expected {steps} logged steps, got {len(a)} (f32) and {len(b)} (bf16)")
+        # Trailing moving averages over full windows only: steps window..N.
+        mean = lambda xs, i: sum(xs[i - window:i]) / window
+        smoothed = max(abs(mean(b, i) / mean(a, i) - 1) for i in range(window, steps + 1))
+        per_step = max(abs(y / x - 1) for x, y in zip(a, b))
+        failed |= smoothed >= 0.01
+        print(f"| {run.rstrip('/').split('/')[-1]} | {steps} | {100 * smoothed:.3f} % | {100 * per_step:.3f} % | "
+              f"{mean(a, steps):.4f} / {mean(b, steps):.4f} | {rates['f32']:.0f} / {rates['bf16']:.0f} | "
+              f"{'yes' if smoothed < 0.01 else 'NO'} |")
+    sys.exit(1 if failed else 0)
+
+
+def bench_twin(out, config, steps):
+    steps = int(steps)
+    twin = json.load(open(f"{out}/twin.json"))
+    hnas = {r["step"]: r for r in records(f"{out}/hnas") if "elapsed_seconds" in r}  # a resumed run's last record of a step
+    relative0 = abs(twin["loss0_eval"] - twin["hnas_loss0_eval"]) / abs(twin["hnas_loss0_eval"])
+    if relative0 > 1e-4:
+        sys.exit(f"bench.sh twin: step-0 loss {twin['loss0_eval']:.7f} against hnas's {twin['hnas_loss0_eval']:.7f}: "
+                 "not the same model")
+    lines = [f"`{config}`, {steps} steps; step-0 loss (f32, dropout off): hnas {twin['hnas_loss0_eval']:.7f}, "
+             f"PyTorch {twin['torch']} {twin['loss0_eval']:.7f} (relative {relative0:.1e}).", "",
+             "| steps | hnas mean loss | PyTorch twin mean loss | hnas − twin | relative |", "| ---: | ---: | ---: | ---: | ---: |"]
+    worst, previous = 0.0, 0
+    for window in twin["losses"]:
+        step = window["step"]
+        if step in hnas:
+            ours, theirs = hnas[step]["loss"], window["loss"]
+            worst = max(worst, abs(ours - theirs) / abs(theirs))
+            lines.append(f"| {previous + 1}–{step} | {ours:.4f} | {theirs:.4f} | {ours - theirs:+.4f} | "
+                         f"{abs(ours - theirs) / abs(theirs):.1e} |")
+            previous = step
+    lines += ["", f"Largest relative difference of a 50-step mean: {worst:.1e}. hnas {hnas[steps]['elapsed_seconds']:.0f} s, "
+              f"the twin {twin['seconds']:.0f} s on {twin['threads']} threads."]
+    publish(os.path.join(out, "curves.md"), "\n".join(lines) + "\n")
+
+
+def bench(args):
+    globals()["bench_" + args.mode.replace("-", "_")](*args.args)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog=__doc__.split("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -387,6 +804,9 @@ def main():
     command.add_argument("--u-trajectory", action="store_true", help="also hnas's u per layer at every validation")
     command = commands.add_parser("decoding")
     command.add_argument("out")
+    command = commands.add_parser("bench")
+    command.add_argument("mode")
+    command.add_argument("args", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     globals()[args.command](args)
 
