@@ -1,47 +1,21 @@
 #!/usr/bin/python3
-"""Plot the analyses (docs/analyses.md) from the JSON that hnas writes.
+"""Plots of the analyses (docs/analyses.md) from the JSON that hnas writes, one PNG each:
 
-Subcommands (each reads one JSON file and writes one PNG):
-
-    toy JSON --out PNG
-        `hnas toy mode-collapse --output JSON`: the points after every step,
-        one row per normalization (lnas, dnas, hnas), one column per step,
-        coloured by the Gaussian each point was drawn from (as paper 004
-        Fig. 6); a last panel with the distance between the two groups'
-        centres per step.
-    centre-distance JSON --out PNG
-        `hnas toy centre-distance --output JSON`: paper 000 Eq. 11 (LNAS,
-        solid) and Eq. 12 (DNAS, dashed) against r = N0/N1 on a log axis, one
-        colour per a, with the 1-D simulation as markers (as paper 000 Fig. 2).
-    explain-away JSON --out PNG
-        per attention layer and head, the histogram of ln of the per-key
-        attention weight sums (unit bins down to e^-40; the keys below that
-        range, 0 included, as a bar of their own left of it), with the
-        explaining-away threshold epsilon and the Lemma-1 bound 1/L as
-        vertical lines.  Input:
-        {"checkpoint", "step", "epsilon", "sequences",
-         "attentions": [{"name", "kind", "heads": [{"head", "keys",
-            "fraction_below_epsilon", "min_sum", "min_bound",
-            "ln_histogram": {"edges": [...], "counts": [...],
-                             "below_range", "above_range"}}]}]}
-        Reports made before the histogram was in ln hold "log10_histogram"
-        (edges in log10, out-of-range keys clamped into the end bins); those
-        are drawn on the same ln axis.
-    hybrid JSON --out PNG
-        the hybrid weight u of every head over training steps, one subplot per
-        attention layer, one line per head; with a single point, bar charts.
-        Input: {"source", "points": [{"step", "attentions": [{"name", "u": [...]}]}]}
-
-Requirements: Debian's matplotlib (`apt-get install -y python3-matplotlib`),
-run with Debian's interpreter /usr/bin/python3 (the `python3` first on PATH
-may be a pyenv interpreter that does not see Debian packages).  The
-non-interactive Agg backend is used, so no display is needed.
-
-Usage:
     /usr/bin/python3 scripts/plot_analysis.py toy RESULT.json --out toy.png
+        `hnas toy mode-collapse`: the points after every step, a row per normalization, a column per step,
+        coloured by their Gaussian (paper 004 Fig. 6), and the distance between the groups' centres per step
     /usr/bin/python3 scripts/plot_analysis.py centre-distance RESULT.json --out eq11_12.png
+        `hnas toy centre-distance`: paper 000 Eq. 11 (LNAS, solid) and Eq. 12 (DNAS, dashed) against r = N0/N1,
+        a colour per a, the 1-D simulation as markers (paper 000 Fig. 2)
     /usr/bin/python3 scripts/plot_analysis.py explain-away RESULT.json --out explain_away.png
+        `hnas analyze explain-away`: per layer and head the histogram of ln of the per-key weight sums (keys
+        below its range as a bar of their own; reports before the ln histogram hold a log10 one, drawn on the
+        same axis), with ε and Lemma 1's 1/L bound
     /usr/bin/python3 scripts/plot_analysis.py hybrid RESULT.json --out hybrid_u.png
+        `hnas analyze hybrid`: u of every head over training, a subplot per layer (bars for a single point)
+
+Needs Debian's python3-matplotlib, so Debian's /usr/bin/python3 (a pyenv python3 first on PATH does not see
+Debian's packages); the Agg backend needs no display.
 """
 
 import argparse
