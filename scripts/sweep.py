@@ -105,7 +105,9 @@ def report(binary, folder):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], usage=__doc__.split("\n\n")[1])
+    parts = __doc__.split("\n\n", 2)
+    parser = argparse.ArgumentParser(description=parts[0], usage=parts[1], epilog=parts[2],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("config", nargs="?")
     parser.add_argument("list", nargs="?")
     parser.add_argument("--kinds", help="comma-separated encoder self-attention kinds, a grid of their own")
