@@ -138,6 +138,19 @@ def finish(result):
     print(json.dumps(result), flush=True)
 
 
+def train_step(optimizer, forward_loss, batch, parameters, clip_norm, step):
+    """One optimizer step: the loss and the gradient's global norm before clipping."""
+    optimizer.zero_grad(set_to_none=True)
+    loss = forward_loss(batch)
+    value = loss.item()
+    if not math.isfinite(value):
+        sys.exit(f"torch_reference: loss {value} at step {step}")
+    loss.backward()
+    norm = torch.nn.utils.clip_grad_norm_(parameters, clip_norm)
+    optimizer.step()
+    return value, float(norm)
+
+
 def batch_tensors(arrays, prefix):
     """{field: tensor} of the entries named prefix + field, ids as int64."""
     return {name[len(prefix):]: torch.tensor(array, dtype=torch.long if array.dtype == np.int32 else torch.float32)
@@ -232,19 +245,11 @@ def train_reference(args):
     for step in range(args.warmup + args.steps):
         batch = first if step == 0 or args.load else make_batch(args.task, generator)
         start = time.perf_counter()
-        optimizer.zero_grad(set_to_none=True)
-        loss = forward_loss(batch)
-        value = loss.item()
-        loss.backward()
-        norm = torch.nn.utils.clip_grad_norm_(parameters, CLIP_NORM)
-        optimizer.step()
-        seconds = time.perf_counter() - start
-        if not math.isfinite(value):
-            sys.exit(f"torch reference: loss {value} at step {step}")
-        (times if step >= args.warmup else warmup_times).append(seconds)
+        value, norm = train_step(optimizer, forward_loss, batch, parameters, CLIP_NORM, step)
+        (times if step >= args.warmup else warmup_times).append(time.perf_counter() - start)
         if len(losses) < 8:
             losses.append(value)
-            grad_norms.append(float(norm))
+            grad_norms.append(norm)
     result.update({"warmup": args.warmup, "steps": args.steps, "losses": losses, "grad_norms": grad_norms,
                    "loss0": losses[0], "warmup_ms": [1e3 * t for t in warmup_times]})
     flops = model_flops_per_step(args.task, first["masked_positions"].numel() if args.task == "mlm" else 0)
@@ -337,14 +342,8 @@ def replay_run(args):
     for step in range(1, steps + 1):
         with timer.unit():
             set_learning_rate(optimizer, learning_rate_at(train, step))
-            model.zero_grad(set_to_none=True)
-            loss = forward_loss(batch_tensors(stored[step - 1], f"batch/{step - 1}/"))
-            value = loss.item()
-            if not math.isfinite(value):
-                sys.exit(f"torch_reference: loss {value} at step {step}")
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(parameters, train["clip_norm"])
-            optimizer.step()
+            batch = batch_tensors(stored[step - 1], f"batch/{step - 1}/")
+            value = train_step(optimizer, forward_loss, batch, parameters, train["clip_norm"], step)[0]
         window.append(value)
         if step % LOG_EVERY == 0 or step == steps:
             window_means.append({"step": step, "loss": sum(window) / len(window)})
