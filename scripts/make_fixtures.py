@@ -955,16 +955,8 @@ def build_models():
 
 
 # ---------------------------------------------------------------- BERT heads
-# The heads a task puts on the BERT-style encoder (src/models/bert.h), each with its loss, on the same
-# tiny encoder as the models above (lnas); written to heads.json in models.json's case format plus
-# "heads" (ModelConfig::bert_heads: masked_lm, sentence_order, classes, span) and the head's inputs:
-#   sop            masked LM + sentence order: loss = CE(mlm logits) + CE(sop_head(pooled), sentence_order)
-#   classify       classes 3: logits = classifier(pooled) (B, 3), loss = CE(logits, labels)
-#   regression     classes 1: outputs = classifier(pooled) (B, 1), loss = mean((outputs - targets)^2)
-#   span           [start, end] = span_head(h) split on the last axis, padding + (-1e9), each (B, L);
-#                  loss = (CE(start, start_positions) + CE(end, end_positions)) / 2
-# with pooled = tanh(pooler.dense(h[:, 0])). "logits" holds the head's logits (span: start and end
-# stacked, (2, B, L)).
+# The heads a task puts on the BERT-style encoder, each with its loss, on the same tiny encoder as the
+# models above (lnas); written to heads.json (tests/fixtures/README.md).
 
 HEADS_SEED = 20240611  # its own stream again
 head_cases = []
