@@ -29,6 +29,7 @@
 #include "base/read_file.h"
 #include "base/rng.h"
 #include "data/tokenizer.h"
+#include "nn/attention_norm.h"
 #include "nn/module.h"
 #include "ops/ops.h"
 #include "tensor/random.h"
@@ -49,6 +50,21 @@ std::string error_of(F&& f) {
         return e.what();
     }
     return "(no hnas::Error thrown)";
+}
+
+// Kind `kind`'s settings from an attention stack's config keys ({"hybrid_init": 0.3, "sinkhorn_iterations":
+// 3}): every kind reads its own keys from them, as a config's stack does.
+inline nn::KindSettingsPtr stack_kind_settings(const std::string& kind, const Json& stack_keys) {
+    config::ConfigNode node(stack_keys, "attention");
+    const nn::KindSettingsByName settings = nn::read_kind_settings(node);
+    node.finish();
+    return settings.at(kind);
+}
+
+// The normalization `kind` with `heads` heads and its settings from `stack_keys` (stack_kind_settings).
+inline std::unique_ptr<nn::AttentionNorm> make_attention_norm(const std::string& kind, int64_t heads,
+                                                              const Json& stack_keys = Json::object()) {
+    return nn::find_attention_kind(kind).make(*stack_kind_settings(kind, stack_keys), heads);
 }
 
 // Sets the matmul precision for one scope and restores f32 after it, also when an assertion fails, so

@@ -78,15 +78,16 @@ double quantile(std::vector<double> values, double q) {
 
 }  // namespace
 
-QueryProblem query_problem(const nn::MultiHeadAttention& attention, int64_t row, int64_t head, int64_t query) {
-    const Tensor& x = attention.recorded_query();
-    const Tensor& memory = attention.recorded_memory();
+QueryProblem query_problem(const nn::MultiHeadAttention& attention, const nn::AttentionRecord& record, int64_t row, int64_t head,
+                           int64_t query) {
+    const Tensor& x = record.query;
+    const Tensor& memory = record.memory;
     HNAS_CHECK(x.defined() && memory.defined(), "dual analysis: the attention recorded no forward pass");
     const int64_t width = memory.dim(2), keys = memory.dim(1), heads = attention.heads(), head_width = width / heads;
     HNAS_CHECK(row < x.dim(0) && head < heads && query < x.dim(1), "dual analysis: row ", row, ", head ", head, ", query ", query,
                " outside the recorded ", shape_str(x.shape()));
-    const Tensor& key_valid = attention.recorded_key_valid();
-    const Tensor& log_preference = attention.recorded_log_preference();
+    const Tensor& key_valid = record.key_valid;
+    const Tensor& log_preference = record.log_preference;
     const Tensor wq = attention.query_projection().weight().value(), wk = attention.key_projection().weight().value();  // (D, D)
     const Tensor bq = attention.query_projection().bias().value(), bk = attention.key_projection().bias().value();
     QueryProblem problem;
@@ -127,13 +128,15 @@ DualDeviationReport dual_deviation(const tasks::TrainedModel& trained, const std
     DualDeviationReport report{options, 0, {}, {}};
     for (const auto& [name, attention] : trained.model->attentions()) {
         if (attention->role() != nn::AttentionRole::bidirectional) continue;
-        if (attention->kind() != "lnas") {
+        if (!nn::find_attention_kind(attention->kind()).softmax_of_scores) {
             report.skipped.push_back(name + " (" + attention->kind() + ")");
             continue;
         }
         measured.emplace_back(name, attention);
-        attention->record_statistics(true);
     }
+    std::vector<const nn::MultiHeadAttention*> watched;
+    for (const auto& [name, attention] : measured) watched.push_back(attention);
+    const nn::AttentionProbe probe(watched);
     const size_t count = options.max_sequences > 0 ? std::min(texts.size(), static_cast<size_t>(options.max_sequences)) : texts.size();
     std::vector<std::vector<int32_t>> rows;
     for (size_t i = 0; i < count; ++i) rows.push_back(encoder_input(trained.config, trained.tokenizer, texts[i]));
@@ -150,8 +153,9 @@ DualDeviationReport dual_deviation(const tasks::TrainedModel& trained, const std
         if (batch == 0) break;
         for (size_t a = 0; a < measured.size(); ++a) {
             const nn::MultiHeadAttention& attention = *measured[a].second;
-            const int64_t heads = attention.heads(), queries = attention.recorded_query().dim(1);
-            const Tensor& valid = attention.recorded_key_valid();
+            const nn::AttentionRecord& record = probe.record(attention);
+            const int64_t heads = attention.heads(), queries = record.query.dim(1);
+            const Tensor& valid = record.key_valid;
             Gathered& g = gathered[a];
             g.per_head.resize(static_cast<size_t>(heads));
             g.iterations.resize(static_cast<size_t>(heads));
@@ -161,7 +165,7 @@ DualDeviationReport dual_deviation(const tasks::TrainedModel& trained, const std
                     if (valid.defined() && valid.data()[b * queries + k] < 0.5f) continue;  // self-attention: queries are keys
                     double sum = 0.0;
                     for (int64_t h = 0; h < heads; ++h) {
-                        const Solved solved = solve_query(query_problem(attention, b, h, k));
+                        const Solved solved = solve_query(query_problem(attention, record, b, h, k));
                         g.per_head[static_cast<size_t>(h)].push_back(solved.deviation);
                         g.iterations[static_cast<size_t>(h)] += solved.iterations;
                         g.unconverged[static_cast<size_t>(h)] += solved.converged ? 0 : 1;
@@ -172,7 +176,6 @@ DualDeviationReport dual_deviation(const tasks::TrainedModel& trained, const std
         }
         report.sequences += batch;
     }
-    for (const auto& [name, attention] : measured) attention->record_statistics(false);
 
     for (size_t a = 0; a < measured.size(); ++a) {
         const Gathered& g = gathered[a];

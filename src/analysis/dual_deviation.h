@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "analysis/dual_solution.h"
+#include "nn/attention_probe.h"
 #include "base/json.h"
 #include "tasks/trained_model.h"
 
@@ -42,15 +43,16 @@ struct AttentionDeviation {
     double mean = 0;
 };
 
-// Eq. 18's problem for one query of one head, rebuilt from what the attention recorded in its last
-// forward pass (record_statistics on): the real keys' templates (n × dim), their log u, z and α.
+// Eq. 18's problem for one query of one head, rebuilt from `record`, what an nn::AttentionProbe received
+// of the attention's forward pass: the real keys' templates (n × dim), their log u, z and α.
 struct QueryProblem {
     Vector templates;
     int64_t dim = 0;
     Vector log_weights, z;
     double alpha = 1.0;
 };
-QueryProblem query_problem(const nn::MultiHeadAttention& attention, int64_t row, int64_t head, int64_t query);
+QueryProblem query_problem(const nn::MultiHeadAttention& attention, const nn::AttentionRecord& record, int64_t row, int64_t head,
+                           int64_t query);
 
 struct DualDeviationReport {
     DualDeviationOptions options;

@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 
+#include "nn/attention_probe.h"
 #include "tasks/headline/headline_options.h"
 
 namespace hnas::analysis {
@@ -66,16 +67,19 @@ ExplainAwayReport measure_key_weights(const models::Model& model, const models::
         KeyPlace place;
     };
     std::vector<std::vector<std::vector<KeySum>>> sums(measured.size());  // per attention and head
-    for (size_t a = 0; a < measured.size(); ++a) {
-        measured[a].second->record_statistics(true);
-        report.attentions.push_back({measured[a].first, measured[a].second->kind(), {}});
+    std::vector<const nn::MultiHeadAttention*> watched;
+    for (const auto& [name, attention] : measured) {
+        watched.push_back(attention);
+        report.attentions.push_back({name, attention->kind(), {}});
     }
+    const nn::AttentionProbe probe(watched);
     for (size_t index = 0;; ++index) {
         const int64_t batch = forward(index);
         if (batch == 0) break;
         for (size_t a = 0; a < measured.size(); ++a) {
-            const Tensor& key_sums = measured[a].second->key_weight_sums();  // (B, H, Lk)
-            const Tensor& key_valid = measured[a].second->recorded_key_valid();  // (B, Lk) or undefined
+            const nn::AttentionRecord& record = probe.record(*measured[a].second);
+            const Tensor& key_sums = record.key_weight_sums;  // (B, H, Lk)
+            const Tensor& key_valid = record.key_valid;       // (B, Lk) or undefined
             const int64_t heads = key_sums.dim(1), keys = key_sums.dim(2);
             sums[a].resize(static_cast<size_t>(heads));
             for (int64_t b = 0; b < batch; ++b) {
@@ -99,7 +103,6 @@ ExplainAwayReport measure_key_weights(const models::Model& model, const models::
         }
         report.sequences += batch;
     }
-    for (const auto& [name, attention] : measured) attention->record_statistics(false);
 
     const auto bins = static_cast<size_t>(options.ln_high - options.ln_low);
     for (size_t a = 0; a < measured.size(); ++a) {

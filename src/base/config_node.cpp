@@ -1,4 +1,4 @@
-#include "config/config_node.h"
+#include "base/config_node.h"
 
 #include <algorithm>
 #include <cerrno>

@@ -134,14 +134,14 @@ void bench_attention(int warmup, int repeats, const std::vector<std::string>& on
 
     std::vector<std::string> kinds;
     std::vector<std::unique_ptr<nn::MultiHeadAttention>> layers;
-    for (const auto& kind : nn::attention_kinds()) {
-        if (kind.name != "lnas" && !only.empty() && std::find(only.begin(), only.end(), kind.name) == only.end()) continue;
+    for (const nn::AttentionKind* kind : nn::attention_kinds()) {
+        if (kind->name != "lnas" && !only.empty() && std::find(only.begin(), only.end(), kind->name) == only.end()) continue;
         nn::AttentionOptions options;
         options.width = width;
         options.heads = heads;
-        options.kind = kind.name;
+        options.kind = kind->name;
         Rng init(2), dropout(3);
-        kinds.push_back(kind.name);
+        kinds.push_back(kind->name);
         layers.push_back(std::make_unique<nn::MultiHeadAttention>(options, init, dropout));
     }
     std::vector<std::vector<double>> times(kinds.size());

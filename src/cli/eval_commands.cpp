@@ -165,9 +165,10 @@ void add_predict_command(CLI::App& app) {
         const tasks::TaskDefinition& definition = tasks::task_definition(*trained.config.task);
         const char* task = trained.config.task->name;
         HNAS_CHECK(definition.predict, "predict: ", options->checkpoint, " holds a ", task, " model; hnas predict takes ",
-                   "classify and span checkpoints", trained.config.task == &tasks::headline::schema() ? " (headlines: hnas decode)" : "");
+                   "classify and span checkpoints",
+                   definition.outputs_command ? fmt::format(" ({}: {})", task, definition.outputs_command) : std::string());
         std::string output = options->output;
-        if (output.empty()) output = options->input + (trained.config.task == &tasks::span::schema() ? ".predictions.json" : ".predictions");
+        if (output.empty()) output = options->input + definition.predictions_suffix;
         write_file_atomically(output, definition.predict(trained, options->input));
         spdlog::info("wrote {}", output);
     });

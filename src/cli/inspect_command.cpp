@@ -13,7 +13,6 @@
 #include "config/experiment_config.h"
 #include "io/checkpoint.h"
 #include "models/model_factory.h"
-#include "optim/optimizer.h"
 #include "tasks/task.h"
 #include "train/vocabulary.h"
 
@@ -25,6 +24,23 @@ void print_parameter_groups(const std::vector<std::pair<std::string, int64_t>>& 
     for (const auto& [name, count] : parameters) total += count;
     fmt::print("parameters: {} ({:.2f} M)\n", total, portable(static_cast<double>(total) / 1e6));
     for (const auto& [group, count] : models::group_parameter_counts(parameters)) fmt::print("  {:<40} {:>12}\n", group, count);
+}
+
+// (attention path, its gate θ's parameter name) for every hnas attention of the checkpoint's model: the
+// parameters whose role is the hybrid gate, found in the model its config builds.
+std::vector<std::pair<std::string, std::string>> hybrid_gates(const io::Checkpoint& checkpoint) {
+    config::ExperimentConfig config = tasks::saved_config(checkpoint);
+    config.model.vocab_size = json_integer(checkpoint.metadata().value("vocab_size", Json(1)), 1, config::kMaxVocabulary,
+                                           checkpoint.path() + ": the metadata's vocab_size");
+    Rng init(config.seed, 0), dropout(config.seed, 1);
+    const auto model = models::build_model(config.model, init, dropout);
+    std::vector<std::pair<std::string, std::string>> gates;
+    for (const auto& [name, attention] : model->attentions()) {
+        for (const nn::NamedParameter& parameter : attention->named_parameters()) {
+            if (parameter.role == nn::ParameterRole::hybrid_gate) gates.emplace_back(name, name + "." + parameter.name);
+        }
+    }
+    return gates;
 }
 
 }  // namespace
@@ -98,10 +114,9 @@ void add_inspect_command(CLI::App& app) {
             if (entry.type == io::EntryType::f32 && entry.name.find('/') == std::string::npos) counts.emplace_back(entry.name, shape_numel(entry.shape));
         }
         print_parameter_groups(counts);
-        for (const auto& [name, count] : counts) {
-            if (!optim::is_hybrid_gate(name)) continue;
-            fmt::print("hybrid u  {:<50}", name.substr(0, name.size() - 18));
-            const Tensor theta = checkpoint.tensor(name);
+        for (const auto& [attention, gate] : hybrid_gates(checkpoint)) {
+            fmt::print("hybrid u  {:<50}", attention);
+            const Tensor theta = checkpoint.tensor(gate);
             for (int64_t h = 0; h < theta.numel(); ++h) {
                 fmt::print(" {:.4f}", portable(1.0 / (1.0 + std::exp(-theta.data()[h]))));
             }

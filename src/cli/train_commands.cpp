@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "analysis/training_observers.h"
 #include "backend/matmul.h"
 #include "base/number_format.h"
 #include "cli/commands.h"
@@ -74,6 +75,9 @@ void add_train_command(CLI::App& app, int& exit_code) {
             if (world->rank() != 0) spdlog::set_level(spdlog::level::warn);  // rank 0 reports for all
         }
         options->train.communicator = world.get();
+        // The papers' diagnostics in metrics.jsonl (hybrid weights, explaining away)
+        const auto observers = analysis::training_observers();
+        options->train.observers = analysis::observer_pointers(observers);
         train::TrainResult result;
         try {
             result = train::train(config, options->train);

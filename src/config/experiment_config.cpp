@@ -20,8 +20,8 @@ using models::ModelConfig;
 const std::string& kind_meaning() {
     static const std::string meaning = [] {
         std::string text = "the normalization, for all layers or one per layer:";
-        for (const nn::AttentionKind& kind : nn::attention_kinds()) {
-            text.append(" `").append(kind.name).append("`: ").append(kind.description).append(";");
+        for (const nn::AttentionKind* kind : nn::attention_kinds()) {
+            text.append(" `").append(kind->name).append("`: ").append(kind->description).append(";");
         }
         text.back() = '.';
         return text.append(" Kinds that would let a target position see later ones (those normalizing over all "
@@ -49,20 +49,7 @@ void parse_attention_stack(ConfigNode& node, int64_t layers, nn::AttentionRole r
     stack.score_scale = node.choice("score_scale", stack.score_scale,
                                     "the factor on QKᵀ: `inv_sqrt_head_width` 1/√(d_model/heads), or `none` (paper 000 "
                                     "Eq. 1-8; paper 002's code for NAP)");
-    nn::AttentionNormOptions& kinds = stack.kind_options;
-    // hybrid_init is a probability u; 0 and 1 would need an infinite θ.
-    kinds.hybrid_init = node.number("hybrid_init", kinds.hybrid_init,
-                                    "`hnas`: the initial u of every head (the papers used 0.5, and 0.1 for headlines)", 1e-6,
-                                    1.0 - 1e-6);
-    kinds.hybrid_per = node.choice("hybrid_per", kinds.hybrid_per,
-                                   "`hnas`: one trainable u per `head` (paper 004, Eq. 12) or per `layer`, shared by its "
-                                   "heads (paper 000 §6)");
-    kinds.iterations = static_cast<int>(
-        node.integer("sinkhorn_iterations", kinds.iterations, "`sinkhorn`: k, the alternations; 1 is `dnas`", 1, 1000));
-    kinds.nap.eps = node.number("nap_eps", kinds.nap.eps, "`nap`: the ε of `nap_denominator`", 1e-12, 1.0);
-    kinds.nap.denominator = node.choice("nap_denominator", kinds.nap.denominator,
-                                        "`nap`: what divides the centred scores: `sqrt_variance_eps` √(var + ε), as layer "
-                                        "norm; `std_plus_eps` σ + ε, as paper 002's code computed it (with ε 1e-3)");
+    stack.kind_settings = nn::read_kind_settings(node);
     stack.alpha = static_cast<float>(node.number(
         "alpha", stack.alpha,
         "α of paper 003 Eq. 18 (and Eq. 25 for `ot`): the weight of the evidence against the preference u, the scores being "
@@ -372,8 +359,13 @@ Json upgrade_saved_config(Json saved) {
     for (auto& [stack_name, stack] : saved["model"]["attention"].items()) {
         if (!stack.is_object() || !stack.contains("ot_alpha")) continue;
         const double alpha = stack.at("ot_alpha").get<double>();
-        const Json kinds = stack.contains("kind") ? stack.at("kind") : Json("lnas");
-        const auto is_ot = [](const Json& kind) { return kind == "ot"; };
+        const Json kinds = stack.contains("kind") ? stack.at("kind") : Json(nn::default_attention_kind());
+        // `ot_alpha` weighed the evidence of the kind that compares templates (`ot`)
+        const auto is_ot = [](const Json& kind) {
+            const std::vector<std::string> names = nn::attention_kind_names();
+            return kind.is_string() && std::find(names.begin(), names.end(), kind.get<std::string>()) != names.end() &&
+                   nn::find_attention_kind(kind.get<std::string>()).compares_templates;
+        };
         const bool only_ot = kinds.is_array() ? std::all_of(kinds.begin(), kinds.end(), is_ot) : is_ot(kinds);
         HNAS_CHECK(alpha == 1.0 || only_ot, "config model.attention.", stack_name, ".ot_alpha: ", alpha, " was saved by an earlier ",
                    "hnas, where it weighed only `ot`'s evidence; today `alpha` weighs every kind's, so a stack mixing `ot` with ",

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "backend/matmul.h"
-#include "config/config_node.h"
+#include "base/config_node.h"
 #include "config/task_schema.h"
 #include "data/tokenizer.h"
 #include "models/model_config.h"

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "config/config_node.h"
+#include "base/config_node.h"
 
 namespace hnas::config {
 

@@ -1,8 +1,8 @@
 // Every layer's hidden states of an hnas BERT-style encoder, as Hugging Face's BertModel returns them with
 // output_hidden_states=True: the embeddings' output (token + position + segment, layer norm), then the
 // output of each encoder layer; the last equals BertModel::encode. For comparing an imported or exported
-// BERT with transformers layer by layer (`hnas hidden-states`, scripts/bert_parity.py,
-// scripts/export_parity.py, tests/convert/test_bert_import.cpp).
+// BERT with transformers layer by layer (`hnas hidden-states`, scripts/bert_parity.py and its
+// --export, tests/convert/test_bert_import.cpp).
 #pragma once
 
 #include <string>

@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "nn/attention_norm.h"
+
 namespace hnas::convert {
 
 struct ImportOptions {
@@ -26,7 +28,7 @@ struct ImportOptions {
     std::string vocab;           // vocab.txt
     std::string config;          // config.json (BertConfig); empty: config.json beside the weights, if any
     int64_t heads = 0;           // when no config.json gives num_attention_heads
-    std::string attention = "lnas";  // the kind the imported encoder runs with
+    std::string attention = nn::default_attention_kind();  // the kind the imported encoder runs with
     std::string out;             // the hnas checkpoint to write
     bool allow_non_finite = false;   // import NaN and infinite weights as they are (refused otherwise)
 };

@@ -4,7 +4,7 @@
 // marks, split off every punctuation character), then per word the greedy longest-match-first
 // segmentation into vocabulary pieces, continuation pieces carrying "##"; a word longer than 100
 // characters, or one with no full segmentation, is [UNK]. The Unicode tables come from
-// scripts/make_unicode_tables.py (src/data/unicode_tables.h).
+// src/data/make_unicode_tables.py (src/data/unicode_tables.h).
 //
 // hnas fixes the special ids (src/data/tokenizer.h), so a vocab.txt's lines are renumbered: 0 [PAD],
 // 1 [UNK], 2 bos, 3 eos, 4 [CLS], 5 [SEP], 6 [MASK], then every other line in file order. BERT has no

@@ -7,14 +7,13 @@
 #include <cstdint>
 #include <vector>
 
-#include "config/experiment_config.h"
 #include "models/seq2seq.h"
 
 namespace hnas::decode {
 
 // How headlines are decoded: a headline run's test section (tasks/headline/headline_options.h), and what
 // `hnas decode` and `hnas eval` use for every option they are not given. The defaults were chosen on the
-// validation pairs (scripts/tune_decoding.sh, docs/main_job.md "Decoding settings").
+// validation pairs (scripts/recipe.sh decoding, docs/main_job.md "Decoding settings").
 struct DecodingConfig {
     int64_t beam = 8;             // 1: greedy
     double length_penalty = 1.0;  // A: hypotheses ranked by log P / (tokens + 1)^A; 0 ranks by log P

@@ -19,7 +19,7 @@ EmbeddingOptions bert_embedding_options(const ModelConfig& config) {
 // A module holding one parameter, so the MLM head's bias gets the path "mlm_head.bias".
 class Bias : public nn::Module {
 public:
-    explicit Bias(int64_t size) : value(register_parameter("bias", Tensor::zeros({size}))) {}
+    explicit Bias(int64_t size) : value(register_parameter("bias", Tensor::zeros({size}), nn::ParameterRole::no_decay)) {}
     Var value;
 };
 }  // namespace

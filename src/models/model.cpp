@@ -20,7 +20,8 @@ nn::AttentionOptions attention_options(const ModelConfig& config, const Attentio
     options.heads = config.heads;
     options.dropout = config.attention_dropout;
     options.kind = stack.kinds[index];
-    options.kind_options = stack.kind_options;
+    const auto settings = stack.kind_settings.find(options.kind);
+    if (settings != stack.kind_settings.end()) options.kind_settings = settings->second;
     options.score_scale = stack.score_scale;
     options.role = role;
     options.alpha = stack.alpha;

@@ -13,11 +13,11 @@
 
 namespace hnas::models {
 
-// The attention of one stack (encoder self, decoder self or cross): a kind per layer plus the
-// settings the kinds read, and the optional relative-position prior.
+// The attention of one stack (encoder self, decoder self or cross): a kind per layer plus every kind's
+// settings, and the optional relative-position prior.
 struct AttentionStackConfig {
-    std::vector<std::string> kinds{"lnas"};  // one name for every layer, or one per layer
-    nn::AttentionNormOptions kind_options;
+    std::vector<std::string> kinds{nn::default_attention_kind()};  // one name for every layer, or one per layer
+    nn::KindSettingsByName kind_settings;  // by kind (nn::read_kind_settings); a kind missing here has its defaults
     nn::ScoreScale score_scale = nn::ScoreScale::inv_sqrt_head_width;
     float alpha = 1.0f;  // paper 003 Eq. 18's α on the scores (nn::AttentionOptions::alpha)
     std::optional<nn::RelativePositionOptions> prior;

@@ -4,13 +4,15 @@
 #include <cmath>
 
 #include "backend/kernels.h"
+#include "nn/attention_probe.h"
 
 namespace hnas::nn {
 
 namespace {
-AttentionNormOptions with_heads(AttentionNormOptions options, int64_t heads) {
-    options.heads = heads;
-    return options;
+// The normalization of `options.kind` with its settings (the kind's defaults when none are given).
+std::unique_ptr<AttentionNorm> make_normalization(const AttentionOptions& options) {
+    const AttentionKind& kind = find_attention_kind(options.kind);
+    return kind.make(options.kind_settings ? *options.kind_settings : *kind_settings(kind.name), options.heads);
 }
 
 // A checked copy of the options: the kind must exist and be allowed in this role, and an attention
@@ -48,7 +50,7 @@ MultiHeadAttention::MultiHeadAttention(const AttentionOptions& options, Rng& ini
       out_proj_(options.project_values
                     ? &register_or_share("out_proj", from ? from->out_proj_ : nullptr, [&] { return projection(width_, init_rng); })
                     : nullptr),
-      norm_(register_module("norm", find_attention_kind(options.kind).make(with_heads(options.kind_options, heads_)))),
+      norm_(register_module("norm", make_normalization(options))),
       attention_dropout_(register_module("dropout", std::make_unique<Dropout>(options.dropout, dropout_rng))) {
     if (options.prior) prior_ = &register_module("relative_bias", std::make_unique<RelativePositionBias>(heads_, *options.prior));
     if (options.context_prior) {
@@ -215,9 +217,10 @@ Var MultiHeadAttention::attend(const Var& query, const Var& input_memory, const 
     Var scores = ops::head_scores(q, k, heads_, alpha_ * score_scale_);  // (B, H, Tq, Tk), Tk doubled with partners
     const int64_t input_templates = with_partners ? k.dim(1) / 2 : k.dim(1);
     const Var prior = preference(input_memory, input_mask, scores.dim(2), input_templates, cache, stack_prior);
+    AttentionRecord* probed = AttentionProbe::slot_for(*this);
     // log u at every (query, input template), (B, H, Tq, Tk): the preference a kind that compares
-    // templates takes, and what the dual analysis records; undefined without priors
-    const Var log_preference = prior.defined() && (compares_templates_ || record_statistics_)
+    // templates takes, and what the dual analysis reads; undefined without priors
+    const Var log_preference = prior.defined() && (compares_templates_ || probed)
                                    ? ops::add(prior, Var(Tensor::zeros({scores.dim(0), heads_, scores.dim(2), input_templates})))
                                    : Var();
     Var weights;
@@ -231,15 +234,15 @@ Var MultiHeadAttention::attend(const Var& query, const Var& input_memory, const 
         if (prior.defined()) scores = ops::add(scores, prior);
         weights = cache ? norm_.normalize_step(scores, mask, cache->norm_state) : norm_.normalize(scores, mask);
     }
-    if (record_statistics_) {
+    if (probed) {
         // Padded queries and masked entries hold exactly zero weight, so a plain sum over queries is
         // the sum over real queries.
         NoGradScope no_grad;
-        key_weight_sums_ = ops::sum(Var(weights.value()), 2).value();  // (B, H, Tk)
-        recorded_key_valid_ = mask.key_valid;
-        recorded_query_ = query.value();
-        recorded_memory_ = input_memory.value();
-        recorded_log_preference_ = log_preference.defined() ? log_preference.value() : Tensor();
+        *probed = {.key_weight_sums = ops::sum(Var(weights.value()), 2).value(),  // (B, H, Tk)
+                   .key_valid = mask.key_valid,
+                   .query = query.value(),
+                   .memory = input_memory.value(),
+                   .log_preference = log_preference.defined() ? log_preference.value() : Tensor()};
     }
     weights = attention_dropout_.forward(weights, ResultReaders::products);
     return ops::head_context(weights, v, context_readers);  // (B, Tq, D)

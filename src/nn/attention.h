@@ -1,7 +1,8 @@
 // Multi-head attention: q/k/v/output projections, scores for all heads from one batched product that
 // reads the heads where the projections wrote them (ops::head_scores), then the configured
 // normalization (nn/attention_norm.h) and, optionally, a learned relative-position prior added to the
-// scores; the heads' outputs are written merged (ops::head_context).
+// scores; the heads' outputs are written merged (ops::head_context). An open nn::AttentionProbe
+// watching the attention receives what each forward pass computed (nn/attention_probe.h).
 // Shapes: B batch, Tq queries, Tk keys, D model width, H heads, K = D/H head width.
 #pragma once
 
@@ -27,9 +28,9 @@ constexpr const auto& enum_names(ScoreScale) { return kScoreScaleNames; }
 struct AttentionOptions {
     int64_t width = 0, heads = 0;
     float dropout = 0.0f;                  // on the attention weights
-    std::string kind = "lnas";             // a name from the registry
+    std::string kind = default_attention_kind();  // a name from the registry
+    KindSettingsPtr kind_settings;                // the kind's own (read_kind_settings); null: its defaults
     ScoreScale score_scale = ScoreScale::inv_sqrt_head_width;
-    AttentionNormOptions kind_options;     // heads is filled in from `heads`
     AttentionRole role = AttentionRole::bidirectional;
     // α of paper 003 Eq. 18 (and Eq. 25): the weight of the evidence z against the preference u; the
     // scores are α·QKᵀ·scale, and α = 1 is the scaled dot product.
@@ -96,18 +97,6 @@ public:
                ops::ResultReaders context_readers = ops::ResultReaders::any) const;
     Var project_output(const Var& merged) const { return out_proj_ ? out_proj_->forward(merged) : merged; }
 
-    // Statistics for the analyses, kept from the last forward while recording is on.
-    void record_statistics(bool on) { record_statistics_ = on; }
-    // Σ_i A_ij over real queries for every key: (B, H, Tk) (the explaining-away statistic).
-    const Tensor& key_weight_sums() const { return key_weight_sums_; }
-    // The last forward's key mask, (B, Tk) of 1 real / 0 padding; undefined: every key was real.
-    const Tensor& recorded_key_valid() const { return recorded_key_valid_; }
-    // What paper 003's dual analysis rebuilds the weights from (analysis/dual_deviation.h): the last
-    // forward's query and memory inputs, (B, Tq, D) and (B, Tk, D), and its priors' log u (broadcast
-    // to (B, H, Tq, Tk) over the memory's keys; undefined without priors).
-    const Tensor& recorded_query() const { return recorded_query_; }
-    const Tensor& recorded_memory() const { return recorded_memory_; }
-    const Tensor& recorded_log_preference() const { return recorded_log_preference_; }
     const Linear& query_projection() const { return q_proj_; }
     const Linear& key_projection() const { return k_proj_; }
     float alpha() const { return alpha_; }
@@ -142,8 +131,6 @@ private:
     RelativePositionBias* prior_ = nullptr;
     ContextPreference* context_prior_ = nullptr;
     Dropout& attention_dropout_;
-    bool record_statistics_ = false;
-    mutable Tensor key_weight_sums_, recorded_key_valid_, recorded_query_, recorded_memory_, recorded_log_preference_;
 };
 
 }  // namespace hnas::nn

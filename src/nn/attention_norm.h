@@ -1,33 +1,33 @@
 // The attention normalization family: how a layer turns scores S = QKᵀ/√d (+ prior) into weights.
-// Each kind is one file in nn/attention_kinds/ and one line in its registry (registry.cpp); model code
-// asks the registry by name and never branches on the kind.
+// Each kind is one file in nn/attention_kinds/ (its normalization, its settings and their config keys)
+// and one line in its registry (registry.cpp); model code asks the registry by name and never branches
+// on the kind.
 #pragma once
 
-#include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "base/check.h"
+#include "base/config_node.h"
 #include "base/enum_names.h"
 #include "nn/module.h"
 #include "ops/ops.h"
 
 namespace hnas::nn {
 
-// hnas: one trainable u per head (paper 004, Eq. 12) or one per layer, shared by its heads (paper 000
-// §6: "a trainable variable u_l").
-enum class HybridPer { head, layer };
-inline constexpr EnumName<HybridPer> kHybridPerNames[]{{HybridPer::head, "head"}, {HybridPer::layer, "layer"}};
-constexpr const auto& enum_names(HybridPer) { return kHybridPerNames; }
-
-// Settings a kind may read; each kind uses only its own.
-struct AttentionNormOptions {
-    int64_t heads = 1;
-    float hybrid_init = 0.5f;   // hnas: the initial u = sigmoid(θ) of every head, in (0, 1)
-    HybridPer hybrid_per = HybridPer::head;
-    int iterations = 3;         // sinkhorn: alternations of query- and key-axis normalization
-    ops::Standardization nap;   // nap: √(variance + eps) or σ + eps as the divisor
+// A kind's own settings: each kind's file defines its struct (the initializers are the defaults), reads
+// its config keys from an attention stack's node and checks them (AttentionKind::read_settings).
+struct KindSettings {
+    virtual ~KindSettings() = default;
+    // A warning for an optimizer that scales each tensor's step by the tensor's norm (LAMB's trust ratio),
+    // when that would hold one of the kind's parameters where it starts; `stack` is the stack's config
+    // path ("model.attention.encoder").
+    virtual std::optional<std::string> trust_ratio_warning(const std::string& /*stack*/) const { return std::nullopt; }
 };
+using KindSettingsPtr = std::shared_ptr<const KindSettings>;
 
 // What a kind normalizes: the scores S = QKᵀ·scale, (B, H, Lq, Lk). A kind that compares the templates
 // (the keys) with each other (registry flag compares_templates: paper 003's ot) also reads their
@@ -84,14 +84,41 @@ struct AttentionKind {
     std::string future_leak;
     bool rows_sum_to_one;     // each real query's weights are a distribution over its allowed keys
     bool compares_templates;  // reads AttentionScores::similarity and takes the prior as its preference
-    std::function<std::unique_ptr<AttentionNorm>(const AttentionNormOptions&)> make;
+    bool softmax_of_scores;   // the weights are the softmax over keys of the scores (paper 003 Eq. 18's form)
+    // Reads the kind's keys from an attention stack's config node; each key's default is its settings
+    // struct's.
+    KindSettingsPtr (*read_settings)(config::ConfigNode& stack);
+    // The normalization of one attention with `heads` heads; `settings` are what read_settings returned.
+    std::unique_ptr<AttentionNorm> (*make)(const KindSettings& settings, int64_t heads);
 };
 
-const std::vector<AttentionKind>& attention_kinds();
+// AttentionKind::read_settings of a kind without settings.
+KindSettingsPtr no_settings(config::ConfigNode& stack);
+// AttentionKind::future_leak of a kind that normalizes over all queries at once (dnas, hnas, sinkhorn).
+extern const char* const kLeaksOverQueries;
+
+// Every kind in the registry's order (registry.cpp); the first is the default kind.
+const std::vector<const AttentionKind*>& attention_kinds();
 std::vector<std::string> attention_kind_names();  // in registry order
+const std::string& default_attention_kind();
 // The kind called `name`; throws listing the known kinds.
 const AttentionKind& find_attention_kind(const std::string& name);
 // Throws, explaining why and naming the causal alternative, when `name` may not run in `role`.
 void check_attention_kind_allowed(const std::string& name, AttentionRole role);
+
+// Every kind's settings for one attention stack, by kind name.
+using KindSettingsByName = std::map<std::string, KindSettingsPtr, std::less<>>;
+// Reads every kind's keys from an attention stack's node, in registry order.
+KindSettingsByName read_kind_settings(config::ConfigNode& stack);
+// One kind's settings from a JSON object of its keys (other keys are errors); {}: its defaults.
+KindSettingsPtr kind_settings(const std::string& kind, const Json& keys = Json::object());
+
+// `settings` as the kind's own struct: what a kind's make() does with the settings it is given.
+template <class Settings>
+const Settings& settings_as(const KindSettings& settings, const char* kind) {
+    const auto* own = dynamic_cast<const Settings*>(&settings);
+    HNAS_CHECK(own != nullptr, "attention kind '", kind, "' was given another kind's settings");
+    return *own;
+}
 
 }  // namespace hnas::nn

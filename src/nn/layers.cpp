@@ -4,12 +4,12 @@ namespace hnas::nn {
 
 Linear::Linear(int64_t in_features, int64_t out_features, Rng& init_rng, bool with_bias) {
     weight_ = register_parameter("weight", init_xavier_uniform({out_features, in_features}, init_rng));
-    if (with_bias) bias_ = register_parameter("bias", Tensor::zeros({out_features}));
+    if (with_bias) bias_ = register_parameter("bias", Tensor::zeros({out_features}), ParameterRole::no_decay);
 }
 
 LayerNorm::LayerNorm(int64_t width, float eps) : eps_(eps) {
-    weight_ = register_parameter("weight", Tensor::full({width}, 1.0f));
-    bias_ = register_parameter("bias", Tensor::zeros({width}));
+    weight_ = register_parameter("weight", Tensor::full({width}, 1.0f), ParameterRole::no_decay);
+    bias_ = register_parameter("bias", Tensor::zeros({width}), ParameterRole::no_decay);
 }
 
 Embedding::Embedding(int64_t vocabulary, int64_t width, float init_stddev, Rng& init_rng) {

@@ -6,17 +6,17 @@
 
 namespace hnas::nn {
 
-Var Module::register_parameter(const std::string& name, Tensor value) {
+Var Module::register_parameter(const std::string& name, Tensor value, ParameterRole role) {
     for (const auto& existing : parameters_) {
         HNAS_CHECK(existing.name != name, "module: parameter '", name, "' registered twice");
     }
     Var parameter(std::move(value), true);
-    parameters_.push_back({name, parameter});
+    parameters_.push_back({name, parameter, role});
     return parameter;
 }
 
 void Module::collect(const std::string& prefix, std::vector<NamedParameter>& out) const {
-    for (const auto& [name, parameter] : parameters_) out.push_back({prefix + name, parameter});
+    for (const auto& [name, parameter, role] : parameters_) out.push_back({prefix + name, parameter, role});
     for (const auto& [name, child] : children_) child->collect(prefix + name + ".", out);
 }
 
@@ -27,8 +27,8 @@ std::vector<NamedParameter> Module::named_parameters() const {
 }
 
 Var Module::parameter(const std::string& dotted_name) const {
-    for (const auto& [name, parameter] : named_parameters()) {
-        if (name == dotted_name) return parameter;
+    for (const NamedParameter& named : named_parameters()) {
+        if (named.name == dotted_name) return named.parameter;
     }
     throw Error("module: no parameter named '" + dotted_name + "'");
 }

@@ -14,9 +14,16 @@
 
 namespace hnas::nn {
 
+// What the optimizer needs to know of a parameter, declared where the parameter is registered: a
+// weight (decayed), a tensor weight decay leaves alone (biases, layer norms' gains, attention kinds'
+// and priors' parameters), or hnas's gate θ (not decayed; its own rate, train.optimizer's
+// gate_learning_rate_scale).
+enum class ParameterRole { weight, no_decay, hybrid_gate };
+
 struct NamedParameter {
     std::string name;
     Var parameter;
+    ParameterRole role = ParameterRole::weight;
 };
 
 class Module {
@@ -36,7 +43,7 @@ public:
     bool training() const { return training_; }
 
 protected:
-    Var register_parameter(const std::string& name, Tensor value);
+    Var register_parameter(const std::string& name, Tensor value, ParameterRole role = ParameterRole::weight);
     template <typename Child>
     Child& register_module(const std::string& name, std::unique_ptr<Child> child) {
         Child& reference = *child;

@@ -33,7 +33,7 @@ RelativePositionBias::RelativePositionBias(int64_t heads, const RelativePosition
                "relative position prior: needs at least ", options.bidirectional ? 4 : 2,
                " buckets and max_distance above half the buckets, got ", options.buckets, " buckets and max_distance ",
                options.max_distance);
-    table_ = register_parameter("weight", Tensor::zeros({options.buckets, heads}));
+    table_ = register_parameter("weight", Tensor::zeros({options.buckets, heads}), ParameterRole::no_decay);
 }
 
 Var RelativePositionBias::forward(int64_t queries, int64_t keys, int64_t query_offset) const {

@@ -10,18 +10,11 @@
 
 namespace hnas::optim {
 
-bool no_weight_decay(const std::string& name) {
-    const std::string last = name.substr(name.rfind('.') + 1);
-    return last == "bias" || name.find("norm.") != std::string::npos || name.find("relative_bias.") != std::string::npos;
-}
-
-bool is_hybrid_gate(const std::string& name) { return name.ends_with("hybrid_theta"); }
-
 Optimizer::Optimizer(std::vector<nn::NamedParameter> parameters, const OptimizerOptions& options)
     : parameters_(std::move(parameters)), options_(options) {
     for (const auto& named : parameters_) {
-        rate_scales_.push_back(is_hybrid_gate(named.name) ? options.gate_rate_scale : 1.0f);
-        weights_.push_back(!no_weight_decay(named.name));
+        rate_scales_.push_back(named.role == nn::ParameterRole::hybrid_gate ? options.gate_rate_scale : 1.0f);
+        weights_.push_back(named.role == nn::ParameterRole::weight);
         decayed_.push_back(options.weight_decay > 0.0f && weights_.back());
         first_moment_.push_back(Tensor::zeros(named.parameter.shape()));
         second_moment_.push_back(Tensor::zeros(named.parameter.shape()));

@@ -3,8 +3,8 @@
 // per tensor by the trust ratio ‖w‖ / ‖update‖), and LAMB as ALBERT's code has it (lamb_optimizer.py,
 // which paper 004 pretrained BERT with: no bias correction, and no trust ratio on the tensors weight
 // decay skips; ALBERT ran it with ε 1e-6). Parameters are
-// held by name; weight decay skips the ones no_weight_decay() names. The moments travel in
-// checkpoints, so a resumed run continues exactly.
+// held by name; each one's nn::ParameterRole, declared where it was registered, says whether it is
+// decayed and at which rate it steps. The moments travel in checkpoints, so a resumed run continues exactly.
 #pragma once
 
 #include <span>
@@ -37,13 +37,6 @@ struct OptimizerOptions {
     float gate_rate_scale = 1.0f;
 };
 
-// hnas's gate θ of a head's hybrid weight u (paper 004 Eq. 12), by its parameter name.
-bool is_hybrid_gate(const std::string& parameter_name);
-
-// Biases, layer norms, the attention normalizations' own parameters (hybrid θ, NAP gain and bias) and
-// the relative-position prior are not decayed: they are offsets and scales, not weights.
-bool no_weight_decay(const std::string& parameter_name);
-
 class Optimizer {
 public:
     Optimizer(std::vector<nn::NamedParameter> parameters, const OptimizerOptions& options);
@@ -65,7 +58,7 @@ private:
     std::vector<nn::NamedParameter> parameters_;
     std::vector<bool> decayed_;
     std::vector<float> rate_scales_;  // per parameter: gate_rate_scale for the hybrid gates, else 1
-    std::vector<bool> weights_;  // not a bias, norm or other tensor no_weight_decay() names (ALBERT's LAMB adapts these)
+    std::vector<bool> weights_;  // role weight: not a bias, norm or other tensor decay skips (ALBERT's LAMB adapts these)
     std::vector<Tensor> first_moment_, second_moment_;
     OptimizerOptions options_;
     int64_t step_ = 0;

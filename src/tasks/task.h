@@ -63,7 +63,7 @@ public:
     virtual void restore(const data::DataPosition& position) = 0;
     // This shard's batch as next_batch() loaded it, as named tensors (data/batch.h's field names), for
     // tools that replay a run's batches elsewhere: `hnas-bench batches` hands them to the PyTorch twin
-    // (scripts/torch_real.py). The headline and mlm tasks have it; the others throw.
+    // (scripts/torch_reference.py --batches). The headline and mlm tasks have it; the others throw.
     virtual std::vector<std::pair<std::string, Tensor>> batch_tensors() const;
     // Loss and metrics on the validation data, dropout off; nullopt when the config gives none.
     virtual std::optional<Validation> validate() = 0;
@@ -136,6 +136,11 @@ struct TaskDefinition {
     // hnas predict: the predictions for an input file in the task's format, as the file to write; null
     // for a task without it (headline generation has hnas decode).
     std::string (*predict)(const TrainedCheckpoint& trained, const std::string& input);
+    // What hnas predict appends to the input's path to name its output by default (".predictions");
+    // null without predict.
+    const char* predictions_suffix;
+    // For a task without predict whose outputs another command writes: that command ("hnas decode"); else null.
+    const char* outputs_command;
     // `hnas test`: the checkpoint scored on its config's test data (headline: beam search and ROUGE;
     // mlm: the validation loss; classify and span: `evaluate` on test.file).
     TestResult (*test)(const TrainedCheckpoint& trained);

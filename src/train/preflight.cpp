@@ -15,21 +15,18 @@
 
 namespace hnas::train {
 
-std::vector<std::string> held_gate_warnings(const config::ExperimentConfig& config) {
+std::vector<std::string> trust_ratio_warnings(const config::ExperimentConfig& config) {
     std::vector<std::string> warnings;
     if (config.train.optimizer.kind != optim::OptimizerKind::lamb) return warnings;
     const models::ModelConfig& m = config.model;
     const std::pair<const char*, const models::AttentionStackConfig*> stacks[] = {
         {"encoder", &m.encoder_attention}, {"decoder", &m.decoder_attention}, {"cross", &m.cross_attention}};
     for (const auto& [name, stack] : stacks) {
-        if (std::find(stack->kinds.begin(), stack->kinds.end(), "hnas") == stack->kinds.end()) continue;
-        const double u = stack->kind_options.hybrid_init, theta = std::log(u / (1.0 - u));
-        if (std::fabs(theta) >= 0.5) continue;  // |θ| ≥ 0.5: the ratio lets it move at about lr·|θ| a step
-        warnings.push_back(fmt::format(
-            "train.optimizer lamb scales each tensor's step by its norm, and hnas's gate θ = logit(model.attention.{}."
-            "hybrid_init {}) = {:.3f} starts near 0, where that trust ratio holds it: u will barely move (a θ taken from "
-            "init_from starts where that checkpoint left it). lamb_albert (paper 004's LAMB) leaves the gates out of the ratio",
-            name, u, theta));
+        for (const auto& [kind, settings] : stack->kind_settings) {
+            if (std::find(stack->kinds.begin(), stack->kinds.end(), kind) == stack->kinds.end()) continue;
+            const auto warning = settings->trust_ratio_warning(fmt::format("model.attention.{}", name));
+            if (warning) warnings.push_back(*warning);
+        }
     }
     return warnings;
 }

@@ -26,7 +26,7 @@ void check_memory(const tasks::TaskDefinition& task, const config::ExperimentCon
 // ratio ‖w‖/‖update‖ scales each tensor's step, and hnas's gate θ = logit(u₀) starts near 0 when u₀ is
 // near 0.5, where the ratio keeps it (a 3,000-step pretraining at u₀ 0.5 ended with u 0.5000 in every
 // head). One warning per such stack; ALBERT's LAMB (lamb_albert, paper 004's) leaves the gates out.
-std::vector<std::string> held_gate_warnings(const config::ExperimentConfig& config);
+std::vector<std::string> trust_ratio_warnings(const config::ExperimentConfig& config);
 
 // Under data parallelism each rank gets its share of the cores; otherwise train.threads, if set. Also
 // the matmuls' precision.

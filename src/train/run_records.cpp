@@ -5,10 +5,8 @@
 #include <algorithm>
 #include <map>
 
-#include "analysis/explain_away.h"
 #include "backend/matmul.h"
 #include "base/system_memory.h"
-#include "tasks/task_support.h"
 #include "tensor/tensor.h"
 #include "train/signals.h"
 
@@ -41,53 +39,6 @@ Json profile_record() {
     return {{"minor_faults", process_memory().minor_faults}, {"matmul_calls", matmuls.calls}, {"matmul_flops", matmuls.flops},
             {"matmul_seconds", matmuls.seconds}, {"matmul_primitives", matmuls.primitives},
             {"matmul_creation_seconds", matmuls.creation_seconds}};
-}
-
-Json attention_diagnostics(models::Model& model, const models::DiagnosticForward& forward) {
-    const tasks::EvaluationMode evaluation(model);
-    const analysis::ExplainAwayReport report = analysis::measure_key_weights(model, forward, {});
-    Json attentions = Json::object();
-    for (const analysis::AttentionKeyWeights& attention : report.attentions) {
-        Json entry = {{"kind", attention.kind}};
-        for (const analysis::HeadKeyWeights& head : attention.heads) {
-            entry["min_sum"].push_back(head.min_sum);
-            entry["min_ratio"].push_back(head.min_ratio);
-            entry["fraction_below_epsilon"].push_back(static_cast<double>(head.below_epsilon) /
-                                                      static_cast<double>(std::max<int64_t>(head.keys, 1)));
-            entry["ln_histogram"].push_back(head.histogram);
-            entry["below_range"].push_back(head.below_range);
-            entry["negative"].push_back(head.negative);
-        }
-        const int64_t keys = attention.heads.empty() ? 0 : attention.heads.front().keys;
-        entry["fraction_below_epsilon_in_every_head"] =
-            static_cast<double>(attention.below_epsilon_in_every_head) / static_cast<double>(std::max<int64_t>(keys, 1));
-        attentions[attention.name] = std::move(entry);
-    }
-    Json hybrid_u_mean = Json::object();
-    for (const auto& [name, attention] : model.attentions()) {
-        for (const auto& values : attention->head_values()) {
-            if (values.name != "u" || values.values.empty()) continue;
-            double sum = 0.0;
-            for (const double u : values.values) sum += u;
-            hybrid_u_mean[name] = sum / static_cast<double>(values.values.size());
-        }
-    }
-    return {{"sequences", report.sequences},
-            {"epsilon", report.options.epsilon},
-            {"ln_low", report.options.ln_low},
-            {"ln_high", report.options.ln_high},
-            {"attentions", attentions},
-            {"hybrid_u_mean", hybrid_u_mean}};
-}
-
-Json hybrid_u_record(models::Model& model) {
-    Json hybrid_u = Json::object();
-    for (const auto& [name, attention] : model.attentions()) {
-        for (const auto& values : attention->head_values()) {
-            if (values.name == "u") hybrid_u[name] = values.values;
-        }
-    }
-    return hybrid_u;
 }
 
 void log_stop(StopReason reason, int64_t patience, int64_t stop_after_steps) {

@@ -9,7 +9,6 @@
 #include <new>
 #include <span>
 
-#include "analysis/explain_away.h"
 #include "backend/matmul.h"
 #include "base/hash.h"
 #include "base/number_format.h"
@@ -54,7 +53,7 @@ private:
     RunTokenizer choose_tokenizer(const std::vector<tasks::DataFile>& files);
     void create_run_directory();
     void initialize_from_pretrained();
-    void prepare_diagnostics();
+    void start_observers();
     io::CheckpointWriter save_checkpoint() const;
     void restore_checkpoint(const io::Checkpoint& checkpoint);
     double train_step(double& grad_norm, double& learning_rate);
@@ -84,7 +83,6 @@ private:
     MetricsLog metrics_;
     optim::ScheduleOptions learning_rate_;
     ProgressWindow progress_;  // since the last progress line
-    models::DiagnosticForward diagnostic_forward_;  // over the inputs the diagnostics measure; empty: none
 };
 
 Trainer::Trainer(const config::ExperimentConfig& config, const TrainOptions& options)
@@ -127,7 +125,7 @@ void Trainer::start() {
     learning_rate_.total_steps = config_.train.steps - state_.schedule_offset;
     if (distributed_) reducer_.emplace(parameters_, distributed::GradientReducer::kBucketFloats, config_.train.bf16_gradient_sums);
     check_replicas();
-    prepare_diagnostics();
+    start_observers();
 }
 
 // Rank 0: the checkpoint to resume from (or that there is none to overwrite), the data files, and the
@@ -148,7 +146,7 @@ void Trainer::check_before_writing(const std::vector<tasks::DataFile>& files) {
         }
     }
     check_data_files(checked, config_);
-    for (const std::string& warning : held_gate_warnings(config_)) spdlog::warn("config: {}", warning);
+    for (const std::string& warning : trust_ratio_warnings(config_)) spdlog::warn("config: {}", warning);
     const PlannedVocabulary vocabulary = planned_vocabulary(definition_, config_, tokenizer_checkpoint(config_, resumed_, pretrained_));
     check_memory(definition_, config_, vocabulary.size, world_.local_size());
 }
@@ -203,15 +201,10 @@ void Trainer::initialize_from_pretrained() {
     pretrained_.reset();
 }
 
-// The forward pass over a fixed validation batch on which each validation measures the attention diagnostics.
-void Trainer::prepare_diagnostics() {
-    std::vector<std::vector<int32_t>> diagnostic_rows;
-    for (const std::string& text : task_->diagnostic_texts()) {
-        diagnostic_rows.push_back(analysis::encoder_input(run_config_, tokenizer_->tokenizer, text));
-    }
-    diagnostic_forward_ = diagnostic_rows.empty() ? task_->diagnostic_forward()
-                                                  : analysis::encoder_forward(task_->model(), std::move(diagnostic_rows),
-                                                                              analysis::ExplainAwayOptions{}.batch);
+// Rank 0 alone writes the records the observers add to.
+void Trainer::start_observers() {
+    if (!leader_) return;
+    for (TrainingObserver* observer : options_.observers) observer->start({run_config_, tokenizer_->tokenizer, *task_});
 }
 
 // ---- the checkpoint: everything a resumed run needs, written and read back in the same order -------
@@ -361,8 +354,8 @@ void Trainer::log_progress(double grad_norm, double learning_rate) {
                    {"target_unit", definition_.target_unit},
                    {"elapsed_seconds", window.elapsed_seconds},
                    {"memory", memory},
-                   {"profile", profile_record()},
-                   {"hybrid_u", hybrid_u_record(task_->model())}};
+                   {"profile", profile_record()}};
+    for (TrainingObserver* observer : options_.observers) observer->at_progress(task_->model(), step, record);
     if (distributed_) {
         record["distributed"] = {{"backward_seconds_per_step", window.backward_seconds_per_step},
                                  {"gradient_wait_seconds_per_step", window.gradient_wait_seconds_per_step},
@@ -400,7 +393,7 @@ bool Trainer::validate() {
     }
     record["best_metric"] = *state_.best_metric;
     record["memory"] = memory_record();
-    if (diagnostic_forward_) record["diagnostics"] = attention_diagnostics(task_->model(), diagnostic_forward_);
+    for (TrainingObserver* observer : options_.observers) observer->at_validation(task_->model(), step, record);
     metrics_.write(record);
     spdlog::info("validation at step {}: loss {:.4f}  perplexity {:.2f}{}{}", step, portable(result->loss),
                  portable(std::exp(result->loss)), metrics_text, improved ? "  (best)" : "");

@@ -5,9 +5,7 @@
 //   config.json           the resolved config of the first start
 //   tokenizer.model, .vocab   the SentencePiece model, when the run trained it
 //   metrics.jsonl         one JSON object per progress line and per validation (losses, rates,
-//                         throughput, every hybrid u per layer and head; at each validation the
-//                         attention diagnostics of a fixed validation batch: per encoder head the
-//                         smallest per-key weight sum, the share below ε, the ln histogram)
+//                         throughput, memory, and what the run's observers add: train/observer.h)
 //   checkpoints/step-NNNNNNNN.ckpt   the last `checkpoint.keep` step checkpoints that load
 //   checkpoints/*.damaged step checkpoints that did not load when a run resumed, set aside
 //   best.ckpt             the checkpoint with the best validation metric so far
@@ -25,9 +23,11 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "config/experiment_config.h"
 #include "distributed/communicator.h"
+#include "train/observer.h"
 #include "train/train_schedule.h"
 
 namespace hnas::train {
@@ -39,6 +39,7 @@ struct TrainOptions {
     bool reset_schedule = false;   // with resume: the schedule starts over at the resumed step
     int64_t stop_after_steps = 0;  // > 0: checkpoint and stop after this many steps of this call
     distributed::Communicator* communicator = nullptr;  // the ranks to train with; null: this process alone
+    std::vector<TrainingObserver*> observers;  // called on rank 0 (train/observer.h)
 };
 
 struct TrainResult {

@@ -8,6 +8,7 @@
 #include "analysis/dual_solution.h"
 #include "base/rng.h"
 #include "nn/attention.h"
+#include "nn/attention_probe.h"
 #include "test_support.h"
 
 namespace hnas::analysis {
@@ -144,15 +145,16 @@ TEST(DualDeviation, QueryProblemsRebuildTheHeadsWeights) {
     const Tensor x = testing::random_tensor({2, 6, 8}, 34);
     const Tensor valid = Tensor::from_floats({2, 6}, {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0});
     NoGradScope no_grad;
-    attention.record_statistics(true);
+    const nn::AttentionProbe probe({&attention});
     attention.forward(Var(x), Var(x), {valid, valid});
-    const Tensor& sums = attention.key_weight_sums();  // (B, H, Lk)
+    const nn::AttentionRecord& record = probe.record(attention);
+    const Tensor& sums = record.key_weight_sums;  // (B, H, Lk)
     for (int64_t b = 0; b < 2; ++b)
         for (int64_t h = 0; h < 2; ++h) {
             const int64_t real = b == 0 ? 6 : 4;
             Vector rebuilt(static_cast<size_t>(real), 0.0);
             for (int64_t k = 0; k < real; ++k) {
-                const QueryProblem problem = query_problem(attention, b, h, k);
+                const QueryProblem problem = query_problem(attention, record, b, h, k);
                 ASSERT_EQ(problem.dim, 9);
                 ASSERT_EQ(problem.log_weights.size(), static_cast<size_t>(real));
                 EXPECT_FLOAT_EQ(static_cast<float>(problem.alpha), 0.8f);

@@ -14,6 +14,7 @@
 #include "analysis/mode_collapse.h"
 #include "base/check.h"
 #include "nn/attention_norm.h"
+#include "test_support.h"
 
 namespace {
 
@@ -103,11 +104,9 @@ TEST(ModeCollapseWeights, ToyKindsAreTheRegisteredKinds) {
     for (float& s : scores) s = score(draw);
     const hnas::Var scores_var(hnas::Tensor::from_floats({1, 1, static_cast<int64_t>(n), static_cast<int64_t>(n)}, scores));
     const double u = 0.3;
-    hnas::nn::AttentionNormOptions options;
-    options.hybrid_init = static_cast<float>(u);
     for (const ToyKind kind : {ToyKind::lnas, ToyKind::dnas, ToyKind::hnas}) {
         const auto toy = hnas::analysis::normalize_scores(std::vector<double>(scores.begin(), scores.end()), n, {kind, u});
-        const auto norm = hnas::nn::find_attention_kind(std::string(name_of(kind))).make(options);
+        const auto norm = hnas::testing::make_attention_norm(std::string(name_of(kind)), 1, {{"hybrid_init", u}});
         for (const bool fused : {true, false}) {
             const hnas::Var weights = fused ? norm->normalize(scores_var, {}) : norm->reference(scores_var, {});
             ASSERT_EQ(weights.numel(), static_cast<int64_t>(n * n));

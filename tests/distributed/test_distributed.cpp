@@ -153,9 +153,9 @@ TEST_P(GradientReducerSums, StartDuringBackwardInBucketOrder) {
     // The gradients of one process, for comparison.
     loss_of().backward();
     std::vector<Tensor> alone;
-    for (auto& [name, value] : parameters) {
-        alone.push_back(value.grad().defined() ? value.grad().clone() : Tensor());
-        value.zero_grad();
+    for (auto& named : parameters) {
+        alone.push_back(named.parameter.grad().defined() ? named.parameter.grad().clone() : Tensor());
+        named.parameter.zero_grad();
     }
 
     TwoEqualRanks ranks;
@@ -190,7 +190,7 @@ TEST(GradientReducer, AfterTheFirstStepBucketsFollowTheOrderGradientsBecameFinal
         {"p2", parameter(-0.3f)}, {"p1", parameter(0.1f)}, {"p0", parameter(0.5f)}, {"unused", parameter(1.0f)}};
     distributed::GradientReducer reducer(parameters, 1, /*bf16_sums=*/false);
     auto step = [&](TwoEqualRanks& ranks) {
-        for (auto& [name, value] : parameters) value.zero_grad();
+        for (auto& named : parameters) named.parameter.zero_grad();
         const Var &p2 = parameters[0].parameter, &p1 = parameters[1].parameter, &p0 = parameters[2].parameter;
         Var loss = ops::sum_all(ops::mul(ops::exp(ops::mul(ops::exp(p0), p1)), p2));
         reducer.begin(ranks, "test");

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "nn/attention.h"
+#include "nn/attention_probe.h"
 #include "data/batching.h"
 #include "nn/transformer_layer.h"
 #include "test_support.h"
@@ -45,11 +46,7 @@ std::vector<Setting> settings() {
 }
 
 std::unique_ptr<nn::AttentionNorm> make_kind(const std::string& name) {
-    nn::AttentionNormOptions options;
-    options.heads = kHeads;
-    options.hybrid_init = 0.3f;
-    options.iterations = 3;
-    return nn::find_attention_kind(name).make(options);
+    return testing::make_attention_norm(name, kHeads, {{"hybrid_init", 0.3}, {"sinkhorn_iterations", 3}});
 }
 
 // Non-trivial parameter values, different per head, so every path carries gradient.
@@ -94,7 +91,7 @@ TEST(AttentionGradients, MultiHeadAttentionWithPriorAllParameters) {
         options.width = 8;
         options.heads = kHeads;
         options.kind = kind;
-        options.kind_options.hybrid_init = 0.4f;
+        options.kind_settings = testing::stack_kind_settings(kind, {{"hybrid_init", 0.4}});
         options.prior = nn::RelativePositionOptions{8, 16, true};
         Rng init(3), dropout(4);
         nn::MultiHeadAttention attention(options, init, dropout);
@@ -303,10 +300,9 @@ TEST(AttentionProperties, DnasGivesEveryRealKeyAtLeastOneOverLk) {
 TEST(AttentionProperties, HnasIsLnasAtZeroAndDnasAtOne) {
     NoGradScope no_grad;
     for (float u : {1e-7f, 1.0f - 1e-7f}) {
-        nn::AttentionNormOptions options;
-        options.heads = kHeads;
-        options.hybrid_init = u;
-        auto hnas = nn::find_attention_kind("hnas").make(options);
+        // u beyond the config's range [1e-6, 1 − 1e-6]: θ set directly
+        auto hnas = testing::make_attention_norm("hnas", kHeads);
+        hnas->parameter("hybrid_theta").value().fill(std::log(u / (1.0f - u)));
         auto reference = make_kind(u < 0.5f ? "lnas" : "dnas");
         for (uint64_t seed = 0; seed < 50; ++seed) {
             const RandomCase c = random_case(seed, 5.0f, false);
@@ -321,12 +317,8 @@ TEST(AttentionProperties, HnasIsLnasAtZeroAndDnasAtOne) {
 // to that value, its gradient is the sum of theirs, it passes the finite-difference check, and its
 // fused kernel matches its definition.
 TEST(AttentionProperties, HnasWithOneUPerLayerIsEveryHeadSharingIt) {
-    nn::AttentionNormOptions options;
-    options.heads = kHeads;
-    options.hybrid_init = 0.3f;
-    auto per_head = nn::find_attention_kind("hnas").make(options);
-    options.hybrid_per = nn::HybridPer::layer;
-    auto per_layer = nn::find_attention_kind("hnas").make(options);
+    auto per_head = testing::make_attention_norm("hnas", kHeads, {{"hybrid_init", 0.3}});
+    auto per_layer = testing::make_attention_norm("hnas", kHeads, {{"hybrid_init", 0.3}, {"hybrid_per", "layer"}});
     ASSERT_EQ(per_layer->parameter("hybrid_theta").value().shape(), (Shape{1}));
     for (const Setting& setting : settings()) {
         if (setting.mask.causal) continue;
@@ -403,10 +395,7 @@ double column_deviation(const Tensor& A, const RandomCase& c) {
 TEST(AttentionProperties, SinkhornApproachesDoublyStochastic) {
     NoGradScope no_grad;
     auto make = [](int iterations) {
-        nn::AttentionNormOptions options;
-        options.heads = kHeads;
-        options.iterations = iterations;
-        return nn::find_attention_kind("sinkhorn").make(options);
+        return testing::make_attention_norm("sinkhorn", kHeads, {{"sinkhorn_iterations", iterations}});
     };
     auto k2 = make(2), k10 = make(10), k50 = make(50), k400 = make(400);
     int within_at_50 = 0;
@@ -436,10 +425,7 @@ TEST(AttentionProperties, SinkhornApproachesDoublyStochastic) {
 
 TEST(AttentionProperties, SinkhornWithOneIterationIsDnas) {
     NoGradScope no_grad;
-    nn::AttentionNormOptions options;
-    options.heads = kHeads;
-    options.iterations = 1;
-    auto sinkhorn = nn::find_attention_kind("sinkhorn").make(options);
+    auto sinkhorn = testing::make_attention_norm("sinkhorn", kHeads, {{"sinkhorn_iterations", 1}});
     auto dnas = make_kind("dnas");
     const RandomCase c = random_case(7, 5.0f, false);
     const Tensor a = sinkhorn->normalize(Var(c.scores), c.mask).value(), b = dnas->normalize(Var(c.scores), c.mask).value();
@@ -538,10 +524,7 @@ TEST(AttentionKinds, QueryNormalizingKindsAreRejectedWhereTheyWouldSeeTheFuture)
 }
 
 TEST(AttentionKinds, HybridWeightsStartAtTheConfiguredValue) {
-    nn::AttentionNormOptions options;
-    options.heads = 3;
-    options.hybrid_init = 0.1f;
-    auto hnas = nn::find_attention_kind("hnas").make(options);
+    auto hnas = testing::make_attention_norm("hnas", 3, {{"hybrid_init", 0.1}});
     const auto values = hnas->head_values();
     ASSERT_EQ(values.size(), 1u);
     ASSERT_EQ(values[0].values.size(), 3u);
@@ -576,11 +559,11 @@ TEST(AttentionStatistics, KeyWeightSumsAreRecorded) {
     options.kind = "dnas";
     Rng init(1), dropout(2);
     nn::MultiHeadAttention attention(options, init, dropout);
-    attention.record_statistics(true);
+    const nn::AttentionProbe probe({&attention});
     const Tensor x = random_tensor({kBatch, 5, 8}, 3);
     const Tensor valid = valid_prefix(5, {5, 3});
     attention.forward(Var(x), Var(x), {valid, valid});
-    const Tensor& sums = attention.key_weight_sums();
+    const Tensor& sums = probe.record(attention).key_weight_sums;
     ASSERT_EQ(sums.shape(), (Shape{kBatch, kHeads, 5}));
     for (int64_t h = 0; h < kHeads; ++h) {
         double total = 0.0;
@@ -596,10 +579,7 @@ TEST(AttentionStatistics, KeyWeightSumsAreRecorded) {
 // definition and both match finite differences, with padding, causal one-key rows and rows whose
 // allowed scores are all equal (σ = 0).
 TEST(AttentionNap, StdPlusEpsMatchesItsDefinitionAndFiniteDifferences) {
-    nn::AttentionNormOptions options;
-    options.heads = kHeads;
-    options.nap = {ops::StandardizeDenominator::std_plus_eps, 1e-3f};
-    auto norm = nn::find_attention_kind("nap").make(options);
+    auto norm = testing::make_attention_norm("nap", kHeads, {{"nap_denominator", "std_plus_eps"}, {"nap_eps", 1e-3}});
     set_distinct_parameters(*norm);
     for (const Setting& setting : settings()) {
         Tensor scores = random_tensor({kBatch, kHeads, setting.queries, setting.keys}, 51, -2.0f, 2.0f);
@@ -626,10 +606,7 @@ TEST(AttentionNap, StdPlusEpsMatchesItsDefinitionAndFiniteDifferences) {
 // its scores get exactly no gradient, for either divisor and whatever the upstream gradient.
 TEST(AttentionNap, ARowWithOneAllowedKeyGetsExactlyZeroGradient) {
     for (const auto denominator : {ops::StandardizeDenominator::sqrt_variance_eps, ops::StandardizeDenominator::std_plus_eps}) {
-        nn::AttentionNormOptions options;
-        options.heads = kHeads;
-        options.nap = {denominator, 1e-5f};
-        auto norm = nn::find_attention_kind("nap").make(options);
+        auto norm = testing::make_attention_norm("nap", kHeads, {{"nap_denominator", name_of(denominator)}, {"nap_eps", 1e-5}});
         set_distinct_parameters(*norm);
         const Tensor valid = valid_prefix(6, {6, 4});
         Var scores(random_tensor({kBatch, kHeads, 6, 6}, 61, -30.0f, 30.0f), true);

@@ -11,6 +11,7 @@
 #include "models/multiview.h"
 #include "models/vit.h"
 #include "nn/attention.h"
+#include "nn/attention_probe.h"
 #include "nn/transformer_layer.h"
 #include "tasks/task.h"
 #include "test_support.h"
@@ -33,6 +34,15 @@ void set_parameters(const nn::Module& module, const Json& parameters) {
     }
 }
 
+// The attention stack's config keys of a fixture's kind settings (scripts/make_fixtures.py's attrs).
+Json kind_keys(const Json& attrs) {
+    Json keys = Json::object();
+    if (attrs.contains("iterations")) keys["sinkhorn_iterations"] = attrs.at("iterations");
+    if (attrs.contains("eps")) keys["nap_eps"] = attrs.at("eps");
+    if (attrs.contains("denominator")) keys["nap_denominator"] = attrs.at("denominator");
+    return keys;
+}
+
 class AttentionParity : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(AttentionParity, OutputAndEveryGradientMatch) {
@@ -45,14 +55,10 @@ TEST_P(AttentionParity, OutputAndEveryGradientMatch) {
     options.heads = c.at("heads").get<int64_t>();
     options.kind = c.at("kind").get<std::string>();
     options.role = causal ? nn::AttentionRole::causal_self : nn::AttentionRole::bidirectional;
-    if (attrs.contains("iterations")) options.kind_options.iterations = attrs.at("iterations").get<int>();
-    if (attrs.contains("eps")) options.kind_options.nap.eps = attrs.at("eps").get<float>();
+    options.kind_settings = testing::stack_kind_settings(options.kind, kind_keys(attrs));
     if (attrs.contains("alpha")) options.alpha = attrs.at("alpha").get<float>();
     if (attrs.contains("context_prior")) {
         options.context_prior = nn::ContextPreferenceOptions{attrs.at("context_prior").at("hidden").get<int64_t>()};
-    }
-    if (attrs.contains("denominator")) {
-        options.kind_options.nap.denominator = parse_enum<ops::StandardizeDenominator>(attrs.at("denominator").get<std::string>(), "denominator");
     }
     if (attrs.contains("score_scale")) {
         options.score_scale = parse_enum<nn::ScoreScale>(attrs.at("score_scale").get<std::string>(), "score_scale");
@@ -73,7 +79,7 @@ TEST_P(AttentionParity, OutputAndEveryGradientMatch) {
     Var x(json_tensor(inputs.at("x")), true);
     Var memory = self_attention ? x : Var(json_tensor(inputs.at("memory")), true);
     const ops::AttentionMask mask{json_tensor(inputs.at("key_valid")), json_tensor(inputs.at("query_valid")), causal};
-    attention.record_statistics(true);
+    const nn::AttentionProbe probe({&attention});
     Var output = attention.forward(x, memory, mask);
     testing::expect_close(output.value(), c.at("output"), 1e-5, 1e-4, GetParam() + " output");
     output.backward(json_tensor(c.at("grad_output")));
@@ -87,7 +93,7 @@ TEST_P(AttentionParity, OutputAndEveryGradientMatch) {
     }
     // The recorded explaining-away statistic is the column sum of the fixture's weights.
     const Tensor weights = json_tensor(c.at("weights"));
-    const Tensor& sums = attention.key_weight_sums();
+    const Tensor& sums = probe.record(attention).key_weight_sums;
     const int64_t batch = weights.dim(0), heads = weights.dim(1), queries = weights.dim(2), keys = weights.dim(3);
     for (int64_t s = 0; s < batch * heads; ++s)
         for (int64_t j = 0; j < keys; ++j) {
@@ -106,11 +112,7 @@ TEST_P(LayerParity, OutputAndEveryGradientMatch) {
     options.self_attention.width = c.at("width").get<int64_t>();
     options.self_attention.heads = c.at("heads").get<int64_t>();
     options.self_attention.kind = c.at("kind").get<std::string>();
-    if (attrs.contains("eps")) options.self_attention.kind_options.nap.eps = attrs.at("eps").get<float>();
-    if (attrs.contains("denominator")) {
-        options.self_attention.kind_options.nap.denominator =
-            parse_enum<ops::StandardizeDenominator>(attrs.at("denominator").get<std::string>(), "denominator");
-    }
+    options.self_attention.kind_settings = testing::stack_kind_settings(options.self_attention.kind, kind_keys(attrs));
     if (attrs.contains("score_scale")) {
         options.self_attention.score_scale = parse_enum<nn::ScoreScale>(attrs.at("score_scale").get<std::string>(), "score_scale");
     }

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "nn/attention.h"
+#include "nn/attention_probe.h"
 #include "ops/ops.h"
 #include "test_support.h"
 
@@ -216,12 +217,12 @@ TEST(OtAttention, APartnerIdenticalToItsRowLeavesTheOutputUnchanged) {
 TEST(OtAttention, PartnersRealTemplatesTakeWeightAndItsPaddingNone) {
     NoGradScope no_grad;
     const auto attention = attention_of("ot");
-    attention->record_statistics(true);
+    const nn::AttentionProbe probe({attention.get()});
     const Tensor x = random_tensor({3, kLength, kWidth}, 64);
     const Tensor valid = three_rows_valid();
     const nn::TemplatePartners partners{{2, -1, 0}};
     attention->forward(Var(x), Var(x), {valid, valid}, nullptr, Var(), &partners);
-    const Tensor& sums = attention->key_weight_sums();  // (3, H, 2·L)
+    const Tensor& sums = probe.record(*attention).key_weight_sums;  // (3, H, 2·L)
     ASSERT_EQ(sums.shape(), (Shape{3, kHeads, 2 * kLength}));
     for (int64_t h = 0; h < kHeads; ++h)
         for (int64_t t = 0; t < kLength; ++t) {

@@ -1,6 +1,6 @@
 // Optimizers and learning-rate schedules: Adam, AdamW, LAMB and ALBERT's LAMB over five steps against
 // tests/fixtures/optim.json (torch.optim's Adam and AdamW, LAMB written out from You et al. 2019 and
-// from ALBERT's lamb_optimizer.py; scripts/make_fixtures.py), the no_weight_decay rule, every schedule at hand-computed steps, gradient
+// from ALBERT's lamb_optimizer.py; scripts/make_fixtures.py), the parameters' roles, every schedule at hand-computed steps, gradient
 // clipping, parameters without a gradient, and a save/load round trip that resumes bit-identically.
 #include <unistd.h>
 
@@ -8,14 +8,18 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "backend/matmul.h"
 #include "io/checkpoint.h"
+#include "models/model_factory.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
+#include "tasks/task.h"
 #include "test_support.h"
+#include "tiny_config.h"
 
 namespace hnas {
 namespace {
@@ -62,11 +66,15 @@ OptimizerOptions fixture_options(const Json& c) {
     return options;
 }
 
-// Fresh leaves holding the fixture's initial values, in fixture order.
+// Fresh leaves holding the fixture's initial values, in fixture order; those it lists as decayed are
+// weights, the others tensors decay leaves alone.
 std::vector<nn::NamedParameter> fixture_parameters(const Json& c) {
+    const Json& decayed = c.at("decayed");
     std::vector<nn::NamedParameter> parameters;
     for (const auto& item : c.at("parameters").items()) {
-        parameters.push_back({item.key(), Var(json_tensor(item.value()), true)});
+        const bool weight = std::find(decayed.begin(), decayed.end(), item.key()) != decayed.end();
+        parameters.push_back({item.key(), Var(json_tensor(item.value()), true),
+                              weight ? nn::ParameterRole::weight : nn::ParameterRole::no_decay});
     }
     return parameters;
 }
@@ -85,11 +93,6 @@ TEST_P(OptimizerParity, FiveStepsMatchTheReference) {
     const Json& c = fixture_case(GetParam());
     const auto parameters = fixture_parameters(c);
     ASSERT_EQ(parameters.size(), 3u);
-    const Json& decayed = c.at("decayed");
-    for (const auto& named : parameters) {
-        const bool listed = std::find(decayed.begin(), decayed.end(), named.name) != decayed.end();
-        EXPECT_EQ(optim::no_weight_decay(named.name), !listed) << named.name;
-    }
     optim::Optimizer optimizer(parameters, fixture_options(c));
     ASSERT_EQ(c.at("steps").size(), 5u);
     for (size_t t = 0; t < c.at("steps").size(); ++t) {
@@ -179,7 +182,7 @@ TEST(OptimizerLoops, UnderBf16TheStepWritesTheWeightsBf16Copies) {
             OptimizerOptions options;
             options.kind = kind;
             const Var weight(testing::random_tensor({n}, 5), true), bias(testing::random_tensor({7}, 6), true);
-            optim::Optimizer optimizer({{"layer.weight", weight}, {"layer.bias", bias}}, options);
+            optim::Optimizer optimizer({{"layer.weight", weight}, {"layer.bias", bias, nn::ParameterRole::no_decay}}, options);
             for (int t = 1; t <= 2; ++t) {
                 optimizer.zero_grad();
                 set_grad(weight, testing::random_tensor({n}, 100 + static_cast<uint64_t>(t)));
@@ -198,31 +201,46 @@ TEST(OptimizerLoops, UnderBf16TheStepWritesTheWeightsBf16Copies) {
 
 // ---- which parameters are decayed --------------------------------------------------------------------
 
-TEST(NoWeightDecay, BiasesNormsAndThePriorAreExcluded) {
-    for (const char* name : {"encoder.layers.0.self_attn.q_proj.bias", "encoder.layers.0.self_attn_norm.weight",
-                             "encoder.layers.0.self_attn_norm.bias", "encoder.layers.0.self_attn.norm.hybrid_theta",
-                             "encoder.layers.1.self_attn.norm.gain", "encoder.layers.0.self_attn.relative_bias.weight",
-                             "embeddings.norm.weight", "mlm_head.bias", "bias"}) {
-        EXPECT_TRUE(optim::no_weight_decay(name)) << name;
+// Each parameter's role is declared where the parameter is registered; over every kind of parameter the
+// models hold, it agrees with what the parameter is: biases, layer norms, the attention kinds' own
+// parameters (under an attention's "norm") and the relative-position priors are not decayed, hnas's θ is
+// the gate, and everything else is a decayed weight.
+TEST(ParameterRoles, BiasesNormsKindsAndPriorsAreNotDecayedAndTheGatesAreMarked) {
+    const auto expected_role = [](const std::string& name) {
+        if (name.ends_with(".hybrid_theta")) return nn::ParameterRole::hybrid_gate;
+        const bool offset_or_scale = name.ends_with(".bias") || name.find("norm.") != std::string::npos ||
+                                     name.find("relative_bias.") != std::string::npos;
+        return offset_or_scale ? nn::ParameterRole::no_decay : nn::ParameterRole::weight;
+    };
+    std::map<nn::ParameterRole, int> seen;
+    for (const std::string task : {"headline", "mlm"}) {
+        for (const std::string kind : {"hnas", "nap"}) {
+            Json raw = testing::tiny_config(task);
+            raw["model"]["attention"]["encoder"] = {{"kind", kind}, {"prior", {{"enabled", true}}}};
+            const config::ExperimentConfig config = tasks::parse_config(raw);
+            Rng init(1), dropout(2);
+            const auto model = models::build_model(config.model, init, dropout);
+            for (const nn::NamedParameter& named : model->named_parameters()) {
+                EXPECT_EQ(named.role, expected_role(named.name)) << task << "/" << kind << ": " << named.name;
+                ++seen[named.role];
+            }
+        }
     }
-    for (const char* name : {"encoder.layers.0.self_attn.q_proj.weight", "embedding.weight",
-                             "encoder.layers.1.ffn.fc1.weight", "decoder.positions.weight", "pooler.dense.weight",
-                             "weight"}) {
-        EXPECT_FALSE(optim::no_weight_decay(name)) << name;
-    }
+    EXPECT_GT(seen[nn::ParameterRole::weight], 0);
+    EXPECT_GT(seen[nn::ParameterRole::no_decay], 0);
+    EXPECT_GT(seen[nn::ParameterRole::hybrid_gate], 0);
 }
 
 // hnas's gates step at train.gate_learning_rate_scale times the rate: given the same gradient, a gate
 // moves `scale` times as far as a norm's gain (Adam's first step: lr·g/(|g| + ε) each).
 TEST(GateRateScale, OnlyTheHybridGatesStepAtTheirMultiple) {
-    EXPECT_TRUE(optim::is_hybrid_gate("encoder.layers.0.self_attn.norm.hybrid_theta"));
-    EXPECT_FALSE(optim::is_hybrid_gate("encoder.layers.0.self_attn.norm.gain"));
     for (OptimizerKind kind : {OptimizerKind::adam, OptimizerKind::adamw, OptimizerKind::lamb_albert}) {
         OptimizerOptions options;
         options.kind = kind;
         options.gate_rate_scale = 30.0f;
-        std::vector<nn::NamedParameter> parameters = {{"layer.norm.hybrid_theta", Var(Tensor::full({2}, 0.0f), true)},
-                                                      {"layer.norm.gain", Var(Tensor::full({2}, 0.0f), true)}};
+        std::vector<nn::NamedParameter> parameters = {
+            {"layer.norm.hybrid_theta", Var(Tensor::full({2}, 0.0f), true), nn::ParameterRole::hybrid_gate},
+            {"layer.norm.gain", Var(Tensor::full({2}, 0.0f), true), nn::ParameterRole::no_decay}};
         optim::Optimizer optimizer(parameters, options);
         optimizer.zero_grad();
         for (auto& named : parameters) set_grad(named.parameter, Tensor::full({2}, 0.5f));
@@ -382,7 +400,7 @@ TEST(ClipGradients, TheStepAppliesTheFactorsAsItReadsTheGradients) {
         std::vector<Tensor> results;
         for (bool scaled_beforehand : {false, true}) {
             const Var weight(testing::random_tensor({n}, 5), true), bias(testing::random_tensor({7}, 6), true);
-            optim::Optimizer optimizer({{"layer.weight", weight}, {"layer.bias", bias}}, options);
+            optim::Optimizer optimizer({{"layer.weight", weight}, {"layer.bias", bias, nn::ParameterRole::no_decay}}, options);
             for (int t = 1; t <= 2; ++t) {
                 Tensor g = testing::random_tensor({n}, 100 + static_cast<uint64_t>(t));
                 if (scaled_beforehand) {
@@ -476,8 +494,8 @@ TEST_P(OptimizerResume, LoadedRunContinuesBitIdentically) {
     std::vector<nn::NamedParameter> resumed, restarted;  // restarted: the same values, fresh moments
     for (const auto& named : parameters) {
         const Tensor stored = checkpoint.tensor(named.name, named.parameter.shape());
-        resumed.push_back({named.name, Var(stored.clone(), true)});
-        restarted.push_back({named.name, Var(stored.clone(), true)});
+        resumed.push_back({named.name, Var(stored.clone(), true), named.role});
+        restarted.push_back({named.name, Var(stored.clone(), true), named.role});
     }
     optim::Optimizer loaded(resumed, options), fresh(restarted, options);
     loaded.load(checkpoint, checkpoint.metadata().at("step").get<int64_t>());

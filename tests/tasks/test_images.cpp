@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 
+#include "analysis/training_observers.h"
 #include "config/experiment_config.h"
 #include "data/images.h"
 #include "experiments/run_result.h"
@@ -139,6 +140,8 @@ train::TrainResult run(const Json& raw, const fs::path& dir, bool resume = false
     options.run_dir = dir.string();
     options.resume = resume;
     options.stop_after_steps = stop_after;
+    const auto observers = analysis::training_observers();  // as `hnas train` registers them
+    options.observers = analysis::observer_pointers(observers);
     return train::train(tasks::parse_config(raw), options);
 }
 

@@ -9,6 +9,7 @@
 #include "data/multiview.h"
 #include "models/memory_estimate.h"
 #include "models/multiview.h"
+#include "nn/attention_probe.h"
 #include "tasks/task.h"
 #include "test_support.h"
 
@@ -120,14 +121,16 @@ TEST(MultiviewModel, DnasKeepsEveryKeyAboveOneOverItsKeys) {
                 Tensor& weight = const_cast<Var&>(named.parameter).value();
                 for (int64_t e = 0; e < weight.numel(); ++e) weight.data()[e] *= 8.0f;
             }
-            attention->record_statistics(true);
         }
+        std::vector<const nn::MultiHeadAttention*> watched;
+        for (const auto& [name, attention] : model.attentions()) watched.push_back(attention);
+        const nn::AttentionProbe probe(watched);
         NoGradScope no_grad;
         model.logits(views);
         ASSERT_EQ(model.attentions().size(), 2u);
         for (size_t m = 0; m < 2; ++m) {
             const nn::MultiHeadAttention& attention = *model.attentions()[m].attention;
-            const Tensor& sums = attention.key_weight_sums();  // (B, 1, L_k)
+            const Tensor& sums = probe.record(attention).key_weight_sums;  // (B, 1, L_k)
             const Tensor& valid = views[m + 1].valid;
             const int64_t keys = valid.dim(1);
             for (int64_t b = 0; b < 2; ++b) {

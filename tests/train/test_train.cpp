@@ -13,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "analysis/training_observers.h"
 #include "config/experiment_config.h"
 #include "data/tokenizer.h"
 #include "experiments/run_result.h"
@@ -192,6 +193,8 @@ train::TrainResult run(const Json& raw, const fs::path& dir, bool resume = false
     options.run_dir = dir.string();
     options.resume = resume;
     options.stop_after_steps = stop_after;
+    const auto observers = analysis::training_observers();  // as `hnas train` registers them
+    options.observers = analysis::observer_pointers(observers);
     return train::train(tasks::parse_config(raw), options);
 }
 
@@ -883,17 +886,17 @@ TEST(Preflight, PlainLambWarnsOfAnHnasGateItWouldHold) {
     Json raw = {{"task", "mlm"},
                 {"model", {{"attention", {{"encoder", {{"kind", "hnas"}, {"hybrid_init", 0.5}}}}}}},
                 {"train", {{"optimizer", "lamb"}}}};
-    const std::vector<std::string> warnings = train::held_gate_warnings(tasks::parse_config(raw));
+    const std::vector<std::string> warnings = train::trust_ratio_warnings(tasks::parse_config(raw));
     ASSERT_EQ(warnings.size(), 1u);
     EXPECT_CONTAINS(warnings[0], "model.attention.encoder.hybrid_init 0.5) = 0.000 starts near 0");
     raw["train"]["optimizer"] = "lamb_albert";
-    EXPECT_TRUE(train::held_gate_warnings(tasks::parse_config(raw)).empty());
+    EXPECT_TRUE(train::trust_ratio_warnings(tasks::parse_config(raw)).empty());
     raw["train"]["optimizer"] = "lamb";
     raw["model"]["attention"]["encoder"]["hybrid_init"] = 0.1;
-    EXPECT_TRUE(train::held_gate_warnings(tasks::parse_config(raw)).empty());
+    EXPECT_TRUE(train::trust_ratio_warnings(tasks::parse_config(raw)).empty());
     raw["model"]["attention"]["encoder"]["kind"] = "lnas";
     raw["model"]["attention"]["encoder"]["hybrid_init"] = 0.5;
-    EXPECT_TRUE(train::held_gate_warnings(tasks::parse_config(raw)).empty());
+    EXPECT_TRUE(train::trust_ratio_warnings(tasks::parse_config(raw)).empty());
 }
 
 TEST(Trainer, OutOfMemoryStopsNamingTheKeysThatSizeAStep) {

@@ -18,6 +18,18 @@ public:
 };
 }  // namespace
 
-std::unique_ptr<AttentionNorm> make_dnas(const AttentionNormOptions&) { return std::make_unique<Dnas>(); }
+const AttentionKind& dnas_kind() {
+    static const AttentionKind kind{
+        .name = "dnas",
+        .description = "normalize exp(S) over queries for each key, then over keys (paper 000, Eq. 6-8)",
+        .future_leak = kLeaksOverQueries,
+        .rows_sum_to_one = true,
+        .compares_templates = false,
+        .softmax_of_scores = false,
+        .read_settings = no_settings,
+        .make = [](const KindSettings&, int64_t) -> std::unique_ptr<AttentionNorm> { return std::make_unique<Dnas>(); },
+    };
+    return kind;
+}
 
 }  // namespace hnas::nn

@@ -84,6 +84,18 @@ public:
 
 }  // namespace
 
-std::unique_ptr<AttentionNorm> make_dnas_causal(const AttentionNormOptions&) { return std::make_unique<DnasCausal>(); }
+const AttentionKind& dnas_causal_kind() {
+    static const AttentionKind kind{
+        .name = "dnas_causal",
+        .description = "DNAS whose query-axis normalizer of query i runs over queries ≤ i only",
+        .future_leak = "",
+        .rows_sum_to_one = true,
+        .compares_templates = false,
+        .softmax_of_scores = false,
+        .read_settings = no_settings,
+        .make = [](const KindSettings&, int64_t) -> std::unique_ptr<AttentionNorm> { return std::make_unique<DnasCausal>(); },
+    };
+    return kind;
+}
 
 }  // namespace hnas::nn

@@ -3,18 +3,55 @@
 // 0.5 and, for headlines, 0.1).
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "nn/attention_norm.h"
 
 namespace hnas::nn {
 
 namespace {
+
+// One trainable u per head (paper 004, Eq. 12) or one per layer, shared by its heads (paper 000 §6: "a
+// trainable variable u_l").
+enum class HybridPer { head, layer };
+constexpr EnumName<HybridPer> kHybridPerNames[]{{HybridPer::head, "head"}, {HybridPer::layer, "layer"}};
+constexpr const auto& enum_names(HybridPer) { return kHybridPerNames; }
+
+struct HnasSettings : KindSettings {
+    float hybrid_init = 0.5f;  // the initial u = sigmoid(θ) of every head, in (0, 1)
+    HybridPer hybrid_per = HybridPer::head;
+
+    // LAMB's trust ratio scales θ's step by |θ|: a θ that starts near 0 barely moves.
+    std::optional<std::string> trust_ratio_warning(const std::string& stack) const override {
+        const double u = hybrid_init, theta = std::log(u / (1.0 - u));
+        if (std::fabs(theta) >= 0.5) return std::nullopt;  // |θ| ≥ 0.5: the ratio lets it move at about lr·|θ| a step
+        return fmt::format(
+            "train.optimizer lamb scales each tensor's step by its norm, and hnas's gate θ = logit({}.hybrid_init {}) = {:.3f} "
+            "starts near 0, where that trust ratio holds it: u will barely move (a θ taken from init_from starts where that "
+            "checkpoint left it). lamb_albert (paper 004's LAMB) leaves the gates out of the ratio",
+            stack, u, theta);
+    }
+};
+
+KindSettingsPtr read_settings(config::ConfigNode& stack) {
+    auto settings = std::make_shared<HnasSettings>();
+    // hybrid_init is a probability u; 0 and 1 would need an infinite θ.
+    settings->hybrid_init = stack.number("hybrid_init", settings->hybrid_init,
+                                         "`hnas`: the initial u of every head (the papers used 0.5, and 0.1 for headlines)",
+                                         1e-6, 1.0 - 1e-6);
+    settings->hybrid_per = stack.choice("hybrid_per", settings->hybrid_per,
+                                        "`hnas`: one trainable u per `head` (paper 004, Eq. 12) or per `layer`, shared by its "
+                                        "heads (paper 000 §6)");
+    return settings;
+}
+
 class Hnas : public AttentionNorm {
 public:
-    explicit Hnas(const AttentionNormOptions& options) : heads_(options.heads) {
-        const float u = options.hybrid_init;
+    Hnas(const HnasSettings& settings, int64_t heads) : heads_(heads) {
+        const float u = settings.hybrid_init;
         HNAS_CHECK(u > 0.0f && u < 1.0f, "hnas: hybrid_init must be in (0, 1), got ", u);
-        const int64_t thetas = options.hybrid_per == HybridPer::layer ? 1 : options.heads;
-        theta_ = register_parameter("hybrid_theta", Tensor::full({thetas}, std::log(u / (1.0f - u))));
+        const int64_t thetas = settings.hybrid_per == HybridPer::layer ? 1 : heads;
+        theta_ = register_parameter("hybrid_theta", Tensor::full({thetas}, std::log(u / (1.0f - u))), ParameterRole::hybrid_gate);
     }
     Var normalize(const AttentionScores& in, const ops::AttentionMask& mask) const override {
         return ops::hybrid_attention(in.scores, theta_per_head(), mask);
@@ -44,6 +81,20 @@ private:
 };
 }  // namespace
 
-std::unique_ptr<AttentionNorm> make_hnas(const AttentionNormOptions& options) { return std::make_unique<Hnas>(options); }
+const AttentionKind& hnas_kind() {
+    static const AttentionKind kind{
+        .name = "hnas",
+        .description = "u·DNAS + (1−u)·LNAS with a trainable u per head (paper 004)",
+        .future_leak = kLeaksOverQueries,
+        .rows_sum_to_one = true,
+        .compares_templates = false,
+        .softmax_of_scores = false,
+        .read_settings = read_settings,
+        .make = [](const KindSettings& settings, int64_t heads) -> std::unique_ptr<AttentionNorm> {
+            return std::make_unique<Hnas>(settings_as<HnasSettings>(settings, "hnas"), heads);
+        },
+    };
+    return kind;
+}
 
 }  // namespace hnas::nn

@@ -16,6 +16,18 @@ public:
 };
 }  // namespace
 
-std::unique_ptr<AttentionNorm> make_lnas(const AttentionNormOptions&) { return std::make_unique<Lnas>(); }
+const AttentionKind& lnas_kind() {
+    static const AttentionKind kind{
+        .name = "lnas",
+        .description = "softmax over keys for each query (the standard Transformer)",
+        .future_leak = "",
+        .rows_sum_to_one = true,
+        .compares_templates = false,
+        .softmax_of_scores = true,
+        .read_settings = no_settings,
+        .make = [](const KindSettings&, int64_t) -> std::unique_ptr<AttentionNorm> { return std::make_unique<Lnas>(); },
+    };
+    return kind;
+}
 
 }  // namespace hnas::nn

@@ -6,11 +6,26 @@
 namespace hnas::nn {
 
 namespace {
+
+struct NapSettings : KindSettings {
+    ops::Standardization form;  // √(variance + eps) or σ + eps as the divisor
+};
+
+KindSettingsPtr read_settings(config::ConfigNode& stack) {
+    auto settings = std::make_shared<NapSettings>();
+    ops::Standardization& form = settings->form;
+    form.eps = stack.number("nap_eps", form.eps, "`nap`: the ε of `nap_denominator`", 1e-12, 1.0);
+    form.denominator = stack.choice("nap_denominator", form.denominator,
+                                    "`nap`: what divides the centred scores: `sqrt_variance_eps` √(var + ε), as layer "
+                                    "norm; `std_plus_eps` σ + ε, as paper 002's code computed it (with ε 1e-3)");
+    return settings;
+}
+
 class Nap : public AttentionNorm {
 public:
-    explicit Nap(const AttentionNormOptions& options) : form_(options.nap) {
-        gain_ = register_parameter("gain", Tensor::full({options.heads}, 1.0f));
-        bias_ = register_parameter("bias", Tensor::zeros({options.heads}));
+    Nap(const NapSettings& settings, int64_t heads) : form_(settings.form) {
+        gain_ = register_parameter("gain", Tensor::full({heads}, 1.0f), ParameterRole::no_decay);
+        bias_ = register_parameter("bias", Tensor::zeros({heads}), ParameterRole::no_decay);
     }
     Var normalize(const AttentionScores& in, const ops::AttentionMask& mask) const override {
         return ops::standardize_attention(in.scores, gain_, bias_, mask, form_);
@@ -31,6 +46,20 @@ private:
 };
 }  // namespace
 
-std::unique_ptr<AttentionNorm> make_nap(const AttentionNormOptions& options) { return std::make_unique<Nap>(options); }
+const AttentionKind& nap_kind() {
+    static const AttentionKind kind{
+        .name = "nap",
+        .description = "logits standardized per query with a gain and bias per head, no softmax (paper 002)",
+        .future_leak = "",
+        .rows_sum_to_one = false,
+        .compares_templates = false,
+        .softmax_of_scores = false,
+        .read_settings = read_settings,
+        .make = [](const KindSettings& settings, int64_t heads) -> std::unique_ptr<AttentionNorm> {
+            return std::make_unique<Nap>(settings_as<NapSettings>(settings, "nap"), heads);
+        },
+    };
+    return kind;
+}
 
 }  // namespace hnas::nn

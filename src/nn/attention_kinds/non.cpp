@@ -35,6 +35,18 @@ public:
 
 }  // namespace
 
-std::unique_ptr<AttentionNorm> make_non(const AttentionNormOptions&) { return std::make_unique<Non>(); }
+const AttentionKind& non_kind() {
+    static const AttentionKind kind{
+        .name = "non",
+        .description = "the scores as weights, times 1/√(allowed keys): no normalization (paper 002, NON)",
+        .future_leak = "",
+        .rows_sum_to_one = false,
+        .compares_templates = false,
+        .softmax_of_scores = false,
+        .read_settings = no_settings,
+        .make = [](const KindSettings&, int64_t) -> std::unique_ptr<AttentionNorm> { return std::make_unique<Non>(); },
+    };
+    return kind;
+}
 
 }  // namespace hnas::nn

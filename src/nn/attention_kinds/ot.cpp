@@ -30,6 +30,19 @@ private:
 };
 }  // namespace
 
-std::unique_ptr<AttentionNorm> make_ot(const AttentionNormOptions& /*options*/) { return std::make_unique<Ot>(); }
+const AttentionKind& ot_kind() {
+    static const AttentionKind kind{
+        .name = "ot",
+        .description = "optimal-transport attention over the template set, each template weighted through its similarity to the "
+                       "input's (paper 003, Eq. 25)",
+        .future_leak = "each query's weights spread over every template, later positions included (a leak of the future)",
+        .rows_sum_to_one = true,
+        .compares_templates = true,
+        .softmax_of_scores = false,
+        .read_settings = no_settings,
+        .make = [](const KindSettings&, int64_t) -> std::unique_ptr<AttentionNorm> { return std::make_unique<Ot>(); },
+    };
+    return kind;
+}
 
 }  // namespace hnas::nn

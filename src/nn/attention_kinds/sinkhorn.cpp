@@ -6,6 +6,18 @@
 namespace hnas::nn {
 
 namespace {
+
+struct SinkhornSettings : KindSettings {
+    int iterations = 3;  // alternations of query- and key-axis normalization
+};
+
+KindSettingsPtr read_settings(config::ConfigNode& stack) {
+    auto settings = std::make_shared<SinkhornSettings>();
+    settings->iterations = static_cast<int>(stack.integer("sinkhorn_iterations", settings->iterations,
+                                                          "`sinkhorn`: k, the alternations; 1 is `dnas`", 1, 1000));
+    return settings;
+}
+
 class Sinkhorn : public AttentionNorm {
 public:
     explicit Sinkhorn(int iterations) {
@@ -29,8 +41,20 @@ private:
 };
 }  // namespace
 
-std::unique_ptr<AttentionNorm> make_sinkhorn(const AttentionNormOptions& options) {
-    return std::make_unique<Sinkhorn>(options.iterations);
+const AttentionKind& sinkhorn_kind() {
+    static const AttentionKind kind{
+        .name = "sinkhorn",
+        .description = "k alternations of query- and key-axis normalization (k = 1 is dnas)",
+        .future_leak = kLeaksOverQueries,
+        .rows_sum_to_one = true,
+        .compares_templates = false,
+        .softmax_of_scores = false,
+        .read_settings = read_settings,
+        .make = [](const KindSettings& settings, int64_t) -> std::unique_ptr<AttentionNorm> {
+            return std::make_unique<Sinkhorn>(settings_as<SinkhornSettings>(settings, "sinkhorn").iterations);
+        },
+    };
+    return kind;
 }
 
 }  // namespace hnas::nn

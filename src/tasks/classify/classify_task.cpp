@@ -250,6 +250,8 @@ const TaskDefinition& definition() {
         .create = create,
         .evaluate = evaluate_file<score_file>,
         .predict = predict,
+        .predictions_suffix = ".predictions",
+        .outputs_command = nullptr,
         .test = test,
         .fixed_tokenizer = nullptr,
     };

@@ -14,7 +14,7 @@ using config::Doc;
 void defaults(config::ExperimentConfig& config) { install_default_options<HeadlineOptions>(config); }
 
 void parse_data(ConfigNode& node, HeadlineOptions& o) {
-    o.train_articles = node.text("train_articles", o.train_articles, "line-aligned training articles (made by `scripts/prepare_data.py`)");
+    o.train_articles = node.text("train_articles", o.train_articles, "line-aligned training articles (made by `data/gigaword/prepare_data.py`)");
     o.train_titles = node.text("train_titles", o.train_titles, "their titles, line by line");
     o.valid_articles = node.text("valid_articles", o.valid_articles, "validation articles");
     o.valid_titles = node.text("valid_titles", o.valid_titles, "their titles");

@@ -188,6 +188,8 @@ const TaskDefinition& definition() {
         .create = create,
         .evaluate = evaluate,
         .predict = nullptr,
+        .predictions_suffix = nullptr,
+        .outputs_command = "hnas decode",
         .test = test,
         .fixed_tokenizer = nullptr,
     };

@@ -208,6 +208,8 @@ const TaskDefinition& definition() {
         .create = create,
         .evaluate = nullptr,
         .predict = nullptr,
+        .predictions_suffix = nullptr,
+        .outputs_command = nullptr,
         .test = test,
         .fixed_tokenizer = no_text,
     };

@@ -224,6 +224,8 @@ const TaskDefinition& definition() {
         .create = create,
         .evaluate = evaluate_file<score_file>,
         .predict = predict,
+        .predictions_suffix = ".predictions.json",
+        .outputs_command = nullptr,
         .test = test_on_file<score_file, test_file>,
         .fixed_tokenizer = nullptr,
     };

@@ -217,6 +217,8 @@ const TaskDefinition& definition() {
         .create = create,
         .evaluate = nullptr,
         .predict = nullptr,
+        .predictions_suffix = nullptr,
+        .outputs_command = nullptr,
         .test = test,
         .fixed_tokenizer = symbol_tokenizer,
     };
