@@ -362,9 +362,10 @@ Json upgrade_saved_config(Json saved) {
         const Json kinds = stack.contains("kind") ? stack.at("kind") : Json(nn::default_attention_kind());
         // `ot_alpha` weighed the evidence of the kind that compares templates (`ot`)
         const auto is_ot = [](const Json& kind) {
-            const std::vector<std::string> names = nn::attention_kind_names();
-            return kind.is_string() && std::find(names.begin(), names.end(), kind.get<std::string>()) != names.end() &&
-                   nn::find_attention_kind(kind.get<std::string>()).compares_templates;
+            for (const nn::AttentionKind* registered : nn::attention_kinds()) {
+                if (kind == registered->name) return registered->compares_templates;
+            }
+            return false;
         };
         const bool only_ot = kinds.is_array() ? std::all_of(kinds.begin(), kinds.end(), is_ot) : is_ot(kinds);
         HNAS_CHECK(alpha == 1.0 || only_ot, "config model.attention.", stack_name, ".ot_alpha: ", alpha, " was saved by an earlier ",
