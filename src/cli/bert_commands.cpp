@@ -28,9 +28,7 @@ std::vector<std::string> read_lines(const std::string& path) {
     return lines;
 }
 
-}  // namespace
-
-void add_bert_commands(CLI::App& app) {
+void add_import_command(CLI::App& app) {
     auto import_options = std::make_shared<convert::ImportOptions>();
     auto* import_command = app.add_subcommand(
         "import-bert", "Write an hnas masked-LM checkpoint from a Hugging Face BERT (safetensors + vocab.txt)");
@@ -54,7 +52,9 @@ void add_bert_commands(CLI::App& app) {
         spdlog::info("import-bert: wrote {} ({} parameters from {}, {} fresh)", import_options->out, report.mapped.size(),
                      import_options->weights, report.fresh.size());
     });
+}
 
+void add_export_command(CLI::App& app) {
     struct ExportOptions {
         std::string checkpoint, out;
     };
@@ -69,7 +69,9 @@ void add_bert_commands(CLI::App& app) {
         convert::export_bert(export_options->checkpoint, export_options->out);
         spdlog::info("export: wrote {}/model.safetensors, config.json and the vocabulary", export_options->out);
     });
+}
 
+void add_hidden_states_command(CLI::App& app) {
     struct StatesOptions {
         std::string checkpoint, input, out;
         convert::HiddenStatesOptions states;
@@ -99,7 +101,9 @@ void add_bert_commands(CLI::App& app) {
         convert::write_hidden_states(states_options->checkpoint, lines, states_options->states, states_options->out);
         spdlog::info("hidden-states: wrote {} ({} lines, {} matmuls)", states_options->out, lines.size(), name_of(states_options->states.precision));
     });
+}
 
+void add_tokenize_command(CLI::App& app) {
     struct TokenizeOptions {
         std::string vocab, input;
         bool pieces = false;
@@ -130,6 +134,15 @@ void add_bert_commands(CLI::App& app) {
         }
         std::cout << out << std::flush;
     });
+}
+
+}  // namespace
+
+void add_bert_commands(CLI::App& app) {
+    add_import_command(app);
+    add_export_command(app);
+    add_hidden_states_command(app);
+    add_tokenize_command(app);
 }
 
 }  // namespace hnas::cli
