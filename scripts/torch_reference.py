@@ -42,7 +42,7 @@ import torch.nn.functional as F
 import torch_attention
 import torch_peers
 
-# Shapes of the two reference workloads (docs/performance.md, Workloads); must match src/bench/main.cpp.
+# Shapes of the two reference workloads (docs/performance.md, Workloads); must match src/bench/train.cpp.
 BATCH, VOCAB, WIDTH, HEADS, FFN, LAYERS = 32, 8000, 256, 4, 1024, 4
 SOURCE_LENGTH, TARGET_LENGTH, MLM_LENGTH = 64, 16, 128
 MAX_SOURCE_POSITIONS, MAX_TARGET_POSITIONS, MLM_POSITIONS, SEGMENTS = 128, 64, 128, 2
