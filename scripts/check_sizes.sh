@@ -10,7 +10,7 @@ exec python3 - "$@" <<'PY'
 import pathlib, re, sys
 
 MAX_FILE, MAX_FUNCTION, SHOWN = 600, 80, 8
-GENERATED = {"src/data/unicode_tables.cpp"}  # scripts/make_unicode_tables.py writes it
+GENERATED = {"src/data/unicode_tables.cpp"}  # written by make_unicode_tables.py ("do not edit")
 CONTAINER = re.compile(r"^(?:\[\[.*?\]\]\s*)*(?:(?:typedef|inline)\s+)*(?:namespace|class|struct|union|enum|extern)\b")
 
 def blank(text):
