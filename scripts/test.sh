@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The test command: set-up, a warnings-as-errors build and the whole CTest suite, then the same suite
-# once more built with AddressSanitizer + UndefinedBehaviorSanitizer (in build-asan/).
+# The test command: the size gates, set-up, a warnings-as-errors build and the whole CTest suite, then
+# the same suite once more built with AddressSanitizer + UndefinedBehaviorSanitizer (in build-asan/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+scripts/check_sizes.sh
 
 HNAS_CMAKE_ARGS="-DHNAS_WERROR=ON" scripts/setup.sh
 # One test per core at a time: the timing-dependent tests (rank timeouts, kill -9) allow for that load.

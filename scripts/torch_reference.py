@@ -39,7 +39,7 @@ from twin.checkpoint import read_checkpoint
 from twin.decode import beam_search, decode_step, encode
 from twin.optim import learning_rate_at, make_optimizer, set_learning_rate
 
-# Shapes of the two reference workloads (docs/performance.md, Workloads); must match src/bench/main.cpp.
+# Shapes of the two reference workloads (docs/performance.md, Workloads); must match src/bench/train.cpp.
 BATCH, VOCAB, WIDTH, HEADS, FFN, LAYERS = 32, 8000, 256, 4, 1024, 4
 SOURCE_LENGTH, TARGET_LENGTH, MLM_LENGTH = 64, 16, 128
 MAX_SOURCE_POSITIONS, MAX_TARGET_POSITIONS, MLM_POSITIONS = 128, 64, 128

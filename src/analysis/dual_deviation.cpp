@@ -120,6 +120,47 @@ QueryProblem query_problem(const nn::MultiHeadAttention& attention, const nn::At
     return problem;
 }
 
+namespace {
+
+// One attention's deviations as dual_deviation gathered them over the texts' queries.
+struct Gathered {
+    std::vector<std::vector<double>> per_head;
+    std::vector<double> head_mean;  // per query, Fig. 4's value
+    std::vector<int64_t> iterations, unconverged;
+};
+
+AttentionDeviation summarize_attention(const std::string& name, double alpha, const Gathered& g, const DualDeviationOptions& options) {
+    AttentionDeviation out{name, alpha, {}, std::vector<int64_t>(static_cast<size_t>(options.bins), 0), 0, 0.0};
+    for (size_t h = 0; h < g.per_head.size(); ++h) {
+        const std::vector<double>& values = g.per_head[h];
+        HeadDeviation head;
+        head.queries = static_cast<int64_t>(values.size());
+        if (!values.empty()) {
+            double total = 0.0;
+            for (double v : values) total += v;
+            head.mean = total / static_cast<double>(values.size());
+            head.median = quantile(values, 0.5);
+            head.p90 = quantile(values, 0.9);
+            head.max = *std::max_element(values.begin(), values.end());
+            head.mean_iterations = static_cast<double>(g.iterations[h]) / static_cast<double>(values.size());
+        }
+        head.unconverged = g.unconverged[h];
+        out.heads.push_back(head);
+    }
+    for (double v : g.head_mean) {
+        out.mean += v / static_cast<double>(g.head_mean.size());
+        const auto bin = static_cast<int64_t>(v / options.histogram_top * options.bins);
+        if (bin >= options.bins) {
+            ++out.above_range;
+        } else {
+            ++out.histogram[static_cast<size_t>(bin)];
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
 DualDeviationReport dual_deviation(const tasks::TrainedModel& trained, const std::vector<std::string>& texts,
                                    const DualDeviationOptions& options) {
     HNAS_CHECK(options.bins > 0 && options.histogram_top > 0, "dual analysis: the histogram needs bins over a positive range");
@@ -142,11 +183,6 @@ DualDeviationReport dual_deviation(const tasks::TrainedModel& trained, const std
     for (size_t i = 0; i < count; ++i) rows.push_back(encoder_input(trained.config, trained.tokenizer, texts[i]));
     const models::DiagnosticForward forward = encoder_forward(*trained.model, std::move(rows), options.batch);
 
-    struct Gathered {
-        std::vector<std::vector<double>> per_head;
-        std::vector<double> head_mean;  // per query, Fig. 4's value
-        std::vector<int64_t> iterations, unconverged;
-    };
     std::vector<Gathered> gathered(measured.size());
     for (size_t index = 0;; ++index) {
         const int64_t batch = forward(index);
@@ -178,34 +214,7 @@ DualDeviationReport dual_deviation(const tasks::TrainedModel& trained, const std
     }
 
     for (size_t a = 0; a < measured.size(); ++a) {
-        const Gathered& g = gathered[a];
-        AttentionDeviation out{measured[a].first, measured[a].second->alpha(), {}, std::vector<int64_t>(static_cast<size_t>(options.bins), 0), 0, 0.0};
-        for (size_t h = 0; h < g.per_head.size(); ++h) {
-            const std::vector<double>& values = g.per_head[h];
-            HeadDeviation head;
-            head.queries = static_cast<int64_t>(values.size());
-            if (!values.empty()) {
-                double total = 0.0;
-                for (double v : values) total += v;
-                head.mean = total / static_cast<double>(values.size());
-                head.median = quantile(values, 0.5);
-                head.p90 = quantile(values, 0.9);
-                head.max = *std::max_element(values.begin(), values.end());
-                head.mean_iterations = static_cast<double>(g.iterations[h]) / static_cast<double>(values.size());
-            }
-            head.unconverged = g.unconverged[h];
-            out.heads.push_back(head);
-        }
-        for (double v : g.head_mean) {
-            out.mean += v / static_cast<double>(g.head_mean.size());
-            const auto bin = static_cast<int64_t>(v / options.histogram_top * options.bins);
-            if (bin >= options.bins) {
-                ++out.above_range;
-            } else {
-                ++out.histogram[static_cast<size_t>(bin)];
-            }
-        }
-        report.attentions.push_back(std::move(out));
+        report.attentions.push_back(summarize_attention(measured[a].first, measured[a].second->alpha(), gathered[a], options));
     }
     return report;
 }

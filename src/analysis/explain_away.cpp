@@ -7,25 +7,15 @@
 #include <map>
 
 #include "nn/attention_probe.h"
-#include "tasks/headline/headline_options.h"
+#include "tasks/task.h"
 
 namespace hnas::analysis {
 
 std::vector<int32_t> encoder_input(const config::ExperimentConfig& config, const data::Tokenizer& tokenizer,
                                    const std::string& text) {
-    const auto& model = config.model;
-    std::vector<int32_t> ids = tokenizer.encode(text);
-    if (model.architecture == models::Architecture::symbols) return ids;  // symbols, no specials
-    if (model.architecture == models::Architecture::seq2seq) {
-        const int64_t longest = tasks::headline::max_source(config);
-        if (static_cast<int64_t>(ids.size()) > longest) ids.resize(static_cast<size_t>(longest));
-        return ids;
-    }
-    const auto longest = static_cast<size_t>(model.max_source_positions - 2);
-    if (ids.size() > longest) ids.resize(longest);
-    ids.insert(ids.begin(), data::kClsId);
-    ids.push_back(data::kSepId);
-    return ids;
+    const auto encoder_ids = tasks::task_definition(*config.task).encoder_ids;
+    HNAS_CHECK(encoder_ids, "attention analysis: a ", config.task->name, " model reads no text; its task measures it on its own inputs during training");
+    return encoder_ids(config, tokenizer, text);
 }
 
 models::DiagnosticForward encoder_forward(const models::Model& model, std::vector<std::vector<int32_t>> rows, int64_t batch) {
@@ -52,6 +42,53 @@ models::DiagnosticForward encoder_forward(const models::Model& model, std::vecto
     };
 }
 
+namespace {
+
+struct KeySum {
+    double sum, bound;  // Σ_i A_ij and 1/L of its sequence
+    KeyPlace place;
+};
+
+// One head's key weight sums as the report gives them: the count below epsilon and where, the
+// smallest sum beside its 1/L bound, the median, and the histogram of ln Σ_i A_ij.
+HeadKeyWeights summarize_head(const std::vector<KeySum>& keys, const ExplainAwayOptions& options) {
+    const auto bins = static_cast<size_t>(options.ln_high - options.ln_low);
+    HeadKeyWeights head;
+    head.keys = static_cast<int64_t>(keys.size());
+    head.histogram.assign(bins, 0);
+    head.min_sum = head.min_ratio = std::numeric_limits<double>::infinity();
+    std::vector<double> values;
+    for (const auto& [sum, bound, place] : keys) {
+        values.push_back(sum);
+        if (sum < options.epsilon) {
+            ++head.below_epsilon;
+            head.explained_away.push_back(place);
+        }
+        if (sum < head.min_sum) {
+            head.min_sum = sum;
+            head.min_bound = bound;
+        }
+        head.min_ratio = std::min(head.min_ratio, sum / bound);
+        const double bin = std::floor(std::log(sum) - options.ln_low);  // log(0) = -inf: below the range
+        if (!(sum >= 0.0)) {  // and NaN, which no bin holds
+            ++head.negative;
+        } else if (bin < 0) {
+            ++head.below_range;
+        } else if (bin >= static_cast<double>(bins)) {
+            ++head.above_range;
+        } else {
+            ++head.histogram[static_cast<size_t>(bin)];
+        }
+    }
+    if (!values.empty()) {
+        std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2), values.end());
+        head.median_sum = values[values.size() / 2];
+    }
+    return head;
+}
+
+}  // namespace
+
 ExplainAwayReport measure_key_weights(const models::Model& model, const models::DiagnosticForward& forward,
                                       const ExplainAwayOptions& options) {
     HNAS_CHECK(options.epsilon > 0, "explain-away: epsilon must be > 0, got ", options.epsilon);
@@ -62,10 +99,6 @@ ExplainAwayReport measure_key_weights(const models::Model& model, const models::
         if (attention->role() == nn::AttentionRole::bidirectional) measured.emplace_back(name, attention);
     }
     ExplainAwayReport report{options, 0, {}};
-    struct KeySum {
-        double sum, bound;  // Σ_i A_ij and 1/L of its sequence
-        KeyPlace place;
-    };
     std::vector<std::vector<std::vector<KeySum>>> sums(measured.size());  // per attention and head
     std::vector<const nn::MultiHeadAttention*> watched;
     for (const auto& [name, attention] : measured) {
@@ -104,42 +137,8 @@ ExplainAwayReport measure_key_weights(const models::Model& model, const models::
         report.sequences += batch;
     }
 
-    const auto bins = static_cast<size_t>(options.ln_high - options.ln_low);
     for (size_t a = 0; a < measured.size(); ++a) {
-        for (auto& keys : sums[a]) {
-            HeadKeyWeights head;
-            head.keys = static_cast<int64_t>(keys.size());
-            head.histogram.assign(bins, 0);
-            head.min_sum = head.min_ratio = std::numeric_limits<double>::infinity();
-            std::vector<double> values;
-            for (const auto& [sum, bound, place] : keys) {
-                values.push_back(sum);
-                if (sum < options.epsilon) {
-                    ++head.below_epsilon;
-                    head.explained_away.push_back(place);
-                }
-                if (sum < head.min_sum) {
-                    head.min_sum = sum;
-                    head.min_bound = bound;
-                }
-                head.min_ratio = std::min(head.min_ratio, sum / bound);
-                const double bin = std::floor(std::log(sum) - options.ln_low);  // log(0) = -inf: below the range
-                if (!(sum >= 0.0)) {  // and NaN, which no bin holds
-                    ++head.negative;
-                } else if (bin < 0) {
-                    ++head.below_range;
-                } else if (bin >= static_cast<double>(bins)) {
-                    ++head.above_range;
-                } else {
-                    ++head.histogram[static_cast<size_t>(bin)];
-                }
-            }
-            if (!values.empty()) {
-                std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2), values.end());
-                head.median_sum = values[values.size() / 2];
-            }
-            report.attentions[a].heads.push_back(std::move(head));
-        }
+        for (const auto& keys : sums[a]) report.attentions[a].heads.push_back(summarize_head(keys, options));
     }
     return report;
 }

@@ -69,8 +69,8 @@ struct ExplainAwayReport {
     std::vector<AttentionKeyWeights> attentions;
 };
 
-// A text's token ids as the model's encoder reads them: a headline model's source, or a masked-LM
-// sequence [CLS] text [SEP], cut to the model's positions.
+// A text's token ids as the model's encoder reads them (the task's TaskDefinition::encoder_ids); throws
+// for a task whose inputs are not text.
 std::vector<int32_t> encoder_input(const config::ExperimentConfig& config, const data::Tokenizer& tokenizer,
                                    const std::string& text);
 

@@ -11,7 +11,7 @@
 #include "base/number_format.h"
 #include "base/read_file.h"
 #include "cli/commands.h"
-#include "cli/validators.h"
+#include "command_line/validators.h"
 #include "eval/rouge.h"
 #include "io/checkpoint.h"
 
@@ -32,12 +32,12 @@ void add_explain_away_command(CLI::App& analyze) {
         ->required()
         ->check(CLI::ExistingFile);
     command->add_option("--epsilon", options->analysis.epsilon, "Keys with total weight below this are explained away")
-        ->check(positive_number<double>());
+        ->check(command_line::positive_number<double>());
     command->add_option("--max-sequences", options->analysis.max_sequences, "Texts used (0: all)")
-        ->check(non_negative_integer<int64_t>());
-    command->add_option("--batch", options->analysis.batch, "Texts per forward pass")->check(positive_integer<int64_t>());
+        ->check(command_line::non_negative_integer<int64_t>());
+    command->add_option("--batch", options->analysis.batch, "Texts per forward pass")->check(command_line::positive_integer<int64_t>());
     command->add_option("--groups", options->analysis.groups, "Pieces and positions listed per head among its explained-away keys")
-        ->check(positive_integer<int64_t>());
+        ->check(command_line::positive_integer<int64_t>());
     command->add_option("--output", options->output, "JSON report (default: CHECKPOINT.explain_away.json)");
     command->callback([options] {
         const auto trained = tasks::load_trained_model(options->checkpoint);

@@ -10,7 +10,7 @@
 #include "base/number_format.h"
 #include "base/read_file.h"
 #include "cli/commands.h"
-#include "cli/validators.h"
+#include "command_line/validators.h"
 #include "experiments/svg_chart.h"
 
 namespace hnas::cli {
@@ -72,8 +72,8 @@ void add_dual_command(CLI::App& analyze) {
         ->check(CLI::ExistingFile);
     command->add_option("--data", options->data, "Texts, one per line (articles for headline models)")->required()->check(CLI::ExistingFile);
     command->add_option("--max-sequences", options->analysis.max_sequences, "Texts used (0: all)")
-        ->check(non_negative_integer<int64_t>());
-    command->add_option("--batch", options->analysis.batch, "Texts per forward pass")->check(positive_integer<int64_t>());
+        ->check(command_line::non_negative_integer<int64_t>());
+    command->add_option("--batch", options->analysis.batch, "Texts per forward pass")->check(command_line::positive_integer<int64_t>());
     command->add_option("--output", options->output, "JSON report; the figure beside it as .svg (default: CHECKPOINT.dual.json)");
     command->callback([options] {
         const auto trained = tasks::load_trained_model(options->checkpoint);

@@ -7,7 +7,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "cli/validators.h"
+#include "command_line/validators.h"
 #include "base/check.h"
 #include "convert/bert_states.h"
 #include "convert/hf_bert.h"
@@ -28,9 +28,7 @@ std::vector<std::string> read_lines(const std::string& path) {
     return lines;
 }
 
-}  // namespace
-
-void add_bert_commands(CLI::App& app) {
+void add_import_command(CLI::App& app) {
     auto import_options = std::make_shared<convert::ImportOptions>();
     auto* import_command = app.add_subcommand(
         "import-bert", "Write an hnas masked-LM checkpoint from a Hugging Face BERT (safetensors + vocab.txt)");
@@ -41,7 +39,7 @@ void add_bert_commands(CLI::App& app) {
     import_command->add_option("--config", import_options->config, "Its config.json (default: the one beside --weights)")
         ->check(CLI::ExistingFile);
     import_command->add_option("--heads", import_options->heads, "Attention heads, when no config.json gives them")
-        ->check(positive_integer<int64_t>());
+        ->check(command_line::positive_integer<int64_t>());
     import_command->add_option("--attention", import_options->attention, "The attention kind the encoder runs with (default lnas)");
     import_command->add_option("--out", import_options->out, "The hnas checkpoint to write")->required();
     import_command->add_flag("--allow-non-finite", import_options->allow_non_finite,
@@ -54,7 +52,9 @@ void add_bert_commands(CLI::App& app) {
         spdlog::info("import-bert: wrote {} ({} parameters from {}, {} fresh)", import_options->out, report.mapped.size(),
                      import_options->weights, report.fresh.size());
     });
+}
 
+void add_export_command(CLI::App& app) {
     struct ExportOptions {
         std::string checkpoint, out;
     };
@@ -69,7 +69,9 @@ void add_bert_commands(CLI::App& app) {
         convert::export_bert(export_options->checkpoint, export_options->out);
         spdlog::info("export: wrote {}/model.safetensors, config.json and the vocabulary", export_options->out);
     });
+}
 
+void add_hidden_states_command(CLI::App& app) {
     struct StatesOptions {
         std::string checkpoint, input, out;
         convert::HiddenStatesOptions states;
@@ -86,11 +88,11 @@ void add_bert_commands(CLI::App& app) {
         ->check(CLI::ExistingFile);
     states_command->add_option("--out", states_options->out, "The safetensors file to write")->required();
     states_command->add_option("--batch", states_options->states.batch, "Lines per padded batch (default 8)")
-        ->check(positive_integer<int64_t>());
+        ->check(command_line::positive_integer<int64_t>());
     states_command->add_option("--precision", states_options->states.precision, "Matmul precision, f32 (default) or bf16")
-        ->transform(enum_choices<backend::MatmulPrecision>());
+        ->transform(command_line::enum_choices<backend::MatmulPrecision>());
     states_command->add_option("--max-lines", states_options->max_lines, "Only the first N lines (default: all)")
-        ->check(positive_integer<int64_t>());
+        ->check(command_line::positive_integer<int64_t>());
     states_command->callback([states_options] {
         std::vector<std::string> lines = read_lines(states_options->input);
         if (states_options->max_lines > 0 && static_cast<int64_t>(lines.size()) > states_options->max_lines) {
@@ -99,7 +101,9 @@ void add_bert_commands(CLI::App& app) {
         convert::write_hidden_states(states_options->checkpoint, lines, states_options->states, states_options->out);
         spdlog::info("hidden-states: wrote {} ({} lines, {} matmuls)", states_options->out, lines.size(), name_of(states_options->states.precision));
     });
+}
 
+void add_tokenize_command(CLI::App& app) {
     struct TokenizeOptions {
         std::string vocab, input;
         bool pieces = false;
@@ -130,6 +134,15 @@ void add_bert_commands(CLI::App& app) {
         }
         std::cout << out << std::flush;
     });
+}
+
+}  // namespace
+
+void add_bert_commands(CLI::App& app) {
+    add_import_command(app);
+    add_export_command(app);
+    add_hidden_states_command(app);
+    add_tokenize_command(app);
 }
 
 }  // namespace hnas::cli

@@ -15,7 +15,7 @@ void add_rouge_command(CLI::App& app);                    // eval_commands.cpp
 void add_decode_command(CLI::App& app);                   // eval_commands.cpp
 void add_eval_command(CLI::App& app);                     // eval_commands.cpp
 void add_predict_command(CLI::App& app);                  // eval_commands.cpp
-void add_bert_commands(CLI::App& app);                    // bert_commands.cpp: import-bert, export
+void add_bert_commands(CLI::App& app);                    // bert_commands.cpp: import-bert, export, hidden-states, tokenize
 void add_analyze_command(CLI::App& app);                  // analyze_commands.cpp
 void add_dual_commands(CLI::App& analyze);                // analyze_dual_commands.cpp: analyze dual, dual-example
 void add_toy_command(CLI::App& app);                      // toy_command.cpp

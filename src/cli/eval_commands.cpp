@@ -11,12 +11,10 @@
 #include "base/number_format.h"
 #include "base/read_file.h"
 #include "cli/commands.h"
-#include "cli/validators.h"
+#include "command_line/validators.h"
 #include "decode/headlines.h"
 #include "eval/rouge_report.h"
 #include "tasks/headline/headline_decode.h"
-#include "tasks/headline/headline_options.h"
-#include "tasks/span/span_options.h"
 #include "tasks/task.h"
 #include "tasks/trained_model.h"
 
@@ -33,8 +31,8 @@ void add_rouge_options(CLI::App& command, eval::RougeOptions& options) {
     command.add_flag("--stem", options.stem, "Stem as ROUGE-1.5.5 -m (WordNet exceptions, then Porter)");
     command.add_option("--wordnet", options.wordnet, "Folder with the WordNet 2.0 exception lists");
     command.add_option("--bootstrap", options.bootstrap, "Resamples for 95 % confidence intervals (0: none)")
-        ->check(non_negative_integer<int>());
-    command.add_option("--seed", options.seed, "Seed of the bootstrap resampling")->check(non_negative_integer<uint64_t>());
+        ->check(command_line::non_negative_integer<int>());
+    command.add_option("--seed", options.seed, "Seed of the bootstrap resampling")->check(command_line::non_negative_integer<uint64_t>());
 }
 
 // Decoding flags left unset take the checkpoint's config (its `test` section, whose defaults were
@@ -44,24 +42,24 @@ void add_decode_options(CLI::App& command, std::string& checkpoint, decode::Deco
         ->required()
         ->check(CLI::ExistingFile);
     command.add_option("--beam", options.beam, "Beam size (1: greedy; default: the checkpoint config's test.beam)")
-        ->check(positive_integer<int64_t>());
+        ->check(command_line::positive_integer<int64_t>());
     command.add_option("--length-penalty", options.length_penalty,
                        "A: hypotheses ranked by log P / (tokens + 1)^A (0: plain log P; default: test.length_penalty)")
-        ->check(finite_number<double>());
+        ->check(command_line::finite_number<double>());
     command.add_option("--min-len", options.min_length, "Fewest tokens before eos (default: test.min_length)")
-        ->check(non_negative_integer<int64_t>());
+        ->check(command_line::non_negative_integer<int64_t>());
     command.add_option("--max-len", options.max_length, "Most tokens before eos (default: test.max_length)")
-        ->check(positive_integer<int64_t>());
+        ->check(command_line::positive_integer<int64_t>());
     command.add_option("--no-repeat-ngram", options.no_repeat_ngram,
                        "Forbid repeating n-grams of this size (0: off; default: test.no_repeat_ngram)")
-        ->check(non_negative_integer<int64_t>());
-    command.add_option("--nbest", options.nbest, "Hypotheses per article (≤ beam)")->check(positive_integer<int64_t>());
-    command.add_option("--batch", options.batch, "Articles decoded together")->check(positive_integer<int64_t>());
+        ->check(command_line::non_negative_integer<int64_t>());
+    command.add_option("--nbest", options.nbest, "Hypotheses per article (≤ beam)")->check(command_line::positive_integer<int64_t>());
+    command.add_option("--batch", options.batch, "Articles decoded together")->check(command_line::positive_integer<int64_t>());
     command.add_option("--max-source", options.max_source, "Source pieces kept per article (default: the training config's)")
-        ->check(non_negative_integer<int64_t>());
+        ->check(command_line::non_negative_integer<int64_t>());
     command.add_option("--precision", options.precision,
                        "Matrix products in f32 or bf16 (bf16 operands, f32 accumulation; default f32)")
-        ->transform(enum_choices<backend::MatmulPrecision>());
+        ->transform(command_line::enum_choices<backend::MatmulPrecision>());
 }
 
 }  // namespace
@@ -107,20 +105,22 @@ void add_eval_command(CLI::App& app) {
     struct Options {
         std::string checkpoint, articles, report;
         tasks::EvaluationRequest request;
+        decode::DecodeSettings decoding;  // the headline task's, handed to it in request.options
+        eval::RougeOptions rouge;
     };
     auto options = std::make_shared<Options>();
-    options->request.rouge.stem = true;
+    options->rouge.stem = true;
     auto* command = app.add_subcommand(
         "eval", "Score a checkpoint (JSON report): a headline model's decoded headlines with ROUGE (--articles, "
                 "--references), a classification or span model on a labelled file (--input)");
-    add_decode_options(*command, options->checkpoint, options->request.decoding);
+    add_decode_options(*command, options->checkpoint, options->decoding);
     command->add_option("--articles", options->articles, "headline: articles, one per line")->check(CLI::ExistingFile);
     command->add_option("--references", options->request.references, "headline: reference headlines, one per line")
         ->check(CLI::ExistingFile);
     command->add_option("--input", options->request.input, "classify: a TSV in the training data's layout; span: SQuAD JSON")
         ->check(CLI::ExistingFile);
-    add_rouge_options(*command, options->request.rouge);
-    command->add_flag("!--no-stem", options->request.rouge.stem, "Score without stemming (stemming is the default here)");
+    add_rouge_options(*command, options->rouge);
+    command->add_flag("!--no-stem", options->rouge.stem, "Score without stemming (stemming is the default here)");
     command->add_option("--hypotheses", options->request.predictions, "Where the headlines go (default: CHECKPOINT.headlines.txt)");
     command->add_option("--report", options->report, "Where the JSON report goes (default: CHECKPOINT.eval.json)");
     command->callback([options] {
@@ -128,6 +128,7 @@ void add_eval_command(CLI::App& app) {
         if (o.report.empty()) o.report = o.checkpoint + ".eval.json";
         if (o.request.predictions.empty()) o.request.predictions = o.checkpoint + ".headlines.txt";
         if (o.request.input.empty()) o.request.input = o.articles;
+        o.request.options = {{"decoding", decode::settings_json(o.decoding)}, {"rouge", eval::options_json(o.rouge)}};
         const tasks::TrainedCheckpoint trained = tasks::read_trained_checkpoint(o.checkpoint);
         const tasks::TaskDefinition& definition = tasks::task_definition(*trained.config.task);
         HNAS_CHECK(definition.evaluate, "eval: ", o.checkpoint, " holds a ", trained.config.task->name,

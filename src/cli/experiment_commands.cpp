@@ -1,5 +1,5 @@
 // `hnas sweep`, `hnas test`, `hnas compare` and `hnas report`: experiments over settings and seeds
-// (docs/experiments.md).
+// (docs/experiments/README.md).
 #include <spdlog/spdlog.h>
 
 #include <filesystem>
@@ -8,7 +8,7 @@
 
 #include "base/check.h"
 #include "cli/commands.h"
-#include "cli/validators.h"
+#include "command_line/validators.h"
 #include "distributed/communicator.h"
 #include "base/atomic_file.h"
 #include "experiments/compare.h"
@@ -36,13 +36,13 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
         ->check(CLI::ExistingFile);
     command->add_option("--set", s.overrides, "Override a config value in every trial: key.path=value (repeatable)");
     command->add_option("--seeds", s.seeds, "Trials per setting, seeds --first-seed, --first-seed + 1, …")
-        ->check(positive_integer<int64_t>());
-    command->add_option("--first-seed", s.first_seed, "Seed of each setting's first trial")->check(non_negative_integer<int64_t>());
+        ->check(command_line::positive_integer<int64_t>());
+    command->add_option("--first-seed", s.first_seed, "Seed of each setting's first trial")->check(command_line::non_negative_integer<int64_t>());
     command->add_option("--out", s.out, "The sweep's folder; rerunning into it continues the sweep")->required();
     command->add_option("--parallel", s.parallel, "Trials at once (per rank under mpirun); the cores are split between them")
-        ->check(positive_integer<int>());
+        ->check(command_line::positive_integer<int>());
     command->add_option("--progress-every", s.progress_seconds, "Seconds between progress reports")
-        ->check(positive_number<double>());
+        ->check(command_line::positive_number<double>());
     command->add_option("--prediction", s.prediction,
                         "What the sweep is expected to show, stated before its first run: kept in sweep.json, shown first "
                         "by hnas report, and never changed by a rerun");
@@ -101,8 +101,8 @@ void add_compare_command(CLI::App& app) {
     command->add_option("--out", options->out,
                         "The folder comparison.md and comparison.json go to, created if missing (default: the first path)");
     command->add_option("--bootstrap", options->bootstrap, "Resamples of the paired bootstrap over test examples")
-        ->check(positive_integer<int64_t>());
-    command->add_option("--seed", options->seed, "Seed of the resampling")->check(non_negative_integer<uint64_t>());
+        ->check(command_line::positive_integer<int64_t>());
+    command->add_option("--seed", options->seed, "Seed of the resampling")->check(command_line::non_negative_integer<uint64_t>());
     command->callback([options] {
         const auto comparison =
             experiments::compare(experiments::collect_results(options->paths), options->bootstrap, options->seed);

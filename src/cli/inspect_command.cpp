@@ -9,7 +9,7 @@
 #include "base/atomic_file.h"
 #include "base/read_file.h"
 #include "cli/commands.h"
-#include "cli/validators.h"
+#include "command_line/validators.h"
 #include "config/experiment_config.h"
 #include "io/checkpoint.h"
 #include "models/model_factory.h"
@@ -61,7 +61,7 @@ void add_inspect_command(CLI::App& app) {
     auto* path = command->add_option("path", options->path, "A checkpoint file, or a config (.json)")->check(CLI::ExistingFile);
     command->add_option("--set", options->overrides, "Config override key.path=value (configs only)");
     command->add_option("--vocab-size", options->vocab_size, "Vocabulary for configs that take it from the tokenizer")
-        ->check(positive_integer<int64_t>());
+        ->check(command_line::positive_integer<int64_t>());
     auto* defaults = command->add_flag("--defaults", options->defaults,
                                        "Print every config key of every task: type, default, tasks, meaning (markdown)");
     command->add_option("--into", options->into, "With --defaults: replace the tables between the markers of this file "

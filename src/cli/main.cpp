@@ -6,7 +6,7 @@
 
 #include "backend/matmul.h"
 #include "cli/commands.h"
-#include "cli/log_color.h"
+#include "command_line/log_color.h"
 
 // The exit statuses of hnas (README, "Exit statuses"): 0 done, 1 an error (one line naming it), 2 a
 // command line that CLI11 rejected, 128 + N a training run that signal N stopped after its checkpoint.
@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
     app.require_subcommand(0, 1);
     bool show_version = false;
     app.add_flag("--version", show_version, "Print the version and the oneDNN backend, then exit");
-    hnas::cli::add_color_option(app);
+    hnas::command_line::add_color_option(app);
     int exit_code = 0;
     hnas::cli::add_demo_command(app);
     hnas::cli::add_train_command(app, exit_code);

@@ -13,7 +13,7 @@
 #include "base/check.h"
 #include "base/number_format.h"
 #include "cli/commands.h"
-#include "cli/validators.h"
+#include "command_line/validators.h"
 #include "io/checkpoint.h"
 
 namespace hnas::cli {
@@ -44,31 +44,31 @@ void add_mode_collapse_command(CLI::App& toy) {
     auto& defaults = options->analysis;
     auto* command = toy.add_subcommand(
         "mode-collapse", "Two 2-D Gaussian clusters under repeated self-attention without projections (paper 004 Fig. 6)");
-    command->add_option("--n0", defaults.n0, "Points around (1.8, 0.7)")->check(positive_integer<int>())->capture_default_str();
-    command->add_option("--n1", defaults.n1, "Points around (-1, -1)")->check(positive_integer<int>())->capture_default_str();
-    command->add_option("--steps", defaults.steps, "Attention steps")->check(non_negative_integer<int>())->capture_default_str();
+    command->add_option("--n0", defaults.n0, "Points around (1.8, 0.7)")->check(command_line::positive_integer<int>())->capture_default_str();
+    command->add_option("--n1", defaults.n1, "Points around (-1, -1)")->check(command_line::positive_integer<int>())->capture_default_str();
+    command->add_option("--steps", defaults.steps, "Attention steps")->check(command_line::non_negative_integer<int>())->capture_default_str();
     command->add_option("--seed", defaults.seed, "Seed of the sampled points")
-        ->check(non_negative_integer<uint64_t>())
+        ->check(command_line::non_negative_integer<uint64_t>())
         ->capture_default_str();
     command->add_option("--spread", defaults.spread, "Standard deviation of each cluster, per coordinate")
-        ->check(non_negative_number<double>())
+        ->check(command_line::non_negative_number<double>())
         ->capture_default_str();
     command->add_option("--scale", defaults.score_scale, "Factor on the dot products before exp (1: the papers' Eq. 3, 7)")
-        ->check(positive_number<double>())
+        ->check(command_line::positive_number<double>())
         ->capture_default_str();
     command->add_option("--kinds", options->kinds, "Normalizations to run (lnas,dnas by default), computed in double precision")
         ->delimiter(',')
-        ->transform(enum_choices<analysis::ToyKind>());
+        ->transform(command_line::enum_choices<analysis::ToyKind>());
     command->add_option("--hybrid-u", defaults.hybrid_u, "hnas: weight u of DNAS")
-        ->check(number_in<double>(0, 1))
+        ->check(command_line::number_in<double>(0, 1))
         ->capture_default_str();
     command->add_option("--merge-fraction", defaults.merge_fraction,
                         "Points closer than this fraction of the centres' distance (3.28) share a cluster")
-        ->check(positive_number<double>())
+        ->check(command_line::positive_number<double>())
         ->capture_default_str();
     command->add_option("--min-cluster-fraction", defaults.min_cluster_fraction,
                         "Smaller groups than this fraction of min(n0, n1) count as stray points, not clusters")
-        ->check(number_in<double>(0, 1))
+        ->check(command_line::number_in<double>(0, 1))
         ->capture_default_str();
     command->add_option("--output", options->output, "Write the result (points of every step included) as JSON");
     command->callback([options] {
@@ -101,18 +101,18 @@ void add_centre_distance_command(CLI::App& toy) {
     auto* command = toy.add_subcommand(
         "centre-distance", "Paper 000 Eq. 11-12: centre distance after one step vs r = N0/N1, with a 1-D simulation");
     command->add_option("--a", defaults.a_values, "Half the initial distance between the clusters (at +a and -a)")
-        ->check(positive_number<double>())
+        ->check(command_line::positive_number<double>())
         ->capture_default_str();
-    command->add_option("--r-min", defaults.r_min, "Smallest r = N0/N1")->check(positive_number<double>())->capture_default_str();
-    command->add_option("--r-max", defaults.r_max, "Largest r = N0/N1")->check(positive_number<double>())->capture_default_str();
+    command->add_option("--r-min", defaults.r_min, "Smallest r = N0/N1")->check(command_line::positive_number<double>())->capture_default_str();
+    command->add_option("--r-max", defaults.r_max, "Largest r = N0/N1")->check(command_line::positive_number<double>())->capture_default_str();
     command->add_option("--curve-points", defaults.curve_points, "Values of r on each analytic curve")
-        ->check(integer_in<int>(2))
+        ->check(command_line::integer_in<int>(2))
         ->capture_default_str();
     command->add_option("--simulated-points", defaults.simulated_points, "Values of r simulated")
-        ->check(positive_integer<int>())
+        ->check(command_line::positive_integer<int>())
         ->capture_default_str();
     command->add_option("--simulation-base", defaults.simulation_base, "Size of the smaller cluster in the simulations")
-        ->check(positive_integer<int>())
+        ->check(command_line::positive_integer<int>())
         ->capture_default_str();
     command->add_option("--output", options->output, "Write the curves and simulated points as JSON");
     command->callback([options] {

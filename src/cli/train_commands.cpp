@@ -9,7 +9,7 @@
 #include "backend/matmul.h"
 #include "base/number_format.h"
 #include "cli/commands.h"
-#include "cli/validators.h"
+#include "command_line/validators.h"
 #include "config/experiment_config.h"
 #include "tasks/task.h"
 #include "data/tokenizer.h"
@@ -23,10 +23,10 @@ namespace hnas::cli {
 void add_demo_command(CLI::App& app) {
     auto* command = app.add_subcommand("demo", "Train one Transformer block to reverse a fixed batch (a smoke test)");
     auto options = std::make_shared<train::BlockDemoOptions>();
-    command->add_option("--steps", options->steps, "Adam steps")->check(positive_integer<int>());
+    command->add_option("--steps", options->steps, "Adam steps")->check(command_line::positive_integer<int>());
     command->add_option("--seed", options->seed, "Seed for data, initialization and dropout")
-        ->check(non_negative_integer<uint64_t>());
-    command->add_option("--lr", options->learning_rate, "Learning rate")->check(positive_number<float>());
+        ->check(command_line::non_negative_integer<uint64_t>());
+    command->add_option("--lr", options->learning_rate, "Learning rate")->check(command_line::positive_number<float>());
     command->callback([options] {
         spdlog::info("hnas {} on {}", HNAS_VERSION, backend::describe());
         const auto losses = train::run_block_demo(*options, [&](int step, float loss) {
@@ -62,7 +62,7 @@ void add_train_command(CLI::App& app, int& exit_code) {
     command->add_flag("--reset-schedule", options->train.reset_schedule, "With --resume: restart the learning-rate schedule");
     command->add_option("--stop-after", options->train.stop_after_steps,
                         "Write a checkpoint and stop after this many steps of this invocation (time-sliced jobs)")
-        ->check(positive_integer<int64_t>());
+        ->check(command_line::positive_integer<int64_t>());
     command->callback([options, &exit_code] {
         const auto config = tasks::load_config(options->config, options->overrides);
         if (options->train.run_dir.empty()) {
@@ -102,11 +102,11 @@ void add_vocab_command(CLI::App& app) {
     command->add_option("--input", options->inputs, "Text files, one sentence per line")->required()->check(CLI::ExistingFile);
     command->add_option("--model-prefix", options->model_prefix, "Writes PREFIX.model and PREFIX.vocab")->required();
     command->add_option("--vocab-size", options->vocab_size, "Pieces, special ones included")
-        ->check(integer_in<int>(16, 1000000));
-    command->add_option("--type", options->type, "unigram or bpe")->transform(enum_choices<data::TokenizerType>());
+        ->check(command_line::integer_in<int>(16, 1000000));
+    command->add_option("--type", options->type, "unigram or bpe")->transform(command_line::enum_choices<data::TokenizerType>());
     command->add_option("--input-sentence-size", options->input_sentence_size, "Lines sampled for training (0: all)")
-        ->check(non_negative_integer<int64_t>());
-    command->add_option("--seed", options->seed, "Seed of the line sampling")->check(non_negative_integer<uint64_t>());
+        ->check(command_line::non_negative_integer<int64_t>());
+    command->add_option("--seed", options->seed, "Seed of the line sampling")->check(command_line::non_negative_integer<uint64_t>());
     command->callback([options] {
         data::train_tokenizer(*options);
         const auto tokenizer = data::Tokenizer::load(options->model_prefix + ".model");

@@ -91,6 +91,85 @@ const Tensor& required(const io::SafeTensors& file, const std::string& name, con
     return entry->second;
 }
 
+// The masked-LM config of the file's model: its shape from the tensors, the heads and layer-norm ε from
+// config.json (--config, else the one beside the weights).
+Json imported_config(const ImportOptions& options, const io::SafeTensors& file, const Tensor& words) {
+    std::string config_path = options.config;
+    if (config_path.empty() && fs::exists(fs::path(options.weights).parent_path() / "config.json")) {
+        config_path = (fs::path(options.weights).parent_path() / "config.json").string();
+    }
+    const Json hf = config_path.empty() ? Json::object() : config::read_json_file(config_path);
+    HNAS_CHECK(hf.is_object(), "import-bert: ", config_path, " is not a JSON object (a BertConfig)");
+    const auto positive_count = [](const Json& v) { return v.is_number_unsigned() && v.get<uint64_t>() > 0 && v.get<uint64_t>() <= 4096; };
+    const auto positive_number = [](const Json& v) { return v.is_number() && v.get<double>() > 0; };
+    const auto gelu = [](const Json& v) { return v == "gelu"; };
+    const int64_t heads = config_field<int64_t>(hf, "num_attention_heads", options.heads, positive_count, "an integer in [1, 4096]", config_path);
+    HNAS_CHECK(heads > 0, "import-bert: no config.json beside ", options.weights, " gives num_attention_heads; pass --config or --heads");
+    const double eps = config_field<double>(hf, "layer_norm_eps", 1e-12, positive_number, "a positive number", config_path);
+    (void)config_field<std::string>(hf, "hidden_act", "gelu", gelu, "\"gelu\" (hnas's BERT uses gelu with erf)", config_path);
+    const bool sentence_order = find_tensor(file, "cls.seq_relationship.weight") != nullptr;
+    return {
+        {"task", "mlm"},
+        {"model",
+         {{"d_model", words.dim(1)},
+          {"heads", heads},
+          {"ffn_dim", required(file, "bert.encoder.layer.0.intermediate.dense.weight", options.weights).dim(0)},
+          {"encoder_layers", count_layers(file, options.weights)},
+          {"max_positions", required(file, "bert.embeddings.position_embeddings.weight", options.weights).dim(0)},
+          {"segments", required(file, "bert.embeddings.token_type_embeddings.weight", options.weights).dim(0)},
+          {"layer_norm_eps", eps},
+          {"attention", {{"encoder", {{"kind", options.attention}}}}}}},
+        {"tokenizer", {{"type", "wordpiece"}, {"model", options.vocab}}},
+        {"train", {{"sentence_order_weight", sentence_order ? 1.0 : 0.0}}}};
+}
+
+// Row j of hnas's vocabulary is the file's row rows[j]; bos and eos copy [CLS] and [SEP].
+void copy_vocabulary_rows(const Tensor& stored, const std::vector<int64_t>& rows, int64_t vocab_rows, const std::string& what,
+                          Tensor& target) {
+    const int64_t width = target.numel() / target.dim(0);
+    HNAS_CHECK(stored.rank() >= 1 && vocab_rows > 0 && stored.dim(0) == vocab_rows && stored.numel() / vocab_rows == width, what,
+               " has shape ", shape_str(stored.shape()), " for ", vocab_rows, " vocabulary rows of width ", width);
+    for (int64_t j = 0; j < target.dim(0); ++j) {
+        const int64_t source = rows[static_cast<size_t>(j)] >= 0 ? rows[static_cast<size_t>(j)]
+                               : j == data::kBosId                  ? rows[data::kClsId]
+                                                                   : rows[data::kSepId];
+        std::memcpy(target.data() + j * width, stored.data() + source * width, static_cast<size_t>(width) * sizeof(float));
+    }
+}
+
+// Each of the model's parameters from its tensor in the file; a head the file lacks starts fresh.
+ImportReport copy_parameters(const io::SafeTensors& file, const std::vector<int64_t>& rows, int64_t vocab_rows,
+                             const std::string& path, models::BertModel& model) {
+    ImportReport report;
+    std::set<std::string> used;
+    for (auto& named : model.named_parameters()) {
+        const std::string name = hugging_face_name(named.name);
+        const auto* entry = name.empty() ? nullptr : find_tensor(file, name);
+        if (entry == nullptr) {
+            const bool head = named.name.rfind("encoder.", 0) != 0 && named.name.rfind("embeddings.", 0) != 0;
+            HNAS_CHECK(head || name.empty(), path, ": no tensor ", name, " for ", named.name);
+            report.fresh.push_back(named.name);
+            continue;
+        }
+        used.insert(entry->first);
+        const Tensor& stored = entry->second;
+        Tensor& target = named.parameter.value();
+        if (has_vocabulary_rows(named.name)) {
+            copy_vocabulary_rows(stored, rows, vocab_rows, path + ": " + name, target);
+        } else {
+            HNAS_CHECK(stored.shape() == target.shape(), path, ": ", name, " has shape ", shape_str(stored.shape()), " but ",
+                       named.name, " needs ", shape_str(target.shape()));
+            std::memcpy(target.data(), stored.data(), static_cast<size_t>(target.numel()) * sizeof(float));
+        }
+        report.mapped.push_back(named.name);
+    }
+    for (const auto& [name, tensor] : file.tensors) {
+        if (!used.count(name)) report.unused.push_back(name);
+    }
+    for (const auto& [name, dtype] : file.not_read) report.unused.push_back(name + " (" + dtype + ", not a weight)");
+    return report;
+}
+
 }  // namespace
 
 std::string hugging_face_name(const std::string& hnas_name) {
@@ -135,79 +214,15 @@ ImportReport import_bert(const ImportOptions& options) {
     const std::vector<int64_t>& rows = tokenizer.source_rows();
     const int64_t vocab_rows = static_cast<int64_t>(std::count_if(rows.begin(), rows.end(), [](int64_t r) { return r >= 0; }));
 
-    // The model's shape from the tensors, the heads and layer-norm ε from config.json.
     const Tensor& words = required(file, kWordEmbeddings, options.weights);
     HNAS_CHECK(words.rank() == 2 && words.dim(0) == vocab_rows, options.weights, ": the word embeddings have shape ",
                shape_str(words.shape()), " but ", options.vocab, " has ", vocab_rows, " pieces");
-    std::string config_path = options.config;
-    if (config_path.empty() && fs::exists(fs::path(options.weights).parent_path() / "config.json")) {
-        config_path = (fs::path(options.weights).parent_path() / "config.json").string();
-    }
-    const Json hf = config_path.empty() ? Json::object() : config::read_json_file(config_path);
-    HNAS_CHECK(hf.is_object(), "import-bert: ", config_path, " is not a JSON object (a BertConfig)");
-    const auto positive_count = [](const Json& v) { return v.is_number_unsigned() && v.get<uint64_t>() > 0 && v.get<uint64_t>() <= 4096; };
-    const auto positive_number = [](const Json& v) { return v.is_number() && v.get<double>() > 0; };
-    const auto gelu = [](const Json& v) { return v == "gelu"; };
-    const int64_t heads = config_field<int64_t>(hf, "num_attention_heads", options.heads, positive_count, "an integer in [1, 4096]", config_path);
-    HNAS_CHECK(heads > 0, "import-bert: no config.json beside ", options.weights, " gives num_attention_heads; pass --config or --heads");
-    const double eps = config_field<double>(hf, "layer_norm_eps", 1e-12, positive_number, "a positive number", config_path);
-    (void)config_field<std::string>(hf, "hidden_act", "gelu", gelu, "\"gelu\" (hnas's BERT uses gelu with erf)", config_path);
-    const bool sentence_order = find_tensor(file, "cls.seq_relationship.weight") != nullptr;
-    const Json raw = {
-        {"task", "mlm"},
-        {"model",
-         {{"d_model", words.dim(1)},
-          {"heads", heads},
-          {"ffn_dim", required(file, "bert.encoder.layer.0.intermediate.dense.weight", options.weights).dim(0)},
-          {"encoder_layers", count_layers(file, options.weights)},
-          {"max_positions", required(file, "bert.embeddings.position_embeddings.weight", options.weights).dim(0)},
-          {"segments", required(file, "bert.embeddings.token_type_embeddings.weight", options.weights).dim(0)},
-          {"layer_norm_eps", eps},
-          {"attention", {{"encoder", {{"kind", options.attention}}}}}}},
-        {"tokenizer", {{"type", "wordpiece"}, {"model", options.vocab}}},
-        {"train", {{"sentence_order_weight", sentence_order ? 1.0 : 0.0}}}};
-    config::ExperimentConfig config = tasks::parse_config(raw);
+    config::ExperimentConfig config = tasks::parse_config(imported_config(options, file, words));
     config.model.vocab_size = tokenizer.vocab_size();
     Rng init_rng(config.seed, 1), dropout_rng(config.seed, 2);
     models::BertModel model(config.model, init_rng, dropout_rng);
 
-    ImportReport report;
-    std::set<std::string> used;
-    for (auto& named : model.named_parameters()) {
-        const std::string name = hugging_face_name(named.name);
-        const auto* entry = name.empty() ? nullptr : find_tensor(file, name);
-        if (entry == nullptr) {
-            const bool head = named.name.rfind("encoder.", 0) != 0 && named.name.rfind("embeddings.", 0) != 0;
-            HNAS_CHECK(head || name.empty(), options.weights, ": no tensor ", name, " for ", named.name);
-            report.fresh.push_back(named.name);
-            continue;
-        }
-        used.insert(entry->first);
-        const Tensor* stored = &entry->second;
-        Tensor& target = named.parameter.value();
-        if (!has_vocabulary_rows(named.name)) {
-            HNAS_CHECK(stored->shape() == target.shape(), options.weights, ": ", name, " has shape ", shape_str(stored->shape()),
-                       " but ", named.name, " needs ", shape_str(target.shape()));
-            std::memcpy(target.data(), stored->data(), static_cast<size_t>(target.numel()) * sizeof(float));
-        } else {
-            // Row j of hnas's vocabulary is the file's row rows[j]; bos and eos copy [CLS] and [SEP].
-            const int64_t width = target.numel() / target.dim(0);
-            HNAS_CHECK(stored->rank() >= 1 && vocab_rows > 0 && stored->dim(0) == vocab_rows && stored->numel() / vocab_rows == width,
-                       options.weights, ": ", name,
-                       " has shape ", shape_str(stored->shape()), " for ", vocab_rows, " vocabulary rows of width ", width);
-            for (int64_t j = 0; j < target.dim(0); ++j) {
-                const int64_t source = rows[static_cast<size_t>(j)] >= 0 ? rows[static_cast<size_t>(j)]
-                                       : j == data::kBosId                  ? rows[data::kClsId]
-                                                                           : rows[data::kSepId];
-                std::memcpy(target.data() + j * width, stored->data() + source * width, static_cast<size_t>(width) * sizeof(float));
-            }
-        }
-        report.mapped.push_back(named.name);
-    }
-    for (const auto& [name, tensor] : file.tensors) {
-        if (!used.count(name)) report.unused.push_back(name);
-    }
-    for (const auto& [name, dtype] : file.not_read) report.unused.push_back(name + " (" + dtype + ", not a weight)");
+    const ImportReport report = copy_parameters(file, rows, vocab_rows, options.weights, model);
     Json metadata = {{"hnas_version", HNAS_VERSION}, {"config", config.resolved}, {"vocab_size", tokenizer.vocab_size()},
                      {"step", 0},                    {"imported_from", options.weights}};
     io::CheckpointWriter writer(metadata);

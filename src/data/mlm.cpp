@@ -114,23 +114,23 @@ void check_masking_options(const MaskingOptions& options) {
                "masking: mask_token_prob and random_token_prob must be non-negative with a sum of at most 1");
 }
 
-}  // namespace
+// The tokens [begin, end) of a sequence.
+struct Word {
+    int32_t begin, end;
+};
 
-MaskingResult mask_sequence(std::span<int32_t> ids, const Tokenizer& tokenizer, const MaskingOptions& options,
-                            Rng& rng) {
-    check_masking_options(options);
-    const int32_t vocab_size = tokenizer.vocab_size();
-
-    // Words, and for each the last word of its segment (n-grams stay inside a segment).
-    struct Word {
-        int32_t begin, end;
-    };
+// A sequence's words, and for each the last word of its segment (n-grams stay inside a segment).
+struct SequenceWords {
     std::vector<Word> words;
     std::vector<size_t> segment_last;
-    int32_t candidates = 0;
+    int32_t candidates = 0;  // tokens that may be masked: all but [CLS], [SEP] and padding
+};
+
+SequenceWords split_words(std::span<const int32_t> ids, const Tokenizer& tokenizer) {
+    SequenceWords out;
     bool open_word = false;
     auto close_segment = [&] {
-        for (size_t w = segment_last.size(); w < words.size(); ++w) segment_last.push_back(words.size() - 1);
+        for (size_t w = out.segment_last.size(); w < out.words.size(); ++w) out.segment_last.push_back(out.words.size() - 1);
         open_word = false;
     };
     for (int32_t t = 0; t < static_cast<int32_t>(ids.size()); ++t) {
@@ -139,76 +139,113 @@ MaskingResult mask_sequence(std::span<int32_t> ids, const Tokenizer& tokenizer, 
             close_segment();
             continue;
         }
-        ++candidates;
+        ++out.candidates;
         if (!open_word || tokenizer.starts_word(id)) {
-            words.push_back({t, t + 1});
+            out.words.push_back({t, t + 1});
             open_word = true;
         } else {
-            words.back().end = t + 1;
+            out.words.back().end = t + 1;
         }
     }
     close_segment();
+    return out;
+}
 
-    MaskingResult result;
-    if (candidates == 0) return result;
-
-    // p(n) ∝ 1/n over n = 1..max_ngram (ALBERT, section 4.1), and the mean length of an n-gram in
-    // tokens, estimated from this sequence's tokens per word.
+// p(n) ∝ 1/n over n = 1..max_ngram (ALBERT, section 4.1).
+struct NgramLengths {
     std::vector<double> weights;
     double total = 0.0;
-    for (int n = 1; n <= options.max_ngram; ++n) {
-        weights.push_back(1.0 / n);
-        total += 1.0 / n;
-    }
-    const double mean_words = options.max_ngram / total;  // Σ n · (1/n) / Σ 1/n
-    const double mean_tokens = mean_words * candidates / static_cast<double>(words.size());
-    const double target = options.mask_prob * candidates;
 
-    std::vector<uint32_t> order(words.size());
-    for (uint32_t w = 0; w < order.size(); ++w) order[w] = w;
-    shuffle_in_place(order, rng);
-    std::vector<uint8_t> covered(words.size(), 0);
-    std::vector<std::pair<int32_t, int32_t>> selected;  // (position, original id)
-    // The number of n-grams is fixed before any length is drawn (mask_prob × tokens / mean length,
-    // the fraction rounded up with that probability, at least one), so the lengths taken are
-    // distributed as p(n) exactly and the expected count of selected tokens is mask_prob × tokens.
-    const double spans = target / mean_tokens;
-    const double whole = std::floor(spans);
-    const int64_t count = std::max<int64_t>(1, static_cast<int64_t>(whole) + (rng.uniform() < spans - whole ? 1 : 0));
-    size_t cursor = 0;
-    for (int64_t span = 0; span < count; ++span) {
+    explicit NgramLengths(int max_ngram) {
+        for (int n = 1; n <= max_ngram; ++n) {
+            weights.push_back(1.0 / n);
+            total += 1.0 / n;
+        }
+    }
+    double mean() const { return static_cast<double>(weights.size()) / total; }  // Σ n · (1/n) / Σ 1/n
+    size_t draw(Rng& rng) const {
         double draw = rng.uniform() * total;
         size_t n = 1;
         while (n < weights.size() && draw >= weights[n - 1]) {
             draw -= weights[n - 1];
             ++n;
         }
-        // Place it at the next start (in random order) where n uncovered words of one segment
-        // follow; starts that cannot hold it are passed over.
-        auto fits = [&](uint32_t w) {
-            if (w + n - 1 > segment_last[w]) return false;
-            for (size_t k = 0; k < n; ++k) {
-                if (covered[w + k]) return false;
-            }
-            return true;
-        };
-        while (cursor < order.size() && !fits(order[cursor])) ++cursor;
+        return n;
+    }
+};
+
+// The number of n-grams is fixed before any length is drawn (mask_prob × tokens / mean length, the
+// fraction rounded up with that probability, at least one), so the lengths taken are distributed as
+// p(n) exactly and the expected count of selected tokens is mask_prob × tokens.
+int64_t ngram_count(const SequenceWords& sequence, const NgramLengths& lengths, double mask_prob, Rng& rng) {
+    // The mean length of an n-gram in tokens, estimated from this sequence's tokens per word.
+    const double mean_tokens = lengths.mean() * sequence.candidates / static_cast<double>(sequence.words.size());
+    const double target = mask_prob * sequence.candidates;
+    const double spans = target / mean_tokens;
+    const double whole = std::floor(spans);
+    return std::max<int64_t>(1, static_cast<int64_t>(whole) + (rng.uniform() < spans - whole ? 1 : 0));
+}
+
+// From order[cursor] on, the first start where n uncovered words of one segment follow; order.size()
+// when there is none.
+size_t next_fitting_start(const std::vector<uint32_t>& order, size_t cursor, size_t n, const SequenceWords& sequence,
+                          const std::vector<uint8_t>& covered) {
+    auto fits = [&](uint32_t w) {
+        if (w + n - 1 > sequence.segment_last[w]) return false;
+        for (size_t k = 0; k < n; ++k) {
+            if (covered[w + k]) return false;
+        }
+        return true;
+    };
+    while (cursor < order.size() && !fits(order[cursor])) ++cursor;
+    return cursor;
+}
+
+// Selects the tokens [begin, end) for prediction, (position, original id) into `selected`, and
+// replaces each by [MASK], by a random ordinary token, or keeps it, as the options' rates say.
+void corrupt_tokens(std::span<int32_t> ids, int32_t begin, int32_t end, const MaskingOptions& options, int32_t vocab_size,
+                    Rng& rng, std::vector<std::pair<int32_t, int32_t>>& selected) {
+    for (int32_t t = begin; t < end; ++t) {
+        int32_t& token = ids[static_cast<size_t>(t)];
+        selected.emplace_back(t, token);
+        const float u = rng.uniform();
+        if (u < options.mask_token_prob) {
+            token = kMaskId;
+        } else if (u < options.mask_token_prob + options.random_token_prob) {
+            token = kNumSpecialIds + static_cast<int32_t>(rng.below(static_cast<uint64_t>(vocab_size - kNumSpecialIds)));
+        }
+    }
+}
+
+}  // namespace
+
+MaskingResult mask_sequence(std::span<int32_t> ids, const Tokenizer& tokenizer, const MaskingOptions& options,
+                            Rng& rng) {
+    check_masking_options(options);
+    const SequenceWords sequence = split_words(ids, tokenizer);
+    MaskingResult result;
+    if (sequence.candidates == 0) return result;
+
+    const NgramLengths lengths(options.max_ngram);
+    std::vector<uint32_t> order(sequence.words.size());
+    for (uint32_t w = 0; w < order.size(); ++w) order[w] = w;
+    shuffle_in_place(order, rng);
+    std::vector<uint8_t> covered(sequence.words.size(), 0);
+    std::vector<std::pair<int32_t, int32_t>> selected;  // (position, original id)
+    const int64_t count = ngram_count(sequence, lengths, options.mask_prob, rng);
+    size_t cursor = 0;
+    for (int64_t span = 0; span < count; ++span) {
+        const size_t n = lengths.draw(rng);
+        // Place it at the next start (in random order) where it fits; starts that cannot hold it are passed over.
+        cursor = next_fitting_start(order, cursor, n, sequence, covered);
         if (cursor == order.size()) break;  // no room left (only in nearly fully masked sequences)
         const uint32_t w = order[cursor];
-        const auto tokens = static_cast<size_t>(words[w + n - 1].end - words[w].begin);
+        const Word first = sequence.words[w], last = sequence.words[w + n - 1];
+        const auto tokens = static_cast<size_t>(last.end - first.begin);
         if (options.max_predictions > 0 && selected.size() + tokens > static_cast<size_t>(options.max_predictions)) continue;
         ++cursor;
         for (size_t k = 0; k < n; ++k) covered[w + k] = 1;
-        for (int32_t t = words[w].begin; t < words[w + n - 1].end; ++t) {
-            int32_t& token = ids[static_cast<size_t>(t)];
-            selected.emplace_back(t, token);
-            const float u = rng.uniform();
-            if (u < options.mask_token_prob) {
-                token = kMaskId;
-            } else if (u < options.mask_token_prob + options.random_token_prob) {
-                token = kNumSpecialIds + static_cast<int32_t>(rng.below(static_cast<uint64_t>(vocab_size - kNumSpecialIds)));
-            }
-        }
+        corrupt_tokens(ids, first.begin, last.end, options, tokenizer.vocab_size(), rng, selected);
         result.ngram_words.push_back(static_cast<int32_t>(n));
     }
     std::sort(selected.begin(), selected.end());

@@ -87,6 +87,95 @@ bool is_max_context(const std::vector<Window>& windows, size_t current, size_t p
     return best == current;
 }
 
+// An example's context as pieces, word by word: each piece's word and each word's first piece.
+struct ContextPieces {
+    std::vector<int32_t> ids;
+    std::vector<int64_t> piece_word, word_first_piece;
+};
+
+ContextPieces context_pieces(const SquadExample& example, const Tokenizer& tokenizer) {
+    ContextPieces pieces;
+    for (size_t w = 0; w < example.words.size(); ++w) {
+        pieces.word_first_piece.push_back(static_cast<int64_t>(pieces.ids.size()));
+        const auto [begin, end] = example.words[w];
+        for (int32_t id : tokenizer.encode(std::string_view(example.context).substr(begin, end - begin))) {
+            pieces.ids.push_back(id);
+            pieces.piece_word.push_back(static_cast<int64_t>(w));
+        }
+    }
+    return pieces;
+}
+
+// The first answer's first and last piece (the training target), narrowed to the pieces that spell it;
+// (-1, -1) when there is none.
+std::pair<int64_t, int64_t> answer_pieces(const SquadExample& example, const ContextPieces& context, const Tokenizer& tokenizer) {
+    if (example.answers.empty() || context.ids.empty()) return {-1, -1};
+    const SquadAnswer& answer = example.answers.front();
+    const int64_t first_word = word_at(example.words, static_cast<size_t>(answer.start));
+    const int64_t last_word = word_at(example.words, static_cast<size_t>(answer.start) + answer.text.size() - 1);
+    const std::vector<int64_t>& word_first_piece = context.word_first_piece;
+    int64_t answer_first = word_first_piece[static_cast<size_t>(first_word)];
+    int64_t answer_last = static_cast<size_t>(last_word) + 1 < word_first_piece.size() ? word_first_piece[static_cast<size_t>(last_word) + 1] - 1
+                                                                                       : static_cast<int64_t>(context.ids.size()) - 1;
+    const std::vector<int32_t> spelled = tokenizer.encode(answer.text);
+    bool found = false;
+    for (int64_t s = answer_first; s <= answer_last && !found; ++s) {
+        for (int64_t t = answer_last; t >= s && !found; --t) {
+            if (std::equal(context.ids.begin() + s, context.ids.begin() + t + 1, spelled.begin(), spelled.end())) {
+                answer_first = s;
+                answer_last = t;
+                found = true;
+            }
+        }
+    }
+    // An answer whose words encode to no pieces (only characters WordPiece drops) has no span.
+    if (answer_first > answer_last) return {-1, -1};
+    return {answer_first, answer_last};
+}
+
+// Windows of at most `room` pieces every `stride` pieces (run_squad's doc_spans).
+std::vector<Window> context_windows(size_t pieces, size_t room, size_t stride) {
+    std::vector<Window> windows;
+    for (size_t start = 0;;) {
+        const size_t length = std::min(pieces - start, room);
+        windows.push_back({start, length});
+        if (start + length >= pieces) break;
+        start += std::min(length, stride);
+    }
+    return windows;
+}
+
+// Window w's feature: [CLS] query [SEP] the window's pieces [SEP], with the answer's positions when the
+// window holds it whole.
+SpanFeature window_feature(size_t example, const std::vector<int32_t>& query, const ContextPieces& context,
+                           const std::vector<Window>& windows, size_t w, std::pair<int64_t, int64_t> answer) {
+    const Window& window = windows[w];
+    SpanFeature feature;
+    feature.example = static_cast<int64_t>(example);
+    feature.ids.push_back(kClsId);
+    feature.ids.insert(feature.ids.end(), query.begin(), query.end());
+    feature.ids.push_back(kSepId);
+    const size_t offset = feature.ids.size();
+    feature.segments.assign(offset, 0);
+    feature.word.assign(offset, -1);
+    feature.max_context.assign(offset, 0);
+    for (size_t i = window.start; i < window.start + window.length; ++i) {
+        feature.ids.push_back(context.ids[i]);
+        feature.word.push_back(context.piece_word[i]);
+        feature.max_context.push_back(is_max_context(windows, w, i) ? 1 : 0);
+    }
+    feature.ids.push_back(kSepId);
+    feature.word.push_back(-1);
+    feature.max_context.push_back(0);
+    feature.segments.resize(feature.ids.size(), 1);
+    const auto first = static_cast<size_t>(answer.first), last = static_cast<size_t>(answer.second);
+    if (answer.first >= 0 && first >= window.start && last < window.start + window.length) {
+        feature.start = static_cast<int32_t>(first - window.start + offset);
+        feature.end = static_cast<int32_t>(last - window.start + offset);
+    }
+    return feature;
+}
+
 }  // namespace
 
 SquadFile read_squad(const std::string& path) {
@@ -150,76 +239,11 @@ std::vector<SpanFeature> make_span_features(const SquadFile& file, const Tokeniz
         const SquadExample& example = file.examples[e];
         std::vector<int32_t> query = tokenizer.encode(example.question);
         if (static_cast<int64_t>(query.size()) > options.max_query) query.resize(static_cast<size_t>(options.max_query));
-        // The context's pieces, word by word, and the word of each piece.
-        std::vector<int32_t> pieces;
-        std::vector<int64_t> piece_word, word_first_piece;
-        for (size_t w = 0; w < example.words.size(); ++w) {
-            word_first_piece.push_back(static_cast<int64_t>(pieces.size()));
-            const auto [begin, end] = example.words[w];
-            for (int32_t id : tokenizer.encode(std::string_view(example.context).substr(begin, end - begin))) {
-                pieces.push_back(id);
-                piece_word.push_back(static_cast<int64_t>(w));
-            }
-        }
-        // The first answer's pieces (training target), narrowed to the pieces that spell it.
-        int64_t answer_first = -1, answer_last = -1;
-        if (!example.answers.empty() && !pieces.empty()) {
-            const SquadAnswer& answer = example.answers.front();
-            const int64_t first_word = word_at(example.words, static_cast<size_t>(answer.start));
-            const int64_t last_word = word_at(example.words, static_cast<size_t>(answer.start) + answer.text.size() - 1);
-            answer_first = word_first_piece[static_cast<size_t>(first_word)];
-            answer_last = static_cast<size_t>(last_word) + 1 < word_first_piece.size() ? word_first_piece[static_cast<size_t>(last_word) + 1] - 1
-                                                                                        : static_cast<int64_t>(pieces.size()) - 1;
-            const std::vector<int32_t> spelled = tokenizer.encode(answer.text);
-            bool found = false;
-            for (int64_t s = answer_first; s <= answer_last && !found; ++s) {
-                for (int64_t t = answer_last; t >= s && !found; --t) {
-                    if (std::equal(pieces.begin() + s, pieces.begin() + t + 1, spelled.begin(), spelled.end())) {
-                        answer_first = s;
-                        answer_last = t;
-                        found = true;
-                    }
-                }
-            }
-            // An answer whose words encode to no pieces (only characters WordPiece drops) has no span.
-            if (answer_first > answer_last) answer_first = answer_last = -1;
-        }
-        // Windows every doc_stride pieces (run_squad's doc_spans).
+        const ContextPieces context = context_pieces(example, tokenizer);
+        const std::pair<int64_t, int64_t> answer = answer_pieces(example, context, tokenizer);
         const size_t room = static_cast<size_t>(options.max_seq) - query.size() - 3;
-        std::vector<Window> windows;
-        for (size_t start = 0;;) {
-            const size_t length = std::min(pieces.size() - start, room);
-            windows.push_back({start, length});
-            if (start + length >= pieces.size()) break;
-            start += std::min(length, static_cast<size_t>(options.doc_stride));
-        }
-        for (size_t w = 0; w < windows.size(); ++w) {
-            const Window& window = windows[w];
-            SpanFeature feature;
-            feature.example = static_cast<int64_t>(e);
-            feature.ids.push_back(kClsId);
-            feature.ids.insert(feature.ids.end(), query.begin(), query.end());
-            feature.ids.push_back(kSepId);
-            const size_t offset = feature.ids.size();
-            feature.segments.assign(offset, 0);
-            feature.word.assign(offset, -1);
-            feature.max_context.assign(offset, 0);
-            for (size_t i = window.start; i < window.start + window.length; ++i) {
-                feature.ids.push_back(pieces[i]);
-                feature.word.push_back(piece_word[i]);
-                feature.max_context.push_back(is_max_context(windows, w, i) ? 1 : 0);
-            }
-            feature.ids.push_back(kSepId);
-            feature.word.push_back(-1);
-            feature.max_context.push_back(0);
-            feature.segments.resize(feature.ids.size(), 1);
-            const auto first = static_cast<size_t>(answer_first), last = static_cast<size_t>(answer_last);
-            if (answer_first >= 0 && first >= window.start && last < window.start + window.length) {
-                feature.start = static_cast<int32_t>(first - window.start + offset);
-                feature.end = static_cast<int32_t>(last - window.start + offset);
-            }
-            features.push_back(std::move(feature));
-        }
+        const std::vector<Window> windows = context_windows(context.ids.size(), room, static_cast<size_t>(options.doc_stride));
+        for (size_t w = 0; w < windows.size(); ++w) features.push_back(window_feature(e, query, context, windows, w, answer));
     }
     return features;
 }

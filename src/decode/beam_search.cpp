@@ -80,6 +80,118 @@ void best_extensions(const float* logits, const std::vector<int32_t>& tokens, co
     }
 }
 
+// What stays fixed during one search.
+struct Search {
+    const BeamOptions& options;
+    int64_t beam, vocabulary;
+    int64_t limit;  // the most tokens before eos
+    int32_t eos_id;
+    size_t keep;  // extensions kept per row
+
+    double length_normalized(double log_probability, size_t tokens) const {
+        return log_probability / std::pow(static_cast<double>(tokens + 1), options.length_penalty);
+    }
+};
+
+// The hypotheses still growing: `beam` rows for each source that is not finished.
+struct Beams {
+    std::vector<int64_t> sources;  // the source of each block of `beam` rows
+    std::vector<double> log_probabilities;
+    std::vector<std::vector<int32_t>> tokens;
+};
+
+// Every source starts with `beam` rows of which only the first is alive, so the first step expands
+// one hypothesis instead of `beam` copies of it.
+Beams start_beams(int64_t sources, int64_t beam) {
+    Beams beams;
+    beams.sources.resize(static_cast<size_t>(sources));
+    std::iota(beams.sources.begin(), beams.sources.end(), 0);
+    beams.log_probabilities.assign(static_cast<size_t>(sources * beam), kImpossible);
+    for (int64_t s = 0; s < sources; ++s) beams.log_probabilities[static_cast<size_t>(s * beam)] = 0.0;
+    beams.tokens.resize(static_cast<size_t>(sources * beam));
+    return beams;
+}
+
+// Each live row's best extensions. The rows are independent of each other: the threads share them out.
+void extend_rows(const Search& search, const Tensor& logits, const Beams& beams, int64_t step,
+                 std::vector<RowScratch>& scratches, std::vector<std::vector<Extension>>& extensions) {
+    const auto live_rows = static_cast<int64_t>(beams.tokens.size());
+    extensions.resize(static_cast<size_t>(live_rows));
+#pragma omp parallel
+    {
+        RowScratch& scratch = scratches[static_cast<size_t>(omp_get_thread_num())];
+#pragma omp for schedule(dynamic)
+        for (int64_t row = 0; row < live_rows; ++row) {
+            auto& best = extensions[static_cast<size_t>(row)];
+            best.clear();
+            if (beams.log_probabilities[static_cast<size_t>(row)] == kImpossible) continue;
+            best_extensions(logits.data() + row * search.vocabulary, beams.tokens[static_cast<size_t>(row)], search.options,
+                            step, search.limit, search.eos_id, search.keep, scratch, best);
+        }
+    }
+}
+
+// The best 2·beam extensions of each of a source's beams, best first: at most `beam` of all of them
+// end in eos, so at least `beam` can continue.
+std::vector<Candidate> ranked_candidates(const Search& search, const Beams& beams,
+                                         const std::vector<std::vector<Extension>>& extensions, int64_t first_row) {
+    std::vector<Candidate> candidates;
+    for (int64_t k = 0; k < search.beam; ++k) {
+        const double prefix = beams.log_probabilities[static_cast<size_t>(first_row + k)];
+        for (const Extension& e : extensions[static_cast<size_t>(first_row + k)]) {
+            candidates.push_back({prefix + e.log_probability, k, e.token});
+        }
+    }
+    std::stable_sort(candidates.begin(), candidates.end(),
+                     [](const Candidate& x, const Candidate& y) { return x.log_probability > y.log_probability; });
+    return candidates;
+}
+
+// Moves a source's candidates that end in eos into `done` and returns the best `beam` that continue.
+std::vector<Candidate> finish_or_continue(const Search& search, const std::vector<Candidate>& candidates, const Beams& beams,
+                                          int64_t first_row, std::vector<Hypothesis>& done) {
+    const auto beam = static_cast<size_t>(search.beam);
+    std::vector<Candidate> continuing;
+    for (size_t rank = 0; rank < candidates.size() && continuing.size() < beam; ++rank) {
+        const Candidate& c = candidates[rank];
+        if (c.token != search.eos_id) {
+            continuing.push_back(c);
+        } else if (rank < beam && done.size() < beam) {
+            // As in fairseq, eos ends a hypothesis only when it ranks among the best `beam`.
+            const auto& tokens = beams.tokens[static_cast<size_t>(first_row + c.beam)];
+            done.push_back({tokens, c.log_probability, search.length_normalized(c.log_probability, tokens.size())});
+        }
+    }
+    return continuing;
+}
+
+// One step of every source: hypotheses that end go to `finished`, the others become the next beams;
+// `next_rows` says which of this step's rows each next row continues.
+Beams advance(const Search& search, const Beams& beams, const std::vector<std::vector<Extension>>& extensions, int64_t step,
+              std::vector<std::vector<Hypothesis>>& finished, std::vector<int64_t>& next_rows) {
+    const auto beam = static_cast<size_t>(search.beam);
+    Beams next;
+    next_rows.clear();
+    for (size_t a = 0; a < beams.sources.size(); ++a) {
+        const auto first_row = static_cast<int64_t>(a) * search.beam;
+        auto& done = finished[static_cast<size_t>(beams.sources[a])];
+        const std::vector<Candidate> continuing =
+            finish_or_continue(search, ranked_candidates(search, beams, extensions, first_row), beams, first_row, done);
+        if (done.size() >= beam || step == search.limit || continuing.empty()) continue;
+        next.sources.push_back(beams.sources[a]);
+        for (size_t k = 0; k < beam; ++k) {
+            // Fewer continuations than beams (tiny vocabularies, bans): the remaining rows stay dead.
+            const Candidate c = k < continuing.size() ? continuing[k] : Candidate{kImpossible, 0, search.eos_id};
+            next_rows.push_back(first_row + c.beam);
+            next.log_probabilities.push_back(c.log_probability);
+            auto tokens = beams.tokens[static_cast<size_t>(first_row + c.beam)];
+            tokens.push_back(c.token);
+            next.tokens.push_back(std::move(tokens));
+        }
+    }
+    return next;
+}
+
 }  // namespace
 
 void check_beam_options(const BeamOptions& options) {
@@ -106,94 +218,27 @@ std::vector<std::vector<Hypothesis>> beam_search(const models::Seq2SeqModel& mod
     const int64_t limit = std::min(options.max_length, model.config().max_target_positions - 1);
     HNAS_CHECK(limit >= options.min_length, "beam search: the model's ", model.config().max_target_positions,
                " target positions leave room for ", limit, " tokens, fewer than --min-len ", options.min_length);
-    auto length_normalized = [&](double log_probability, size_t tokens) {
-        return log_probability / std::pow(static_cast<double>(tokens + 1), options.length_penalty);
-    };
+    const Search search{options, beam, vocabulary, limit, eos_id, static_cast<size_t>(std::min(2 * beam, vocabulary))};
 
-    // Every source starts with `beam` rows of which only the first is alive, so the first step expands
-    // one hypothesis instead of `beam` copies of it.
     models::DecoderState state = model.start_decoding(source_ids, source_valid);
     std::vector<int64_t> rows;
     for (int64_t s = 0; s < sources; ++s)
         for (int64_t k = 0; k < beam; ++k) rows.push_back(s);
     state.keep_rows(rows);
-    std::vector<int64_t> active(static_cast<size_t>(sources));  // the source of each block of `beam` rows
-    std::iota(active.begin(), active.end(), 0);
-    std::vector<double> beam_log_probabilities(static_cast<size_t>(sources * beam), kImpossible);
-    for (int64_t s = 0; s < sources; ++s) beam_log_probabilities[static_cast<size_t>(s * beam)] = 0.0;
-    std::vector<std::vector<int32_t>> beam_tokens(static_cast<size_t>(sources * beam));
+    Beams beams = start_beams(sources, beam);
     std::vector<std::vector<Hypothesis>> finished(static_cast<size_t>(sources));
 
-    const auto keep = static_cast<size_t>(std::min(2 * beam, vocabulary));
     std::vector<std::vector<Extension>> extensions;  // per row, this step
     std::vector<RowScratch> scratches(static_cast<size_t>(omp_get_max_threads()),
                                       RowScratch{std::vector<double>(static_cast<size_t>(vocabulary)),
                                                  std::vector<int32_t>(static_cast<size_t>(vocabulary))});
-    for (int64_t step = 0; step <= limit && !active.empty(); ++step) {
+    for (int64_t step = 0; step <= limit && !beams.sources.empty(); ++step) {
         std::vector<int32_t> inputs;
-        for (const auto& tokens : beam_tokens) inputs.push_back(tokens.empty() ? bos_id : tokens.back());
+        for (const auto& tokens : beams.tokens) inputs.push_back(tokens.empty() ? bos_id : tokens.back());
         const Tensor logits = model.decode_step(state, Tensor::from_ints({static_cast<int64_t>(inputs.size())}, inputs));
-
-        // The rows' best extensions are independent of each other: the threads share them out.
-        const auto live_rows = static_cast<int64_t>(beam_tokens.size());
-        extensions.resize(static_cast<size_t>(live_rows));
-#pragma omp parallel
-        {
-            RowScratch& scratch = scratches[static_cast<size_t>(omp_get_thread_num())];
-#pragma omp for schedule(dynamic)
-            for (int64_t row = 0; row < live_rows; ++row) {
-                auto& best = extensions[static_cast<size_t>(row)];
-                best.clear();
-                if (beam_log_probabilities[static_cast<size_t>(row)] == kImpossible) continue;
-                best_extensions(logits.data() + row * vocabulary, beam_tokens[static_cast<size_t>(row)], options, step,
-                                limit, eos_id, keep, scratch, best);
-            }
-        }
-
-        std::vector<int64_t> next_rows, next_active;
-        std::vector<double> next_log_probabilities;
-        std::vector<std::vector<int32_t>> next_tokens;
-        for (size_t a = 0; a < active.size(); ++a) {
-            const auto first_row = static_cast<int64_t>(a) * beam;
-            // The best 2·beam extensions of each beam: at most `beam` of all of them end in eos, so at
-            // least `beam` can continue.
-            std::vector<Candidate> candidates;
-            for (int64_t k = 0; k < beam; ++k) {
-                const double prefix = beam_log_probabilities[static_cast<size_t>(first_row + k)];
-                for (const Extension& e : extensions[static_cast<size_t>(first_row + k)]) {
-                    candidates.push_back({prefix + e.log_probability, k, e.token});
-                }
-            }
-            std::stable_sort(candidates.begin(), candidates.end(),
-                             [](const Candidate& x, const Candidate& y) { return x.log_probability > y.log_probability; });
-            auto& done = finished[static_cast<size_t>(active[a])];
-            std::vector<Candidate> continuing;
-            for (size_t rank = 0; rank < candidates.size() && continuing.size() < static_cast<size_t>(beam); ++rank) {
-                const Candidate& c = candidates[rank];
-                if (c.token != eos_id) {
-                    continuing.push_back(c);
-                } else if (rank < static_cast<size_t>(beam) && done.size() < static_cast<size_t>(beam)) {
-                    // As in fairseq, eos ends a hypothesis only when it ranks among the best `beam`.
-                    const auto& tokens = beam_tokens[static_cast<size_t>(first_row + c.beam)];
-                    done.push_back({tokens, c.log_probability, length_normalized(c.log_probability, tokens.size())});
-                }
-            }
-            if (done.size() >= static_cast<size_t>(beam) || step == limit || continuing.empty()) continue;
-            next_active.push_back(active[a]);
-            for (size_t k = 0; k < static_cast<size_t>(beam); ++k) {
-                // Fewer continuations than beams (tiny vocabularies, bans): the remaining rows stay dead.
-                const Candidate c = k < continuing.size() ? continuing[k] : Candidate{kImpossible, 0, eos_id};
-                next_rows.push_back(first_row + c.beam);
-                next_log_probabilities.push_back(c.log_probability);
-                auto tokens = beam_tokens[static_cast<size_t>(first_row + c.beam)];
-                tokens.push_back(c.token);
-                next_tokens.push_back(std::move(tokens));
-            }
-        }
-        active.swap(next_active);
-        beam_log_probabilities.swap(next_log_probabilities);
-        beam_tokens.swap(next_tokens);
-        if (!active.empty()) state.keep_rows(next_rows);
+        extend_rows(search, logits, beams, step, scratches, extensions);
+        beams = advance(search, beams, extensions, step, finished, rows);
+        if (!beams.sources.empty()) state.keep_rows(rows);
     }
     for (auto& done : finished) {
         std::stable_sort(done.begin(), done.end(), [](const Hypothesis& x, const Hypothesis& y) { return x.score > y.score; });

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <numeric>
+#include <type_traits>
 
 namespace hnas::decode {
 
@@ -69,6 +70,36 @@ std::vector<std::vector<DecodedHeadline>> decode_articles(const models::Seq2SeqM
         if (progress) progress(done, articles.size());
     }
     return headlines;
+}
+
+Json settings_json(const DecodeSettings& settings) {
+    Json json = {{"nbest", settings.nbest}, {"batch", settings.batch}, {"max_source", settings.max_source},
+                 {"precision", name_of(settings.precision)}};
+    if (settings.beam) json["beam"] = *settings.beam;
+    if (settings.min_length) json["min_length"] = *settings.min_length;
+    if (settings.max_length) json["max_length"] = *settings.max_length;
+    if (settings.no_repeat_ngram) json["no_repeat_ngram"] = *settings.no_repeat_ngram;
+    if (settings.length_penalty) json["length_penalty"] = *settings.length_penalty;
+    return json;
+}
+
+DecodeSettings decode_settings(const Json& json) {
+    DecodeSettings settings;
+    const auto optional = [&json](const char* key, auto& field) {
+        if (json.contains(key)) field = json.at(key).get<typename std::remove_reference_t<decltype(field)>::value_type>();
+    };
+    optional("beam", settings.beam);
+    optional("min_length", settings.min_length);
+    optional("max_length", settings.max_length);
+    optional("no_repeat_ngram", settings.no_repeat_ngram);
+    optional("length_penalty", settings.length_penalty);
+    settings.nbest = json.value("nbest", settings.nbest);
+    settings.batch = json.value("batch", settings.batch);
+    settings.max_source = json.value("max_source", settings.max_source);
+    if (json.contains("precision")) {
+        settings.precision = parse_enum<backend::MatmulPrecision>(json.at("precision").get<std::string>(), "decoding precision");
+    }
+    return settings;
 }
 
 BeamOptions beam_options(const DecodingConfig& configured, const DecodeSettings& given) {

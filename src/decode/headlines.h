@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/matmul.h"
+#include "base/json.h"
 #include "data/tokenizer.h"
 #include "decode/beam_search.h"
 
@@ -23,6 +24,10 @@ struct DecodeSettings {
     int64_t max_source = 0;  // source pieces kept per article; 0: the training config's
     backend::MatmulPrecision precision = backend::MatmulPrecision::f32;
 };
+
+// The settings as hnas eval hands them to a task through JSON (unset ones left out), and back.
+Json settings_json(const DecodeSettings& settings);
+DecodeSettings decode_settings(const Json& json);
 
 // `configured` with the settings given on top; throws naming an option out of range.
 BeamOptions beam_options(const DecodingConfig& configured, const DecodeSettings& given);

@@ -22,6 +22,19 @@ std::vector<RougeRow> rouge_rows(const RougeReport& report) {
 
 }  // namespace
 
+Json options_json(const RougeOptions& options) {
+    return {{"stem", options.stem}, {"wordnet", options.wordnet}, {"bootstrap", options.bootstrap}, {"seed", options.seed}};
+}
+
+RougeOptions rouge_options(const Json& json) {
+    RougeOptions options;
+    options.stem = json.value("stem", options.stem);
+    options.wordnet = json.value("wordnet", options.wordnet);
+    options.bootstrap = json.value("bootstrap", options.bootstrap);
+    options.seed = json.value("seed", options.seed);
+    return options;
+}
+
 RougeReport score_rouge(const std::vector<std::string>& hypotheses, const std::vector<std::string>& references,
                         const RougeOptions& options) {
     const RougeScorer scorer(options.stem, options.stem ? options.wordnet : "");

@@ -18,6 +18,10 @@ struct RougeOptions {
     uint64_t seed = 1;     // of the resampling
 };
 
+// The options as hnas eval hands them to a task through JSON, and back.
+Json options_json(const RougeOptions& options);
+RougeOptions rouge_options(const Json& json);
+
 RougeReport score_rouge(const std::vector<std::string>& hypotheses, const std::vector<std::string>& references,
                         const RougeOptions& options);
 

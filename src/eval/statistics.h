@@ -1,5 +1,5 @@
 // The statistics of experiments: a metric summarized over seeds, and paired tests between two settings
-// (docs/experiments.md). The papers report mean ± standard error over 5 runs (paper 004, Table 3); a difference
+// (docs/experiments/README.md). The papers report mean ± standard error over 5 runs (paper 004, Table 3); a difference
 // between two settings that share seeds and a test set is tested on the pairs, not on two means.
 #pragma once
 

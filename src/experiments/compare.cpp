@@ -38,6 +38,201 @@ struct Group {
     std::map<int64_t, const TrialResult*> by_seed;
 };
 
+// The trials by setting, in the order the settings first appear; a setting's seeds are distinct.
+std::vector<Group> group_by_setting(const std::vector<TrialResult>& results) {
+    std::vector<Group> groups;
+    for (const TrialResult& trial : results) {
+        auto group = std::find_if(groups.begin(), groups.end(), [&](const Group& g) { return g.setting == trial.setting; });
+        if (group == groups.end()) group = groups.insert(groups.end(), Group{trial.setting, {}});
+        HNAS_CHECK(group->by_seed.emplace(trial.seed, &trial).second, "compare: setting ", trial.setting, " has two runs of seed ",
+                   trial.seed, ": ", group->by_seed.at(trial.seed)->run, " and ", trial.run);
+    }
+    return groups;
+}
+
+// Every metric any trial reports, in the order they first appear.
+std::vector<std::string> metric_names(const std::vector<TrialResult>& results) {
+    std::vector<std::string> metrics;
+    for (const TrialResult& trial : results) {
+        for (const auto& [name, value] : numbers_of(trial.result)) {
+            if (std::find(metrics.begin(), metrics.end(), name) == metrics.end()) metrics.push_back(name);
+        }
+    }
+    return metrics;
+}
+
+std::optional<double> metric_value(const TrialResult& trial, const std::string& metric) {
+    for (const auto& [name, value] : numbers_of(trial.result)) {
+        if (name == metric) return value;
+    }
+    return std::nullopt;
+}
+
+// One row per setting: each metric's summary over seeds, as JSON entries and as a Markdown table.
+struct SettingSummaries {
+    Json settings = Json::array();
+    std::string table;
+};
+
+SettingSummaries summarize_settings(const std::vector<Group>& groups, const std::vector<std::string>& metrics) {
+    SettingSummaries out;
+    out.table = "| setting | seeds |";
+    std::string rule = "|---|---|";
+    for (const std::string& metric : metrics) {
+        out.table += " " + metric + " |";
+        rule += "---|";
+    }
+    out.table += "\n" + rule + "\n";
+    for (const Group& group : groups) {
+        Json entry = {{"setting", group.setting}, {"seeds", Json::array()}, {"metrics", Json::object()}};
+        for (const auto& [trial_seed, trial] : group.by_seed) entry["seeds"].push_back(trial_seed);
+        out.table += "| " + group.setting + " | " + std::to_string(group.by_seed.size()) + " |";
+        for (const std::string& metric : metrics) {
+            std::vector<double> values;
+            for (const auto& [trial_seed, trial] : group.by_seed) {
+                if (auto value = metric_value(*trial, metric)) values.push_back(*value);
+            }
+            if (values.empty()) {
+                out.table += " |";
+                continue;
+            }
+            const eval::Summary s = eval::summarize(values);
+            entry["metrics"][metric] = {{"n", s.n},     {"mean", s.mean}, {"standard_error", s.standard_error}, {"ci95", s.ci95},
+                                        {"min", s.min}, {"max", s.max},   {"values", values}};
+            // One seed has no spread: "± 0.00" would claim a certainty nothing measured.
+            if (s.n == 1) {
+                out.table += fmt::format(" {} (one seed) |", number_text(s.mean));
+                continue;
+            }
+            out.table += fmt::format(" {} ± {} (95 % CI ± {}; {} – {}) |", number_text(s.mean), number_text(s.standard_error, s.mean),
+                                     number_text(s.ci95, s.mean), number_text(s.min, s.mean), number_text(s.max, s.mean));
+        }
+        out.table += "\n";
+        out.settings.push_back(std::move(entry));
+    }
+    return out;
+}
+
+// A metric's values in two settings on the seeds both have it for.
+struct SharedSeeds {
+    std::vector<double> a, b;
+    std::vector<int64_t> seeds;
+};
+
+SharedSeeds shared_seeds(const Group& a, const Group& b, const std::string& metric) {
+    SharedSeeds out;
+    for (const auto& [trial_seed, trial] : a.by_seed) {
+        const auto other = b.by_seed.find(trial_seed);
+        if (other == b.by_seed.end()) continue;
+        const auto x = metric_value(*trial, metric), y = metric_value(*other->second, metric);
+        if (!x || !y) continue;
+        out.a.push_back(*x);
+        out.b.push_back(*y);
+        out.seeds.push_back(trial_seed);
+    }
+    return out;
+}
+
+// Per test example, averaged over the shared seeds, where every one of them has the scores; else nothing.
+std::optional<std::pair<std::vector<double>, std::vector<double>>> seed_averaged_examples(const Group& a, const Group& b,
+                                                                                         const std::vector<int64_t>& shared,
+                                                                                         const std::string& metric) {
+    std::vector<double> ea, eb;
+    for (const int64_t s : shared) {
+        const Json& ra = a.by_seed.at(s)->result;
+        const Json& rb = b.by_seed.at(s)->result;
+        const Json none = Json::object();
+        const Json& pa = ra.value("per_example", none);
+        const Json& pb = rb.value("per_example", none);
+        // The same test set, decoded and scored the same way.
+        const bool same_test = ra.value("test_settings", none) == rb.value("test_settings", none);
+        if (!same_test || !pa.contains(metric) || !pb.contains(metric) || pa.at(metric).size() != pb.at(metric).size() ||
+            (!ea.empty() && pa.at(metric).size() != ea.size())) {
+            return std::nullopt;
+        }
+        ea.resize(pa.at(metric).size(), 0.0);
+        eb.resize(pb.at(metric).size(), 0.0);
+        for (size_t k = 0; k < ea.size(); ++k) {
+            ea[k] += pa.at(metric)[k].get<double>() / static_cast<double>(shared.size());
+            eb[k] += pb.at(metric)[k].get<double>() / static_cast<double>(shared.size());
+        }
+    }
+    if (ea.empty()) return std::nullopt;
+    return std::pair{std::move(ea), std::move(eb)};
+}
+
+// Every pair of settings, per metric on their shared seeds: JSON entries and the Markdown table's rows.
+struct PairedDifferences {
+    Json pairs = Json::array();
+    std::string rows;
+    size_t fewest_seeds = std::numeric_limits<size_t>::max();  // shared by a compared pair
+};
+
+// One pair's comparison of one metric on the seeds the settings share (`shared` not empty).
+void add_paired_difference(const Group& a, const Group& b, const std::string& metric, const SharedSeeds& shared,
+                           int64_t bootstrap_samples, uint64_t seed, PairedDifferences& out) {
+    out.fewest_seeds = std::min(out.fewest_seeds, shared.seeds.size());
+    const eval::PairedTest seeds = eval::paired_permutation_test(shared.a, shared.b, 100000, seed);
+    Json entry = {{"a", a.setting},
+                  {"b", b.setting},
+                  {"metric", metric},
+                  {"seeds", shared.seeds},
+                  {"mean_difference", seeds.mean_difference},
+                  {"permutation", {{"effect_size", seeds.effect_size}, {"p_value", seeds.p_value}, {"resamples", seeds.resamples}}}};
+    std::string row = fmt::format("| {} | {} | {} | {} | {} | {:.2f} | {:.4f} |", a.setting, b.setting, metric, shared.seeds.size(),
+                                  number_text(seeds.mean_difference), portable(seeds.effect_size), portable(seeds.p_value));
+    if (const auto scores = seed_averaged_examples(a, b, shared.seeds, metric)) {
+        const eval::PairedTest examples = eval::paired_bootstrap_test(scores->first, scores->second, bootstrap_samples, seed);
+        entry["bootstrap"] = {{"examples", examples.pairs},
+                              {"mean_difference", examples.mean_difference},
+                              {"effect_size", examples.effect_size},
+                              {"p_value", examples.p_value},
+                              {"resamples", examples.resamples}};
+        row += fmt::format(" {} | {:.3f} | {:.4f} |", examples.pairs, portable(examples.effect_size), portable(examples.p_value));
+    } else {
+        row += " | | |";
+    }
+    out.rows += row + "\n";
+    out.pairs.push_back(std::move(entry));
+}
+
+PairedDifferences paired_differences(const std::vector<Group>& groups, const std::vector<std::string>& metrics,
+                                     int64_t bootstrap_samples, uint64_t seed) {
+    PairedDifferences out;
+    for (size_t i = 0; i < groups.size(); ++i) {
+        for (size_t j = i + 1; j < groups.size(); ++j) {
+            for (const std::string& metric : metrics) {
+                const SharedSeeds shared = shared_seeds(groups[i], groups[j], metric);
+                if (!shared.seeds.empty()) add_paired_difference(groups[i], groups[j], metric, shared, bootstrap_samples, seed, out);
+            }
+        }
+    }
+    return out;
+}
+
+std::string comparison_markdown(const SettingSummaries& settings, const PairedDifferences& differences, int64_t bootstrap_samples) {
+    std::string markdown = fmt::format(
+        "Per setting: mean ± standard error over seeds (the 95 % confidence interval of the mean, Student's t; min – max)\n\n{}",
+        settings.table);
+    if (differences.pairs.empty()) return markdown;
+    markdown += fmt::format(
+        "\nPaired differences a − b on the seeds both have: Cohen's d_z, the two-sided paired permutation test over "
+        "seeds, and for metrics scored per test example the paired bootstrap ({} resamples) over the examples' "
+        "seed-averaged scores\n\n{}",
+        bootstrap_samples,
+        "| a | b | metric | seeds | a − b | d_z | p (permutation, seeds) | test examples | d_z | p (bootstrap, examples) |\n"
+        "|---|---|---|---|---|---|---|---|---|---|\n" +
+            differences.rows);
+    // The exact test's smallest p is 2/2^n (every seed agreeing): below 6 seeds it cannot reach 0.05.
+    if (differences.fewest_seeds < 6) {
+        markdown += fmt::format(
+            "\nSome pairs share only {} seeds: with n seeds the exact permutation test cannot go below p = 2/2^n "
+            "({:.4f} here), so their differences over seeds cannot be established at 0.05; 6 seeds can.\n",
+            differences.fewest_seeds, 2.0 / std::pow(2.0, static_cast<double>(differences.fewest_seeds)));
+    }
+    return markdown;
+}
+
 }  // namespace
 
 std::string number_text(double value, double like) {
@@ -64,152 +259,13 @@ std::vector<TrialResult> collect_results(const std::vector<std::string>& paths) 
 }
 
 Comparison compare(const std::vector<TrialResult>& results, int64_t bootstrap_samples, uint64_t seed) {
-    std::vector<Group> groups;
-    std::vector<std::string> metrics;
-    for (const TrialResult& trial : results) {
-        auto group = std::find_if(groups.begin(), groups.end(), [&](const Group& g) { return g.setting == trial.setting; });
-        if (group == groups.end()) group = groups.insert(groups.end(), Group{trial.setting, {}});
-        HNAS_CHECK(group->by_seed.emplace(trial.seed, &trial).second, "compare: setting ", trial.setting, " has two runs of seed ",
-                   trial.seed, ": ", group->by_seed.at(trial.seed)->run, " and ", trial.run);
-        for (const auto& [name, value] : numbers_of(trial.result)) {
-            if (std::find(metrics.begin(), metrics.end(), name) == metrics.end()) metrics.push_back(name);
-        }
-    }
-    auto value_of = [](const TrialResult& trial, const std::string& metric) -> std::optional<double> {
-        for (const auto& [name, value] : numbers_of(trial.result)) {
-            if (name == metric) return value;
-        }
-        return std::nullopt;
-    };
-
+    const std::vector<Group> groups = group_by_setting(results);
+    const std::vector<std::string> metrics = metric_names(results);
+    const SettingSummaries settings = summarize_settings(groups, metrics);
+    const PairedDifferences differences = paired_differences(groups, metrics, bootstrap_samples, seed);
     Comparison out;
-    Json settings = Json::array();
-    std::string table = "| setting | seeds |";
-    std::string rule = "|---|---|";
-    for (const std::string& metric : metrics) {
-        table += " " + metric + " |";
-        rule += "---|";
-    }
-    table += "\n" + rule + "\n";
-    for (const Group& group : groups) {
-        Json entry = {{"setting", group.setting}, {"seeds", Json::array()}, {"metrics", Json::object()}};
-        for (const auto& [trial_seed, trial] : group.by_seed) entry["seeds"].push_back(trial_seed);
-        table += "| " + group.setting + " | " + std::to_string(group.by_seed.size()) + " |";
-        for (const std::string& metric : metrics) {
-            std::vector<double> values;
-            for (const auto& [trial_seed, trial] : group.by_seed) {
-                if (auto value = value_of(*trial, metric)) values.push_back(*value);
-            }
-            if (values.empty()) {
-                table += " |";
-                continue;
-            }
-            const eval::Summary s = eval::summarize(values);
-            entry["metrics"][metric] = {{"n", s.n},     {"mean", s.mean}, {"standard_error", s.standard_error}, {"ci95", s.ci95},
-                                        {"min", s.min}, {"max", s.max},   {"values", values}};
-            // One seed has no spread: "± 0.00" would claim a certainty nothing measured.
-            if (s.n == 1) {
-                table += fmt::format(" {} (one seed) |", number_text(s.mean));
-                continue;
-            }
-            table += fmt::format(" {} ± {} (95 % CI ± {}; {} – {}) |", number_text(s.mean), number_text(s.standard_error, s.mean),
-                                 number_text(s.ci95, s.mean), number_text(s.min, s.mean), number_text(s.max, s.mean));
-        }
-        table += "\n";
-        settings.push_back(std::move(entry));
-    }
-
-    Json pairs = Json::array();
-    size_t fewest_seeds = std::numeric_limits<size_t>::max();  // shared by a compared pair
-    std::string pair_table =
-        "| a | b | metric | seeds | a − b | d_z | p (permutation, seeds) | test examples | d_z | p (bootstrap, examples) |\n"
-        "|---|---|---|---|---|---|---|---|---|---|\n";
-    for (size_t i = 0; i < groups.size(); ++i) {
-        for (size_t j = i + 1; j < groups.size(); ++j) {
-            const Group &a = groups[i], &b = groups[j];
-            for (const std::string& metric : metrics) {
-                std::vector<double> va, vb;
-                std::vector<int64_t> shared;
-                for (const auto& [trial_seed, trial] : a.by_seed) {
-                    const auto other = b.by_seed.find(trial_seed);
-                    if (other == b.by_seed.end()) continue;
-                    const auto x = value_of(*trial, metric), y = value_of(*other->second, metric);
-                    if (!x || !y) continue;
-                    va.push_back(*x);
-                    vb.push_back(*y);
-                    shared.push_back(trial_seed);
-                }
-                if (va.empty()) continue;
-                fewest_seeds = std::min(fewest_seeds, va.size());
-                const eval::PairedTest seeds = eval::paired_permutation_test(va, vb, 100000, seed);
-                Json entry = {{"a", a.setting},
-                              {"b", b.setting},
-                              {"metric", metric},
-                              {"seeds", shared},
-                              {"mean_difference", seeds.mean_difference},
-                              {"permutation",
-                               {{"effect_size", seeds.effect_size}, {"p_value", seeds.p_value}, {"resamples", seeds.resamples}}}};
-                std::string row = fmt::format("| {} | {} | {} | {} | {} | {:.2f} | {:.4f} |", a.setting, b.setting, metric,
-                                              shared.size(), number_text(seeds.mean_difference), portable(seeds.effect_size),
-                                              portable(seeds.p_value));
-                // Per test example, averaged over the shared seeds, where every one of them has the scores.
-                std::vector<double> ea, eb;
-                bool per_example = true;
-                for (const int64_t s : shared) {
-                    const Json& ra = a.by_seed.at(s)->result;
-                    const Json& rb = b.by_seed.at(s)->result;
-                    const Json none = Json::object();
-                    const Json& pa = ra.value("per_example", none);
-                    const Json& pb = rb.value("per_example", none);
-                    // The same test set, decoded and scored the same way.
-                    const bool same_test = ra.value("test_settings", none) == rb.value("test_settings", none);
-                    if (!same_test || !pa.contains(metric) || !pb.contains(metric) || pa.at(metric).size() != pb.at(metric).size() ||
-                        (!ea.empty() && pa.at(metric).size() != ea.size())) {
-                        per_example = false;
-                        break;
-                    }
-                    ea.resize(pa.at(metric).size(), 0.0);
-                    eb.resize(pb.at(metric).size(), 0.0);
-                    for (size_t k = 0; k < ea.size(); ++k) {
-                        ea[k] += pa.at(metric)[k].get<double>() / static_cast<double>(shared.size());
-                        eb[k] += pb.at(metric)[k].get<double>() / static_cast<double>(shared.size());
-                    }
-                }
-                if (per_example && !ea.empty()) {
-                    const eval::PairedTest examples = eval::paired_bootstrap_test(ea, eb, bootstrap_samples, seed);
-                    entry["bootstrap"] = {{"examples", examples.pairs},
-                                          {"mean_difference", examples.mean_difference},
-                                          {"effect_size", examples.effect_size},
-                                          {"p_value", examples.p_value},
-                                          {"resamples", examples.resamples}};
-                    row += fmt::format(" {} | {:.3f} | {:.4f} |", examples.pairs, portable(examples.effect_size),
-                                       portable(examples.p_value));
-                } else {
-                    row += " | | |";
-                }
-                pair_table += row + "\n";
-                pairs.push_back(std::move(entry));
-            }
-        }
-    }
-    out.json = {{"settings", settings}, {"pairs", pairs}, {"bootstrap_samples", bootstrap_samples}, {"seed", seed}};
-    out.markdown = fmt::format(
-        "Per setting: mean ± standard error over seeds (the 95 % confidence interval of the mean, Student's t; min – max)\n\n{}",
-        table);
-    if (!pairs.empty()) {
-        out.markdown += fmt::format(
-            "\nPaired differences a − b on the seeds both have: Cohen's d_z, the two-sided paired permutation test over "
-            "seeds, and for metrics scored per test example the paired bootstrap ({} resamples) over the examples' "
-            "seed-averaged scores\n\n{}",
-            bootstrap_samples, pair_table);
-        // The exact test's smallest p is 2/2^n (every seed agreeing): below 6 seeds it cannot reach 0.05.
-        if (fewest_seeds < 6) {
-            out.markdown += fmt::format(
-                "\nSome pairs share only {} seeds: with n seeds the exact permutation test cannot go below p = 2/2^n "
-                "({:.4f} here), so their differences over seeds cannot be established at 0.05; 6 seeds can.\n",
-                fewest_seeds, 2.0 / std::pow(2.0, static_cast<double>(fewest_seeds)));
-        }
-    }
+    out.json = {{"settings", settings.settings}, {"pairs", differences.pairs}, {"bootstrap_samples", bootstrap_samples}, {"seed", seed}};
+    out.markdown = comparison_markdown(settings, differences, bootstrap_samples);
     return out;
 }
 

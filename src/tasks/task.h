@@ -18,8 +18,6 @@
 #include "config/experiment_config.h"
 #include "data/batching.h"
 #include "data/tokenizer.h"
-#include "decode/headlines.h"
-#include "eval/rouge_report.h"
 #include "tasks/trained_model.h"
 #include "models/memory_estimate.h"
 #include "models/model.h"
@@ -68,11 +66,11 @@ public:
     // Loss and metrics on the validation data, dropout off; nullopt when the config gives none.
     virtual std::optional<Validation> validate() = 0;
     // A fixed batch of validation inputs as text (headline: the first articles; mlm: the first lines of
-    // the first validation source), on which the trainer measures the attention diagnostics at each
-    // validation; empty: none.
+    // the first validation source), on which observers of the training run (analysis/training_observers.h)
+    // measure the attention diagnostics at each validation; empty: none.
     virtual std::vector<std::string> diagnostic_texts() const { return {}; }
     // For a task whose inputs are not text: a forward pass over a fixed batch of its validation inputs,
-    // on which the trainer measures the same diagnostics; empty: none.
+    // on which the observers measure the same diagnostics; empty: none.
     virtual models::DiagnosticForward diagnostic_forward() { return {}; }
     // A new run's start from `init_from`: by default every parameter the checkpoint holds by name
     // (heads it lacks start fresh).
@@ -93,11 +91,10 @@ struct TestResult {
 
 // What `hnas eval` was given beside the checkpoint; each task reads the fields it needs.
 struct EvaluationRequest {
-    std::string input;        // classify: a TSV in the training data's layout; span: SQuAD JSON; headline: articles
-    std::string references;   // headline: the reference headlines, one per line
-    std::string predictions;  // headline: where the decoded headlines go
-    decode::DecodeSettings decoding;  // headline: the beam search's settings given on the command line
-    eval::RougeOptions rouge;         // headline
+    std::string input;        // the file scored (classify: a TSV in the training data's layout; span: SQuAD JSON; headline: articles)
+    std::string references;   // what generated outputs are scored against, one per line
+    std::string predictions;  // where generated outputs go
+    Json options;             // the task's own settings given on the command line, which the task reads (headline: decoding, rouge)
 };
 
 // What `hnas eval` reports: the task's fields of the JSON report, and the text it prints.
@@ -147,6 +144,10 @@ struct TaskDefinition {
     // The tokenizer a task's data fixes (synthetic: its symbols), used instead of a trained one; null:
     // the config's tokenizer.
     data::Tokenizer (*fixed_tokenizer)(const config::ExperimentConfig& config);
+    // A text as the ids the task's encoder reads, for the attention analyses (headline: the article's
+    // pieces cut to data.max_source; the BERT tasks: [CLS] pieces [SEP]); null: its inputs are not text.
+    std::vector<int32_t> (*encoder_ids)(const config::ExperimentConfig& config, const data::Tokenizer& tokenizer,
+                                        const std::string& text);
 };
 
 // The registry (registry.cpp): the definition of every task.

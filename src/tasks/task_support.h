@@ -16,6 +16,18 @@ namespace hnas::tasks {
 inline constexpr size_t kDiagnosticTexts = 32;
 
 // The real (unpadded) tokens a model reads from a batch: what input tokens/s counts.
+// TaskDefinition::encoder_ids of the tasks on the BERT-style encoder: [CLS] text [SEP], the text cut to
+// the model's positions.
+inline std::vector<int32_t> bert_encoder_ids(const config::ExperimentConfig& config, const data::Tokenizer& tokenizer,
+                                             const std::string& text) {
+    std::vector<int32_t> ids = tokenizer.encode(text);
+    const auto longest = static_cast<size_t>(config.model.max_source_positions - 2);
+    if (ids.size() > longest) ids.resize(longest);
+    ids.insert(ids.begin(), data::kClsId);
+    ids.push_back(data::kSepId);
+    return ids;
+}
+
 inline int64_t input_tokens(const data::Seq2SeqBatch& batch) { return batch.source_tokens + batch.target_tokens; }
 template <typename Batch>
 int64_t input_tokens(const Batch& batch) {

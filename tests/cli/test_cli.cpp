@@ -142,7 +142,7 @@ TEST(CommandLine, WeightsOfACheckpointAndOfAFileThatIsNone) {
 }
 
 // `hnas inspect` on the configs of tasks whose model reads no tokens, with what training fills in from
-// the data (the images' classes: 10 digits), counts the model it builds (docs/experiments.md: 203 k).
+// the data (the images' classes: 10 digits), counts the model it builds (docs/experiments/paper003_ot.md: 203 k).
 TEST(CommandLine, InspectCountsModelsThatReadNoTokens) {
     const std::string source = HNAS_SOURCE_DIR;
     const Outcome digits = run_hnas({"inspect", source + "/configs/paper003_digits.json", "--set",

@@ -254,6 +254,7 @@ const TaskDefinition& definition() {
         .outputs_command = nullptr,
         .test = test,
         .fixed_tokenizer = nullptr,
+        .encoder_ids = bert_encoder_ids,
     };
     return classify;
 }

@@ -7,6 +7,7 @@
 #include "base/atomic_file.h"
 #include "base/number_format.h"
 #include "base/read_file.h"
+#include "eval/rouge_report.h"
 #include "models/seq2seq.h"
 #include "tasks/headline/headline_options.h"
 #include "tasks/task_support.h"
@@ -74,15 +75,16 @@ std::string format_headlines(const DecodeRun& run) {
 Evaluation evaluate(const TrainedCheckpoint& trained, const EvaluationRequest& request) {
     HNAS_CHECK(!request.input.empty() && !request.references.empty(), "eval: ", trained.checkpoint.path(),
                " holds a headline model: give --articles and --references");
+    const decode::DecodeSettings settings = decode::decode_settings(request.options.value("decoding", Json::object()));
+    const eval::RougeOptions r = eval::rouge_options(request.options.value("rouge", Json::object()));
     const auto references = read_lines(request.references, "references");
-    const DecodeRun run = decode_file(trained, request.decoding, request.input);
+    const DecodeRun run = decode_file(trained, settings, request.input);
     HNAS_CHECK(references.size() == run.headlines.size(), "eval: ", request.input, " has ", run.headlines.size(),
                " articles but ", request.references, " has ", references.size(), " references");
     write_file_atomically(request.predictions, format_headlines(run));
-    const eval::RougeReport rouge = eval::score_rouge(best_headlines(run.headlines), references, request.rouge);
-    const eval::RougeOptions& r = request.rouge;
+    const eval::RougeReport rouge = eval::score_rouge(best_headlines(run.headlines), references, r);
     Json decoding = decoding_json(run.beam);
-    decoding.update({{"batch", request.decoding.batch}, {"precision", name_of(request.decoding.precision)}, {"seconds", run.seconds}});
+    decoding.update({{"batch", settings.batch}, {"precision", name_of(settings.precision)}, {"seconds", run.seconds}});
     Json report = {{"articles", request.input},
                    {"references", request.references},
                    {"hypotheses", request.predictions},

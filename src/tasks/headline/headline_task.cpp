@@ -174,6 +174,13 @@ TestResult test(const TrainedCheckpoint& trained) {
     return result;
 }
 
+// An article as the encoder reads it: its pieces, cut to the longest source.
+std::vector<int32_t> article_ids(const config::ExperimentConfig& config, const data::Tokenizer& tokenizer, const std::string& text) {
+    std::vector<int32_t> ids = tokenizer.encode(text);
+    ids.resize(std::min(ids.size(), static_cast<size_t>(max_source(config))));
+    return ids;
+}
+
 }  // namespace
 
 const TaskDefinition& definition() {
@@ -192,6 +199,7 @@ const TaskDefinition& definition() {
         .outputs_command = "hnas decode",
         .test = test,
         .fixed_tokenizer = nullptr,
+        .encoder_ids = article_ids,
     };
     return headline;
 }

@@ -202,6 +202,7 @@ const TaskDefinition& definition() {
         .outputs_command = nullptr,
         .test = test,
         .fixed_tokenizer = nullptr,
+        .encoder_ids = bert_encoder_ids,
     };
     return mlm;
 }

@@ -212,6 +212,7 @@ const TaskDefinition& definition() {
         .outputs_command = nullptr,
         .test = test,
         .fixed_tokenizer = no_text,
+        .encoder_ids = nullptr,
     };
     return multiview;
 }

@@ -228,6 +228,7 @@ const TaskDefinition& definition() {
         .outputs_command = nullptr,
         .test = test_on_file<score_file, test_file>,
         .fixed_tokenizer = nullptr,
+        .encoder_ids = bert_encoder_ids,
     };
     return span;
 }

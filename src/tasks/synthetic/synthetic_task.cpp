@@ -203,6 +203,11 @@ data::Tokenizer symbol_tokenizer(const config::ExperimentConfig& config) {
     return data::Tokenizer::symbols(static_cast<int32_t>(options(config).symbols));
 }
 
+// A text of symbols as the encoder reads it: its ids, no special tokens.
+std::vector<int32_t> symbol_ids(const config::ExperimentConfig& /*config*/, const data::Tokenizer& tokenizer, const std::string& text) {
+    return tokenizer.encode(text);
+}
+
 }  // namespace
 
 const TaskDefinition& definition() {
@@ -221,6 +226,7 @@ const TaskDefinition& definition() {
         .outputs_command = nullptr,
         .test = test,
         .fixed_tokenizer = symbol_tokenizer,
+        .encoder_ids = symbol_ids,
     };
     return synthetic;
 }

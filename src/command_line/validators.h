@@ -19,7 +19,7 @@
 
 #include "base/enum_names.h"
 
-namespace hnas::cli {
+namespace hnas::command_line {
 
 // An enum option's choices from the enum's name table (base/enum_names.h): each name becomes its
 // enumerator, and any other value is an error listing the names ("--color: must be "auto", "always" or
@@ -144,4 +144,4 @@ CLI::Validator finite_number() {
     return number_in<T>(-std::numeric_limits<T>::max(), std::numeric_limits<T>::max());
 }
 
-}  // namespace hnas::cli
+}  // namespace hnas::command_line

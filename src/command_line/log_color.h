@@ -11,9 +11,9 @@
 #include <memory>
 #include <string>
 
-#include "cli/validators.h"
+#include "command_line/validators.h"
 
-namespace hnas::cli {
+namespace hnas::command_line {
 
 enum class LogColor { automatic, always, never };
 inline constexpr EnumName<LogColor> kLogColorNames[]{
@@ -47,4 +47,4 @@ inline void add_color_option(CLI::App& app) {
     app.fallthrough();
 }
 
-}  // namespace hnas::cli
+}  // namespace hnas::command_line
