@@ -1,21 +1,29 @@
-#include "tasks/classify/classify_task.h"
-#include "tasks/headline/headline_task.h"
-#include "tasks/images/images_task.h"
-#include "tasks/mlm/mlm_task.h"
-#include "tasks/multiview/multiview_task.h"
-#include "tasks/span/span_task.h"
-#include "tasks/synthetic/synthetic_task.h"
+#include "tasks/task.h"
+
+// Every task, one line each, in the order configs and tables list them; the first is a config's default
+// task. Each task's folder defines its tasks::<name>::definition().
+#define HNAS_TASKS(TASK) \
+    TASK(headline)       \
+    TASK(mlm)            \
+    TASK(classify)       \
+    TASK(span)           \
+    TASK(synthetic)      \
+    TASK(multiview)      \
+    TASK(images)
+
+#define HNAS_DECLARE_TASK(name) \
+    namespace hnas::tasks::name { const TaskDefinition& definition(); }
+HNAS_TASKS(HNAS_DECLARE_TASK)
+#undef HNAS_DECLARE_TASK
 
 namespace hnas::tasks {
 
 namespace {
 
-// Every task, one line each; the first is a config's default task.
 const std::vector<const TaskDefinition*>& definitions() {
-    static const std::vector<const TaskDefinition*> all{
-        &headline::definition(), &mlm::definition(),       &classify::definition(), &span::definition(),
-        &synthetic::definition(), &multiview::definition(), &images::definition(),
-    };
+#define HNAS_TASK_ENTRY(name) &name::definition(),
+    static const std::vector<const TaskDefinition*> all{HNAS_TASKS(HNAS_TASK_ENTRY)};
+#undef HNAS_TASK_ENTRY
     return all;
 }
 
