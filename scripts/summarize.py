@@ -3,29 +3,17 @@
 metrics.jsonl, sweep.json, comparison.json, eval reports); each is written into its folder and printed.
 
     scripts/summarize.py sweep OUT [--metrics accuracy,…] [--pair a:b …]     OUT/diagnostics.md
-        per setting of a sweep: test metrics (mean ± s.e. over seeds), the explaining-away statistics of
-        every attention at each run's last validation (paper 004 Definition 1: the share of keys whose
-        weight sum is below ε, the smallest sum × L_k) and hnas's u there; then the paired tests of the
-        --pair differences a − b, or else by cell: settings named KIND_CELL, each non-first kind of a
-        cell against the cell's first kind in the sweep's order
+        per setting: test metrics, the explaining-away statistics (paper 004 Definition 1) and hnas's u at
+        each run's last validation; then the paired tests of the --pair differences a − b, or else by cell
+        (settings named KIND_CELL: each non-first kind of a cell against the cell's first kind)
     scripts/summarize.py finetune OUT TASK…                                     (scripts/recipe.sh finetune)
-        per task: each arm's chosen learning rate, test accuracy / MCC / F1 beside the majority-class
-        baseline, the paired tests that answer its questions (does pretraining pay; does the real BERT
-        beat hnas's own encoders; does switching a softmax-pretrained encoder to hnas or dnas change the
-        score), and hnas's u per layer in the best checkpoints
-    scripts/summarize.py recipe OUT INIT SEED KIND…                             OUT/summary.md
-        scripts/recipe.sh gigaword's runs: each kind's test ROUGE beside the lead-8 baseline, then the
-        first ten test articles (as they come) with their reference and each kind's headline
+    scripts/summarize.py recipe OUT INIT SEED KIND…                             OUT/summary.md (recipe.sh gigaword)
     scripts/summarize.py pretrain RUN_OR_SWEEP… [--out DIR] [--minutes 10,20,30,60] [--u-trajectory]
-        masked-LM runs' validation masked-token accuracy against minutes of training (the last validation
-        at or before each mark; "†" a finished run's final accuracy past its end), per encoder layer at
-        the end hnas's u and the explaining-away statistics, with --u-trajectory u per layer at every
-        validation: OUT/pretrain_curves.md and, with python3-matplotlib, pretrain_curves.png (and
-        pretrain_u.png). Minutes compare only between runs that ran alike (alone, the same threads)
-    scripts/summarize.py decoding OUT                                           OUT/decoding_grid.md
-        scripts/recipe.sh decoding's grid, sorted by the mean of ROUGE-1, -2 and -L (also as JSON)
-    scripts/summarize.py bench MODE ARGS…
-        scripts/bench.sh's per-run records and tables (its internals; see the bench_* functions)
+        masked-LM validation accuracy against minutes of training, and per encoder layer u and the
+        explaining-away statistics: OUT/pretrain_curves.md and, with python3-matplotlib, its plots
+        (docs/pretraining.md). Minutes compare only between runs that ran alike (alone, the same threads)
+    scripts/summarize.py decoding OUT                                           OUT/decoding_grid.md (recipe.sh decoding)
+    scripts/summarize.py bench MODE ARGS…                                       scripts/bench.sh's internals
 """
 import argparse
 import glob
