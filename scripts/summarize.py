@@ -313,25 +313,22 @@ def pretrain(args):
     except ImportError:
         print("summarize: no matplotlib (apt-get install python3-matplotlib; run /usr/bin/python3): no plot", file=sys.stderr)
         return
-    figure, axes = plt.subplots(figsize=(8, 5))
-    for run, curve in curves.items():
-        axes.plot([p[1] for p in curve], [100 * p[2] for p in curve], marker="o", markersize=3, label=names[run])
-    axes.set(xlabel="minutes of training", ylabel="validation masked-token accuracy (%)")
-    axes.grid(alpha=0.3)
-    axes.legend(fontsize=7)
-    figure.tight_layout()
-    figure.savefig(os.path.join(out, "pretrain_curves.png"), dpi=120)
-    if any(trajectories.values()):
-        figure, axes = plt.subplots(figsize=(8, 4))
-        for run, trajectory in trajectories.items():
-            for layer in (trajectory[0][1] if trajectory else {}):
-                axes.plot([step for step, _ in trajectory], [u[layer] for _, u in trajectory], marker="o", markersize=3,
-                          label=f"{names[run]} {layer.replace('encoder.layers.', 'layer ').replace('.self_attn', '')}")
-        axes.set(xlabel="step", ylabel="hnas u (mean over heads)", ylim=(0, 1))
+    def plot(name, height, series, **labels):  # series: (x, y, label) of each line
+        figure, axes = plt.subplots(figsize=(8, height))
+        for x, y, label in series:
+            axes.plot(x, y, marker="o", markersize=3, label=label)
+        axes.set(**labels)
         axes.grid(alpha=0.3)
         axes.legend(fontsize=7)
         figure.tight_layout()
-        figure.savefig(os.path.join(out, "pretrain_u.png"), dpi=120)
+        figure.savefig(os.path.join(out, name), dpi=120)
+    plot("pretrain_curves.png", 5, [([p[1] for p in curve], [100 * p[2] for p in curve], names[run]) for run, curve in curves.items()],
+         xlabel="minutes of training", ylabel="validation masked-token accuracy (%)")
+    if any(trajectories.values()):
+        plot("pretrain_u.png", 4, [([step for step, _ in trajectory], [u[layer] for _, u in trajectory],
+                                    f"{names[run]} {layer.replace('encoder.layers.', 'layer ').replace('.self_attn', '')}")
+                                   for run, trajectory in trajectories.items() for layer in (trajectory[0][1] if trajectory else {})],
+             xlabel="step", ylabel="hnas u (mean over heads)", ylim=(0, 1))
 
 
 def decoding(args):
