@@ -77,6 +77,20 @@ def tensor_json(t, digits):
     return entry
 
 
+def dump(value, indent=0):
+    """JSON with one key per line, but lists of numbers kept on one line."""
+    pad = "  " * indent
+    if isinstance(value, dict):
+        if not value:
+            return "{}"
+        items = [f'{pad}  {json.dumps(k)}: {dump(v, indent + 1)}' for k, v in value.items()]
+        return "{\n" + ",\n".join(items) + "\n" + pad + "}"
+    if isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value):
+        items = [f"{pad}  {dump(v, indent + 1)}" for v in value]
+        return "[\n" + ",\n".join(items) + "\n" + pad + "]"
+    return json.dumps(value, allow_nan=False)
+
+
 def jsons(tensors, digits):
     return {k: tensor_json(t, digits) for k, t in tensors.items()}
 
@@ -264,17 +278,14 @@ def build_head_products():
 
 
 # ---------------------------------------------------------------- attention layer
-# Whole multi-head attention layers, one per (normalization kind, setting); written to
-# attention.json. The reference is written out by hand below, in float64; masked entries
-# are replaced (torch.where), never added to, so no -inf or NaN can reach a gradient.
+# Whole multi-head attention layers (twin.Attention), one per (normalization kind, setting); the checks
+# hold each kind to its definition, its limits and, for lnas, torch.nn.MultiheadAttention.
 
 ATTENTION_KINDS = ("lnas", "dnas", "hnas", "sinkhorn", "dnas_causal", "nap", "non")
 PROBABILITY_KINDS = ("lnas", "dnas", "hnas", "sinkhorn", "dnas_causal")  # rows sum to 1
-PARAMETER_NAMES = ("q_proj.weight", "q_proj.bias", "k_proj.weight", "k_proj.bias",
-                   "v_proj.weight", "v_proj.bias", "out_proj.weight", "out_proj.bias")
+PARAMETER_NAMES = tuple(f"{p}_proj.{t}" for p in ("q", "k", "v", "out") for t in ("weight", "bias"))
 WIDTH, HEADS, BATCH = 8, 2, 2
-SINKHORN_ITERATIONS = 3
-NAP_EPS = 1e-5
+SINKHORN_ITERATIONS, NAP_EPS = 3, 1e-5
 PAPER002_NAP = {"eps": 1e-3, "denominator": "std_plus_eps", "score_scale": "none"}
 HYBRID_THETA = [-1.2, 0.4]
 NAP_GAIN, NAP_BIAS = [1.3, 0.8], [0.1, -0.2]
@@ -540,10 +551,8 @@ def build_attention():
 
 
 # ---------------------------------------------------------------- paper 002's blocks and mixers
-# One encoder layer (src/nn/transformer_layer.h) per (block, mixer, kind) that paper 002 compares:
-# BERT's post-LN block and the MTE block of its App. D, mixing by attention (softmax, NAP, NON) or by
-# sum or max pooling; written to layers.json. Inputs are (B, L, D) with ragged padding; the gradient
-# flowing in is 0 at padded positions, as every loss leaves them out.
+# One encoder layer (src/nn/transformer_layer.h) per (block, mixer, kind) that paper 002 compares. The
+# gradient flowing in is 0 at padded positions, as every loss leaves them out.
 
 LAYER_WIDTH, LAYER_HEADS, LAYER_HIDDEN, LAYER_LENGTH = 8, 2, 12, 5
 LAYER_KEY_VALID = [[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]]
@@ -593,8 +602,7 @@ def build_layers():
 
 
 # ---------------------------------------------------------------- whole models
-# Tiny seq2seq and BERT models, end to end from ids to the loss; written to models.json. The models are
-# the twin's (twin.model.Seq2Seq and Bert) in float64, checked against torch.nn.Transformer*Layer.
+# The twin's tiny seq2seq and BERT models, ids to loss, checked against torch.nn.Transformer*Layer.
 
 # d 16 keeps the file near 1.2 MB; d 32 with ffn 64 would write 4.3 MB (parameters and grads grow as d^2)
 MODEL_VOCAB, MODEL_WIDTH, MODEL_HEADS, MODEL_FFN, MODEL_LAYERS, MODEL_POSITIONS = 50, 16, 4, 32, 2, 16
@@ -854,10 +862,8 @@ def build_heads():
 
 
 # ---------------------------------------------------------------- optimizers
-# A few parameters through five steps of each optimizer from fixed gradients; written to
-# optim.json. The optimizers are the twin's (twin.optim.make_optimizer): AdamW and Adam are torch.optim's,
-# checked here against the update written out by hand; LAMB is the twin's own, checked against its
-# invariant (each step moves a tensor by lr ||w||).
+# The twin's optimizers (twin.optim.make_optimizer) from fixed gradients: AdamW and Adam, torch.optim's, checked
+# against the update written out by hand; LAMB, the twin's own, against its invariant (a step moves w by lr ||w||).
 
 OPTIM_STEPS = 5
 OPTIM_LR, OPTIM_BETA1, OPTIM_BETA2, OPTIM_EPS = 1e-2, 0.9, 0.999, 1e-8
@@ -868,11 +874,9 @@ optim_cases = []
 
 
 def optim_inputs():
-    params = {
-        "layer.weight": uniform((4, 3)),
-        "layer.bias": torch.zeros(3, dtype=torch.float32),  # LAMB: ||w|| = 0 on the first step
-        "layer.norm.weight": uniform((2,), 0.5, 1.5),
-    }
+    # layer.bias: LAMB's ||w|| = 0 on the first step
+    params = {"layer.weight": uniform((4, 3)), "layer.bias": torch.zeros(3, dtype=torch.float32),
+              "layer.norm.weight": uniform((2,), 0.5, 1.5)}
     grads = [{k: uniform(v.shape) * scale for k, v in params.items()} for scale in OPTIM_GRAD_SCALES]
     assert len(grads) == OPTIM_STEPS
     grads[0]["layer.weight"][0, 0] = 0.0  # m = v = 0 there after step 1: the update is 0 / (0 + eps)
@@ -947,41 +951,37 @@ def build_optim():
         moved = max((steps[-1][k] - params[k].double()).abs().max().item() for k in params)
         print(f"{kind}: largest move over {OPTIM_STEPS} steps {moved:.4f}")
         optim_cases.append({
-            "name": kind,
-            "kind": kind,
-            "options": {"learning_rate": OPTIM_LR, "beta1": OPTIM_BETA1, "beta2": OPTIM_BETA2,
-                        "epsilon": eps, "weight_decay": decay},
-            "decayed": decayed,
-            "parameters": {k: tensor_json(t, F32_DIGITS) for k, t in params.items()},
-            "grads": [{k: tensor_json(t, F32_DIGITS) for k, t in g.items()} for g in grads],
-            "steps": [{k: tensor_json(t, F64_DIGITS) for k, t in s.items()} for s in steps],
-        })
-
-
-# ---------------------------------------------------------------- writing
-
-def dump(value, indent=0):
-    """JSON with one key per line, but lists of numbers kept on one line."""
-    pad = "  " * indent
-    if isinstance(value, dict):
-        if not value:
-            return "{}"
-        items = [f'{pad}  {json.dumps(k)}: {dump(v, indent + 1)}' for k, v in value.items()]
-        return "{\n" + ",\n".join(items) + "\n" + pad + "}"
-    if isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value):
-        items = [f"{pad}  {dump(v, indent + 1)}" for v in value]
-        return "[\n" + ",\n".join(items) + "\n" + pad + "]"
-    return json.dumps(value, allow_nan=False)
+            "name": kind, "kind": kind, "options": {"learning_rate": OPTIM_LR, "beta1": OPTIM_BETA1, "beta2": OPTIM_BETA2,
+                                                    "epsilon": eps, "weight_decay": decay},
+            "decayed": decayed, "parameters": jsons(params, F32_DIGITS), "grads": [jsons(g, F32_DIGITS) for g in grads],
+            "steps": [jsons(s, F64_DIGITS) for s in steps]})
 
 
 # ---------------------------------------------------------------- multi-view model
-# Paper 004's multi-view attention model (src/models/multiview.h) from three views' boxes to the loss,
-# per attention kind and pooling baseline; written to multiview.json. Ragged padding in every view.
+# Paper 004's multi-view attention model (src/models/multiview.h), boxes to loss, per attention kind and
+# pooling baseline; ragged padding in every view.
 
 MV_WIDTH, MV_READOUT, MV_CLASSES = 8, 12, 6
 MV_VALID = ([[1, 1, 1], [1, 1, 0]], [[1, 1, 1, 1], [1, 1, 0, 0]], [[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
 MV_LABELS = [4, 1]
 multiview_cases = []
+
+
+def classifier_outcome(params, forward, labels):
+    """What a classifier's case writes: forward(float64 leaves) gives the logits (B, C), their cross-entropy
+    against labels the loss."""
+    ref = double_leaves(params)
+    logits = forward(ref)
+    loss = F.cross_entropy(logits, torch.tensor(labels))
+    loss.backward()
+    assert not torch.isnan(logits).any()
+    return {"parameters": jsons(params, F32_DIGITS), "logits": tensor_json(logits.detach(), F64_DIGITS),
+            "loss": round(loss.item(), F64_DIGITS), "grads": {k: tensor_json(v.grad, F64_DIGITS) for k, v in ref.items()}}
+
+
+def under(p, prefix):
+    """The entries of p whose names start with prefix, without it."""
+    return {n[len(prefix):]: v for n, v in p.items() if n.startswith(prefix)}
 
 
 def multiview_parameter_names(mixer, kind):
@@ -1020,10 +1020,9 @@ def multiview_model(kind, mixer, heads, views, valids, p):
     for m in (1, 2):
         x, valid = views[m], valids[m]
         if mixer == "attention":
-            prefix = f"fusion.views.{m}."
-            attention = {n[len(prefix):]: v for n, v in p.items() if n.startswith(prefix)}
             fusion = twin.Attention(MV_WIDTH, heads, kind, values=False)
-            total = total + functional_call(fusion, attention, (views[0], x, twin.Masks(valid, valids[0], heads)))[0]
+            total = total + functional_call(fusion, under(p, f"fusion.views.{m}."),
+                                            (views[0], x, twin.Masks(valid, valids[0], heads)))[0]
         elif mixer == "sum":
             total = total + (x * valid.unsqueeze(-1)).sum(dim=1, keepdim=True)
         else:
@@ -1039,22 +1038,15 @@ def add_multiview_case(kind, mixer, heads=1):
     valids = [torch.tensor(v, dtype=torch.float32) for v in MV_VALID]
     views = [uniform((BATCH, v.shape[1], MV_WIDTH), -1.5, 1.5) * v.unsqueeze(-1) for v in valids]
     params = {n: multiview_parameter(n, heads) for n in multiview_parameter_names(mixer, kind)}
-    ref = double_leaves(params)
-    logits = multiview_model(kind, mixer, heads, [v.double() for v in views], [v.double() for v in valids], ref)
-    loss = F.cross_entropy(logits, torch.tensor(MV_LABELS))
-    loss.backward()
-    assert not torch.isnan(logits).any(), name
+    outcome = classifier_outcome(
+        params, lambda p: multiview_model(kind, mixer, heads, [v.double() for v in views], [v.double() for v in valids], p),
+        MV_LABELS)
     multiview_cases.append({
         "name": name, "kind": kind, "mixer": mixer, "heads": heads,
         "width": MV_WIDTH, "readout": MV_READOUT, "classes": MV_CLASSES, "layer_norm_eps": LN_EPS,
         "inputs": {**{f"features_{v}": tensor_json(views[v], F32_DIGITS) for v in range(3)},
-                   **{f"valid_{v}": tensor_json(valids[v], F32_DIGITS) for v in range(3)},
-                   "labels": MV_LABELS},
-        "parameters": {k: tensor_json(t, F32_DIGITS) for k, t in params.items()},
-        "logits": tensor_json(logits.detach(), F64_DIGITS),
-        "loss": round(loss.item(), F64_DIGITS),
-        "grads": {k: tensor_json(v.grad, F64_DIGITS) for k, v in ref.items()},
-    })
+                   **{f"valid_{v}": tensor_json(valids[v], F32_DIGITS) for v in range(3)}, "labels": MV_LABELS},
+        **outcome})
 
 
 def build_multiview():
@@ -1066,9 +1058,7 @@ def build_multiview():
 
 
 # ---------------------------------------------------------------- paper 003's ViT
-# The images task's model (src/models/vit.h) end to end, patches to the loss: linear patch embedding,
-# class token, learned positions, pre-LN layers (LNAS, then paper 003's ot as the last layer), the final
-# norm and the class token's classifier; written to vit.json.
+# The images task's model (src/models/vit.h), patches to loss: pre-LN layers, LNAS then paper 003's ot last.
 
 VIT_WIDTH, VIT_HEADS, VIT_FFN, VIT_PATCHES, VIT_VALUES, VIT_CLASSES, VIT_BATCH = 16, 4, 32, 4, 4, 3, 3
 VIT_KINDS = ("lnas", "ot")
@@ -1104,9 +1094,7 @@ def vit_model(patches, p, layers):
     x = torch.cat([p["class_token"].expand(patches.shape[0], 1, VIT_WIDTH), x], 1) + p["positions"]
     real = torch.ones(x.shape[:2], dtype=x.dtype)
     for i, layer in enumerate(layers):
-        prefix = f"encoder.layers.{i}."
-        x = functional_call(layer, {n[len(prefix):]: v for n, v in p.items() if n.startswith(prefix)},
-                            (x, twin.Masks(real, real, VIT_HEADS)))
+        x = functional_call(layer, under(p, f"encoder.layers.{i}."), (x, twin.Masks(real, real, VIT_HEADS)))
     x = F.layer_norm(x, (VIT_WIDTH,), p["encoder.final_norm.weight"], p["encoder.final_norm.bias"], LN_EPS)
     return F.linear(x[:, 0], p["classifier.weight"], p["classifier.bias"])
 
@@ -1115,20 +1103,11 @@ def build_vit():
     patches = uniform((VIT_BATCH, VIT_PATCHES, VIT_VALUES), 0.0, 1.0)
     layers = vit_layers()
     params = {n: vit_parameter(n, shape) for n, shape in vit_parameter_shapes(layers).items()}
-    ref = double_leaves(params)
-    logits = vit_model(patches.double(), ref, layers)
-    loss = F.cross_entropy(logits, torch.tensor(VIT_LABELS))
-    loss.backward()
-    assert not torch.isnan(logits).any()
+    outcome = classifier_outcome(params, lambda p: vit_model(patches.double(), p, layers), VIT_LABELS)
     vit_cases.append({
         "name": "lnas_ot", "kinds": list(VIT_KINDS), "width": VIT_WIDTH, "heads": VIT_HEADS, "ffn": VIT_FFN,
         "patches": VIT_PATCHES, "patch_values": VIT_VALUES, "classes": VIT_CLASSES, "layer_norm_eps": LN_EPS,
-        "inputs": {"patches": tensor_json(patches, F32_DIGITS), "labels": VIT_LABELS},
-        "parameters": {k: tensor_json(t, F32_DIGITS) for k, t in params.items()},
-        "logits": tensor_json(logits.detach(), F64_DIGITS),
-        "loss": round(loss.item(), F64_DIGITS),
-        "grads": {k: tensor_json(v.grad, F64_DIGITS) for k, v in ref.items()},
-    })
+        "inputs": {"patches": tensor_json(patches, F32_DIGITS), "labels": VIT_LABELS}, **outcome})
 
 
 def write(name, cases, kib):
