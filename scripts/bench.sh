@@ -1,104 +1,49 @@
 #!/usr/bin/env bash
-# hnas's speed and numerics measured, one subcommand each (docs/performance.md, docs/distributed.md):
+# hnas's speed and numerics measured, one subcommand each; what each measures and how to read it is in
+# docs/performance.md ("How to measure"), docs/distributed.md (ddp) and the README's command table.
 #
 #   scripts/bench.sh train [--quick] [--rounds 3] [--steps 20] [--warmup 3] [--threads 2] [--tasks "headline mlm"]
 #                          [--kinds "lnas dnas hnas"] [--precision f32|bf16] [--peers "…"] [--out DIR] [--no-build]
-#     hnas-bench train against its PyTorch peers on the reference workloads: first every peer must build the same
-#     model (scripts/torch_reference.py --load of hnas's initial parameters and batch; step-0 loss within 1e-4,
-#     gradient norm within 1e-3, dropout off, f32), then timed runs alternating run by run (the order reversed
-#     every other round): medians [min–max] of step times, speed and peak RSS ratios, hnas's step over its
-#     matmul-only bound (operands in cache, and evicted by a 64 MiB write) and torch.compile's first step.
-#     --quick: 1 round of 2 timed steps after 1 warm-up step.
+#     hnas-bench train beside its PyTorch peers on the reference workloads, each peer first checked to build the
+#     same model; --quick: 1 round of 2 timed steps after 1 warm-up step.
 #   scripts/bench.sh real [--steps 400] [--rounds 2] [--threads 2] [--configs "gigaword mlm"] [--baseline BIN]
 #                         [--precision f32|bf16] [--peers "…"] [--out DIR] [--no-build]
-#     `hnas train` on the bundled data (gigaword: configs/gigaword.json with batches of 64 at rate 0.001; mlm:
-#     configs/mlm.json), then each peer trains scripts/torch_reference.py on the very batches that run drew
-#     (hnas-bench batches), from the same parameters (step-0 loss checked); --baseline adds another hnas binary.
-#     Rounds alternate; medians [min–max] of max RSS (GNU time), hnas's tensor live peak, seconds to the last
-#     step and the ratios; torch.compile's recompiling steps (the batches' shapes vary) are reported apart.
+#     `hnas train` on the bundled data beside each peer trained on the very batches that run drew (--baseline:
+#     another hnas binary too).
 #   scripts/bench.sh decode [--checkpoint FILE] [--steps 400] [--beams "1 4"] [--count 1951] [--batch 32]
 #                           [--rounds 3] [--threads 2] [--precision f32|bf16] [--peers "…"] [--out DIR] [--no-build]
-#     hnas-bench decode's beam search beside scripts/torch_reference.py (cached keys and values, the same search)
-#     on the same model and batches: articles/s per beam, the ratios, how many best hypotheses are hnas's (in
-#     bf16 agreement, not identity); without --checkpoint it first trains configs/gigaword.json for --steps.
+#     hnas-bench decode's beam search beside the peers' on the same model and batches; without --checkpoint it
+#     first trains configs/gigaword.json for --steps.
 #   scripts/bench.sh ddp [--configs "tiny gigaword"] [--link pair|loopback] [--steps 60] [--skip 20] [--rounds 2]
 #                        [--rate 1gbit] [--delay 0.5ms] [--baseline BIN] [--bf16-sums] [--out DIR] [--no-build]
-#     2 ranks of `hnas train` (mpirun over TCP, one thread and core each) in network namespaces of their own, over
-#     their link as it is and slowed by tc (netem rate and delay; tbf's rate alone without sch_netem), alternating.
-#     pair: two namespaces joined by a veth pair, one rank in each (full duplex); loopback: one namespace whose
-#     loopback queue both directions share. Seconds per step from step --skip on, the gradient wait after
-#     backward, and a model of the slow-down on 8 and 64 machines; --bf16-sums adds train.bf16_gradient_sums runs.
-#     Needs root, Open MPI, iproute2 and taskset.
+#     2 ranks of `hnas train` in network namespaces of their own over a fast and a slowed link, timed from step
+#     --skip on. Needs root, Open MPI, iproute2 and taskset.
 #   scripts/bench.sh profile [--task headline|mlm] [--kind lnas|dnas|hnas] [--steps 15] [--warmup 2] [--threads 2]
 #                            [--precision f32|bf16] [--out DIR]
-#     where a step's time goes: `perf record -g` of hnas-bench train, the samples' self time in families (oneDNN
-#     matmul, each op family, allocation, OpenMP waiting, page faults, …). Needs linux-perf and hnas-bench.
+#     `perf record -g` of hnas-bench train, the samples' self time in families. Needs linux-perf and hnas-bench.
 #   scripts/bench.sh bf16 [--steps 500] [--window 50] [--out DIR] [--no-build] [CONFIG[:KIND] …]
-#     the first N steps of each config (default the tiny ones) with f32 and with bf16 matmuls (train.precision),
-#     one tokenizer, no validation: the largest relative difference of the W-step moving averages of the losses
-#     (checked against 1 %), the largest per-step difference and the median throughput. KIND sets the encoder's.
+#     the first N steps of each config (default the tiny ones; KIND sets the encoder's) in f32 and in bf16, their
+#     W-step moving-average losses checked to agree within 1 %.
 #   scripts/bench.sh twin CONFIG [--steps 1000] [--out DIR] [--threads 2] [--set key=value …]
-#     any headline or mlm config beside a PyTorch twin (scripts/torch_reference.py, f32) that starts from hnas's initial
-#     parameters and trains on the batches hnas drew: step-0 loss checked, then the mean training loss of every
-#     50 steps side by side (OUT/curves.md, default OUT runs/twin_<config>); whether a recipe's curve is the
-#     recipe's and not hnas's. Dropout draws differ, so the curves agree to within noise.
+#     a headline or mlm config beside a PyTorch twin trained on the batches hnas drew: the mean loss of every 50
+#     steps side by side in OUT/curves.md (default OUT runs/twin_<config>).
 #
 # The peers (--peers, default all; one whose environment is missing is skipped, saying why): torch113, Debian's
-# PyTorch 1.13 on OpenBLAS, eager, always f32 (installed when missing and root: without OpenBLAS it falls back
-# to the reference BLAS, about 26x slower); from scripts/setup_peers.sh's environments under $HNAS_PEERS
-# (default ~/.cache/hnas-peers), in --precision (bf16: torch.autocast): eager (PyTorch 2), compile
-# (torch.compile, default mode) and ipex (intel_extension_for_pytorch). Environment: HNAS_BUILD_DIR (default
-# build), PYTHON (default /usr/bin/python3, with torch), PEERS_TORCH_PYTHON, PEERS_IPEX_PYTHON. The runs use
-# copies of the binaries, so a rebuild during a benchmark changes nothing; --out defaults to a fresh /tmp folder.
+# PyTorch 1.13 on OpenBLAS, eager, always f32 (installed when missing and root); from scripts/setup_peers.sh's
+# environments under $HNAS_PEERS (default ~/.cache/hnas-peers), in --precision: eager (PyTorch 2), compile
+# (torch.compile) and ipex. Environment: HNAS_BUILD_DIR (default build), PYTHON (default /usr/bin/python3, with
+# torch), PEERS_TORCH_PYTHON, PEERS_IPEX_PYTHON. The runs use copies of the binaries, so a rebuild during a
+# benchmark changes nothing; --out defaults to a fresh /tmp folder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 command=${1:-}
-usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit "$1"; }
 die() { echo "bench.sh $command: $*" >&2; exit 2; }   # the command line
 fail() { echo "bench.sh $command: $*" >&2; exit 1; }  # the machine or a run
+source scripts/options.sh
 python=${PYTHON:-/usr/bin/python3}
 build_dir=${HNAS_BUILD_DIR:-build}
 peers="torch113 eager compile ipex"
-
-# options "NAME …" "FLAG …" WORDS ARGS…: sets the caller's variable of each --NAME VALUE (dashes as underscores;
-# --set adds to the array settings) and of each --FLAG (to 1); with WORDS 1, other words go to the array positional.
-options() {
-  local names=" $1 " flags=" $2 " words=$3 option
-  shift 3
-  positional=()
-  while (($#)); do
-    option=${1#--}
-    if [[ $1 == -h || $1 == --help ]]; then
-      usage 0
-    elif [[ $1 == --* && $names == *" $option "* ]]; then
-      (($# >= 2)) || die "$1 needs a value"
-      if [ "$option" = set ]; then settings+=("$2"); else printf -v "${option//-/_}" '%s' "$2"; fi
-      shift 2
-    elif [[ $1 == --* && $flags == *" $option "* ]]; then
-      printf -v "${option//-/_}" '%s' 1
-      shift
-    elif [[ $1 != -* ]] && ((words)); then
-      positional+=("$1")
-      shift
-    else
-      die "unknown argument $1 (see --help)"
-    fi
-  done
-}
-
-# whole MIN VALUE…: each VALUE an integer ≥ MIN (0 or 1). one_of WHAT "VALUES" ALLOWED…: each word allowed.
-whole() {
-  local min=$1 value
-  shift
-  for value in "$@"; do
-    if ! [[ $value =~ ^[0-9]+$ ]] || ((value < min)); then die "'$value' is not an integer ≥ $min"; fi
-  done
-}
-one_of() {
-  local what=$1 value
-  for value in $2; do [[ " ${*:3} " == *" $value "* ]] || die "unknown $what $value (${*:3})"; done
-}
 
 # require_torch: $python (Debian's python3 with python3-torch) must import torch on OpenBLAS (Debian's
 # libopenblas0-openmp); both packages are installed when missing and running as root.

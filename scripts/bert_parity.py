@@ -1,30 +1,13 @@
 """hnas against Hugging Face transformers on a real BERT, all-MiniLM-L6-v2 imported with `hnas import-bert`:
-every layer's hidden states and the mean-pooled sentence embedding on 200 real lines, hnas (`hnas
-hidden-states`) beside transformers' BertModel on the same padded batches.
+every layer's hidden states and the mean-pooled sentence embedding on 200 real lines (docs/bert_parity.md).
 
     scripts/setup_peers.sh
     ~/.cache/hnas-peers/venv/bin/python scripts/bert_parity.py [--batch 8] [--no-fixture]
     ~/.cache/hnas-peers/venv/bin/python scripts/bert_parity.py --export [--steps 20] [--keep DIR]
 
-The lines: the first 100 articles of data/gigaword/test_1951/input.txt and 100 sentences spread over
-data/corpus/sotu.txt (sotu_sentences below). Both models read hnas's WordPiece ids (the script also counts
-the lines where transformers' tokenizer gives other ids); padded batches of --batch lines, compared at real
-positions only. Relative difference of a layer = max|hnas - transformers| / max|transformers| over that
-layer's states of all 200 lines. hnas runs with f32 matmuls, then with bf16 matmuls (operands rounded to
-bf16, f32 accumulation); transformers in f32 both times.
-
---export: the import fine-tuned in hnas for --steps steps on the bundled sotu_era classification task
-(configs/finetune_sotu_era.json at MiniLM's shape, lnas attention, WordPiece), exported with `hnas export`,
-loaded with BertModel.from_pretrained(folder) and compared with hnas (f32) the same way; it also reports how
-far fine-tuning moved the encoder (the last layer's states before and after), so a pass is not the untouched
-import, and fails beyond 1e-4.
-
-Without --export it also writes tests/fixtures/minilm/expected.json (a few KB) for
-BertImport.MiniLMHiddenStatesEqualTheFixture: 4 sentences in one padded batch, their vocab.txt ids, and from
-transformers per layer the largest |state|, per sentence the sum and sum of squares of the states, and the
-first 6 values of the first and the last token's state; the first 8 values of each mean-pooled embedding.
-The helpers (paths, the bundled real text, running build/hnas, transformers' hidden states on hnas's padded
-batches) serve scripts/wordpiece_agreement.py too.
+Without --export it also writes tests/fixtures/minilm/expected.json for
+BertImport.MiniLMHiddenStatesEqualTheFixture. The helpers (paths, the bundled real text, running build/hnas,
+transformers' hidden states on hnas's padded batches) serve scripts/wordpiece_agreement.py too.
 """
 
 import argparse

@@ -1,24 +1,10 @@
 #!/usr/bin/env bash
-# Proof that the README's commands work on a pristine Debian 12 (run by .ci/run after scripts/test.sh).
-# Needs root (debootstrap, mount, chroot) and Debian's package registry. About 3 minutes on 2 cores, plus
-# about 45 s for debootstrap when no pristine root is cached.
-#  1. A minbase Debian 12 root: debootstrap --variant=minbase --include=git,ca-certificates bookworm,
-#     from the Debian mirror the host's apt uses. The pristine root, taken right after debootstrap
-#     (before anything of the project is in it), is cached as a tarball outside the checkout, keyed by
-#     suite, variant, include list, architecture and mirror, so later runs only unpack it.
-#  2. The root gets the host's resolv.conf, the host's Debian apt sources and the host apt's network
-#     settings (proxy, date checks). The checkout's committed HEAD goes in as a git bundle and is cloned
-#     with the root's own git: uncommitted changes are not part of the check, exactly as in CI.
-#  3. In a chroot, as root, what a new user runs: scripts/setup.sh (apt-get install of the build
-#     dependencies, then a build of the hnas executable only: no tests, no benchmark), a 20-step
-#     training run of configs/gigaword_tiny.json (hnas in the encoder) on the bundled data with validation and
-#     checkpoints within the 20 steps, and `build/hnas inspect` of its last checkpoint.
-# Everything after the preparation runs in a private mount and PID namespace (unshare): the root lives
-# on a tmpfs mounted there, /proc, a read-only /sys and a /dev of its own are mounted there, and when
-# the check ends, fails or is killed (Ctrl-C, SIGTERM) the kernel ends every process in it and all
-# these mounts vanish with it; nothing is ever mounted on the host. The temporary directory left on the
-# host is then removed after checking that nothing below it is mounted. Progress lines carry
-# timestamps; each phase's output is in its own log file.
+# Proof that the README's commands work on a pristine Debian 12 (run by .ci/run after scripts/test.sh; what it
+# does, and how long it takes, is in the README's "Fresh-install check"). Needs root (debootstrap, mount,
+# chroot) and Debian's package registry. The pristine root, taken right after debootstrap, is cached as a
+# tarball keyed by suite, variant, include list, architecture and mirror. Everything after the preparation
+# runs in a private mount and PID namespace (unshare), so when the check ends, fails or is killed every
+# process in it dies and its mounts vanish; nothing is ever mounted on the host.
 # Environment:
 #   HNAS_FRESH_CACHE   directory of the cached pristine root (default ${XDG_CACHE_HOME:-/var/cache}/hnas-fresh-root)
 #   HNAS_FRESH_REBUILD 1: debootstrap a new pristine root even when one is cached
@@ -142,11 +128,9 @@ mount_filesystems() {
   mkdir -m 1777 "$root/dev/shm"
   mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts "$root/dev/pts"
   mount -t tmpfs -o nosuid,nodev,mode=1777 tmpfs "$root/dev/shm"
-  ln -s pts/ptmx "$root/dev/ptmx"
-  ln -s /proc/self/fd "$root/dev/fd"
-  ln -s /proc/self/fd/0 "$root/dev/stdin"
-  ln -s /proc/self/fd/1 "$root/dev/stdout"
-  ln -s /proc/self/fd/2 "$root/dev/stderr"
+  for node in ptmx:pts/ptmx fd:/proc/self/fd stdin:/proc/self/fd/0 stdout:/proc/self/fd/1 stderr:/proc/self/fd/2; do
+    ln -s "${node#*:}" "$root/dev/${node%%:*}"
+  done
 }
 
 inside() {

@@ -1,17 +1,13 @@
 #!/usr/bin/env bash
-# Fuzzes hnas's readers of untrusted input with libFuzzer: the experiment config with --set overrides,
-# the checkpoint reader, the Gigaword article/title reader, the masked-LM text reader, the fine-tuning
-# data readers, and two structure-aware targets that build valid safetensors and checkpoint framing
-# around hostile shapes, offsets and metadata (tests/fuzz/). Builds the targets with clang, AddressSanitizer and UndefinedBehaviorSanitizer in
-# build-fuzz/, then runs each for SECONDS (one target per core at a time), starting from a copy of its committed seed corpus
-# (tests/fuzz/corpus/<target>/) so that the committed corpus stays as it is.
+# Fuzzes hnas's readers of untrusted input with libFuzzer (docs/testing.md, "Fuzzing": the targets, what a
+# finding is): builds the targets in build-fuzz/ with clang and the sanitizers, then runs each for SECONDS,
+# one per core at a time, from a copy of its committed seed corpus (tests/fuzz/corpus/<target>/).
 #
 #   scripts/fuzz.sh SECONDS [TARGET ...]      # TARGET: fuzz_config, fuzz_checkpoint, fuzz_gigaword, fuzz_mlm,
 #                                             # fuzz_finetune_data, fuzz_safetensors_structure, fuzz_checkpoint_structure
 #
-# Prints per target the executions and whether it found anything; exits 1 if any target crashed,
-# leaked, timed out or ran out of memory, printing the report and the path of the input that did it
-# (kept in build-fuzz/fuzz-runs/artifacts/<target>/; reproduce with build-fuzz/tests/fuzz/<target> FILE).
+# Exits 1 if any target found something, printing its report and the input that did it (kept in
+# build-fuzz/fuzz-runs/artifacts/<target>/; reproduce with build-fuzz/tests/fuzz/<target> FILE).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

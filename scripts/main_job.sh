@@ -1,13 +1,9 @@
 #!/usr/bin/env bash
 # The main job on the bundled data (docs/main_job.md): set-up and build, then the papers' recipe
-# (scripts/recipe.sh gigaword) with one encoder attention kind at the size that fits in about
-# 20 minutes on 2 cores: ⟨BERT,BERT⟩ headline training on the bundled Gigaword pairs (paper 000 §7.2
-# and Table 2), encoder and decoder starting from the kind's published pretrained encoder
-# (data/pretrained/pretrain_KIND.ckpt, configs/gigaword_recipe_bert.json; over 6 seeds it beat random
-# weights, docs/findings.md row 10), beam search on the Gigaword test set with the decoding settings
-# chosen on the validation pairs, and its ROUGE beside the lead-8 baseline with the first ten test
-# headlines (runs/main_job/summary.md). A kind with no published encoder starts from random weights
-# (⟨Random,Random⟩, configs/gigaword_recipe.json). Running it again continues an interrupted run.
+# (scripts/recipe.sh gigaword) for one encoder attention kind, starting from the kind's published
+# pretrained encoder (data/pretrained/pretrain_KIND.ckpt, configs/gigaword_recipe_bert.json) or, when it
+# has none, from random weights (configs/gigaword_recipe.json); runs/main_job/summary.md at the end.
+# Running it again continues an interrupted run.
 #   scripts/main_job.sh [KIND]      KIND: hnas (default), lnas, dnas or any registered encoder kind
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,18 +1,14 @@
 #!/usr/bin/python3
 """A random tiny BERT in Hugging Face's layout, and what it computes, for tests/convert/test_bert_import.cpp.
 
-    /usr/bin/python3 scripts/make_bert_fixture.py
+    /usr/bin/python3 scripts/make_bert_fixture.py     # Debian's python3-torch; deterministic
 
-Writes tests/fixtures/hf_bert/: model.safetensors (BertForPreTraining names, F32, written by hand:
-an 8-byte little-endian header length, the JSON header, the raw bytes), vocab.txt (special pieces at
-BERT-like rows, not at hnas's ids, so the importer's renumbering is exercised), config.json
-(BertConfig) and expected.json: two padded input rows in vocab.txt ids with their segment ids and
-mask, and, in float64 from the float32 weights, the MLM logits of every real position (in vocab.txt
-order), the pooled [CLS] states and the cls.seq_relationship logits. They are computed by the PyTorch
-twin's BERT (scripts/twin/model.py: post-LN, GELU (erf), tied decoder with its own bias) with the
-weights renamed to hnas's names, as `hnas import-bert` renames them, and LayerNorm eps 1e-12: Hugging
-Face's BertForPreTraining computes the same (its additive -10000 mask leaves exactly 0 weight on
-padding). Debian's python3-torch; deterministic.
+Writes tests/fixtures/hf_bert/: model.safetensors (BertForPreTraining names, F32, written by hand), vocab.txt
+(special pieces at BERT-like rows, not at hnas's ids, so the importer's renumbering is exercised), config.json
+and expected.json: two padded rows in vocab.txt ids with their segment ids and mask, and, in float64, the MLM
+logits of every real position, the pooled [CLS] states and the cls.seq_relationship logits, computed by the
+PyTorch twin's BERT (scripts/twin/model.py) under hnas's names, as `hnas import-bert` renames them. Hugging
+Face's BertForPreTraining computes the same (its additive -10000 mask leaves exactly 0 weight on padding).
 """
 
 import json
@@ -37,33 +33,34 @@ def draw(shape, scale):
     return ((torch.rand(shape, generator=gen, dtype=torch.float32) * 2 - 1) * scale).contiguous()
 
 
+def dense(p, name, rows, cols):
+    p[name + ".weight"] = draw((rows, cols), math.sqrt(3 / cols))
+    p[name + ".bias"] = draw((rows,), 0.1)
+
+
+def norm(p, name):
+    p[name + ".weight"] = 1 + draw((WIDTH,), 0.2)
+    p[name + ".bias"] = draw((WIDTH,), 0.1)
+
+
 def parameters():
     p = {}
-    v = len(VOCAB)
-    p["bert.embeddings.word_embeddings.weight"] = draw((v, WIDTH), 0.5)
-    p["bert.embeddings.position_embeddings.weight"] = draw((POSITIONS, WIDTH), 0.5)
-    p["bert.embeddings.token_type_embeddings.weight"] = draw((TYPES, WIDTH), 0.5)
-    p["bert.embeddings.LayerNorm.weight"] = 1 + draw((WIDTH,), 0.2)
-    p["bert.embeddings.LayerNorm.bias"] = draw((WIDTH,), 0.1)
+    for table, rows in (("word", len(VOCAB)), ("position", POSITIONS), ("token_type", TYPES)):
+        p[f"bert.embeddings.{table}_embeddings.weight"] = draw((rows, WIDTH), 0.5)
+    norm(p, "bert.embeddings.LayerNorm")
     for i in range(LAYERS):
         pre = f"bert.encoder.layer.{i}."
-        for name, (rows, cols) in {"attention.self.query": (WIDTH, WIDTH), "attention.self.key": (WIDTH, WIDTH),
-                                   "attention.self.value": (WIDTH, WIDTH), "attention.output.dense": (WIDTH, WIDTH),
-                                   "intermediate.dense": (FFN, WIDTH), "output.dense": (WIDTH, FFN)}.items():
-            p[pre + name + ".weight"] = draw((rows, cols), math.sqrt(3 / cols))
-            p[pre + name + ".bias"] = draw((rows,), 0.1)
-        for norm in ("attention.output.LayerNorm", "output.LayerNorm"):
-            p[pre + norm + ".weight"] = 1 + draw((WIDTH,), 0.2)
-            p[pre + norm + ".bias"] = draw((WIDTH,), 0.1)
-    p["bert.pooler.dense.weight"] = draw((WIDTH, WIDTH), math.sqrt(3 / WIDTH))
-    p["bert.pooler.dense.bias"] = draw((WIDTH,), 0.1)
-    p["cls.predictions.transform.dense.weight"] = draw((WIDTH, WIDTH), math.sqrt(3 / WIDTH))
-    p["cls.predictions.transform.dense.bias"] = draw((WIDTH,), 0.1)
-    p["cls.predictions.transform.LayerNorm.weight"] = 1 + draw((WIDTH,), 0.2)
-    p["cls.predictions.transform.LayerNorm.bias"] = draw((WIDTH,), 0.1)
-    p["cls.predictions.bias"] = draw((v,), 0.1)
-    p["cls.seq_relationship.weight"] = draw((2, WIDTH), math.sqrt(3 / WIDTH))
-    p["cls.seq_relationship.bias"] = draw((2,), 0.1)
+        for name in ("attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense"):
+            dense(p, pre + name, WIDTH, WIDTH)
+        dense(p, pre + "intermediate.dense", FFN, WIDTH)
+        dense(p, pre + "output.dense", WIDTH, FFN)
+        norm(p, pre + "attention.output.LayerNorm")
+        norm(p, pre + "output.LayerNorm")
+    dense(p, "bert.pooler.dense", WIDTH, WIDTH)
+    dense(p, "cls.predictions.transform.dense", WIDTH, WIDTH)
+    norm(p, "cls.predictions.transform.LayerNorm")
+    p["cls.predictions.bias"] = draw((len(VOCAB),), 0.1)
+    dense(p, "cls.seq_relationship", 2, WIDTH)
     return p
 
 
@@ -136,9 +133,8 @@ def main():
     positions = [b * ids.shape[1] + t for b in range(ids.shape[0]) for t in range(ids.shape[1]) if mask[b, t]]
     expected = {"generator": "scripts/make_bert_fixture.py", "input_ids": ids.tolist(), "segment_ids": types.tolist(),
                 "mask": mask.tolist(), "positions": positions,
-                "mlm_logits": [[round(v, 12) for v in row] for row in flat.tolist()],
-                "pooled": [[round(v, 12) for v in row] for row in pooled.tolist()],
-                "seq_relationship": [[round(v, 12) for v in row] for row in order.tolist()]}
+                **{key: [[round(v, 12) for v in row] for row in t.tolist()]
+                   for key, t in (("mlm_logits", flat), ("pooled", pooled), ("seq_relationship", order))}}
     with open(os.path.join(OUT, "expected.json"), "w") as f:
         json.dump(expected, f)
         f.write("\n")

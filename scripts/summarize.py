@@ -3,29 +3,17 @@
 metrics.jsonl, sweep.json, comparison.json, eval reports); each is written into its folder and printed.
 
     scripts/summarize.py sweep OUT [--metrics accuracy,…] [--pair a:b …]     OUT/diagnostics.md
-        per setting of a sweep: test metrics (mean ± s.e. over seeds), the explaining-away statistics of
-        every attention at each run's last validation (paper 004 Definition 1: the share of keys whose
-        weight sum is below ε, the smallest sum × L_k) and hnas's u there; then the paired tests of the
-        --pair differences a − b, or else by cell: settings named KIND_CELL, each non-first kind of a
-        cell against the cell's first kind in the sweep's order
+        per setting: test metrics, the explaining-away statistics (paper 004 Definition 1) and hnas's u at
+        each run's last validation; then the paired tests of the --pair differences a − b, or else by cell
+        (settings named KIND_CELL: each non-first kind of a cell against the cell's first kind)
     scripts/summarize.py finetune OUT TASK…                                     (scripts/recipe.sh finetune)
-        per task: each arm's chosen learning rate, test accuracy / MCC / F1 beside the majority-class
-        baseline, the paired tests that answer its questions (does pretraining pay; does the real BERT
-        beat hnas's own encoders; does switching a softmax-pretrained encoder to hnas or dnas change the
-        score), and hnas's u per layer in the best checkpoints
-    scripts/summarize.py recipe OUT INIT SEED KIND…                             OUT/summary.md
-        scripts/recipe.sh gigaword's runs: each kind's test ROUGE beside the lead-8 baseline, then the
-        first ten test articles (as they come) with their reference and each kind's headline
+    scripts/summarize.py recipe OUT INIT SEED KIND…                             OUT/summary.md (recipe.sh gigaword)
     scripts/summarize.py pretrain RUN_OR_SWEEP… [--out DIR] [--minutes 10,20,30,60] [--u-trajectory]
-        masked-LM runs' validation masked-token accuracy against minutes of training (the last validation
-        at or before each mark; "†" a finished run's final accuracy past its end), per encoder layer at
-        the end hnas's u and the explaining-away statistics, with --u-trajectory u per layer at every
-        validation: OUT/pretrain_curves.md and, with python3-matplotlib, pretrain_curves.png (and
-        pretrain_u.png). Minutes compare only between runs that ran alike (alone, the same threads)
-    scripts/summarize.py decoding OUT                                           OUT/decoding_grid.md
-        scripts/recipe.sh decoding's grid, sorted by the mean of ROUGE-1, -2 and -L (also as JSON)
-    scripts/summarize.py bench MODE ARGS…
-        scripts/bench.sh's per-run records and tables (its internals; see the bench_* functions)
+        masked-LM validation accuracy against minutes of training, and per encoder layer u and the
+        explaining-away statistics: OUT/pretrain_curves.md and, with python3-matplotlib, its plots
+        (docs/pretraining.md). Minutes compare only between runs that ran alike (alone, the same threads)
+    scripts/summarize.py decoding OUT                                           OUT/decoding_grid.md (recipe.sh decoding)
+    scripts/summarize.py bench MODE ARGS…                                       scripts/bench.sh's internals
 """
 import argparse
 import glob
@@ -325,25 +313,22 @@ def pretrain(args):
     except ImportError:
         print("summarize: no matplotlib (apt-get install python3-matplotlib; run /usr/bin/python3): no plot", file=sys.stderr)
         return
-    figure, axes = plt.subplots(figsize=(8, 5))
-    for run, curve in curves.items():
-        axes.plot([p[1] for p in curve], [100 * p[2] for p in curve], marker="o", markersize=3, label=names[run])
-    axes.set(xlabel="minutes of training", ylabel="validation masked-token accuracy (%)")
-    axes.grid(alpha=0.3)
-    axes.legend(fontsize=7)
-    figure.tight_layout()
-    figure.savefig(os.path.join(out, "pretrain_curves.png"), dpi=120)
-    if any(trajectories.values()):
-        figure, axes = plt.subplots(figsize=(8, 4))
-        for run, trajectory in trajectories.items():
-            for layer in (trajectory[0][1] if trajectory else {}):
-                axes.plot([step for step, _ in trajectory], [u[layer] for _, u in trajectory], marker="o", markersize=3,
-                          label=f"{names[run]} {layer.replace('encoder.layers.', 'layer ').replace('.self_attn', '')}")
-        axes.set(xlabel="step", ylabel="hnas u (mean over heads)", ylim=(0, 1))
+    def plot(name, height, series, **labels):  # series: (x, y, label) of each line
+        figure, axes = plt.subplots(figsize=(8, height))
+        for x, y, label in series:
+            axes.plot(x, y, marker="o", markersize=3, label=label)
+        axes.set(**labels)
         axes.grid(alpha=0.3)
         axes.legend(fontsize=7)
         figure.tight_layout()
-        figure.savefig(os.path.join(out, "pretrain_u.png"), dpi=120)
+        figure.savefig(os.path.join(out, name), dpi=120)
+    plot("pretrain_curves.png", 5, [([p[1] for p in curve], [100 * p[2] for p in curve], names[run]) for run, curve in curves.items()],
+         xlabel="minutes of training", ylabel="validation masked-token accuracy (%)")
+    if any(trajectories.values()):
+        plot("pretrain_u.png", 4, [([step for step, _ in trajectory], [u[layer] for _, u in trajectory],
+                                    f"{names[run]} {layer.replace('encoder.layers.', 'layer ').replace('.self_attn', '')}")
+                                   for run, trajectory in trajectories.items() for layer in (trajectory[0][1] if trajectory else {})],
+             xlabel="step", ylabel="hnas u (mean over heads)", ylim=(0, 1))
 
 
 def decoding(args):
@@ -402,6 +387,11 @@ def peer_columns(runs, command):
     return [c for c in ("torch113", "eager", "compile", "ipex") if any(r["column"] == c for r in runs)]
 
 
+def table(columns, aligns):
+    """A markdown table's head: the columns joined by " | ", aligns one letter a column (l left, r right)."""
+    print(f"| {columns} |\n| " + " | ".join("---:" if a == "r" else "---" for a in aligns) + " |")
+
+
 def compiling(units):
     return f"{len(units)}: " + ", ".join(map(str, units[:12])) + (" …" if len(units) > 12 else "")
 
@@ -440,8 +430,7 @@ def bench_train(results, skipped):
     head = ["task", "kind", "precision", "hnas ms"] + [f"{title[c]()} ms" for c in present] \
         + [f"hnas / {short[c]} speed" for c in present] + ["step / bound in cache", "step / bound evicted"] \
         + [f"peak RSS hnas / {short[c]}" for c in present]
-    print("| " + " | ".join(head) + " |")
-    print("| --- | --- | --- | " + " | ".join("---:" for _ in head[3:]) + " |")
+    table(" | ".join(head), "lll" + "r" * len(head[3:]))
     for task, kind in configs:
         hm = pick("hnas", task, kind, "step_ms_median")
         cells = [task, kind, precision, spread(hm, "{:.1f}")]
@@ -513,9 +502,8 @@ def bench_real(results, steps, skipped):
     titles = {"hnas": "hnas", "baseline": "hnas baseline", "torch113": "PyTorch {torch}", "eager": "PyTorch {torch} eager",
               "compile": "torch.compile", "ipex": "IPEX {ipex}"}
     seconds = lambda r: r.get("seconds_without_compiling", r["seconds"])  # torch.compile: every step at the others' rate
-    print(f"| config | run | precision | max RSS MiB | tensor live peak MiB | RSS / live peak | seconds to step {steps} | "
-          f"hnas speed / run's | hnas max RSS / run's | loss (last 50 steps) | minor faults | matmul primitives |")
-    print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    table(f"config | run | precision | max RSS MiB | tensor live peak MiB | RSS / live peak | seconds to step {steps} | "
+          "hnas speed / run's | hnas max RSS / run's | loss (last 50 steps) | minor faults | matmul primitives", "lll" + "r" * 9)
     for config, impl in dict.fromkeys((r["name"].split("-")[0], r["impl"]) for r in runs):
         mine = sorted((r for r in runs if r["name"].startswith(config + "-") and r["impl"] == impl), key=lambda r: r["round"])
         hnas = {r["round"]: r for r in runs if r["name"].startswith(config + "-") and r["impl"] == "hnas"}
@@ -539,9 +527,8 @@ def bench_real(results, steps, skipped):
     if compiled:
         print(f"\ntorch.compile (default mode, dynamic=None; config.cache_size_limit {compiled[0]['cache_size_limit']}): the "
               "steps during which it compiled a graph, left out of its seconds above:\n")
-        print(f"| config | round | precision | step-0 check s (its own f32 graph) | compiling steps (from 0) | their seconds | "
-              f"graphs compiled (check / steps) | frames left eager | seconds to step {steps} with them |")
-        print("| --- | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: |")
+        table(f"config | round | precision | step-0 check s (its own f32 graph) | compiling steps (from 0) | their seconds | "
+              f"graphs compiled (check / steps) | frames left eager | seconds to step {steps} with them", "lrlrlrrrr")
         for r in compiled:
             print(f"| {r['name'].split('-')[0]} | {r['round']} | {r['precision']} | {r['loss0_eval_s']:.1f} | "
                   f"{compiling(r['compiling_units'])} | {r['compiling_seconds']:.1f} | {r['graphs_before']} / {r['graphs']} | "
@@ -556,9 +543,8 @@ def bench_decode(results, skipped):
     titles = {"hnas": "hnas", "torch113": "PyTorch {torch}", "eager": "PyTorch {torch} eager", "compile": "torch.compile",
               "ipex": "IPEX {ipex}"}
     rate = lambda r: r.get("articles_per_s_without_compiling", r["articles_per_s"])  # torch.compile: batches compiling nothing
-    print("| beam | run | precision | articles | articles/s | hnas speed / run's | generated tokens | same best hypothesis as hnas | "
-          "peak RSS MiB |")
-    print("| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    table("beam | run | precision | articles | articles/s | hnas speed / run's | generated tokens | same best hypothesis as hnas | "
+          "peak RSS MiB", "rll" + "r" * 6)
     for beam in sorted({r["beam"] for r in runs}):
         hnas = [r for r in runs if r["beam"] == beam and r["column"] == "hnas"]
         for who in order:
@@ -576,9 +562,8 @@ def bench_decode(results, skipped):
         print(f"\ntorch.compile (default mode, dynamic=None; config.cache_size_limit {compiled[0]['cache_size_limit']}) of the "
               "encoder and of one decoder step (the beam search stays eager): graphs compiled on the untimed first batch, "
               "and the batches of the timed pass during which it compiled more, left out of its articles/s above:\n")
-        print("| beam | round | graphs compiled (warm-up / timed pass) | compiling batches (from 0) | their seconds | "
-              "frames left eager | articles/s with them |")
-        print("| ---: | ---: | ---: | --- | ---: | ---: | ---: |")
+        table("beam | round | graphs compiled (warm-up / timed pass) | compiling batches (from 0) | their seconds | "
+              "frames left eager | articles/s with them", "rrrlrrr")
         for beam in sorted({r["beam"] for r in compiled}):
             for round, r in enumerate((r for r in compiled if r["beam"] == beam), 1):
                 print(f"| {beam} | {round} | {r['graphs_before']} / {r['graphs']} | {compiling(r['compiling_units'])} | "
@@ -626,9 +611,8 @@ def bench_ddp(results, rate_text, delay_text, link, link_kind):
             return ""
         return f"{statistics.median(s['step_seconds'] / f['step_seconds'] for f, s in zip(links['fast'], links['slow'])):.2f}"
 
-    print("| config | binary | s/step fast link | s/step slow link | slow / fast | gradient wait s/step fast | slow | "
-          "backward s/step | gradient floats | last bucket |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    table("config | binary | s/step fast link | s/step slow link | slow / fast | gradient wait s/step fast | slow | "
+          "backward s/step | gradient floats | last bucket", "ll" + "r" * 8)
     for (config, binary), links in groups.items():
         fast, slow = links["fast"], links["slow"]
         ratios = [s["step_seconds"] / f["step_seconds"] for f, s in zip(fast, slow)]
@@ -660,8 +644,7 @@ def bench_ddp(results, rate_text, delay_text, link, link_kind):
           f"with {delay_text} per message; weak scaling from the fast-link runs' compute (step minus gradient wait), "
           f"backward time, and the last bucket's floats summed after it. The first row per config is this run's "
           f"2 ranks on its {here_link} ({link}), beside the measured slow / fast.")
-    print("| config | machines | link | f32 sums | bf16 sums | measured f32 | measured bf16 |")
-    print("| --- | ---: | --- | ---: | ---: | ---: | ---: |")
+    table("config | machines | link | f32 sums | bf16 sums | measured f32 | measured bf16", "lrlrrrr")
     for (config, binary), links in groups.items():
         fast = links["fast"]
         if binary != "hnas" or fast[0]["gradient_floats"] is None:
@@ -728,9 +711,8 @@ def bench_profile(report):
 
 def bench_bf16(window, steps, *runs):
     window, steps = int(window), int(steps)
-    print(f"| config | steps | max rel. diff of {window}-step moving averages | max rel. diff per step | "
-          f"final {window}-step mean f32 / bf16 | median input tokens/s f32 / bf16 | within 1 % |")
-    print("| --- | ---: | ---: | ---: | --- | --- | --- |")
+    table(f"config | steps | max rel. diff of {window}-step moving averages | max rel. diff per step | "
+          f"final {window}-step mean f32 / bf16 | median input tokens/s f32 / bf16 | within 1 %", "lrrrlll")
     failed = False
     for run in runs:
         curves, rates = {}, {}

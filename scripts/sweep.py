@@ -1,31 +1,20 @@
 #!/usr/bin/env python3
 """One config over settings × seeds with `hnas sweep`, each setting's learning rate optionally chosen on
-validation first, then the comparison (OUT/comparison.md, written by hnas sweep), the report
-(OUT/report.html) and, when Chromium is installed, its screenshot (OUT/report.png). Rerunning continues
-an interrupted sweep.
+validation first, then the comparison (OUT/comparison.md), the report (OUT/report.html) and, when Chromium is
+installed, its screenshot (OUT/report.png); the README's command table tells more. Rerunning continues an
+interrupted sweep.
 
     scripts/sweep.py CONFIG [LIST] [--kinds K1,K2,…] [--grid k=[v,…] …] [--set k=v …] [--out OUT]
                      [--seeds N] [--parallel P] [--rates '[r1,r2,…]'] [--prediction TEXT]
     scripts/sweep.py --report DIR          # only the report and its screenshot, of a sweep or a run
     scripts/sweep.py --choose PILOT OUT    # only the choice of rates on a finished pilot sweep
 
-The settings: LIST's named settings (configs/sweeps/*.json), each at every point of the grids; --kinds is
-the grid of the encoder's self-attention kind (model.attention.encoder.kind). N defaults to 6 (with 5 the
-exact paired permutation test cannot reach p < 0.05: its floor is 2/32); OUT to runs/<config>_<list>, or
-runs/sweep_<config>_kinds with --kinds and no list.
---rates: a pilot sweep (OUT/pilot: every setting at every rate, one seed) and, per setting, the rate of the
-best validation metric (the runs' validation.metric, judged as the trainer judges it: "loss" lower, every
-other metric higher; a tie goes to the larger rate) in OUT/learning_rates.md and OUT/settings.json; then
-every setting at its rate over the seeds in OUT/final, which the comparison and report are of. The test
-split plays no part in the choice.
---prediction: what the sweep is expected to show, stated before its first run (sweep.json; the report
-opens with it).
-Runs $HNAS, by default build/hnas after scripts/setup.sh (with HNAS set, no set-up).
-Examples: the tiny headline model with each encoder kind (docs/experiments.md)
-    scripts/sweep.py configs/gigaword_tiny.json --kinds lnas,dnas,hnas
-paper 002's learning-rate sweep of MTE and NAP at d 32
-    scripts/sweep.py configs/paper002_cases.json configs/sweeps/paper002_learning_rate_d32.json \\
-      --set train.precision=bf16 --grid 'train.learning_rate=[6.56e-5,2.19e-4,7.29e-4,2.43e-3,8.1e-3]'
+LIST's named settings (configs/sweeps/*.json) run at every point of the grids; --kinds is the grid of the
+encoder's self-attention kind. N defaults to 6 (with 5 the exact paired permutation test cannot reach
+p < 0.05); OUT to runs/<config>_<list>, or runs/sweep_<config>_kinds with --kinds and no list. --rates: a
+pilot sweep (OUT/pilot, one seed), each setting's rate of the best validation metric ("loss" lower, every
+other metric higher, a tie to the larger rate) in OUT/learning_rates.md and OUT/settings.json, then every
+setting at its rate in OUT/final. Runs $HNAS, by default build/hnas after scripts/setup.sh.
 """
 import argparse
 import json

@@ -1,17 +1,10 @@
 #!/usr/bin/env python3
-"""A sweep's run records in the repository (docs/experiments/README.md, "Run records").
+"""A sweep's run records in the repository: what they keep and how check works is in
+docs/experiments/README.md, "Run records".
 
     python3 scripts/sweep_records.py keep SWEEP [--records DIR]      # SWEEP → DIR (docs/experiments/records/NAME)
     python3 scripts/sweep_records.py restore SWEEP [--records DIR]   # DIR → SWEEP (runs/NAME, the sweep's --out)
     python3 scripts/sweep_records.py check [NAME …] [--hnas BIN]     # every record, or the NAMEs
-
-keep writes the sweep's small files as they are (sweep.json, settings.json, learning_rates.md) and DIR/trials.tar.xz:
-each comparison.json and, of each finished trial (result.json), result.json, config.json, test_outputs.txt,
-seed-N.trial.json and metrics.jsonl less its memory and profile counters and, but at the last validation, the
-diagnostics that report does not plot over training. Logs, checkpoints and unfinished trials stay behind. restore
-writes the files that SWEEP lacks; the sweep's command then trains only the unfinished trials. check restores each
-record into a scratch folder and fails unless `hnas compare` gives each stored comparison.json again and `hnas report`
-draws each sweep's charts.
 """
 import argparse, io, json, lzma, os, subprocess, sys, tarfile, tempfile
 

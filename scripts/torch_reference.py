@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""The PyTorch twin (scripts/twin/) run beside hnas as a benchmark peer; one JSON line on stdout.
+"""The PyTorch twin (scripts/twin/) run beside hnas as a benchmark peer (docs/performance.md); one JSON line
+on stdout.
 
     /usr/bin/python3 scripts/torch_reference.py --task headline --kind hnas --steps 20 --warmup 3
     /usr/bin/python3 scripts/torch_reference.py --load initial.ckpt --no-dropout --steps 3 --warmup 0
@@ -7,20 +8,11 @@
     /usr/bin/python3 scripts/torch_reference.py --sources decode.hnas
     ~/.cache/hnas-peers/torch-latest/bin/python scripts/torch_reference.py ... --peer compile --precision bf16
 
-By default it trains `hnas-bench train`'s reference workloads (`scripts/bench.sh train`; docs/performance.md)
-with the same batches and step (global-norm clipping at 1.0, Adam at a constant rate), timed the same way;
---load starts from `hnas-bench train --dump-initial`'s parameters and trains on its batch at every step, as
-hnas does when it dumps. --batches replays a real run (`scripts/bench.sh real` and `twin`) from what
-`hnas-bench batches` wrote, with the config's optimizer, schedule, clipping and dropout: the step-0 loss
-(f32, dropout off) beside hnas's, then the mean loss of every 50 steps. --sources runs hnas's beam search
-(`scripts/bench.sh decode`) over what `hnas-bench decode` wrote: one untimed batch, then every batch timed,
-and how many best hypotheses equal hnas's.
-
---peer: eager; compile, torch.compile (default mode) around the forward and loss (the backward through
-AOTAutograd) or around the encoder and one cached decoder step, the optimizer and the beam search's
-bookkeeping eager; ipex, intel_extension_for_pytorch.optimize(). PyTorch 2 for both (scripts/setup_peers.sh).
---precision bf16: the forward under torch.autocast("cpu", torch.bfloat16) (IPEX: optimize() in bf16). A run
-that compiled reports the steps or batches during which TorchDynamo compiled a graph apart.
+By default it trains `hnas-bench train`'s reference workloads with the same batches and step, timed the same
+way; --load starts from `hnas-bench train --dump-initial`'s parameters and batch; --batches replays a real
+run from what `hnas-bench batches` wrote (`scripts/bench.sh real` and `twin`); --sources runs hnas's beam
+search over what `hnas-bench decode` wrote. A run that compiled reports apart the steps or batches during
+which TorchDynamo compiled a graph.
 """
 import argparse
 import contextlib

@@ -1,17 +1,8 @@
-"""hnas's WordPiece (src/data/wordpiece.h) against the real BERT tokenizers: on every
-line of the bundled Gigaword test and validation articles and of data/corpus/sotu.txt, hnas's pieces and
-ids (`hnas tokenize`, the uncased vocab.txt of all-MiniLM-L6-v2, which is bert-base-uncased's) beside
-Hugging Face tokenizers' BertWordPieceTokenizer (lowercase, the same vocab.txt; Rust) and transformers'
-BertTokenizer (do_lower_case; Python, Google's tokenization.py). Counts the lines that differ and sorts
-every differing line into a class:
-
-  marker   Gigaword's rare-word markers: hnas reads a whitespace-delimited `UNK` or `<unk>` as one [UNK]
-           (src/data/tokenizer.h), BERT's tokenizers as the text it is (`un ##k`, `< un ##k >`). Checked
-           by giving the peers the line with each marker written [UNK] (their special token): it must
-           then agree.
-  sigma    a word-final capital sigma: Python's str.lower() gives final ς (U+03C2) there, hnas the
-           per-character lowercase σ (U+03C3) (checked likewise, with Σ lowered as hnas does).
-  other    anything else (printed in full).
+"""hnas's WordPiece (src/data/wordpiece.h) against the real BERT tokenizers, Hugging Face tokenizers'
+BertWordPieceTokenizer and transformers' BertTokenizer, on every line of the bundled Gigaword articles and of
+data/corpus/sotu.txt (docs/bert_parity.md). Each differing line falls in a class: marker (Gigaword's `UNK` and
+`<unk>`, which hnas reads as [UNK]: the peer must agree once they are written [UNK]), sigma (a word-final
+capital sigma, lowered as hnas does: the peer must then agree) or other (printed in full).
 
     ~/.cache/hnas-peers/venv/bin/python scripts/wordpiece_agreement.py [--examples N]
 """
@@ -55,7 +46,7 @@ def main():
     peers = {"tokenizers BertWordPieceTokenizer": lambda text: fast.encode(text, add_special_tokens=False).ids,
              "transformers BertTokenizer": lambda text: slow.convert_tokens_to_ids(slow.tokenize(text))}
     print(f"vocab {os.path.realpath(vocab)}; tokenizers {tokenizers.__version__}, transformers {transformers.__version__}")
-    totals = {name: {"lines": 0, "differ": 0, "marker": 0, "sigma": 0, "other": 0} for name in peers}
+    totals = {name: dict.fromkeys(("lines", "differ", "marker", "sigma", "other"), 0) for name in peers}
     examples = {}
     for path in FILES:
         ids, pieces = hnas_tokens(vocab, path)
@@ -64,32 +55,26 @@ def main():
             sys.exit(f"{path}: hnas tokenize gave {len(ids)} lines for {len(lines)}")
         counts = {}
         for name, peer in peers.items():
-            differ = marker = sigma = other = 0
+            found = dict.fromkeys(("differ", "marker", "sigma", "other"), 0)
             for number, (line, ours) in enumerate(zip(lines, ids), 1):
                 theirs = peer(line)
                 if theirs == ours:
                     continue
-                differ += 1
                 if MARKER.search(line) and peer(MARKER.sub("[UNK]", line)) == ours:
                     kind = "marker"
-                    marker += 1
                 elif "Σ" in line and peer(MARKER.sub("[UNK]", line).replace("Σ", "σ")) == ours:
                     kind = "sigma"
-                    sigma += 1
                 else:
                     kind = "other"
-                    other += 1
-                key = (name, kind)
-                if len(examples.setdefault(key, [])) < args.examples or kind == "other":
-                    examples[key].append((os.path.relpath(path, pc.ROOT), number, line, pieces[number - 1],
-                                          slow.convert_ids_to_tokens(theirs)))
-            t = totals[name]
-            t["lines"] += len(lines)
-            t["differ"] += differ
-            t["marker"] += marker
-            t["sigma"] += sigma
-            t["other"] += other
-            counts[name] = f"{differ} differ (marker {marker}, sigma {sigma}, other {other})"
+                found["differ"] += 1
+                found[kind] += 1
+                if len(examples.setdefault((name, kind), [])) < args.examples or kind == "other":
+                    examples[name, kind].append((os.path.relpath(path, pc.ROOT), number, line, pieces[number - 1],
+                                                 slow.convert_ids_to_tokens(theirs)))
+            totals[name]["lines"] += len(lines)
+            for key, value in found.items():
+                totals[name][key] += value
+            counts[name] = "{differ} differ (marker {marker}, sigma {sigma}, other {other})".format(**found)
         print(f"{os.path.relpath(path, pc.ROOT)}: {len(lines)} lines; " + "; ".join(f"{n}: {c}" for n, c in counts.items()))
     print("\n| peer | lines | lines that differ | marker | final sigma | other |\n|---|---|---|---|---|---|")
     for name, t in totals.items():

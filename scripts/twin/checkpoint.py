@@ -1,8 +1,6 @@
-"""hnas's checkpoint files (src/io/checkpoint.h) in Python: CRC-32C, and reading and writing the format, a
-32-byte preamble (magic, version, header and data lengths, the header's and the preamble's CRC-32C), the
-JSON header (metadata, and per entry its name, dtype, shape, offset, length and CRC-32C), then the entries,
-each 64-byte aligned from the data's start, itself 64-byte aligned. The benchmark twin reads the files
-`hnas-bench` writes; the fuzz seed maker (tests/fuzz/make_checkpoint_seeds.py) rewrites real checkpoints.
+"""hnas's checkpoint files (src/io/checkpoint.h, which gives the format) in Python: CRC-32C, and reading
+them. The benchmark twin reads the files `hnas-bench` writes; tests/fuzz/make_checkpoint_seeds.py rewrites
+real checkpoints.
 """
 import json
 import struct

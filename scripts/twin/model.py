@@ -1,11 +1,8 @@
 """The PyTorch twin of hnas's models, written once: the attention kinds (src/nn/attention_kinds/), the
 attention layer with its priors (src/nn/attention.cpp), the Transformer layer (src/nn/transformer_layer.cpp),
 and the encoder-decoder and BERT-style models (src/models/) with hnas's parameter names, so that an hnas
-checkpoint loads by name.
-
-The fixtures (scripts/make_fixtures.py) run these modules in float64 on parameters they draw
-(torch.nn.utils.stateless.functional_call); the benchmark twins (scripts/torch_reference.py) train them in
-float32 from hnas's initialization or from hnas's own initial parameters.
+checkpoint loads by name. scripts/make_fixtures.py runs them in float64 (functional_call), and
+scripts/torch_reference.py trains them in float32.
 
 Scores s are (B, H, Lq, Lk); `allowed` is a boolean mask broadcastable to them (a real query, a real key
 and, in causal self-attention, a key at or before the query). Weights are exactly 0 where not allowed,
