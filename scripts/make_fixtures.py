@@ -379,16 +379,13 @@ def check_normalizations(name, kind, s, allowed, key_valid, query_valid):
     real_keys = key_valid.reshape(BATCH, 1, -1).sum(dim=-1, keepdim=True).expand_as(col_has_query)
     col_sums = results["dnas"].sum(dim=-2)
     assert (col_sums[col_has_query] >= 1 / real_keys[col_has_query] - 1e-12).all(), (name, "dnas column floor")
-    # dnas by its definition, outside log space
+    # dnas and dnas_causal by their definitions, outside log space: exp over its sum (dnas) or its prefix sums
+    # (dnas_causal) down the query axis, then over the keys
     e = twin.zero_outside(torch.exp(s), allowed)
-    bq = e / e.sum(dim=-2, keepdim=True).clamp(min=1e-300)
-    direct = bq / bq.sum(dim=-1, keepdim=True).clamp(min=1e-300)
-    assert (direct - results["dnas"]).abs().max() < 1e-13, (name, "dnas log space vs direct")
-    # dnas_causal by its definition: prefix sums of exp down the query axis
-    prefix = e.cumsum(dim=-2)
-    bq = twin.zero_outside(e / prefix.clamp(min=1e-300), allowed)
-    direct = bq / bq.sum(dim=-1, keepdim=True).clamp(min=1e-300)
-    assert (direct - results["dnas_causal"]).abs().max() < 1e-13, (name, "dnas_causal vs direct")
+    for k, over_queries in (("dnas", e.sum(dim=-2, keepdim=True)), ("dnas_causal", e.cumsum(dim=-2))):
+        bq = twin.zero_outside(e / over_queries.clamp(min=1e-300), allowed)
+        direct = bq / bq.sum(dim=-1, keepdim=True).clamp(min=1e-300)
+        assert (direct - results[k]).abs().max() < 1e-13, (name, k, "log space vs direct")
     # hnas at theta -> +-inf is dnas / lnas; sinkhorn with one iteration is dnas
     for t, limit in ((40.0, "dnas"), (-40.0, "lnas")):
         h = twin.hnas(s, allowed, torch.full((HEADS,), t, dtype=torch.float64))
@@ -425,10 +422,9 @@ def check_ot(name, a, allowed, query_valid):
 def load_mha(mha, p, prefix=""):
     """torch.nn.MultiheadAttention given the weights of one of our attention layers (p[prefix + "q_proj.weight"] ...)."""
     with torch.no_grad():
-        mha.in_proj_weight.copy_(torch.cat([p[f"{prefix}{c}_proj.weight"] for c in "qkv"]))
-        mha.in_proj_bias.copy_(torch.cat([p[f"{prefix}{c}_proj.bias"] for c in "qkv"]))
-        mha.out_proj.weight.copy_(p[f"{prefix}out_proj.weight"])
-        mha.out_proj.bias.copy_(p[f"{prefix}out_proj.bias"])
+        for t in ("weight", "bias"):
+            getattr(mha, f"in_proj_{t}").copy_(torch.cat([p[f"{prefix}{c}_proj.{t}"] for c in "qkv"]))
+            getattr(mha.out_proj, t).copy_(p[f"{prefix}out_proj.{t}"])
 
 
 def check_against_torch_mha(name, x, memory, params, allowed, attrs, out, a, query_valid):
@@ -726,20 +722,12 @@ def bert_inputs(segment_lengths, length, masked):
 
 
 def model_config(architecture, kinds):
-    dropout = {"embedding": 0, "attention": 0, "residual": 0, "ffn": 0}
-    attention = {}
-    for stack in (("encoder", "decoder", "cross") if architecture == "seq2seq" else ("encoder",)):
-        attention[stack] = {"kind": kinds[stack]}
-        if kinds[stack] == "hnas":
-            attention[stack]["hybrid_init"] = HYBRID_INIT
+    """kinds: {stack: kind}, encoder first, then a seq2seq model's decoder and cross."""
+    positions = {"max_positions": MODEL_POSITIONS} if architecture != "seq2seq" else {
+        "decoder_layers": MODEL_LAYERS, "max_source_positions": MODEL_POSITIONS, "max_target_positions": MODEL_POSITIONS}
     model = {"vocab_size": MODEL_VOCAB, "d_model": MODEL_WIDTH, "heads": MODEL_HEADS, "ffn_dim": MODEL_FFN,
-             "encoder_layers": MODEL_LAYERS}
-    if architecture == "seq2seq":
-        model.update({"decoder_layers": MODEL_LAYERS, "max_source_positions": MODEL_POSITIONS,
-                      "max_target_positions": MODEL_POSITIONS})
-    else:
-        model["max_positions"] = MODEL_POSITIONS
-    model.update({"dropout": dropout, "attention": attention})
+             "encoder_layers": MODEL_LAYERS, **positions, "dropout": dict.fromkeys(("embedding", "attention", "residual", "ffn"), 0),
+             "attention": {stack: {"kind": k, **({"hybrid_init": HYBRID_INIT} if k == "hnas" else {})} for stack, k in kinds.items()}}
     if architecture == "seq2seq":
         return {"task": "headline", "model": model}
     # the masked-LM loss alone: no sentence-order head
@@ -883,7 +871,7 @@ def optim_inputs():
     return params, grads
 
 
-def optimizer_steps(kind, params, grads, decay):
+def optimizer_steps(kind, params, grads, decay, eps):
     """The parameters after every step of the twin's optimizer `kind`, in float64; weight decay on the
     decayed group only. lamb_albert takes the betas as float32 holds them, as the C++ optimizer (and
     ALBERT's TensorFlow) runs them: without bias correction nothing cancels float32(1 - 0.999)'s 1.3e-5
@@ -892,7 +880,6 @@ def optimizer_steps(kind, params, grads, decay):
     betas = (OPTIM_BETA1, OPTIM_BETA2)
     if kind == "lamb_albert":
         betas = tuple(torch.tensor(b, dtype=torch.float32).item() for b in betas)
-    eps = OPTIM_EPS_ALBERT if kind == "lamb_albert" else OPTIM_EPS
     optimizer = make_optimizer(ref.items(), kind, OPTIM_LR, *betas, eps, decay)
     steps = []
     for g in grads:
@@ -941,7 +928,7 @@ def build_optim():
     for kind in ("adamw", "adam", "lamb", "lamb_albert"):
         decay = OPTIM_DECAY[kind]
         eps = OPTIM_EPS_ALBERT if kind == "lamb_albert" else OPTIM_EPS
-        steps = optimizer_steps(kind, params, grads, decay)
+        steps = optimizer_steps(kind, params, grads, decay, eps)
         if kind == "lamb":
             check_lamb(params, steps)
         elif kind != "lamb_albert":
