@@ -177,14 +177,12 @@ def build_reductions():
 
 
 def build_unary():
-    shape = (3, 5)
-    add_case("exp_2d", "exp", {}, {"x": uniform(shape, -2.0, 2.0)}, torch.exp)
-    add_case("log_positive", "log", {}, {"x": uniform(shape, 0.5, 2.0)}, torch.log)
-    add_case("sqrt_positive", "sqrt", {}, {"x": uniform(shape, 0.5, 2.0)}, torch.sqrt)
-    add_case("rsqrt_positive", "rsqrt", {}, {"x": uniform(shape, 0.5, 2.0)}, torch.rsqrt)
-    add_case("relu_away_from_kink", "relu", {}, {"x": away_from_zero(shape)}, torch.relu)
-    add_case("tanh_2d", "tanh", {}, {"x": uniform(shape, -2.0, 2.0)}, torch.tanh)
-    add_case("sigmoid_2d", "sigmoid", {}, {"x": uniform(shape, -3.0, 3.0)}, torch.sigmoid)
+    for name, bounds in (("exp_2d", (-2.0, 2.0)), ("log_positive", (0.5, 2.0)), ("sqrt_positive", (0.5, 2.0)),
+                         ("rsqrt_positive", (0.5, 2.0)), ("relu_away_from_kink", None), ("tanh_2d", (-2.0, 2.0)),
+                         ("sigmoid_2d", (-3.0, 3.0))):
+        op = name.split("_")[0]
+        x = away_from_zero((3, 5)) if bounds is None else uniform((3, 5), *bounds)
+        add_case(name, op, {}, {"x": x}, getattr(torch, op))
     for approx in ("none", "tanh"):
         add_case(f"gelu_{approx}", "gelu", {"approximate": approx}, {"x": uniform((2, 3, 4), -3.0, 3.0)},
                  lambda x, approx=approx: F.gelu(x, approximate=approx))
@@ -640,10 +638,8 @@ class TorchLayer(torch.nn.Module):
         if decoder:
             load_mha(layer.multihead_attn, p, f"{prefix}.cross_attn.")
             ours.update({"cross_attn_norm": layer.norm2, "ffn_norm": layer.norm3})
-        with torch.no_grad():
-            for name, theirs in ours.items():
-                theirs.weight.copy_(p[f"{prefix}.{name}.weight"])
-                theirs.bias.copy_(p[f"{prefix}.{name}.bias"])
+        for name, theirs in ours.items():
+            theirs.load_state_dict({t: p[f"{prefix}.{name}.{t}"] for t in ("weight", "bias")})
 
     def forward(self, x, masks, memory=None, memory_masks=None):
         if memory is None:
@@ -683,13 +679,9 @@ def seq2seq_inputs(source_lengths, target_lengths):
         y = torch.randint(FIRST_PIECE_ID, MODEL_VOCAB, (lt - 1,), generator=gen).tolist()
         target_input.append([BOS_ID] + y + [PAD_ID] * (t - lt))
         target_output.append(y + [EOS_ID] + [PAD_ID] * (t - lt))
-    return {
-        "source_ids": ids(source_ids),
-        "source_valid": torch.tensor([[1.0] * n + [0.0] * (s - n) for n in source_lengths]),
-        "target_input": ids(target_input),
-        "target_output": ids(target_output),
-        "target_valid": torch.tensor([[1.0] * n + [0.0] * (t - n) for n in target_lengths]),
-    }
+    return {"source_ids": ids(source_ids), "source_valid": torch.tensor([[1.0] * n + [0.0] * (s - n) for n in source_lengths]),
+            "target_input": ids(target_input), "target_output": ids(target_output),
+            "target_valid": torch.tensor([[1.0] * n + [0.0] * (t - n) for n in target_lengths])}
 
 
 def bert_inputs(segment_lengths, length, masked):
@@ -712,13 +704,9 @@ def bert_inputs(segment_lengths, length, masked):
             flat[i] = MASK_ID
         elif masked[i] == "random":
             flat[i] = (flat[i] - FIRST_PIECE_ID + 11) % (MODEL_VOCAB - FIRST_PIECE_ID) + FIRST_PIECE_ID
-    return {
-        "input_ids": ids(flat).reshape(len(rows), length),
-        "segment_ids": ids(segments),
-        "valid": torch.tensor([[1.0 if v != PAD_ID else 0.0 for v in row] for row in rows]),
-        "masked_positions": ids(positions),
-        "masked_labels": ids(labels),
-    }
+    return {"input_ids": ids(flat).reshape(len(rows), length), "segment_ids": ids(segments),
+            "valid": torch.tensor([[1.0 if v != PAD_ID else 0.0 for v in row] for row in rows]),
+            "masked_positions": ids(positions), "masked_labels": ids(labels)}
 
 
 def model_config(architecture, kinds):
@@ -893,8 +881,7 @@ def optimizer_steps(kind, params, grads, decay, eps):
 def adam_by_hand(kind, params, grads, decay):
     """The same updates written out, to check torch.optim's against the formulas in the docstring."""
     w = {k: v.double() for k, v in params.items()}
-    m = {k: torch.zeros_like(v) for k, v in w.items()}
-    v2 = {k: torch.zeros_like(v) for k, v in w.items()}
+    m, v2 = ({k: torch.zeros_like(v) for k, v in w.items()} for _ in range(2))
     steps = []
     for t, g in enumerate(grads, start=1):
         for k in w:
