@@ -20,6 +20,7 @@ import functools
 import json
 import math
 import resource
+import statistics
 import sys
 import time
 
@@ -247,12 +248,9 @@ def train_reference(args):
     flops = model_flops_per_step(args.task, first["masked_positions"].numel() if args.task == "mlm" else 0)
     result["model_gflop_per_step"] = flops * 1e-9
     if times:
-        ordered = sorted(times)
-        n = len(ordered)
-        median = ordered[n // 2] if n % 2 else 0.5 * (ordered[n // 2 - 1] + ordered[n // 2])
-        mean = sum(times) / n
-        result.update({"step_ms_median": 1e3 * median, "step_ms_mean": 1e3 * mean, "step_ms_min": 1e3 * ordered[0],
-                       "step_ms_max": 1e3 * ordered[-1], "input_tokens_per_s": result["input_tokens_per_step"] / median,
+        median, mean = statistics.median(times), sum(times) / len(times)
+        result.update({"step_ms_median": 1e3 * median, "step_ms_mean": 1e3 * mean, "step_ms_min": 1e3 * min(times),
+                       "step_ms_max": 1e3 * max(times), "input_tokens_per_s": result["input_tokens_per_step"] / median,
                        "input_tokens_per_s_mean": result["input_tokens_per_step"] / mean,
                        "target_tokens_per_s": result["target_tokens_per_step"] / median,
                        "model_gflop_per_s": flops / median * 1e-9})
@@ -416,12 +414,7 @@ def main():
         parser.error("--steps and --warmup must make at least one step in all")
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    if args.batches:
-        replay_run(args)
-    elif args.sources:
-        decode_sources(args)
-    else:
-        train_reference(args)
+    (replay_run if args.batches else decode_sources if args.sources else train_reference)(args)
 
 
 if __name__ == "__main__":
