@@ -358,8 +358,8 @@ def jsonl(path):
     return [json.loads(line) for line in open(path)]
 
 
-def skipped_peers(path):
-    return [line.strip() for line in open(path) if line.strip()]
+def print_skipped(path):
+    print("".join(f"Skipped {line.strip()}.\n" for line in open(path) if line.strip()), end="")
 
 
 def spread(values, fmt):
@@ -449,8 +449,7 @@ def bench_train(results, skipped):
           "alone in oneDNN with the step's shapes and layouts (hnas-bench train --matmul-bound), summed; evicted: the "
           f"same with a {next(r['matmul_bound_evict_mib'] for r in runs if r['impl'] == 'hnas')} MiB buffer written "
           "before each product.")
-    for reason in skipped_peers(skipped):
-        print(f"Skipped {reason}.")
+    print_skipped(skipped)
     if "compile" in present:
         print("\n| task | kind | precision | torch.compile first step s (compiles) | compile s (first step − median step) |")
         print("| --- | --- | --- | ---: | ---: |")
@@ -533,8 +532,7 @@ def bench_real(results, steps, skipped):
             print(f"| {r['name'].split('-')[0]} | {r['round']} | {r['precision']} | {r['loss0_eval_s']:.1f} | "
                   f"{compiling(r['compiling_units'])} | {r['compiling_seconds']:.1f} | {r['graphs_before']} / {r['graphs']} | "
                   f"{r['frames_left_eager']} | {r['seconds']:.1f} |")
-    for reason in skipped_peers(skipped):
-        print(f"Skipped {reason}.")
+    print_skipped(skipped)
 
 
 def bench_decode(results, skipped):
@@ -568,8 +566,7 @@ def bench_decode(results, skipped):
             for round, r in enumerate((r for r in compiled if r["beam"] == beam), 1):
                 print(f"| {beam} | {round} | {r['graphs_before']} / {r['graphs']} | {compiling(r['compiling_units'])} | "
                       f"{r['compiling_seconds']:.1f} | {r['frames_left_eager']} | {r['articles_per_s']:.1f} |")
-    for reason in skipped_peers(skipped):
-        print(f"Skipped {reason}.")
+    print_skipped(skipped)
 
 
 def bench_ddp_run(out, name, link, skip, steps):
@@ -767,28 +764,24 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
-    command = commands.add_parser("sweep")
-    command.add_argument("out")
+    parsers = {name: commands.add_parser(name) for name in ("sweep", "finetune", "recipe", "pretrain", "decoding", "bench")}
+    for name in ("sweep", "finetune", "recipe", "decoding"):
+        parsers[name].add_argument("out")
+    command = parsers["sweep"]
     command.add_argument("--metrics", default="accuracy", help="comma-separated test metrics (default accuracy)")
     command.add_argument("--pair", action="append", help="a:b, a difference a − b to test; repeated (default: by cell)")
-    command = commands.add_parser("finetune")
-    command.add_argument("out")
-    command.add_argument("tasks", nargs="+")
-    command = commands.add_parser("recipe")
-    command.add_argument("out")
+    parsers["finetune"].add_argument("tasks", nargs="+")
+    command = parsers["recipe"]
     command.add_argument("init", choices=("bert", "random", "hfbert"))
     command.add_argument("seed")
     command.add_argument("kinds", nargs="+")
-    command = commands.add_parser("pretrain")
+    command = parsers["pretrain"]
     command.add_argument("paths", nargs="+", help="run directories or directories of runs")
     command.add_argument("--out", help="where the table and the plots go (default: the first path)")
     command.add_argument("--minutes", default="10,20,30,60", help="comma-separated minutes to read the curves at")
     command.add_argument("--u-trajectory", action="store_true", help="also hnas's u per layer at every validation")
-    command = commands.add_parser("decoding")
-    command.add_argument("out")
-    command = commands.add_parser("bench")
-    command.add_argument("mode")
-    command.add_argument("args", nargs=argparse.REMAINDER)
+    parsers["bench"].add_argument("mode")
+    parsers["bench"].add_argument("args", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     globals()[args.command](args)
 
