@@ -65,13 +65,10 @@ require_torch() {
 build() {
   ((no_build)) && return 0
   if [ ! -f "$build_dir/CMakeCache.txt" ]; then cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release >/dev/null; fi
-  local targets=() target
+  local targets=() target lock=()
   for target in "$@"; do targets+=(--target "$target"); done
-  if command -v flock >/dev/null; then
-    flock /tmp/build.lock nice cmake --build "$build_dir" -j "$(nproc)" "${targets[@]}" >/dev/null
-  else
-    cmake --build "$build_dir" -j "$(nproc)" "${targets[@]}" >/dev/null
-  fi
+  if command -v flock >/dev/null; then lock=(flock /tmp/build.lock nice); fi
+  ${lock[@]+"${lock[@]}"} cmake --build "$build_dir" -j "$(nproc)" "${targets[@]}" >/dev/null
 }
 
 # copy_binaries BINARY…: the built binaries, which must exist, copied to $out/bin, which the runs use.
@@ -119,13 +116,11 @@ peer_missing() {
 # peer_command PEER PRECISION SCRIPT: sets cmd to the start of one peer's command line, SCRIPT (a twin taking --peer
 # and --precision) in its python; PyTorch 1.13 always eager and in f32.
 peer_command() {
-  if [[ "$1" == torch113 ]]; then
-    cmd=("$python" "$3" --peer eager --precision f32)
-  elif [[ "$1" == ipex ]]; then
-    cmd=("$ipex_python" "$3" --peer "$1" --precision "$2")
-  else
-    cmd=("$torch_python" "$3" --peer "$1" --precision "$2")
-  fi
+  case "$1" in
+    torch113) cmd=("$python" "$3" --peer eager --precision f32) ;;
+    ipex) cmd=("$ipex_python" "$3" --peer "$1" --precision "$2") ;;
+    *) cmd=("$torch_python" "$3" --peer "$1" --precision "$2") ;;
+  esac
 }
 
 # reversed WORD…: the words in reverse order, one a line (every other round runs the systems backwards).
