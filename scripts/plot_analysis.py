@@ -143,9 +143,15 @@ def plot_centre_distance(data, out):
     save(fig, out)
 
 
-def grid_shape(count):
+def panels(plt, count, width, height):
+    """A figure of `count` panels, at most 4 a row, the cells left over switched off: (figure, the panels)."""
     columns = min(count, 4)
-    return math.ceil(count / columns), columns
+    rows = math.ceil(count / columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(width * columns, height * rows), squeeze=False)
+    cells = [ax for row in axes for ax in row]
+    for ax in cells[count:]:
+        ax.axis("off")
+    return fig, cells
 
 
 def plot_explain_away(data, out):
@@ -155,10 +161,8 @@ def plot_explain_away(data, out):
         raise PlotError("explain-away: no heads")
     epsilon = field(data, "epsilon", "explain-away")
     plt = pyplot()
-    rows, columns = grid_shape(len(heads))
-    fig, axes = plt.subplots(rows, columns, figsize=(3.6 * columns, 2.9 * rows), squeeze=False)
-    for index, (attention, head) in enumerate(heads):
-        ax = axes[index // columns][index % columns]
+    fig, axes = panels(plt, len(heads), 3.6, 2.9)
+    for ax, (attention, head) in zip(axes, heads):
         where = f"{attention.get('name', '?')} head {head.get('head', '?')}"
         if "ln_histogram" in head:
             histogram = field(head, "ln_histogram", where)
@@ -187,8 +191,6 @@ def plot_explain_away(data, out):
         ax.set_ylabel("keys", fontsize=8)
         ax.tick_params(labelsize=7)
         ax.legend(fontsize=7)
-    for index in range(len(heads), rows * columns):
-        axes[index // columns][index % columns].axis("off")
     fig.suptitle(f"Explaining away: {data.get('checkpoint', '?')} (step {data.get('step', '?')}, "
                  f"{data.get('sequences', '?')} sequences)")
     fig.tight_layout()
@@ -204,10 +206,8 @@ def plot_hybrid(data, out):
     if not names:
         raise PlotError("hybrid: no attention has a u")
     plt = pyplot()
-    rows, columns = grid_shape(len(names))
-    fig, axes = plt.subplots(rows, columns, figsize=(4 * columns, 3 * rows), squeeze=False)
-    for index, name in enumerate(names):
-        ax = axes[index // columns][index % columns]
+    fig, axes = panels(plt, len(names), 4, 3)
+    for ax, name in zip(axes, names):
         series = [(point["step"], attention["u"]) for point in points for attention in point["attentions"]
                   if attention["name"] == name]
         heads = max(len(u) for _, u in series)
@@ -226,8 +226,6 @@ def plot_hybrid(data, out):
         ax.set(ylim=(0, 1), ylabel="u (1: DNAS, 0: LNAS)")
         ax.set_title(name, fontsize=9)
         ax.grid(alpha=0.3)
-    for index in range(len(names), rows * columns):
-        axes[index // columns][index % columns].axis("off")
     fig.suptitle(f"Hybrid weight u per head: {data.get('source', '?')}"
                  + (f" (step {points[0]['step']})" if len(points) == 1 else ""))
     fig.tight_layout()
