@@ -214,10 +214,8 @@ def export_parity(args, work):
                 "tokenizer.type=wordpiece", f"tokenizer.model={vocab}", f"train.steps={args.steps}", "train.warmup_steps=2",
                 "train.learning_rate=0.0001", "train.log_every=5", f"validation.every={args.steps}",
                 f"checkpoint.every={args.steps}", "data.batch_sentences=16", "data.max_seq=64"]
-    command = [HNAS, "train", "--config", os.path.join(ROOT, "configs", "finetune_sotu_era.json"), "--out", run_dir]
-    for s in settings:
-        command += ["--set", s]
-    run(command, cwd=ROOT)
+    run([HNAS, "train", "--config", os.path.join(ROOT, "configs", "finetune_sotu_era.json"), "--out", run_dir,
+         *(item for s in settings for item in ("--set", s))], cwd=ROOT)
     tuned = os.path.join(run_dir, "checkpoints", f"step-{args.steps:08d}.ckpt")  # the last step's checkpoint
     if not os.path.exists(tuned):
         sys.exit(f"no {tuned}; the run left {sorted(glob.glob(os.path.join(run_dir, '**', '*.ckpt'), recursive=True))}")
