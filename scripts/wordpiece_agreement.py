@@ -16,12 +16,10 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bert_parity as pc  # noqa: E402
 
-FILES = [pc.GIGAWORD_TEST,
-         os.path.join(pc.ROOT, "data", "gigaword", "valid_1k", "valid.article.filter.txt"),
-         os.path.join(pc.ROOT, "data", "gigaword", "valid_4k", "valid.article.filter.4K.txt"),
-         os.path.join(pc.ROOT, "data", "gigaword", "valid_10k", "valid.article.filter.10K.txt"),
-         os.path.join(pc.ROOT, "data", "gigaword", "valid_small", "valid.src.small.txt"),
-         pc.SOTU]
+FILES = [pc.GIGAWORD_TEST, pc.GIGAWORD_VALID] + [
+    os.path.join(pc.ROOT, "data", "gigaword", folder, name) for folder, name in (
+        ("valid_4k", "valid.article.filter.4K.txt"), ("valid_10k", "valid.article.filter.10K.txt"),
+        ("valid_small", "valid.src.small.txt"))] + [pc.SOTU]
 MARKER = re.compile(r"(?<!\S)(?:UNK|<unk>)(?!\S)")
 
 
@@ -60,12 +58,9 @@ def main():
                 theirs = peer(line)
                 if theirs == ours:
                     continue
-                if MARKER.search(line) and peer(MARKER.sub("[UNK]", line)) == ours:
-                    kind = "marker"
-                elif "Σ" in line and peer(MARKER.sub("[UNK]", line).replace("Σ", "σ")) == ours:
-                    kind = "sigma"
-                else:
-                    kind = "other"
+                marked = MARKER.sub("[UNK]", line)
+                kind = ("marker" if MARKER.search(line) and peer(marked) == ours
+                        else "sigma" if "Σ" in line and peer(marked.replace("Σ", "σ")) == ours else "other")
                 found["differ"] += 1
                 found[kind] += 1
                 if len(examples.setdefault((name, kind), [])) < args.examples or kind == "other":
@@ -81,8 +76,7 @@ def main():
         print(f"| {name} | {t['lines']} | {t['differ']} | {t['marker']} | {t['sigma']} | {t['other']} |")
     for (name, kind), found in sorted(examples.items()):
         for path, number, line, ours, theirs in found:
-            where = [i for i, (a, b) in enumerate(zip(ours + [None], theirs + [None])) if a != b][:1] or [0]
-            i = where[0]
+            i = next((i for i, (a, b) in enumerate(zip(ours + [None], theirs + [None])) if a != b), 0)
             print(f"\n[{kind}] {name}, {path}:{number}: hnas {ours[max(0, i - 3):i + 4]} vs {theirs[max(0, i - 3):i + 4]}")
             if kind == "other":
                 print(f"  line: {line[:300]}")

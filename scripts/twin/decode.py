@@ -132,8 +132,5 @@ def beam_search(model, run, ids, valid, settings):
         beam_log_probabilities = torch.tensor(next_log_probabilities, dtype=torch.float64)
         if active:
             state.keep_rows(torch.tensor(next_rows))
-    best = []
-    for done in finished:
-        ranked = sorted(done, key=lambda scored: -scored[0])  # stable, as hnas's stable_sort
-        best.append(ranked[0][1] if ranked else [])
-    return best
+    # sorted is stable, as hnas's stable_sort: of equal scores the first finished wins
+    return [sorted(done, key=lambda scored: -scored[0])[0][1] if done else [] for done in finished]
