@@ -220,7 +220,9 @@ decoding() {
 analyses() {
   local out=${1:-docs/analyses} kind run
   mkdir -p "$out"
-  plot() { /usr/bin/python3 scripts/plot_analysis.py "$@"; }
+  # analysis PLOT NAME ARGS…: hnas ARGS… --output OUT/NAME.json, then plot_analysis.py PLOT of it into OUT/NAME.png
+  analysis() { "$hnas" "${@:3}" --output "$out/$2.json" &&
+    /usr/bin/python3 scripts/plot_analysis.py "$1" "$out/$2.json" --out "$out/$2.png"; }
   for kind in lnas dnas hnas; do
     run=runs/gigaword_tiny_$kind
     if [ ! -f "$run/best.ckpt" ]; then
@@ -230,18 +232,13 @@ analyses() {
     "$hnas" eval --checkpoint "$run/best.ckpt" --articles "$articles" --references "$references" --beam 4 \
       --length-penalty 1.0 --max-len 30 --min-len 1 --no-repeat-ngram 0 --bootstrap 1000 \
       --hypotheses "$out/test_headlines_$kind.txt" --report "$out/eval_$kind.json"
-    "$hnas" analyze explain-away --checkpoint "$run/best.ckpt" \
-      --input data/gigaword/valid_1k/valid.article.filter.txt --output "$out/explain_away_$kind.json"
-    plot explain-away "$out/explain_away_$kind.json" --out "$out/explain_away_$kind.png"
+    analysis explain-away "explain_away_$kind" analyze explain-away --checkpoint "$run/best.ckpt" \
+      --input data/gigaword/valid_1k/valid.article.filter.txt
   done
-  "$hnas" analyze hybrid --run runs/gigaword_tiny_hnas --output "$out/hybrid_weights.json"
-  plot hybrid "$out/hybrid_weights.json" --out "$out/hybrid_weights.png"
-  "$hnas" toy mode-collapse --output "$out/mode_collapse_500_50.json"
-  plot toy "$out/mode_collapse_500_50.json" --out "$out/mode_collapse_500_50.png"
-  "$hnas" toy mode-collapse --n0 225 --n1 225 --output "$out/mode_collapse_balanced.json"
-  plot toy "$out/mode_collapse_balanced.json" --out "$out/mode_collapse_balanced.png"
-  "$hnas" toy centre-distance --output "$out/centre_distance.json"
-  plot centre-distance "$out/centre_distance.json" --out "$out/centre_distance.png"
+  analysis hybrid hybrid_weights analyze hybrid --run runs/gigaword_tiny_hnas
+  analysis toy mode_collapse_500_50 toy mode-collapse
+  analysis toy mode_collapse_balanced toy mode-collapse --n0 225 --n1 225
+  analysis centre-distance centre_distance toy centre-distance
 }
 
 command=${1:-}
