@@ -55,8 +55,7 @@ trap 'rm -rf "$scratch"' EXIT
 max_len_of() {
   case $1 in
     fuzz_checkpoint) echo 40000 ;;
-    fuzz_finetune_data) echo 8192 ;;
-    fuzz_config) echo 8192 ;;
+    fuzz_finetune_data | fuzz_config) echo 8192 ;;
     *) echo 4096 ;;
   esac
 }
@@ -92,12 +91,8 @@ for target in "${targets[@]}"; do
   executions=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
   artifacts=$(find "$runs/artifacts/$target" -type f)
-  if [ "$status" -eq 0 ] && [ -z "$artifacts" ]; then
-    result="nothing found"
-  else
-    result="FOUND (exit status $status)"
-    found=1
-  fi
+  result="nothing found"
+  if ! { [ "$status" -eq 0 ] && [ -z "$artifacts" ]; }; then result="FOUND (exit status $status)" found=1; fi
   total=$((total + ${executions:-0}))
   printf '%-16s %8s %12s %8s  %s\n' "$target" "$seconds" "${executions:--}" "${rate:--}" "$result"
   if [ "$result" != "nothing found" ]; then
