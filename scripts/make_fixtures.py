@@ -472,18 +472,14 @@ def add_attention_case(kind, setting, lq, lk, self_attention, causal, key_valid,
     inputs["query_valid"] = torch.tensor(query_valid, dtype=torch.float32)
     params = {p: uniform((WIDTH, WIDTH), -0.5, 0.5) if p.endswith("weight") else uniform((WIDTH,), -0.1, 0.1)
               for p in PARAMETER_NAMES}
-    if kind == "hnas":
-        params["norm.hybrid_theta"] = torch.tensor(HYBRID_THETA, dtype=torch.float32)
-    if kind == "nap":
-        params.update({"norm.gain": torch.tensor(NAP_GAIN, dtype=torch.float32),
-                       "norm.bias": torch.tensor(NAP_BIAS, dtype=torch.float32)})
+    norm = {"hnas": {"hybrid_theta": HYBRID_THETA}, "nap": {"gain": NAP_GAIN, "bias": NAP_BIAS}}.get(kind, {})
+    params.update({f"norm.{n}": torch.tensor(v, dtype=torch.float32) for n, v in norm.items()})
     if prior is not None:
         params["relative_bias.weight"] = uniform((PRIOR_BUCKETS, HEADS), -1.0, 1.0)
     if context_prior:
-        params["context_prior.key_proj.weight"] = uniform((CONTEXT_HIDDEN, WIDTH), -0.5, 0.5)
-        params["context_prior.key_proj.bias"] = uniform((CONTEXT_HIDDEN,), -0.1, 0.1)
-        params["context_prior.context_proj.weight"] = uniform((CONTEXT_HIDDEN, WIDTH), -0.5, 0.5)
-        params["context_prior.head_weights"] = uniform((HEADS, CONTEXT_HIDDEN), -1.0, 1.0)
+        for n, shape, bound in (("key_proj.weight", (CONTEXT_HIDDEN, WIDTH), 0.5), ("key_proj.bias", (CONTEXT_HIDDEN,), 0.1),
+                                ("context_proj.weight", (CONTEXT_HIDDEN, WIDTH), 0.5), ("head_weights", (HEADS, CONTEXT_HIDDEN), 1.0)):
+            params[f"context_prior.{n}"] = uniform(shape, -bound, bound)
     grad_out = uniform((BATCH, lq, WIDTH))
 
     x = inputs["x"].double().requires_grad_(True)
