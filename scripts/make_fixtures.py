@@ -584,10 +584,8 @@ def add_layer_case(norm, mixer, kind, paper002_nap=False):
 
 def build_layers():
     for norm in ("post", "mte"):
-        for kind in ("lnas", "nap", "non"):
-            add_layer_case(norm, "attention", kind)
-        add_layer_case(norm, "sum", "lnas")
-        add_layer_case(norm, "max", "lnas")
+        for mixer, kind in (("attention", "lnas"), ("attention", "nap"), ("attention", "non"), ("sum", "lnas"), ("max", "lnas")):
+            add_layer_case(norm, mixer, kind)
     add_layer_case("mte", "attention", "nap", paper002_nap=True)
 
 
