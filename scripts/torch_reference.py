@@ -203,10 +203,8 @@ def train_reference(args):
         args.task, args.kind = metadata["task"], metadata["kind"]
         args.lr = metadata.get("learning_rate", args.lr)
     dropout = 0.0 if args.no_dropout else DROPOUT
-    if args.task == "headline":
-        model = twin.Seq2Seq(REFERENCE, args.kind, dropout, LABEL_SMOOTHING)
-    else:
-        model = twin.Bert(REFERENCE, args.kind, dropout)
+    model = (twin.Seq2Seq(REFERENCE, args.kind, dropout, LABEL_SMOOTHING) if args.task == "headline"
+             else twin.Bert(REFERENCE, args.kind, dropout))
     first = make_batch(args.task, generator)
     result = {"impl": "torch", "task": args.task, "kind": args.kind, "threads": torch.get_num_threads(),
               "batch": BATCH,
