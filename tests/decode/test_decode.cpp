@@ -9,6 +9,7 @@
 #include "config/experiment_config.h"
 #include "data/tokenizer.h"
 #include "decode/beam_search.h"
+#include "decode/headlines.h"
 #include "tasks/task.h"
 #include "test_support.h"
 
@@ -315,6 +316,36 @@ TEST(BeamSearch, RejectsBadOptionsAndTrainingMode) {
     options.nbest = 1;
     model->set_training(true);
     EXPECT_THROW(decode::beam_search(*model, ids, valid, options, data::kBosId, data::kEosId), Error);
+}
+
+// hnas eval hands a task its decoding settings as JSON: every field survives the round trip, and unset
+// ones stay unset (so the checkpoint's own decoding settings apply).
+TEST(DecodeSettings, JsonRoundTripKeepsEveryFieldAndLeavesUnsetOnesUnset) {
+    decode::DecodeSettings given;
+    given.beam = 5;
+    given.min_length = 3;
+    given.max_length = 17;
+    given.no_repeat_ngram = 2;
+    given.length_penalty = 0.75;
+    given.nbest = 4;
+    given.batch = 9;
+    given.max_source = 64;
+    given.precision = backend::MatmulPrecision::bf16;
+    const decode::DecodeSettings back = decode::decode_settings(decode::settings_json(given));
+    EXPECT_EQ(back.beam, given.beam);
+    EXPECT_EQ(back.min_length, given.min_length);
+    EXPECT_EQ(back.max_length, given.max_length);
+    EXPECT_EQ(back.no_repeat_ngram, given.no_repeat_ngram);
+    EXPECT_EQ(back.length_penalty, given.length_penalty);
+    EXPECT_EQ(back.nbest, given.nbest);
+    EXPECT_EQ(back.batch, given.batch);
+    EXPECT_EQ(back.max_source, given.max_source);
+    EXPECT_EQ(back.precision, given.precision);
+
+    const decode::DecodeSettings unset = decode::decode_settings(decode::settings_json(decode::DecodeSettings{}));
+    EXPECT_FALSE(unset.beam || unset.min_length || unset.max_length || unset.no_repeat_ngram || unset.length_penalty);
+    EXPECT_EQ(unset.nbest, decode::DecodeSettings{}.nbest);
+    EXPECT_THROW(decode::decode_settings(Json{{"precision", "f16"}}), Error);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "base/read_file.h"
 #include "eval/porter_stemmer.h"
 #include "eval/rouge.h"
+#include "eval/rouge_report.h"
 
 namespace {
 
@@ -381,6 +382,20 @@ TEST_F(RougeReferencePoint, MatchesRouge155WithoutStemming) {
     expect_score(r.rouge_1, 0.20655, 0.19201, 0.19220);
     expect_score(r.rouge_2, 0.06507, 0.06010, 0.06038);
     expect_score(r.rouge_l, 0.19432, 0.18060, 0.18078);
+}
+
+// hnas eval hands a task its ROUGE options as JSON: every field survives the round trip.
+TEST(RougeOptions, JsonRoundTripKeepsEveryField) {
+    hnas::eval::RougeOptions given;
+    given.stem = true;
+    given.wordnet = "/some/wordnet";
+    given.bootstrap = 250;
+    given.seed = 99;
+    const hnas::eval::RougeOptions back = hnas::eval::rouge_options(hnas::eval::options_json(given));
+    EXPECT_EQ(back.stem, given.stem);
+    EXPECT_EQ(back.wordnet, given.wordnet);
+    EXPECT_EQ(back.bootstrap, given.bootstrap);
+    EXPECT_EQ(back.seed, given.seed);
 }
 
 }  // namespace
