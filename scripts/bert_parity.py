@@ -4,10 +4,11 @@ every layer's hidden states and the mean-pooled sentence embedding on 200 real l
     scripts/setup_peers.sh
     ~/.cache/hnas-peers/venv/bin/python scripts/bert_parity.py [--batch 8] [--no-fixture]
     ~/.cache/hnas-peers/venv/bin/python scripts/bert_parity.py --export [--steps 20] [--keep DIR]
+    ~/.cache/hnas-peers/venv/bin/python scripts/bert_parity.py --wordpiece [--examples N]
 
-Without --export it also writes tests/fixtures/minilm/expected.json for
-BertImport.MiniLMHiddenStatesEqualTheFixture. The helpers (paths, the bundled real text, running build/hnas,
-transformers' hidden states on hnas's padded batches) serve scripts/wordpiece_agreement.py too.
+Without --export or --wordpiece it also writes tests/fixtures/minilm/expected.json for
+BertImport.MiniLMHiddenStatesEqualTheFixture. --wordpiece compares hnas's WordPiece with BERT's tokenizers
+instead (wordpiece_agreement's docstring tells how).
 """
 
 import argparse
@@ -29,6 +30,11 @@ MINILM = os.path.join(PEERS, "minilm")  # scripts/setup_peers.sh links it to the
 GIGAWORD_TEST = os.path.join(ROOT, "data", "gigaword", "test_1951", "input.txt")
 GIGAWORD_VALID = os.path.join(ROOT, "data", "gigaword", "valid_1k", "valid.article.filter.txt")
 SOTU = os.path.join(ROOT, "data", "corpus", "sotu.txt")
+WORDPIECE_FILES = [GIGAWORD_TEST, GIGAWORD_VALID] + [
+    os.path.join(ROOT, "data", "gigaword", folder, name) for folder, name in (
+        ("valid_4k", "valid.article.filter.4K.txt"), ("valid_10k", "valid.article.filter.10K.txt"),
+        ("valid_small", "valid.src.small.txt"))] + [SOTU]
+MARKER = re.compile(r"(?<!\S)(?:UNK|<unk>)(?!\S)")
 
 
 def check_peers():
@@ -239,15 +245,76 @@ def export_parity(args, work):
     return 0 if worst <= 1e-4 else 1
 
 
+def wordpiece_agreement(args):
+    """hnas's WordPiece (src/data/wordpiece.h) against the real BERT tokenizers, Hugging Face tokenizers'
+    BertWordPieceTokenizer and transformers' BertTokenizer, on every line of WORDPIECE_FILES. Each differing
+    line falls in a class: marker (Gigaword's `UNK` and `<unk>`, which hnas reads as [UNK]: the peer must
+    agree once they are written [UNK]), sigma (a word-final capital sigma, lowered as hnas does: the peer
+    must then agree) or other (printed in full)."""
+    import tokenizers
+    import transformers
+    from tokenizers import BertWordPieceTokenizer
+    from transformers import BertTokenizer
+    vocab = os.path.join(MINILM, "vocab.txt")
+    fast = BertWordPieceTokenizer(vocab, lowercase=True)
+    slow = BertTokenizer(vocab, do_lower_case=True)
+    peers = {"tokenizers BertWordPieceTokenizer": lambda text: fast.encode(text, add_special_tokens=False).ids,
+             "transformers BertTokenizer": lambda text: slow.convert_tokens_to_ids(slow.tokenize(text))}
+    print(f"vocab {os.path.realpath(vocab)}; tokenizers {tokenizers.__version__}, transformers {transformers.__version__}")
+    totals = {name: dict.fromkeys(("lines", "differ", "marker", "sigma", "other"), 0) for name in peers}
+    examples = {}
+    for path in WORDPIECE_FILES:
+        tokenize = [HNAS, "tokenize", "--vocab", vocab, "--input", path]
+        ids = [[int(x) for x in line.split()] for line in run(tokenize).split("\n")[:-1]]
+        pieces = [line.split(" ") if line else [] for line in run(tokenize + ["--pieces"]).split("\n")[:-1]]
+        lines = read_lines(path)
+        if len(ids) != len(lines):
+            sys.exit(f"{path}: hnas tokenize gave {len(ids)} lines for {len(lines)}")
+        counts = {}
+        for name, peer in peers.items():
+            found = dict.fromkeys(("differ", "marker", "sigma", "other"), 0)
+            for number, (line, ours) in enumerate(zip(lines, ids), 1):
+                theirs = peer(line)
+                if theirs == ours:
+                    continue
+                marked = MARKER.sub("[UNK]", line)
+                kind = ("marker" if MARKER.search(line) and peer(marked) == ours
+                        else "sigma" if "Σ" in line and peer(marked.replace("Σ", "σ")) == ours else "other")
+                found["differ"] += 1
+                found[kind] += 1
+                if len(examples.setdefault((name, kind), [])) < args.examples or kind == "other":
+                    examples[name, kind].append((os.path.relpath(path, ROOT), number, line, pieces[number - 1],
+                                                 slow.convert_ids_to_tokens(theirs)))
+            totals[name]["lines"] += len(lines)
+            for key, value in found.items():
+                totals[name][key] += value
+            counts[name] = "{differ} differ (marker {marker}, sigma {sigma}, other {other})".format(**found)
+        print(f"{os.path.relpath(path, ROOT)}: {len(lines)} lines; " + "; ".join(f"{n}: {c}" for n, c in counts.items()))
+    print("\n| peer | lines | lines that differ | marker | final sigma | other |\n|---|---|---|---|---|---|")
+    for name, t in totals.items():
+        print(f"| {name} | {t['lines']} | {t['differ']} | {t['marker']} | {t['sigma']} | {t['other']} |")
+    for (name, kind), found in sorted(examples.items()):
+        for path, number, line, ours, theirs in found:
+            i = next((i for i, (a, b) in enumerate(zip(ours + [None], theirs + [None])) if a != b), 0)
+            print(f"\n[{kind}] {name}, {path}:{number}: hnas {ours[max(0, i - 3):i + 4]} vs {theirs[max(0, i - 3):i + 4]}")
+            if kind == "other":
+                print(f"  line: {line[:300]}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--no-fixture", action="store_true")
-    parser.add_argument("--export", action="store_true", help="fine-tune the import in hnas, export it, compare")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--export", action="store_true", help="fine-tune the import in hnas, export it, compare")
+    mode.add_argument("--wordpiece", action="store_true", help="hnas's WordPiece against BERT's tokenizers")
     parser.add_argument("--steps", type=int, default=20, help="--export: fine-tuning steps")
     parser.add_argument("--keep", help="--export: keep the run, the export and the states in this folder")
+    parser.add_argument("--examples", type=int, default=2, help="--wordpiece: examples printed per class")
     args = parser.parse_args()
     check_peers()
+    if args.wordpiece:
+        return wordpiece_agreement(args)
     import torch
     torch.set_num_threads(os.cpu_count() or 1)
     work = args.keep or tempfile.mkdtemp(prefix="hnas_bert_parity_")

@@ -54,6 +54,7 @@ def pyplot():
 
 
 def save(fig, out):
+    fig.tight_layout()
     fig.savefig(out, dpi=110, bbox_inches="tight")
     print(f"wrote {out}")
 
@@ -107,7 +108,6 @@ def plot_toy(data, out):
     distance_ax.legend(fontsize=8)
     fig.suptitle(f"Mode collapse: {options['n0']} vs {options['n1']} points, spread {options['spread']}, "
                  f"score scale {options['score_scale']}, seed {options['seed']}")
-    fig.tight_layout()
     save(fig, out)
 
 
@@ -139,7 +139,6 @@ def plot_centre_distance(data, out):
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    fig.tight_layout()
     save(fig, out)
 
 
@@ -193,7 +192,6 @@ def plot_explain_away(data, out):
         ax.legend(fontsize=7)
     fig.suptitle(f"Explaining away: {data.get('checkpoint', '?')} (step {data.get('step', '?')}, "
                  f"{data.get('sequences', '?')} sequences)")
-    fig.tight_layout()
     save(fig, out)
 
 
@@ -228,7 +226,6 @@ def plot_hybrid(data, out):
         ax.grid(alpha=0.3)
     fig.suptitle(f"Hybrid weight u per head: {data.get('source', '?')}"
                  + (f" (step {points[0]['step']})" if len(points) == 1 else ""))
-    fig.tight_layout()
     save(fig, out)
 
 

@@ -1,6 +1,6 @@
 // `hnas import-bert` and `hnas export`: public BERT weights in, hnas BERT-style models out, in Hugging
 // Face's safetensors layout (src/convert/hf_bert.h); `hnas hidden-states` and `hnas tokenize`, what the
-// parity scripts compare with transformers (scripts/bert_parity.py, scripts/wordpiece_agreement.py).
+// parity script compares with transformers (scripts/bert_parity.py, and its --wordpiece).
 #include <spdlog/spdlog.h>
 
 #include <fstream>

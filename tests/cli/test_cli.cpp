@@ -93,7 +93,7 @@ TEST(CommandLine, ValuesInRangeAreAcceptedAsWritten) {
 
 // `hnas tokenize` prints hnas's WordPiece ids as vocab.txt rows (or the pieces), a line per line, Gigaword's
 // UNK marker as [UNK]; `hnas hidden-states` writes every layer's states of the real tokens
-// (scripts/wordpiece_agreement.py and scripts/bert_parity.py read them).
+// (scripts/bert_parity.py reads both: the ids with --wordpiece, the states without).
 TEST(CommandLine, TokenizeAndHiddenStatesOfAnImportedBert) {
     const std::string fixture = std::string(HNAS_SOURCE_DIR) + "/tests/fixtures/hf_bert";
     const std::string text = (scratch().root / "bert_lines.txt").string();

@@ -1,5 +1,5 @@
 // Importing a Hugging Face BERT (src/convert/hf_bert.h) and exporting it back, on the random tiny
-// BERT of scripts/make_bert_fixture.py: hnas's logits equal the PyTorch BERT's, export ∘ import is the
+// BERT of tests/fixtures/make_bert_fixture.py: hnas's logits equal the PyTorch BERT's, export ∘ import is the
 // identity on the file's tensors, and the safetensors reader's checks (src/io/safetensors.h). On the
 // real all-MiniLM-L6-v2, when scripts/setup_peers.sh has installed it: every layer's hidden states equal
 // transformers' (tests/fixtures/minilm/expected.json, written by scripts/bert_parity.py).
