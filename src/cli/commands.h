@@ -10,6 +10,7 @@ void add_demo_command(CLI::App& app);                     // train_commands.cpp
 void add_train_command(CLI::App& app, int& exit_code);    // train_commands.cpp
 void add_vocab_command(CLI::App& app);                    // train_commands.cpp
 void add_weights_command(CLI::App& app);                  // train_commands.cpp
+void add_prepare_command(CLI::App& app);                  // prepare_command.cpp
 void add_inspect_command(CLI::App& app);                  // inspect_command.cpp
 void add_rouge_command(CLI::App& app);                    // eval_commands.cpp
 void add_decode_command(CLI::App& app);                   // eval_commands.cpp

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
     hnas::cli::add_train_command(app, exit_code);
     hnas::cli::add_vocab_command(app);
     hnas::cli::add_weights_command(app);
+    hnas::cli::add_prepare_command(app);
     hnas::cli::add_inspect_command(app);
     hnas::cli::add_rouge_command(app);
     hnas::cli::add_decode_command(app);

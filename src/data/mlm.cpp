@@ -9,11 +9,13 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <numeric>
 #include <system_error>
 
 #include "base/check.h"
 #include "base/hash.h"
 #include "data/prefetch.h"
+#include "data/prepared_text.h"
 
 namespace hnas::data {
 
@@ -22,88 +24,8 @@ namespace {
 // Purposes of the derived random streams (batching.h).
 constexpr uint64_t kSequenceStream = 0x31A'0001;
 constexpr uint64_t kMaskStream = 0x31A'0002;
+constexpr uint64_t kRegionStream = 0x31A'0003;
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f'; }
-
-// UTF-8 curly quotes: ‘ ’ “ ”.
-constexpr std::string_view kLeftSingle = "\xE2\x80\x98", kRightSingle = "\xE2\x80\x99";
-constexpr std::string_view kLeftDouble = "\xE2\x80\x9C", kRightDouble = "\xE2\x80\x9D";
-
-bool at(std::string_view text, size_t i, std::string_view what) { return text.compare(i, what.size(), what) == 0; }
-
-// Titles and other abbreviations that are followed by a period and a capitalized word mid-sentence.
-constexpr std::array<std::string_view, 24> kAbbreviations = {
-    "Mr", "Mrs", "Ms",  "Dr",  "St",  "Jr",  "Sr",  "Mt",  "Messrs", "Prof", "Rev", "Gen",
-    "Col", "Capt", "Lt", "Gov", "Sen", "Rep", "Hon", "Esq", "Co",     "Inc",  "No",  "vs"};
-
-// True if the period at text[period] ends an abbreviation rather than a sentence.
-bool ends_abbreviation(std::string_view text, size_t sentence_start, size_t period) {
-    size_t begin = period;
-    while (begin > sentence_start && !is_space(text[begin - 1])) --begin;
-    std::string_view word = text.substr(begin, period - begin);
-    while (!word.empty() && (word.front() == '"' || word.front() == '\'' || word.front() == '(' || word.front() == '[')) {
-        word.remove_prefix(1);
-    }
-    if (word.size() == 1 && std::isalpha(static_cast<unsigned char>(word[0]))) return true;  // an initial
-    if (word.find('.') != std::string_view::npos) return true;                              // U.S.
-    return std::find(kAbbreviations.begin(), kAbbreviations.end(), word) != kAbbreviations.end();
-}
-
-// True if a new sentence may start at text[i].
-bool opens_sentence(std::string_view text, size_t i) {
-    const char c = text[i];
-    if ((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
-    if (c == '"' || c == '\'' || c == '(' || c == '[') return true;
-    return at(text, i, kLeftSingle) || at(text, i, kLeftDouble);
-}
-
-std::string_view trimmed(std::string_view text) {
-    while (!text.empty() && is_space(text.front())) text.remove_prefix(1);
-    while (!text.empty() && is_space(text.back())) text.remove_suffix(1);
-    return text;
-}
-
-}  // namespace
-
-std::vector<std::string_view> split_sentences(std::string_view text) {
-    std::vector<std::string_view> sentences;
-    auto emit = [&](size_t begin, size_t end) {
-        const std::string_view sentence = trimmed(text.substr(begin, end - begin));
-        if (!sentence.empty()) sentences.push_back(sentence);
-    };
-    size_t start = 0, i = 0;
-    while (i < text.size()) {
-        const char c = text[i];
-        if (c != '.' && c != '!' && c != '?') {
-            ++i;
-            continue;
-        }
-        // The terminator run: more terminators and closing quotes or brackets.
-        size_t end = i + 1;
-        while (end < text.size()) {
-            const char d = text[end];
-            if (d == '.' || d == '!' || d == '?' || d == '"' || d == '\'' || d == ')' || d == ']') {
-                ++end;
-            } else if (at(text, end, kRightSingle) || at(text, end, kRightDouble)) {
-                end += 3;
-            } else {
-                break;
-            }
-        }
-        size_t next = end;
-        while (next < text.size() && is_space(text[next])) ++next;
-        const bool boundary = end == text.size() || (next > end && (next == text.size() || opens_sentence(text, next)));
-        if (boundary && !(c == '.' && ends_abbreviation(text, start, i))) {
-            emit(start, end);
-            start = end;
-        }
-        i = end;
-    }
-    emit(start, text.size());
-    return sentences;
-}
-
-namespace {
 
 void check_masking_options(const MaskingOptions& options) {
     HNAS_CHECK(options.mask_prob > 0.0 && options.mask_prob < 1.0, "masking: mask_prob ", options.mask_prob,
@@ -258,97 +180,52 @@ MaskingResult mask_sequence(std::span<int32_t> ids, const Tokenizer& tokenizer, 
 
 namespace {
 
-// Every sentence of every document as ids, back to back.
-struct TokenizedCorpus {
-    std::vector<int32_t> tokens;
-    std::vector<size_t> sentence_end;   // sentence s is tokens[sentence_end[s-1], sentence_end[s])
-    std::vector<size_t> document_end;   // document d is sentences [document_end[d-1], document_end[d])
-
-    size_t sentence_begin(size_t s) const { return s == 0 ? 0 : sentence_end[s - 1]; }
-    size_t document_begin(size_t d) const { return d == 0 ? 0 : document_end[d - 1]; }
-};
-
-// Reads the sources into a TokenizedCorpus (see the document units in mlm.h).
-class CorpusBuilder {
-public:
-    CorpusBuilder(const Tokenizer& tokenizer, TokenizedCorpus& corpus) : tokenizer_(tokenizer), corpus_(corpus) {}
-
-    void read(const TextSource& source, size_t max_line_bytes, DamagedLines damaged) {
-        LineReader reader(source.path, max_line_bytes);
-        std::string block;
-        std::string_view line;
-        auto flush_block = [&] {
-            if (block.empty()) return;
-            add_text(block);
-            block.clear();
-            if (source.unit == DocumentUnit::block) end_document();
-        };
-        while (reader.next(line)) {
-            if (!accept_line(line, source.path, reader.line_number(), damaged)) continue;
-            if (source.unit == DocumentUnit::line) {
-                add_text(line);
-                end_document();
-            } else if (is_blank(line)) {
-                flush_block();
-            } else {
-                if (!block.empty()) block += ' ';
-                block += line;
-            }
-        }
-        flush_block();
-        end_document();  // a whole file (or nothing left, for the other units)
-    }
-
-private:
-    void add_text(std::string_view text) {
-        for (std::string_view sentence : split_sentences(text)) {
-            const size_t before = corpus_.tokens.size();
-            tokenizer_.encode(sentence, corpus_.tokens, cache_);
-            if (corpus_.tokens.size() > before) corpus_.sentence_end.push_back(corpus_.tokens.size());
-        }
-    }
-
-    void end_document() {
-        const size_t last = corpus_.document_end.empty() ? 0 : corpus_.document_end.back();
-        if (corpus_.sentence_end.size() > last) corpus_.document_end.push_back(corpus_.sentence_end.size());
-    }
-
-    const Tokenizer& tokenizer_;
-    EncodeCache cache_;
-    TokenizedCorpus& corpus_;
-};
-
 // One [CLS] first [SEP] second [SEP] sequence, as token ranges of the corpus.
 struct Sequence {
-    size_t first_begin, first_end, second_begin, second_end;
+    uint64_t first_begin, first_end, second_begin, second_end;
     bool swapped;
     int64_t length() const { return static_cast<int64_t>(first_end - first_begin + second_end - second_begin + 3); }
 };
 
 uint64_t bits(double value) { return std::bit_cast<uint64_t>(value); }
 
+// The corpus the options name, in memory or prepared, with the byte size of each source.
+struct OpenedCorpus {
+    TokenCorpus corpus;
+    std::vector<uint64_t> source_bytes;
+};
+
+OpenedCorpus open_corpus(const Tokenizer& tokenizer, const MlmDataOptions& options) {
+    if (!options.prepared.empty()) {
+        PreparedText prepared = open_prepared_text(options.prepared, options.sources, tokenizer);
+        return {std::move(prepared.corpus), std::move(prepared.source_bytes)};
+    }
+    std::vector<uint64_t> sizes;
+    for (const TextSource& source : options.sources) {
+        std::error_code error;
+        const uint64_t size = std::filesystem::file_size(source.path, error);
+        HNAS_CHECK(!error, "cannot open ", source.path, ": ", error.message());
+        HNAS_CHECK(size > 0, source.path, " is empty");
+        sizes.push_back(size);
+    }
+    return {read_corpus(options.sources, tokenizer, options.max_line_bytes, options.damaged_lines), std::move(sizes)};
+}
+
 // The synchronous pipeline behind MlmBatcher (driven by PrefetchedPipeline).
 class MlmEngine {
 public:
     MlmEngine(Tokenizer tokenizer, MlmDataOptions options)
         : tokenizer_(std::move(tokenizer)), options_(validated(std::move(options))) {
+        OpenedCorpus opened = open_corpus(tokenizer_, options_);
+        corpus_ = std::make_unique<TokenCorpus>(std::move(opened.corpus));
         uint64_t hash = tokenizer_.model_hash();
-        CorpusBuilder builder(tokenizer_, corpus_);
-        for (const TextSource& source : options_.sources) {
-            std::error_code error;
-            const uint64_t size = std::filesystem::file_size(source.path, error);
-            HNAS_CHECK(!error, "cannot open ", source.path, ": ", error.message());
-            HNAS_CHECK(size > 0, source.path, " is empty");
-            hash = hash_combine(hash_combine(hash, size), static_cast<uint64_t>(source.unit));
-            builder.read(source, options_.max_line_bytes, options_.damaged_lines);
+        for (size_t i = 0; i < options_.sources.size(); ++i) {
+            hash = hash_combine(hash_combine(hash, opened.source_bytes[i]), static_cast<uint64_t>(options_.sources[i].unit));
         }
         bool usable = false;
-        for (size_t d = 0; d < corpus_.document_end.size() && !usable; ++d) {
-            usable = corpus_.sentence_end[corpus_.document_end[d] - 1] -
-                         corpus_.sentence_begin(corpus_.document_begin(d)) >= 2;
+        for (uint64_t d = 0; d < corpus_->documents() && !usable; ++d) {
+            usable = corpus_->sentence_end(corpus_->document_end(d) - 1) - corpus_->sentence_begin(corpus_->document_begin(d)) >= 2;
         }
-        starts_document_.assign(corpus_.sentence_end.size(), 0);
-        for (size_t d = 0; d < corpus_.document_end.size(); ++d) starts_document_[corpus_.document_begin(d)] = 1;
         HNAS_CHECK(usable, "masked-LM data: no document of ", options_.sources.front().path,
                    (options_.sources.size() > 1 ? " and the other sources" : ""),
                    " has the two tokens a sentence pair needs");
@@ -362,35 +239,50 @@ public:
         // Packing enters only when it is not the default, so positions saved before it existed still resume.
         if (options_.packing != Packing::document) hash = hash_combine(hash, static_cast<uint64_t>(options_.packing));
         hash = hash_padding(hash, options_.batch);
+        // A corpus of one shuffle window is planned whole, as before windows existed (same fingerprint).
+        const uint64_t sentences = corpus_->sentences();
+        if (sentences > static_cast<uint64_t>(options_.shuffle_sentences)) {
+            region_sentences_ = std::max<uint64_t>(1, static_cast<uint64_t>(options_.shuffle_sentences / options_.shuffle_regions));
+            regions_ = (sentences + region_sentences_ - 1) / region_sentences_;
+            windows_ = (regions_ + static_cast<uint64_t>(options_.shuffle_regions) - 1) / static_cast<uint64_t>(options_.shuffle_regions);
+            hash = hash_combine(hash_combine(hash, static_cast<uint64_t>(options_.shuffle_sentences)),
+                                static_cast<uint64_t>(options_.shuffle_regions));
+        } else {
+            region_sentences_ = sentences;
+        }
         position_.fingerprint = hash_combine(hash, options_.seed);
     }
 
     std::optional<MlmBatch> produce() {
         if (options_.epochs > 0 && position_.epoch >= options_.epochs) return std::nullopt;
-        plan_epoch();
+        plan_window();
         MlmBatch batch = build(batches_[static_cast<size_t>(position_.batch)]);
         position_.examples += batch.input_ids.dim(0);
         if (++position_.batch == static_cast<int64_t>(batches_.size())) {
             position_.batch = 0;
-            ++position_.epoch;
-            position_.examples = 0;
+            if (++position_.window == static_cast<int64_t>(windows_)) {
+                position_.window = 0;
+                ++position_.epoch;
+                position_.examples = 0;
+            }
         }
         return batch;
     }
 
     DataPosition position() const { return position_; }
-
     void restore(const DataPosition& position) {
         HNAS_CHECK(position.fingerprint == position_.fingerprint,
                    "data position: saved for different masked-LM data or options (fingerprint ", position.fingerprint,
                    ", this pipeline ", position_.fingerprint, ")");
-        HNAS_CHECK(position.window == 0, "data position: masked-LM data has no window ", position.window);
+        HNAS_CHECK(position.window >= 0 && static_cast<uint64_t>(position.window) < windows_, "data position: masked-LM data of ",
+                   windows_, (windows_ == 1 ? " window" : " windows"), " per epoch has no window ", position.window);
         position_ = position;
         planned_epoch_ = -1;
     }
 
-    int64_t documents() const { return static_cast<int64_t>(corpus_.document_end.size()); }
-    int64_t corpus_tokens() const { return static_cast<int64_t>(corpus_.tokens.size()); }
+    int64_t documents() const { return static_cast<int64_t>(corpus_->documents()); }
+    int64_t corpus_tokens() const { return static_cast<int64_t>(corpus_->tokens()); }
+    int64_t windows_per_epoch() const { return static_cast<int64_t>(windows_); }
 
 private:
     static MlmDataOptions validated(MlmDataOptions options) {
@@ -401,6 +293,8 @@ private:
                    "masked-LM data: short_seq_prob must be in [0, 1]");
         HNAS_CHECK(options.swap_prob >= 0.0 && options.swap_prob <= 1.0, "masked-LM data: swap_prob must be in [0, 1]");
         HNAS_CHECK(options.epochs >= 0 && options.prefetch >= 0, "masked-LM data: epochs and prefetch must not be negative");
+        HNAS_CHECK(options.shuffle_sentences >= 1 && options.shuffle_regions >= 1,
+                   "masked-LM data: shuffle_sentences and shuffle_regions must be at least 1");
         check_masking_options(options.masking);
         check_batch_options(options.batch, options.max_seq, "masked-LM data");
         return options;
@@ -408,11 +302,11 @@ private:
 
     // Trims a sequence pair to `budget` tokens: tokens go from the longer side, at its front or back
     // at random (truncate_seq_pair in BERT and ALBERT).
-    static void truncate_pair(Sequence& s, size_t budget, Rng& rng) {
+    static void truncate_pair(Sequence& s, uint64_t budget, Rng& rng) {
         while ((s.first_end - s.first_begin) + (s.second_end - s.second_begin) > budget) {
             const bool first_longer = s.first_end - s.first_begin > s.second_end - s.second_begin;
-            size_t& begin = first_longer ? s.first_begin : s.second_begin;
-            size_t& end = first_longer ? s.first_end : s.second_end;
+            uint64_t& begin = first_longer ? s.first_begin : s.second_begin;
+            uint64_t& end = first_longer ? s.first_end : s.second_end;
             if (rng.uniform() < 0.5f) {
                 ++begin;
             } else {
@@ -423,55 +317,81 @@ private:
 
     // The sentence at which the A/B cut of chunk [first, last] falls (first < cut ≤ last): a random
     // one of those that do not start a document, or of all when every one does.
-    size_t draw_cut(size_t first, size_t last, Rng& rng) const {
-        size_t inside = 0;
-        for (size_t s = first + 1; s <= last; ++s) inside += !starts_document_[s];
-        if (inside == 0) return first + 1 + static_cast<size_t>(rng.below(last - first));
-        size_t pick = static_cast<size_t>(rng.below(inside));
-        for (size_t s = first + 1;; ++s) {
-            if (!starts_document_[s] && pick-- == 0) return s;
+    uint64_t draw_cut(uint64_t first, uint64_t last, Rng& rng) const {
+        uint64_t inside = 0;
+        for (uint64_t s = first + 1; s <= last; ++s) inside += !corpus_->starts_document(s);
+        if (inside == 0) return first + 1 + rng.below(last - first);
+        uint64_t pick = rng.below(inside);
+        for (uint64_t s = first + 1;; ++s) {
+            if (!corpus_->starts_document(s) && pick-- == 0) return s;
         }
     }
 
-    // The epoch's sequences (create_instances_from_document, see mlm.h) and their batches. A stream is
-    // one document, or the whole corpus with Packing::corpus.
-    void plan_epoch() {
-        if (planned_epoch_ == position_.epoch) return;
-        Rng rng = derive_rng(options_.seed, kSequenceStream, static_cast<uint64_t>(position_.epoch));
-        const size_t budget = static_cast<size_t>(options_.max_seq - 3);
+    // The sequences of one stream, sentences [first_sentence, end_sentence) (create_instances_from_document,
+    // see mlm.h), appended to sequences_.
+    void plan_stream(uint64_t first_sentence, uint64_t end_sentence, Rng& rng) {
+        const uint64_t budget = static_cast<uint64_t>(options_.max_seq - 3);
         auto draw_target = [&] {
-            if (rng.uniform() < options_.short_seq_prob) return 2 + static_cast<size_t>(rng.below(budget - 1));
+            if (rng.uniform() < options_.short_seq_prob) return 2 + rng.below(budget - 1);
             return budget;
         };
-        const bool packed = options_.packing == Packing::corpus;
-        const size_t streams = packed ? 1 : corpus_.document_end.size();
+        uint64_t chunk_first = first_sentence;
+        uint64_t target = draw_target();
+        for (uint64_t s = first_sentence; s < end_sentence; ++s) {
+            const uint64_t chunk_begin = corpus_->sentence_begin(chunk_first), chunk_end = corpus_->sentence_end(s);
+            if (s + 1 < end_sentence && chunk_end - chunk_begin < target) continue;
+            const uint64_t sentences = s + 1 - chunk_first;
+            uint64_t split;
+            if (sentences >= 2) {
+                split = corpus_->sentence_begin(draw_cut(chunk_first, s, rng));
+            } else {
+                split = chunk_end - chunk_begin >= 2 ? chunk_begin + 1 + rng.below(chunk_end - chunk_begin - 1)
+                                                     : chunk_begin;  // one token: no pair
+            }
+            if (split > chunk_begin) {
+                Sequence sequence{chunk_begin, split, split, chunk_end, false};
+                if (rng.uniform() < options_.swap_prob) sequence = {split, chunk_end, chunk_begin, split, true};
+                truncate_pair(sequence, budget, rng);
+                sequences_.push_back(sequence);
+            }
+            chunk_first = s + 1;
+            target = draw_target();
+        }
+    }
+
+    // The sentences [begin, end) of the regions the current window visits, in visiting order: every
+    // region once per epoch, in an order drawn per epoch (only the first region when there is one).
+    std::vector<std::pair<uint64_t, uint64_t>> window_regions() const {
+        std::vector<uint64_t> order(regions_);
+        std::iota(order.begin(), order.end(), uint64_t{0});
+        if (options_.shuffle && regions_ > 1) {
+            Rng rng = derive_rng(options_.seed, kRegionStream, static_cast<uint64_t>(position_.epoch));
+            shuffle_in_place(order, rng);
+        }
+        const uint64_t per_window = regions_ > 1 ? static_cast<uint64_t>(options_.shuffle_regions) : 1;
+        const uint64_t first = static_cast<uint64_t>(position_.window) * per_window;
+        std::vector<std::pair<uint64_t, uint64_t>> ranges;
+        for (uint64_t r = first; r < std::min(regions_, first + per_window); ++r) {
+            const uint64_t begin = order[r] * region_sentences_;
+            ranges.emplace_back(begin, std::min(corpus_->sentences(), begin + region_sentences_));
+        }
+        return ranges;
+    }
+
+    // The window's sequences and their batches. A stream is one document (cut at the region's ends), or
+    // with Packing::corpus the whole region.
+    void plan_window() {
+        if (planned_epoch_ == position_.epoch && planned_window_ == position_.window) return;
+        Rng rng = derive_rng(options_.seed, kSequenceStream, static_cast<uint64_t>(position_.epoch),
+                             static_cast<uint64_t>(position_.window));
         sequences_.clear();
-        for (size_t d = 0; d < streams; ++d) {
-            const size_t first_sentence = packed ? 0 : corpus_.document_begin(d);
-            const size_t end_sentence = packed ? corpus_.sentence_end.size() : corpus_.document_end[d];
-            size_t chunk_first = first_sentence;
-            size_t target = draw_target();
-            for (size_t s = first_sentence; s < end_sentence; ++s) {
-                const size_t chunk_begin = corpus_.sentence_begin(chunk_first), chunk_end = corpus_.sentence_end[s];
-                if (s + 1 < end_sentence && chunk_end - chunk_begin < target) continue;
-                const size_t sentences = s + 1 - chunk_first;
-                size_t split;
-                if (sentences >= 2) {
-                    split = corpus_.sentence_begin(draw_cut(chunk_first, s, rng));
-                } else {
-                    split = chunk_end - chunk_begin >= 2 ? chunk_begin + 1 + static_cast<size_t>(rng.below(chunk_end - chunk_begin - 1))
-                                                         : chunk_begin;  // one token: no pair
-                }
-                if (split > chunk_begin) {
-                    Sequence sequence{chunk_begin, split, split, chunk_end, false};
-                    if (rng.uniform() < options_.swap_prob) {
-                        sequence = {split, chunk_end, chunk_begin, split, true};
-                    }
-                    truncate_pair(sequence, budget, rng);
-                    sequences_.push_back(sequence);
-                }
-                chunk_first = s + 1;
-                target = draw_target();
+        for (const auto& [begin, end] : window_regions()) {
+            if (options_.packing == Packing::corpus) {
+                plan_stream(begin, end, rng);
+                continue;
+            }
+            for (uint64_t d = corpus_->document_of(begin); d < corpus_->documents() && corpus_->document_begin(d) < end; ++d) {
+                plan_stream(std::max(begin, corpus_->document_begin(d)), std::min(end, corpus_->document_end(d)), rng);
             }
         }
         if (options_.shuffle) shuffle_in_place(sequences_, rng);
@@ -483,8 +403,22 @@ private:
         }
         batches_ = plan_batches(keys, sizes, options_.batch, options_.shuffle ? &rng : nullptr);
         HNAS_CHECK(position_.batch < static_cast<int64_t>(batches_.size()), "data position: batch ", position_.batch,
-                   " of epoch ", position_.epoch, " does not exist (it has ", batches_.size(), " batches)");
+                   " of window ", position_.window, " of epoch ", position_.epoch, " does not exist (it has ",
+                   batches_.size(), " batches)");
         planned_epoch_ = position_.epoch;
+        planned_window_ = position_.window;
+    }
+
+    // Sequence `index` of the window as [CLS] A [SEP] B [SEP] ids; returns where B starts.
+    size_t sequence_ids(const Sequence& s, std::vector<int32_t>& ids) const {
+        ids.clear();
+        ids.push_back(kClsId);
+        corpus_->append_tokens(s.first_begin, s.first_end, ids);
+        ids.push_back(kSepId);
+        const size_t second_start = ids.size();
+        corpus_->append_tokens(s.second_begin, s.second_end, ids);
+        ids.push_back(kSepId);
+        return second_start;
     }
 
     MlmBatch build(const std::vector<uint32_t>& rows) const {
@@ -504,17 +438,12 @@ private:
         for (int64_t b = 0; b < batch_size; ++b) {
             const uint32_t index = rows[static_cast<size_t>(b)];
             const Sequence& s = sequences_[index];
-            ids.clear();
-            ids.push_back(kClsId);
-            ids.insert(ids.end(), corpus_.tokens.begin() + static_cast<std::ptrdiff_t>(s.first_begin),
-                       corpus_.tokens.begin() + static_cast<std::ptrdiff_t>(s.first_end));
-            ids.push_back(kSepId);
-            const size_t second_start = ids.size();
-            ids.insert(ids.end(), corpus_.tokens.begin() + static_cast<std::ptrdiff_t>(s.second_begin),
-                       corpus_.tokens.begin() + static_cast<std::ptrdiff_t>(s.second_end));
-            ids.push_back(kSepId);
-            // A stream per sequence: masks do not depend on batch composition or prefetching.
-            Rng rng = derive_rng(options_.seed, kMaskStream, static_cast<uint64_t>(position_.epoch), index);
+            const size_t second_start = sequence_ids(s, ids);
+            check_ids(ids);
+            // A stream per sequence: masks do not depend on batch composition or prefetching. The window
+            // rides in the high bits, so a corpus of one window keeps the streams it had before windows.
+            Rng rng = derive_rng(options_.seed, kMaskStream, static_cast<uint64_t>(position_.epoch),
+                                 (static_cast<uint64_t>(position_.window) << 32) | index);
             const MaskingResult masked = mask_sequence(ids, tokenizer_, options_.masking, rng);
             std::copy(ids.begin(), ids.end(), batch.input_ids.ints() + b * length);
             std::fill(batch.segment_ids.ints() + b * length + static_cast<int64_t>(second_start),
@@ -534,12 +463,21 @@ private:
         return batch;
     }
 
+    // Prepared ids come from files: one outside the vocabulary is refused before the model reads it.
+    void check_ids(const std::vector<int32_t>& ids) const {
+        for (const int32_t id : ids) {
+            HNAS_CHECK(id >= 0 && id < tokenizer_.vocab_size(), "masked-LM data: token id ", id, " is outside the vocabulary of ",
+                       tokenizer_.vocab_size(), (options_.prepared.empty() ? "" : " (prepared data in "), options_.prepared,
+                       (options_.prepared.empty() ? "" : ")"));
+        }
+    }
+
     Tokenizer tokenizer_;
     MlmDataOptions options_;
-    TokenizedCorpus corpus_;
-    std::vector<uint8_t> starts_document_;  // per sentence: 1 if it begins its document
+    std::unique_ptr<TokenCorpus> corpus_;
+    uint64_t region_sentences_ = 0, regions_ = 1, windows_ = 1;
     DataPosition position_;
-    int64_t planned_epoch_ = -1;
+    int64_t planned_epoch_ = -1, planned_window_ = -1;
     std::vector<Sequence> sequences_;
     std::vector<std::vector<uint32_t>> batches_;
 };
@@ -563,5 +501,6 @@ DataPosition MlmBatcher::position() const { return impl_->pipeline.position(); }
 void MlmBatcher::restore(const DataPosition& position) { impl_->pipeline.restore(position); }
 int64_t MlmBatcher::documents() const { return impl_->pipeline.engine().documents(); }
 int64_t MlmBatcher::corpus_tokens() const { return impl_->pipeline.engine().corpus_tokens(); }
+int64_t MlmBatcher::windows_per_epoch() const { return impl_->pipeline.engine().windows_per_epoch(); }
 
 }  // namespace hnas::data

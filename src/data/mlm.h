@@ -2,11 +2,8 @@
 // from text files, split into sentences, tokenized, packed into [CLS] A [SEP] B [SEP] sequences with
 // ALBERT's sentence-order labels, masked with ALBERT's n-gram masking, and batched.
 //
-// Documents and sentences. A TextSource says what a document is: a whole file (Moby-Dick), each
-// blank-line-separated block (paragraphs), or each line (sotu.txt: one address per line). Lines of a
-// block are joined with spaces (hard-wrapped prose), and a blank line always ends a sentence.
-// split_sentences() is rule-based (see there). The tokenized corpus is held in memory as ids
-// (4 bytes a token: 10 MB for the 1.8M-word State of the Union file).
+// Documents, sentences and their token ids come from a TokenCorpus (text_corpus.h): the sources read
+// into memory, or the shards `hnas prepare` wrote (prepared_text.h), which give the very same batches.
 //
 // Sequences (ALBERT's create_instances_from_document): consecutive sentences of a document are
 // gathered until they reach a target length — max_seq - 3, or with probability short_seq_prob a
@@ -23,6 +20,13 @@
 // length (RoBERTa's FULL-SENTENCES): every row but the last and the short_seq_prob ones is full.
 // Sentences stay whole (only the trim to max_seq - 3 cuts one), and the A/B cut is at a sentence
 // boundary inside a document when the chunk has one, so that sentence order is learnable there.
+//
+// Shuffle windows. A corpus of at most shuffle_sentences sentences is planned whole each epoch. A larger
+// one is cut into regions of shuffle_sentences / shuffle_regions consecutive sentences; each epoch
+// visits the regions in a seeded order, shuffle_regions at a time, and such a window's sequences are
+// drawn, shuffled and batched as one corpus (a region is a stream of its own under Packing::corpus, and
+// cuts a document that crosses its ends). So the memory the plan takes is bounded by the window, not
+// the corpus (as the Gigaword pipeline's, gigaword.h), while each window mixes regions from all of it.
 #pragma once
 
 #include <cstdint>
@@ -38,17 +42,10 @@
 #include "base/text_io.h"
 #include "data/batch.h"
 #include "data/batching.h"
+#include "data/text_corpus.h"
 #include "data/tokenizer.h"
 
 namespace hnas::data {
-
-// Splits text into sentences with simple rules: a sentence ends after '.', '!' or '?' (plus any
-// closing quotes or brackets right after it) when whitespace follows and the next word starts with
-// an uppercase letter, a digit or an opening quote or bracket — unless the terminator is a period
-// after a known abbreviation (Mr., Dr., St., ...), a single letter (an initial) or a word holding
-// another period (U.S.). The end of the text ends the last sentence. Returns trimmed, non-empty
-// views into `text`.
-std::vector<std::string_view> split_sentences(std::string_view text);
 
 struct MaskingOptions {
     double mask_prob = 0.15;         // fraction of the non-special tokens selected for prediction
@@ -80,22 +77,15 @@ struct MaskingResult {
 MaskingResult mask_sequence(std::span<int32_t> ids, const Tokenizer& tokenizer, const MaskingOptions& options,
                             Rng& rng);
 
-enum class DocumentUnit { file, block, line };
-inline constexpr EnumName<DocumentUnit> kDocumentUnitNames[]{{DocumentUnit::file, "file"}, {DocumentUnit::block, "block"}, {DocumentUnit::line, "line"}};
-constexpr const auto& enum_names(DocumentUnit) { return kDocumentUnitNames; }
-
-struct TextSource {
-    std::string path;
-    DocumentUnit unit = DocumentUnit::line;
-};
-
-
 enum class Packing { document, corpus };
 inline constexpr EnumName<Packing> kPackingNames[]{{Packing::document, "document"}, {Packing::corpus, "corpus"}};
 constexpr const auto& enum_names(Packing) { return kPackingNames; }
 
 struct MlmDataOptions {
     std::vector<TextSource> sources;
+    std::string prepared;  // a directory `hnas prepare` made of `sources`, read in place of them; empty: read the sources
+    int64_t shuffle_sentences = int64_t{1} << 22;  // sentences planned at once (one window; see "Shuffle windows")
+    int64_t shuffle_regions = 16;                  // regions of the corpus mixed in one window
     Packing packing = Packing::document;  // what a sequence's sentences may span (see "Packing" above)
     int64_t max_seq = 128;         // tokens per sequence, [CLS] and both [SEP] included
     double short_seq_prob = 0.1;
@@ -129,6 +119,7 @@ public:
 
     int64_t documents() const;
     int64_t corpus_tokens() const;
+    int64_t windows_per_epoch() const;
 
 private:
     struct Impl;

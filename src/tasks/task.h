@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -17,6 +18,7 @@
 #include "autograd/variable.h"
 #include "config/experiment_config.h"
 #include "data/batching.h"
+#include "data/prepared_text.h"
 #include "data/tokenizer.h"
 #include "tasks/trained_model.h"
 #include "models/memory_estimate.h"
@@ -148,6 +150,11 @@ struct TaskDefinition {
     // pieces cut to data.max_source; the BERT tasks: [CLS] pieces [SEP]); null: its inputs are not text.
     std::vector<int32_t> (*encoder_ids)(const config::ExperimentConfig& config, const data::Tokenizer& tokenizer,
                                         const std::string& text);
+    // `hnas prepare`: the training data tokenized once into `directory`, which data.prepared then names
+    // (docs/data.md); null for a task whose data is read as it is.
+    data::PrepareSummary (*prepare)(const config::ExperimentConfig& config, const data::Tokenizer& tokenizer,
+                                    const std::string& directory, const data::PrepareOptions& options,
+                                    const std::function<void(const data::PrepareProgress&)>& progress);
 };
 
 // The registry (registry.cpp): the definition of every task.

@@ -255,6 +255,7 @@ const TaskDefinition& definition() {
         .test = test,
         .fixed_tokenizer = nullptr,
         .encoder_ids = bert_encoder_ids,
+        .prepare = nullptr,
     };
     return classify;
 }

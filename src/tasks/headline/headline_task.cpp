@@ -200,6 +200,7 @@ const TaskDefinition& definition() {
         .test = test,
         .fixed_tokenizer = nullptr,
         .encoder_ids = article_ids,
+        .prepare = nullptr,
     };
     return headline;
 }

@@ -176,6 +176,7 @@ const TaskDefinition& definition() {
         .test = test,
         .fixed_tokenizer = no_text,
         .encoder_ids = nullptr,
+        .prepare = nullptr,
     };
     return images;
 }

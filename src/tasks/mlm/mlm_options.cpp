@@ -45,6 +45,16 @@ void parse(config::TaskSections& sections, config::ExperimentConfig& config) {
     o.train_sources = parse_sources(node, "train_sources", o.train_sources,
                                     "text files; `unit` is what a document is: the whole `file`, a blank-line "
                                     "separated `block`, or a `line`");
+    o.prepared = node.text("prepared", o.prepared,
+                           "a directory `hnas prepare` made of `train_sources` with the run's tokenizer, read memory-mapped in "
+                           "their place: the run starts in seconds and its memory does not grow with the corpus "
+                           "(docs/data.md); empty: the sources are read and tokenized at the start");
+    o.shuffle_sentences = node.integer("shuffle_sentences", o.shuffle_sentences,
+                                       "training sentences whose sequences are drawn, shuffled and batched together (one "
+                                       "window); a larger corpus is visited window by window (docs/data.md)", 1);
+    o.shuffle_regions = node.integer("shuffle_regions", o.shuffle_regions,
+                                     "regions of the corpus mixed in one window, each `shuffle_sentences` / `shuffle_regions` "
+                                     "consecutive sentences", 1);
     o.valid_sources = parse_sources(node, "valid_sources", o.valid_sources, "held-out text for the validation loss; empty: no validation");
     o.max_seq = node.integer("max_seq", o.max_seq, "pieces per sequence, `[CLS]` and the `[SEP]`s included", 8, config::kMaxLength);
     o.packing = node.choice("packing", o.packing,

@@ -128,7 +128,8 @@ private:
 
 std::vector<DataFile> data_files(const config::ExperimentConfig& config) {
     std::vector<DataFile> files;
-    for (size_t i = 0; i < options(config).train_sources.size(); ++i) {
+    // Prepared sources were checked when they were prepared; their text may be gone.
+    for (size_t i = 0; options(config).prepared.empty() && i < options(config).train_sources.size(); ++i) {
         files.push_back({fmt::format("data.train_sources[{}].path", i), options(config).train_sources[i].path, true});
     }
     for (size_t i = 0; i < options(config).valid_sources.size(); ++i) {
@@ -167,12 +168,24 @@ TestResult test(const TrainedCheckpoint& trained) {
     return result;
 }
 
+data::PrepareSummary prepare(const config::ExperimentConfig& config, const data::Tokenizer& tokenizer, const std::string& directory,
+                             const data::PrepareOptions& settings, const std::function<void(const data::PrepareProgress&)>& progress) {
+    data::PrepareOptions prepare_options = settings;
+    prepare_options.damaged_lines = config.data.damaged_lines;
+    return data::prepare_text(options(config).train_sources, tokenizer, directory, prepare_options, progress);
+}
+
 }  // namespace
 
 data::MlmDataOptions data_options(const config::ExperimentConfig& config, DataRole role) {
     const bool training = role == DataRole::train;
     data::MlmDataOptions o;
     o.sources = training ? options(config).train_sources : options(config).valid_sources;
+    if (training) {
+        o.prepared = options(config).prepared;
+        o.shuffle_sentences = options(config).shuffle_sentences;
+        o.shuffle_regions = options(config).shuffle_regions;
+    }
     o.max_seq = max_seq(config);
     // Validation keeps one document per sequence and the default masking, whatever the training
     // recipe, so that its masked-token accuracy compares across recipes.
@@ -203,6 +216,7 @@ const TaskDefinition& definition() {
         .test = test,
         .fixed_tokenizer = nullptr,
         .encoder_ids = bert_encoder_ids,
+        .prepare = prepare,
     };
     return mlm;
 }

@@ -229,6 +229,7 @@ const TaskDefinition& definition() {
         .test = test_on_file<score_file, test_file>,
         .fixed_tokenizer = nullptr,
         .encoder_ids = bert_encoder_ids,
+        .prepare = nullptr,
     };
     return span;
 }

@@ -227,6 +227,7 @@ const TaskDefinition& definition() {
         .test = test,
         .fixed_tokenizer = symbol_tokenizer,
         .encoder_ids = symbol_ids,
+        .prepare = nullptr,
     };
     return synthetic;
 }
