@@ -541,7 +541,7 @@ void expect_exact_resumption(const MlmDataOptions& options) {
         batches.push_back(*batcher.next());
         if (positions.back().epoch == 1 && epoch_boundary == 0) epoch_boundary = batches.size() - 1;
     }
-    for (size_t k : {size_t{0}, size_t{3}, epoch_boundary - 1, epoch_boundary, epoch_boundary + 2, batches.size() - 1}) {
+    for (size_t k : {size_t{0}, size_t{3}, epoch_boundary / 2, epoch_boundary - 1, epoch_boundary, epoch_boundary + 2, batches.size() - 1}) {
         const nlohmann::json saved = positions[k];
         MlmDataOptions resumed_options = options;
         resumed_options.prefetch = k % 2 == 0 ? 0 : 3;
@@ -561,13 +561,24 @@ void expect_exact_resumption(const MlmDataOptions& options) {
     MlmBatcher other_packing(tokenizer(), other_options);
     EXPECT_CONTAINS(error_of([&] { other_packing.restore(positions[3]); }), "saved for different masked-LM data or options");
     DataPosition windowed = positions[3];
-    windowed.window = 1;
-    EXPECT_CONTAINS(error_of([&] { batcher.restore(windowed); }), "has no window 1");
+    windowed.window = 1000;
+    EXPECT_CONTAINS(error_of([&] { batcher.restore(windowed); }), "has no window 1000");
 }
 
 TEST(MlmBatcher, ResumesExactlyFromASavedPosition) {
     MlmDataOptions options = moby_options(1500);
     options.prefetch = 2;
+    expect_exact_resumption(options);
+}
+
+// A corpus larger than one shuffle window: positions inside later windows resume exactly too.
+TEST(MlmBatcher, ResumesExactlyFromASavedPositionAcrossShuffleWindows) {
+    MlmDataOptions options = moby_options(1500);
+    options.sources.front().unit = DocumentUnit::block;
+    options.shuffle_sentences = 200;
+    options.shuffle_regions = 2;
+    options.prefetch = 2;
+    ASSERT_GT(MlmBatcher(tokenizer(), options).windows_per_epoch(), 2);
     expect_exact_resumption(options);
 }
 
