@@ -85,11 +85,11 @@ void bench_batches(const std::string& run_dir, int steps, const std::string& out
     meta["config"] = parse_json(read_file(config_path, "the run's config"), "the run's config " + config_path + ":");
     std::vector<std::pair<std::string, Tensor>> batches;
     for (int step = 0; step < steps; ++step) {
-        task->next_batch(0, 1);
+        const tasks::BatchTokens tokens = task->next_batch(0, 1);
         if (step == 0) {
             NoGradScope no_grad;
             const tasks::EvaluationMode evaluation(task->model());
-            meta["loss0_eval"] = task->batch_loss().item();
+            meta["loss0_eval"] = task->batch_loss(tokens).item();
         }
         for (auto& [name, tensor] : task->batch_tensors()) batches.emplace_back(fmt::format("batch/{}/{}", step, name), tensor);
     }

@@ -78,6 +78,7 @@ MlmBatch slice_rows(const MlmBatch& batch, int64_t first, int64_t last) {
     out.masked_positions = Tensor::from_ints({masked}, positions);
     out.masked_labels = Tensor::from_ints({masked}, labels);
     out.tokens = count_valid(out.valid);
+    out.batch_rows = batch.batch_rows;
     return out;
 }
 

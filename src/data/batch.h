@@ -31,6 +31,7 @@ struct MlmBatch {
     Tensor masked_labels;     // (N) int32 original ids at those positions
     Tensor sentence_order;    // (B) int32: 1 if the two segments were swapped (ALBERT's SOP label)
     int64_t tokens = 0;       // real (unpadded) tokens
+    int64_t batch_rows = 0;   // rows of the whole batch, of which these may be one rank's share (MlmBatcher::share)
 };
 
 // One batch of fine-tuning sequences [CLS] A [SEP] (B [SEP]) with one label each (classify), padded to

@@ -257,7 +257,7 @@ public:
         if (options_.epochs > 0 && position_.epoch >= options_.epochs) return std::nullopt;
         plan_window();
         MlmBatch batch = build(batches_[static_cast<size_t>(position_.batch)]);
-        position_.examples += batch.input_ids.dim(0);
+        position_.examples += batch.batch_rows;
         if (++position_.batch == static_cast<int64_t>(batches_.size())) {
             position_.batch = 0;
             if (++position_.window == static_cast<int64_t>(windows_)) {
@@ -283,6 +283,12 @@ public:
     int64_t documents() const { return static_cast<int64_t>(corpus_->documents()); }
     int64_t corpus_tokens() const { return static_cast<int64_t>(corpus_->tokens()); }
     int64_t windows_per_epoch() const { return static_cast<int64_t>(windows_); }
+    std::pair<int, int> share() const { return {rank_, ranks_}; }
+    void set_share(int rank, int ranks) {
+        HNAS_CHECK(ranks >= 1 && rank >= 0 && rank < ranks, "masked-LM data: rank ", rank, " of ", ranks);
+        rank_ = rank;
+        ranks_ = ranks;
+    }
 
 private:
     static MlmDataOptions validated(MlmDataOptions options) {
@@ -421,15 +427,19 @@ private:
         return second_start;
     }
 
-    MlmBatch build(const std::vector<uint32_t>& rows) const {
+    // The rows of this rank's share of a batch, padded to the whole batch's length.
+    MlmBatch build(const std::vector<uint32_t>& batch_rows) const {
         int64_t length = 0;
-        for (uint32_t row : rows) length = std::max(length, sequences_[row].length());
+        for (uint32_t row : batch_rows) length = std::max(length, sequences_[row].length());
         length = padded_length(length, options_.batch, options_.max_seq);
+        const auto [first, last] = shard_rows(static_cast<int64_t>(batch_rows.size()), rank_, ranks_);
+        const std::span<const uint32_t> rows(batch_rows.data() + first, static_cast<size_t>(last - first));
         const int64_t batch_size = static_cast<int64_t>(rows.size());
         // Masked positions are int32 indices into the flattened batch.
         HNAS_CHECK(batch_size * length <= std::numeric_limits<int32_t>::max(), "masked LM: a batch of ", batch_size, " rows of ", length,
                    " tokens has more positions than int32 indices reach; lower data.batch_sentences or data.batch_tokens");
         MlmBatch batch;
+        batch.batch_rows = static_cast<int64_t>(batch_rows.size());
         batch.input_ids = Tensor::zeros({batch_size, length}, DType::i32);
         batch.segment_ids = Tensor::zeros({batch_size, length}, DType::i32);
         batch.valid = Tensor::zeros({batch_size, length});
@@ -476,6 +486,7 @@ private:
     MlmDataOptions options_;
     std::unique_ptr<TokenCorpus> corpus_;
     uint64_t region_sentences_ = 0, regions_ = 1, windows_ = 1;
+    int rank_ = 0, ranks_ = 1;  // the share of each batch built (MlmBatcher::share)
     DataPosition position_;
     int64_t planned_epoch_ = -1, planned_window_ = -1;
     std::vector<Sequence> sequences_;
@@ -501,6 +512,9 @@ DataPosition MlmBatcher::position() const { return impl_->pipeline.position(); }
 void MlmBatcher::restore(const DataPosition& position) { impl_->pipeline.restore(position); }
 int64_t MlmBatcher::documents() const { return impl_->pipeline.engine().documents(); }
 int64_t MlmBatcher::corpus_tokens() const { return impl_->pipeline.engine().corpus_tokens(); }
+void MlmBatcher::share(int rank, int ranks) {
+    if (impl_->pipeline.engine().share() != std::pair{rank, ranks}) impl_->pipeline.engine_before_start().set_share(rank, ranks);
+}
 int64_t MlmBatcher::windows_per_epoch() const { return impl_->pipeline.engine().windows_per_epoch(); }
 
 }  // namespace hnas::data

@@ -113,6 +113,12 @@ public:
     // background thread are rethrown here.
     std::optional<MlmBatch> next();
 
+    // From now on, only rank `rank`'s rows of each batch (data::shard_rows of ranks), padded to the whole
+    // batch's length: the same rows, masks and positions as the whole batch's, and no other row is read.
+    // Call it before the first next() (again with the same share is a no-op); positions are unchanged,
+    // so a run resumes on another number of ranks.
+    void share(int rank, int ranks);
+
     DataPosition position() const;
     // Continue from a saved position (see Seq2SeqBatcher::restore).
     void restore(const DataPosition& position);

@@ -138,6 +138,11 @@ public:
     }
 
     const Engine& engine() const { return engine_; }
+    // The engine to set up, before the first batch is asked for (the background thread then owns it).
+    Engine& engine_before_start() {
+        HNAS_CHECK(!prefetcher_, "prefetch: the pipeline has started; set it up before the first batch");
+        return engine_;
+    }
 
 private:
     struct Delivered {

@@ -33,6 +33,9 @@ namespace hnas::tasks {
 // the model reads from the whole batch (headline: source and target tokens).
 struct BatchTokens {
     int64_t global = 0, shard = 0, input = 0;
+    // A batcher that builds only this rank's rows cannot count the others': `global` and `input` then
+    // count this shard too, and the trainer sums them over the ranks before the loss is taken.
+    bool sum_over_ranks = false;
 };
 
 struct Metric {
@@ -53,11 +56,12 @@ public:
     virtual ~Task() = default;
 
     virtual models::Model& model() = 0;
-    // Loads the next global training batch and keeps this rank's shard of it for batch_loss().
+    // Loads this rank's shard of the next global training batch for batch_loss().
     virtual BatchTokens next_batch(int rank, int ranks) = 0;
-    // This shard's part of the global batch's mean loss: the parts of all ranks sum to the loss one
-    // process computes over the whole batch (and so do their gradients).
-    virtual Var batch_loss() = 0;
+    // This shard's part of the global batch's mean loss, given the batch's counts (summed over the ranks
+    // when next_batch asked for it): the parts of all ranks sum to the loss one process computes over
+    // the whole batch (and so do their gradients).
+    virtual Var batch_loss(const BatchTokens& tokens) = 0;
     // Where the training batches are, for checkpoints.
     virtual data::DataPosition position() const = 0;
     virtual void restore(const data::DataPosition& position) = 0;

@@ -56,6 +56,7 @@ private:
     void start_observers();
     io::CheckpointWriter save_checkpoint() const;
     void restore_checkpoint(const io::Checkpoint& checkpoint);
+    tasks::BatchTokens batch_counts(tasks::BatchTokens tokens, int64_t step);
     double train_step(double& grad_norm, double& learning_rate);
     void log_progress(double grad_norm, double learning_rate);
     bool validate();  // false when patience ran out
@@ -283,6 +284,17 @@ TrainResult Trainer::run() {
     return {state_.step, progress_.last_loss(), state_.best_metric, reason, reason == StopReason::signal ? pending_signal() : 0};
 }
 
+// A batch's counts, summed over the ranks when each rank's batcher counted only its own rows.
+tasks::BatchTokens Trainer::batch_counts(tasks::BatchTokens tokens, int64_t step) {
+    if (!tokens.sum_over_ranks) return tokens;
+    std::array<double, 2> counts{static_cast<double>(tokens.global), static_cast<double>(tokens.input)};
+    world_.sum(std::span<double>(counts), fmt::format("step {}: batch counts", step));
+    tokens.global = static_cast<int64_t>(counts[0]);
+    tokens.input = static_cast<int64_t>(counts[1]);
+    tokens.sum_over_ranks = false;
+    return tokens;
+}
+
 // One optimizer step over train.gradient_accumulation micro-batches; returns the step's loss (the
 // mean over the global batches' loss-bearing tokens).
 double Trainer::train_step(double& grad_norm, double& learning_rate) {
@@ -298,13 +310,13 @@ double Trainer::train_step(double& grad_norm, double& learning_rate) {
     const int64_t micro_batches = config_.train.gradient_accumulation;
     const float micro_weight = 1.0f / static_cast<float>(micro_batches);
     for (int64_t micro = 0; micro < micro_batches; ++micro) {
-        const tasks::BatchTokens tokens = task_->next_batch(world_.rank(), world_.size());
+        const tasks::BatchTokens tokens = batch_counts(task_->next_batch(world_.rank(), world_.size()), step);
         progress_.add_batch(tokens);
         // The last backward pass of the step starts the gradient sums as its gradients become final.
         const bool sums_overlap = distributed_ && micro + 1 == micro_batches;
         if (sums_overlap) reducer_->begin(world_, fmt::format("step {}: gradients", step));
         if (tokens.shard == 0) continue;  // fewer rows than ranks: this rank adds nothing to the sums
-        Var loss = task_->batch_loss();
+        Var loss = task_->batch_loss(tokens);
         const float value = loss.item();
         HNAS_CHECK(std::isfinite(value), "step ", step, ": the loss is ", value, "; stopping without a checkpoint ",
                    "(the last good one is in ", run_.checkpoint_dir().string(), ")");

@@ -571,6 +571,34 @@ TEST(MlmBatcher, ResumesExactlyFromASavedPosition) {
     expect_exact_resumption(options);
 }
 
+// A rank's share of each batch is exactly the whole batch's rows first..last (data::shard_rows), with
+// the masks and masked positions they have in the whole batch; the rows it leaves are never built.
+TEST(MlmBatcher, ShareIsTheSliceOfTheWholeBatch) {
+    MlmDataOptions options = moby_options(1500);
+    options.prefetch = 2;
+    MlmBatcher whole(tokenizer(), options);
+    const std::vector<MlmBatch> batches = take(whole, 20);
+    for (int ranks : {2, 3, 40}) {
+        for (int rank = 0; rank < ranks; ++rank) {
+            MlmBatcher part(tokenizer(), options);
+            part.share(rank, ranks);
+            for (size_t i = 0; i < batches.size(); ++i) {
+                const MlmBatch shard = *part.next();
+                const auto [first, last] = hnas::data::shard_rows(batches[i].input_ids.dim(0), rank, ranks);
+                ASSERT_EQ(shard.batch_rows, batches[i].input_ids.dim(0));
+                ASSERT_EQ(shard.input_ids.dim(0), last - first);
+                if (first == last) continue;
+                ASSERT_TRUE(same_batch(shard, hnas::data::slice_rows(batches[i], first, last)))
+                    << "rank " << rank << " of " << ranks << ", batch " << i;
+            }
+            EXPECT_EQ(part.position(), whole.position());
+        }
+    }
+    MlmBatcher started(tokenizer(), options);
+    started.next();
+    EXPECT_CONTAINS(error_of([&] { started.share(1, 2); }), "set it up before the first batch");
+}
+
 // A corpus larger than one shuffle window: positions inside later windows resume exactly too.
 TEST(MlmBatcher, ResumesExactlyFromASavedPositionAcrossShuffleWindows) {
     MlmDataOptions options = moby_options(1500);

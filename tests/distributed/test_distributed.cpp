@@ -244,6 +244,8 @@ TEST(GradientReducer, Bf16SumsRoundToNearestEven) {
 // differ by lr-sized steps there (2e-4 measured at lr 1e-3), which would hide real differences.
 constexpr double kParameterTolerance = 1e-6;
 constexpr double kLossTolerance = 1e-5;
+// The masked-LM runs' parameters after kSteps steps (3.2e-5 measured, 1 process vs 2 ranks).
+constexpr double kMlmParameterTolerance = 3e-4;
 // With bf16 gradient sums: each gradient is off by up to 2^-9 of itself, so each Adam update by about
 // as much of lr (1e-3); 2.1e-5 was measured after kSteps steps.
 constexpr double kBf16ParameterTolerance = 1e-4;
@@ -271,59 +273,91 @@ private:
     }
 };
 
-// Starts `hnas train` on the tiny config in `run` (through mpirun with `ranks` > 0, else directly),
-// its output into run.log beside the run directory.
-testing::Subprocess start(const fs::path& run, int ranks, const std::vector<std::string>& extra) {
-    const Environment& env = Environment::get();
+// A config and the overrides that make it tiny and deterministic for these tests.
+struct RunSetup {
+    std::string config;
+    std::vector<std::string> overrides;
+};
+
+RunSetup headline_setup() {
     const std::string source(HNAS_SOURCE_DIR);
+    return {source + "/configs/gigaword_tiny.json",
+            {"tokenizer.model=" + Environment::get().tokenizer,
+             "data.train_articles=" + source + "/data/gigaword/train_10k/train.article.txt",
+             "data.train_titles=" + source + "/data/gigaword/train_10k/train.title.txt",
+             "data.valid_articles=" + source + "/data/gigaword/valid_1k/valid.article.filter.txt",
+             "data.valid_titles=" + source + "/data/gigaword/valid_1k/valid.title.filter.txt",
+             "model.dropout.embedding=0",
+             "model.dropout.attention=0",
+             "model.dropout.residual=0",
+             "data.batch_sentences=16",
+             "data.max_source=48",
+             "data.max_target=24",
+             "data.shuffle_buffer=512",
+             "train.steps=" + std::to_string(kSteps),
+             "train.warmup_steps=2",
+             "train.epsilon=1e-3",  // see kParameterTolerance
+             "train.log_every=1",
+             "train.threads=1",
+             "validation.every=0",
+             "validation.max_batches=1",
+             "validation.decode_examples=0",
+             "validation.metric=loss",  // without decoded headlines there is no ROUGE-L
+             "checkpoint.every=100",
+             "train.collective_timeout=" + std::to_string(kTimeoutSeconds)}};
+}
+
+// Masked-LM pretraining on the Gigaword titles, `hnas prepare`d into `prepared` (made by the first call).
+RunSetup mlm_setup(const fs::path& prepared) {
+    const std::string source(HNAS_SOURCE_DIR);
+    RunSetup setup{source + "/configs/gigaword_recipe_mlm.json",
+                {"tokenizer.model=" + Environment::get().tokenizer,
+                 "data.train_sources=[{\"path\": \"" + source + "/data/gigaword/train_10k/train.title.txt\", \"unit\": \"line\"}]",
+                 "data.valid_sources=[]",
+                 "data.packing=corpus",
+                 "data.max_seq=32",
+                 "data.batch_sentences=16",
+                 "model.encoder_layers=1",
+                 "model.dropout.embedding=0",
+                 "model.dropout.attention=0",
+                 "model.dropout.residual=0",
+                 "train.steps=" + std::to_string(kSteps),
+                 "train.warmup_steps=2",
+                 "train.epsilon=1e-3",
+                 "train.log_every=1",
+                 "train.threads=1",
+                 "validation.every=0",
+                 "checkpoint.every=100",
+                 "train.collective_timeout=" + std::to_string(kTimeoutSeconds)}};
+    if (!fs::exists(prepared / "manifest.json")) {
+        std::vector<std::string> args = {HNAS_EXECUTABLE, "prepare", "--config", setup.config, "--output", prepared.string()};
+        for (const std::string& set : setup.overrides) args.insert(args.end(), {"--set", set});
+        const testing::Subprocess process = testing::start_subprocess(args, prepared.string() + ".log", {});
+        EXPECT_EQ(testing::finish(process), 0) << process.output();
+    }
+    setup.overrides.push_back("data.prepared=" + prepared.string());
+    return setup;
+}
+
+// Starts `hnas train` on `setup` in `run` (through mpirun with `ranks` > 0, else directly), its output
+// into run.log beside the run directory.
+testing::Subprocess start(const fs::path& run, int ranks, const std::vector<std::string>& extra, const RunSetup& setup = headline_setup()) {
     std::vector<std::string> args;
     if (ranks > 0) {
         // Loopback TCP only: the tests must not depend on shared-memory transports of a container.
         args = {HNAS_MPIEXEC, "--oversubscribe", "-np", std::to_string(ranks), "--mca", "btl", "self,tcp", "--mca",
                 "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo"};
     }
-    const std::vector<std::string> command{HNAS_EXECUTABLE,
-                                           "train",
-                                           "--config",
-                                           source + "/configs/gigaword_tiny.json",
-                                           "--out",
-                                           run.string()};
-    args.insert(args.end(), command.begin(), command.end());
-    const std::vector<std::string> overrides{
-        "tokenizer.model=" + env.tokenizer,
-        "data.train_articles=" + source + "/data/gigaword/train_10k/train.article.txt",
-        "data.train_titles=" + source + "/data/gigaword/train_10k/train.title.txt",
-        "data.valid_articles=" + source + "/data/gigaword/valid_1k/valid.article.filter.txt",
-        "data.valid_titles=" + source + "/data/gigaword/valid_1k/valid.title.filter.txt",
-        "model.dropout.embedding=0",
-        "model.dropout.attention=0",
-        "model.dropout.residual=0",
-        "data.batch_sentences=16",
-        "data.max_source=48",
-        "data.max_target=24",
-        "data.shuffle_buffer=512",
-        "train.steps=" + std::to_string(kSteps),
-        "train.warmup_steps=2",
-        "train.epsilon=1e-3",  // see kParameterTolerance
-        "train.log_every=1",
-        "train.threads=1",
-        "validation.every=0",
-        "validation.max_batches=1",
-        "validation.decode_examples=0",
-        "validation.metric=loss",  // without decoded headlines there is no ROUGE-L
-        "checkpoint.every=100",
-        "train.collective_timeout=" + std::to_string(kTimeoutSeconds)};
-    for (const std::string& set : overrides) {
-        args.push_back("--set");
-        args.push_back(set);
-    }
+    args.insert(args.end(), {HNAS_EXECUTABLE, "train", "--config", setup.config, "--out", run.string()});
+    for (const std::string& set : setup.overrides) args.insert(args.end(), {"--set", set});
     args.insert(args.end(), extra.begin(), extra.end());
     const auto environment = ranks > 0 ? testing::mpirun_environment() : std::vector<std::pair<std::string, std::string>>{};
     return testing::start_subprocess(args, run.string() + ".log", environment);
 }
 
-void run_to_completion(const fs::path& run, int ranks, const std::vector<std::string>& extra = {}) {
-    const testing::Subprocess process = start(run, ranks, extra);
+void run_to_completion(const fs::path& run, int ranks, const std::vector<std::string>& extra = {},
+                       const RunSetup& setup = headline_setup()) {
+    const testing::Subprocess process = start(run, ranks, extra, setup);
     const int status = testing::finish(process);
     ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
         << (ranks > 0 ? std::to_string(ranks) + " ranks" : "1 process") << " failed (" << testing::describe_status(status)
@@ -433,6 +467,29 @@ TEST(Distributed, ResumesOnAnotherNumberOfRanks) {
     const fs::path last = newest_checkpoint(run.path);
     EXPECT_EQ(io::Checkpoint::load(last.string()).metadata().at("step").get<int>(), kSteps);
     EXPECT_LT(max_parameter_difference(newest_checkpoint(reference_run()), last), kParameterTolerance);
+}
+
+// Masked-LM data read from prepared shards: each rank builds only its rows of a batch (the masked tokens
+// of the whole batch are the ranks' sum; MlmBatcher.ShareIsTheSliceOfTheWholeBatch checks the rows
+// exactly). The masked-LM loss amplifies the sums' rounding differences step by step far more than
+// the headline task's (one process on 1 and on 2 threads differs as much), so the runs are held equal
+// at the first two steps and close after kSteps, also when the run moves between 2 ranks and 1 process.
+TEST(Distributed, MaskedLmOnPreparedDataTwoRanksMatchOneProcess) {
+    const RunSetup mlm = mlm_setup(Environment::get().scratch.root / "prepared_titles");
+    RunDir one("mlm_one_process"), two("mlm_two_ranks"), moved("mlm_moved");
+    run_to_completion(one.path, 0, {}, mlm);
+    run_to_completion(two.path, 2, {}, mlm);
+    const auto single = testing::logged_losses(one.path), parallel = testing::logged_losses(two.path);
+    ASSERT_EQ(parallel.size(), single.size());
+    for (size_t i = 0; i < 2; ++i) EXPECT_NEAR(parallel[i], single[i], kLossTolerance) << "step " << i + 1;
+    const double difference = max_parameter_difference(newest_checkpoint(one.path), newest_checkpoint(two.path));
+    std::printf("masked LM on prepared data: max |parameter difference|, 1 process vs 2 ranks after %d steps: %.3g\n", kSteps,
+                difference);
+    EXPECT_LT(difference, kMlmParameterTolerance);
+    run_to_completion(moved.path, 2, {"--stop-after", "4"}, mlm);
+    run_to_completion(moved.path, 0, {"--resume"}, mlm);
+    EXPECT_EQ(io::Checkpoint::load(newest_checkpoint(moved.path).string()).metadata().at("step").get<int>(), kSteps);
+    EXPECT_LT(max_parameter_difference(newest_checkpoint(one.path), newest_checkpoint(moved.path)), kMlmParameterTolerance);
 }
 
 // The pid of rank `rank` among mpirun's children (Open MPI names it in the environment).

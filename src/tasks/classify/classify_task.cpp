@@ -81,10 +81,9 @@ public:
 
     BatchTokens next_batch(int rank, int ranks) override {
         batch_ = *train_->next();
-        tokens_ = take_shard(batch_, rank, ranks, RowCount{});  // the loss is a mean over the rows
-        return tokens_;
+        return take_shard(batch_, rank, ranks, RowCount{});  // the loss is a mean over the rows
     }
-    Var batch_loss() override { return shard_part(training_loss(), tokens_.shard, tokens_.global); }
+    Var batch_loss(const BatchTokens& tokens) override { return shard_part(training_loss(), tokens.shard, tokens.global); }
     data::DataPosition position() const override { return train_->position(); }
     void restore(const data::DataPosition& position) override { train_->restore(position); }
 
@@ -127,7 +126,6 @@ private:
     std::unique_ptr<data::ClassificationBatcher> train_, valid_;
     data::DataPosition valid_start_;
     data::ClassificationBatch batch_;
-    BatchTokens tokens_;
 };
 
 std::vector<DataFile> data_files(const config::ExperimentConfig& config) {

@@ -44,10 +44,9 @@ public:
             int64_t operator()(const data::Seq2SeqBatch& b) const { return b.target_tokens; }
             int64_t rows(const data::Seq2SeqBatch& b) const { return b.source_ids.dim(0); }
         } count_of;
-        tokens_ = take_shard(batch_, rank, ranks, count_of);
-        return tokens_;
+        return take_shard(batch_, rank, ranks, count_of);
     }
-    Var batch_loss() override { return shard_part(loss_of(batch_), tokens_.shard, tokens_.global); }
+    Var batch_loss(const BatchTokens& tokens) override { return shard_part(loss_of(batch_), tokens.shard, tokens.global); }
     std::vector<std::pair<std::string, Tensor>> batch_tensors() const override {
         return {{"source_ids", batch_.source_ids},     {"source_valid", batch_.source_valid},
                 {"target_input", batch_.target_input}, {"target_output", batch_.target_output},
@@ -111,7 +110,6 @@ private:
     std::unique_ptr<data::Seq2SeqBatcher> train_, valid_;
     data::DataPosition valid_start_;
     data::Seq2SeqBatch batch_;
-    BatchTokens tokens_;
     std::vector<std::string> decode_articles_, decode_references_, diagnostic_texts_;
 };
 

@@ -50,14 +50,13 @@ public:
         const int64_t rows = batch_.patches.dim(0);
         const auto [first, last] = data::shard_rows(rows, rank, ranks);
         if (first < last && ranks > 1) batch_ = data::slice_rows(batch_, first, last);
-        tokens_ = {rows, last - first, rows * config_.model.image.patches};
-        return tokens_;
+        return {rows, last - first, rows * config_.model.image.patches};
     }
 
     // Paper 003 §9: with template partners drawn, their rows run beside the batch's and only the
     // batch's own rows are scored.
-    Var batch_loss() override {
-        if (tokens_.shard == 0) return Var(Tensor::scalar(0.0f));
+    Var batch_loss(const BatchTokens& tokens) override {
+        if (tokens.shard == 0) return Var(Tensor::scalar(0.0f));
         Var logits;
         if (batch_.template_partner.empty()) {
             logits = model_->logits(model_->encode(batch_.patches));
@@ -66,7 +65,7 @@ public:
             const nn::TemplatePartners partners{extended.partner_row};
             logits = ops::slice(model_->logits(model_->encode(extended.batch.patches, &partners)), 0, 0, extended.inputs);
         }
-        return shard_part(ops::cross_entropy(logits, batch_.labels), tokens_.shard, tokens_.global);
+        return shard_part(ops::cross_entropy(logits, batch_.labels), tokens.shard, tokens.global);
     }
 
     data::DataPosition position() const override { return train_.position(); }
@@ -107,7 +106,6 @@ private:
     std::unique_ptr<data::ImageBatcher> valid_;
     data::DataPosition valid_start_;
     data::ImageBatch batch_;
-    BatchTokens tokens_;
 };
 
 std::vector<DataFile> data_files(const config::ExperimentConfig&) { return {}; }

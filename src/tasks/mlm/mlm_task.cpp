@@ -41,15 +41,13 @@ public:
     models::Model& model() override { return *model_; }
     std::vector<std::string> diagnostic_texts() const override { return diagnostic_texts_; }
 
+    // The batcher builds only this rank's rows (it reads nothing of the others'), so the masked tokens of
+    // the whole batch are the ranks' sum.
     BatchTokens next_batch(int rank, int ranks) override {
+        train_->share(rank, ranks);
         batch_ = *train_->next();
-        global_rows_ = batch_.input_ids.dim(0);
-        struct {
-            int64_t operator()(const data::MlmBatch& b) const { return b.masked_labels.numel(); }
-            int64_t rows(const data::MlmBatch& b) const { return b.input_ids.dim(0); }
-        } count_of;
-        tokens_ = take_shard(batch_, rank, ranks, count_of);
-        return tokens_;
+        const int64_t masked = batch_.masked_labels.numel();
+        return {masked, batch_.input_ids.dim(0) > 0 ? masked : 0, batch_.tokens, ranks > 1};
     }
     std::vector<std::pair<std::string, Tensor>> batch_tensors() const override {
         return {{"input_ids", batch_.input_ids},          {"segment_ids", batch_.segment_ids},
@@ -59,11 +57,11 @@ public:
 
     // The masked-LM mean over the masked tokens and the sentence-order mean over the rows, each as
     // this shard's part of the global batch's mean.
-    Var batch_loss() override {
+    Var batch_loss(const BatchTokens& tokens) override {
         const Losses losses = losses_of(batch_);
-        Var loss = shard_part(losses.masked_lm, tokens_.shard, tokens_.global);
+        Var loss = shard_part(losses.masked_lm, tokens.shard, tokens.global);
         if (!losses.sentence_order.defined()) return loss;
-        const Var order = shard_part(losses.sentence_order, batch_.input_ids.dim(0), global_rows_);
+        const Var order = shard_part(losses.sentence_order, batch_.input_ids.dim(0), batch_.batch_rows);
         return ops::add(loss, ops::scale(order, options(config_).sentence_order_weight));
     }
 
@@ -121,8 +119,6 @@ private:
     std::unique_ptr<data::MlmBatcher> train_, valid_;
     data::DataPosition valid_start_;
     data::MlmBatch batch_;
-    BatchTokens tokens_;
-    int64_t global_rows_ = 0;
     std::vector<std::string> diagnostic_texts_;
 };
 

@@ -111,13 +111,12 @@ public:
         for (const data::ViewBoxes& view : batch.views) {
             for (const float v : view.valid) boxes += v > 0.5f;
         }
-        tokens_ = {batch.rows, last - first, boxes};
-        return tokens_;
+        return {batch.rows, last - first, boxes};
     }
 
-    Var batch_loss() override {
-        if (tokens_.shard == 0) return Var(Tensor::scalar(0.0f));
-        return shard_part(ops::cross_entropy(model_->logits(shard_.views), shard_.labels), tokens_.shard, tokens_.global);
+    Var batch_loss(const BatchTokens& tokens) override {
+        if (tokens.shard == 0) return Var(Tensor::scalar(0.0f));
+        return shard_part(ops::cross_entropy(model_->logits(shard_.views), shard_.labels), tokens.shard, tokens.global);
     }
 
     data::DataPosition position() const override { return batches_.position(); }
@@ -160,7 +159,6 @@ private:
     std::unique_ptr<models::MultiviewModel> model_;
     std::vector<Examples> valid_;  // the fixed validation scenes, as the model reads them
     Examples shard_;
-    BatchTokens tokens_;
 };
 
 std::vector<DataFile> data_files(const config::ExperimentConfig&) { return {}; }

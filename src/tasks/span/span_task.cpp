@@ -85,12 +85,11 @@ public:
 
     BatchTokens next_batch(int rank, int ranks) override {
         batch_ = *train_->next();
-        tokens_ = take_shard(batch_, rank, ranks, RowCount{});  // the loss is a mean over the rows
-        return tokens_;
+        return take_shard(batch_, rank, ranks, RowCount{});  // the loss is a mean over the rows
     }
-    Var batch_loss() override {
+    Var batch_loss(const BatchTokens& tokens) override {
         return shard_part(models::span_loss(logits_of(*model_, batch_), batch_.start_positions, batch_.end_positions),
-                          tokens_.shard, tokens_.global);
+                          tokens.shard, tokens.global);
     }
     data::DataPosition position() const override { return train_->position(); }
     void restore(const data::DataPosition& position) override { train_->restore(position); }
@@ -120,7 +119,6 @@ private:
     std::unique_ptr<data::SpanBatcher> train_, valid_;
     data::DataPosition valid_start_;
     data::SpanBatch batch_;
-    BatchTokens tokens_;
 };
 
 // The answers of the checkpoint for every question of a SQuAD file.

@@ -107,13 +107,12 @@ public:
         const data::SyntheticBatch batch = data::synthetic_batch(train_, batches_.take());
         const auto [first, last] = data::shard_rows(batch.rows, rank, ranks);
         shard_ = examples_of(batch, first, last);
-        tokens_ = {batch.rows, last - first, batch.rows * batch.length};
-        return tokens_;
+        return {batch.rows, last - first, batch.rows * batch.length};
     }
 
-    Var batch_loss() override {
-        if (tokens_.shard == 0) return Var(Tensor::scalar(0.0f));
-        return shard_part(ops::cross_entropy(model_->logits(shard_.ids), shard_.labels), tokens_.shard, tokens_.global);
+    Var batch_loss(const BatchTokens& tokens) override {
+        if (tokens.shard == 0) return Var(Tensor::scalar(0.0f));
+        return shard_part(ops::cross_entropy(model_->logits(shard_.ids), shard_.labels), tokens.shard, tokens.global);
     }
 
     data::DataPosition position() const override { return batches_.position(); }
@@ -167,7 +166,6 @@ private:
     std::unique_ptr<models::SymbolEncoder> model_;
     std::vector<data::SyntheticBatch> valid_, valid_at_train_length_;
     Examples shard_;
-    BatchTokens tokens_;
 };
 
 std::vector<DataFile> data_files(const config::ExperimentConfig&) { return {}; }
