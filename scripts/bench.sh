@@ -27,6 +27,10 @@
 #   scripts/bench.sh twin CONFIG [--steps 1000] [--out DIR] [--threads 2] [--set key=value …]
 #     a headline or mlm config beside a PyTorch twin trained on the batches hnas drew: the mean loss of every 50
 #     steps side by side in OUT/curves.md (default OUT runs/twin_<config>).
+#   scripts/bench.sh data [--sizes "0.1 1 10"] [--steps 30] [--warmup 5] [--ranks "1 2"] [--threads 2] [--keep-corpus]
+#                         [--out DIR] [--no-build]
+#     configs/pretrain.json on corpora of the bundled texts of each size (GB), tokenized at the start and `hnas prepare`d
+#     (data.prepared): seconds to step 1, steps/s after --warmup, peak RssAnon and VmHWM per rank, prepare's MB/s and MB.
 #
 # The peers (--peers, default all; one whose environment is missing is skipped, saying why): torch113, Debian's
 # PyTorch 1.13 on OpenBLAS, eager, always f32 (installed when missing and root); from scripts/setup_peers.sh's
@@ -497,8 +501,54 @@ twin() {
   "$python" scripts/summarize.py bench twin "$out" "$config" "$steps"
 }
 
+data() {
+  local sizes="0.1 1 10" steps=30 warmup=5 ranks=1 threads=2 out="" no_build=0 keep_corpus=0 size rank dir source total turn
+  options "sizes steps warmup ranks threads out" "no-build keep-corpus" 0 "$@"
+  # shellcheck disable=SC2086 # the ranks are words
+  whole 1 "$steps" "$warmup" "$threads" $ranks
+  ((warmup < steps)) || die "--warmup $warmup must be below --steps $steps"
+  for size in $sizes; do [[ $size =~ ^[0-9]*\.?[0-9]+$ ]] || die "--sizes: '$size' is not a number of GB"; done
+  [ "$ranks" = 1 ] || command -v mpirun >/dev/null || fail "--ranks above 1 needs mpirun (openmpi-bin)"
+  build hnas
+  out=${out:-$(mktemp -d /tmp/bench_data.XXXXXX)}
+  copy_binaries hnas
+  : >"$out/results.jsonl"
+  echo "bench.sh data: corpora of $sizes GB on ranks $ranks, $steps steps (steps/s after $warmup); output in $out" >&2
+  local sources=(corpus/sotu.txt:line corpus/moby_dick.txt:block gigaword/derived/train_all.article.txt:line corpus/world_english_bible.txt:block)
+  for size in $sizes; do
+    dir=$out/corpus-$size total=0 turn=0
+    mkdir -p "$dir" && : >"$dir/line.txt" && : >"$dir/block.txt"
+    while ((total < $(awk "BEGIN { printf \"%d\", $size * 1e9 }"))); do
+      source=${sources[turn++ % 4]}
+      { cat "data/${source%:*}"; [[ $source == *line ]] || echo; } >>"$dir/${source#*:}.txt"
+      total=$(($(stat -c %s "$dir/line.txt") + $(stat -c %s "$dir/block.txt")))
+    done
+    local settings=(tokenizer.model=data/pretrained/tokenizer.model train.steps="$steps" train.log_every=1 train.threads="$threads"
+      "data.train_sources=[{\"path\":\"$dir/line.txt\",\"unit\":\"line\"},{\"path\":\"$dir/block.txt\",\"unit\":\"block\"}]"
+      validation.every=0 "data.valid_sources=[]" checkpoint.every=1000000)
+    local fields="\"gb\":$size,\"bytes\":$total,\"steps\":$steps,\"warmup\":$warmup"
+    for rank in $ranks; do
+      data_run memory "$rank" train --out "$out/memory-$size-$rank"
+      [ -e "$out/prepared-$size" ] || data_run prepare 1 prepare --output "$out/prepared-$size" --threads "$threads"
+      data_run prepared "$rank" train --out "$out/prepared-$size-$rank" --set "data.prepared=$out/prepared-$size"
+    done
+    ((keep_corpus)) || rm -rf "${dir:?}" "$out/prepared-$size"
+  done
+  "$python" scripts/summarize.py bench data "$out/results.jsonl" | tee "$out/summary.md"
+}
+
+# data_run RUN RANKS COMMAND --out DIR …: `hnas COMMAND …` with $settings on RANKS ranks, sampled, into results.jsonl.
+data_run() {
+  local launch=("$out/bin/hnas") dir=$5
+  (($2 == 1)) || launch=(mpirun --allow-run-as-root -np "$2" "$out/bin/hnas")
+  echo "bench.sh data: $size GB, $1, $2 rank(s)" >&2
+  rm -rf "${dir:?}"
+  "$python" scripts/summarize.py bench data-run "{$fields,\"run\":\"$1\",\"ranks\":$2,\"dir\":\"$dir\"}" "$out/bin/hnas" \
+    "$dir.log" "${launch[@]}" "${@:3}" --config configs/pretrain.json --set "${settings[@]}" >>"$out/results.jsonl"
+}
+
 case "$command" in
-  train | real | decode | ddp | profile | bf16 | twin) shift; "$command" "$@" ;;
+  train | real | decode | ddp | profile | bf16 | twin | data) shift; "$command" "$@" ;;
   -h | --help) usage 0 ;;
   *) usage 2 >&2 ;;
 esac

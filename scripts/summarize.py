@@ -16,6 +16,7 @@ metrics.jsonl, sweep.json, comparison.json, eval reports); each is written into 
     scripts/summarize.py bench MODE ARGS…                                       scripts/bench.sh's internals
 """
 import argparse
+import contextlib
 import glob
 import json
 import math
@@ -25,6 +26,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -489,10 +491,9 @@ def bench_real_peer(out, name, peer):
     record = {"name": name, "impl": peer, "round": int(name.split("-")[2]), "precision": twin["precision"],
               "seconds": twin["seconds"], "loss": twin["losses"][-1]["loss"], "max_rss_mib": max_rss_mib(f"{out}/{name}.time"),
               "loss0_relative": relative, "torch": twin["torch"].split("+")[0]}
-    for key in ("ipex", "loss0_eval_s", "seconds_without_compiling", "compiling_units", "compiling_seconds", "graphs_before",
-                "graphs", "frames_left_eager", "cache_size_limit"):
-        if key in twin:
-            record[key] = twin[key]
+    kept = ("ipex", "loss0_eval_s", "seconds_without_compiling", "compiling_units", "compiling_seconds", "graphs_before", "graphs",
+            "frames_left_eager", "cache_size_limit")
+    record.update({key: twin[key] for key in kept if key in twin})
     print(json.dumps(record))
 
 
@@ -580,9 +581,8 @@ def bench_ddp_run(out, name, link, skip, steps):
     previous = [skip] + [s for s, _ in windows[:-1]]
 
     def mean(key):
-        if not windows or any(key not in d for _, d in windows):
-            return None
-        return sum(d[key] * (s - p) for (s, d), p in zip(windows, previous)) / (steps - skip)
+        missing = not windows or any(key not in d for _, d in windows)
+        return None if missing else sum(d[key] * (s - p) for (s, d), p in zip(windows, previous)) / (steps - skip)
     last = windows[-1][1] if windows else {}
     print(json.dumps({"name": name, "link": link, "step_seconds": seconds, "wait_seconds": mean("gradient_wait_seconds_per_step"),
                       "backward_seconds": mean("backward_seconds_per_step"), "gradient_floats": last.get("gradient_floats"),
@@ -595,18 +595,12 @@ def bench_ddp(results, rate_text, delay_text, link, link_kind):
         config, binary, speed, _ = r["name"].split("-")
         groups.setdefault((config, binary), {}).setdefault(speed, []).append(r)
 
-    def median(values):
-        values = [v for v in values if v is not None]
-        return statistics.median(values) if values else None
-
-    def cell(value, digits=4):
-        return "–" if value is None else f"{value:.{digits}f}"
+    median = lambda values: statistics.median(kept) if (kept := [v for v in values if v is not None]) else None
+    cell = lambda value, digits=4: "–" if value is None else f"{value:.{digits}f}"
 
     def measured_ratio(config, binary):
         links = groups.get((config, binary))
-        if not links:
-            return ""
-        return f"{statistics.median(s['step_seconds'] / f['step_seconds'] for f, s in zip(links['fast'], links['slow'])):.2f}"
+        return f"{statistics.median(s['step_seconds'] / f['step_seconds'] for f, s in zip(links['fast'], links['slow'])):.2f}" if links else ""
 
     table("config | binary | s/step fast link | s/step slow link | slow / fast | gradient wait s/step fast | slow | "
           "backward s/step | gradient floats | last bucket", "ll" + "r" * 8)
@@ -754,6 +748,40 @@ def bench_twin(out, config, steps):
     lines += ["", f"Largest relative difference of a 50-step mean: {worst:.1e}. hnas {hnas[steps]['elapsed_seconds']:.0f} s, "
               f"the twin {twin['seconds']:.0f} s on {twin['threads']} threads."]
     publish(os.path.join(out, "curves.md"), "\n".join(lines) + "\n")
+
+
+def bench_data_run(fields, binary, log, *command):
+    """bench.sh data's run of COMMAND as a JSON line: FIELDS, per rank the peaks of BINARY's processes, and its rates."""
+    record, peaks, binary, start = json.loads(fields), {}, os.path.realpath(binary), time.time()
+    process = subprocess.Popen(command, stdout=open(log, "w"), stderr=subprocess.STDOUT)
+    while process.poll() is None:
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            with contextlib.suppress(OSError):  # gone, or not ours to read
+                if os.readlink(f"/proc/{pid}/exe") == binary:
+                    rank = int((re.findall(rb"OMPI_COMM_WORLD_RANK=(\d+)", open(f"/proc/{pid}/environ", "rb").read()) or [0])[0])
+                    mib = [int(n) / 1024 for n in re.findall(r"(?m)^(?:VmHWM|RssAnon):\s+(\d+)", open(f"/proc/{pid}/status").read())]
+                    peaks[rank] = [max(pair) for pair in zip(peaks.get(rank, mib), mib)]
+        time.sleep(0.1)
+    text, steps, warmup, ranks = open(log).read(), record["steps"], record["warmup"], sorted(peaks)
+    record.update(status=process.returncode, seconds=time.time() - start, peak_rss_mib=[peaks[r][0] for r in ranks],
+                  peak_anon_mib=[peaks[r][1] for r in ranks])
+    for rate in re.findall(r"; [\d.]+ s, ([\d.]+) MB/s", text)[-1:]:  # hnas prepare's last line
+        record.update(prepare_mb_s=float(rate), prepared_mb=sum(map(os.path.getsize, glob.glob(f"{record['dir']}/*"))) / 1e6)
+    for day, second in re.findall(r"^\[([\d-]+ [\d:]+)(\.\d+)\] .* step +1/", text, re.M)[:1]:  # spdlog's local time
+        elapsed = {r["step"]: r["elapsed_seconds"] for r in records(record["dir"]) if "elapsed_seconds" in r}
+        record.update(first_step_s=time.mktime(time.strptime(day, "%Y-%m-%d %H:%M:%S")) + float(second) - start,
+                      steps_per_s=(steps - warmup) / (elapsed[steps] - elapsed[warmup]) if steps in elapsed else None)
+    print(json.dumps(record))
+
+
+def bench_data(results):
+    table("corpus GB | ranks | run | status | seconds | prepare MB/s | prepared MB | first step s | steps/s | peak RssAnon MiB | "
+          "peak VmHWM MiB", "rrll" + "r" * 7)
+    for r in jsonl(results):
+        cells = [f"{r[k]:.{d}f}" if r.get(k) is not None else "–" for k, d in (("seconds", 1), ("prepare_mb_s", 1), ("prepared_mb", 0),
+                                                                              ("first_step_s", 2), ("steps_per_s", 2))]
+        cells += [" / ".join(f"{v:.0f}" for v in r[k]) or "–" for k in ("peak_anon_mib", "peak_rss_mib")]
+        print(f"| {r['bytes'] / 1e9:.3f} | {r['ranks']} | {r['run']} | {r['status'] or 'ok'} | " + " | ".join(cells) + " |")
 
 
 def bench(args):
