@@ -225,7 +225,7 @@ TEST(PreparedText, RefusesDamagedShardsNamingTheFile) {
         end += 5;
         std::memcpy(b.data() + sentences_start, &end, 4);
     }, true));
-    EXPECT_CONTAINS(past, "shard-000001.idx: sentence 0 ends at token");
+    EXPECT_CONTAINS(past, "shard-000001.idx: sentence 0 ends at");
     // An id outside the vocabulary, its checksum made to match.
     const std::string outside = open_error(damaged_copy("outside", "shard-000001.ids", [](std::string& b) { b[0] = b[1] = '\xff'; }, true));
     EXPECT_CONTAINS(outside, "shard-000001.ids: token id 65535 is outside the tokenizer's 2000 pieces");
