@@ -4,10 +4,12 @@
 #include <algorithm>
 #include <filesystem>
 #include <numeric>
+#include <span>
 #include <system_error>
 
 #include "base/check.h"
 #include "data/prefetch.h"
+#include "data/prepared_pairs.h"
 
 namespace hnas::data {
 
@@ -29,53 +31,60 @@ uint64_t checked_file_size(const std::string& path) {
 
 LineAlignedCorpus::LineAlignedCorpus(std::string article_path, std::string title_path, int64_t region_lines,
                                      size_t max_line_bytes, DamagedLines damaged)
-    : article_bytes_(checked_file_size(article_path)),
-      title_bytes_(checked_file_size(title_path)),
-      article_(std::move(article_path), max_line_bytes),
-      title_(std::move(title_path), max_line_bytes),
+    : article_path_(std::move(article_path)),
+      title_path_(std::move(title_path)),
+      article_bytes_(checked_file_size(article_path_)),
+      title_bytes_(checked_file_size(title_path_)),
+      max_line_bytes_(max_line_bytes),
       region_lines_(region_lines) {
     HNAS_CHECK(region_lines_ >= 1, "line-aligned corpus: region_lines must be positive");
+    LineReader article_reader(article_path_, max_line_bytes), title_reader(title_path_, max_line_bytes);
     std::string_view article, title;
     while (true) {
-        const std::pair<uint64_t, uint64_t> offsets(article_.offset(), title_.offset());
-        const bool has_article = article_.next(article);
-        const bool has_title = title_.next(title);
+        const std::pair<uint64_t, uint64_t> offsets(article_reader.offset(), title_reader.offset());
+        const bool has_article = article_reader.next(article);
+        const bool has_title = title_reader.next(title);
         if (!has_article || !has_title) {
             if (has_article != has_title) {
-                LineReader& longer = has_article ? article_ : title_;
-                const LineReader& shorter = has_article ? title_ : article_;
+                LineReader& longer = has_article ? article_reader : title_reader;
+                const LineReader& shorter = has_article ? title_reader : article_reader;
                 std::string_view rest;
                 while (longer.next(rest)) {
                 }
-                throw Error(concat_message("line counts differ: ", article_.path(), " has ", article_.line_number(),
-                                           " lines but ", title_.path(), " has ", title_.line_number(), " (",
+                throw Error(concat_message("line counts differ: ", article_path_, " has ", article_reader.line_number(),
+                                           " lines but ", title_path_, " has ", title_reader.line_number(), " (",
                                            shorter.path(), " ends at line ", shorter.line_number(), ")"));
             }
             break;
         }
         if (pairs_ % region_lines_ == 0) region_offsets_.push_back(offsets);
         ++pairs_;
-        const bool good_article = accept_line(article, article_.path(), pairs_, damaged);
-        if (!accept_line(title, title_.path(), pairs_, damaged) || !good_article) left_out_.push_back(pairs_ - 1);
+        const bool good_article = accept_line(article, article_path_, pairs_, damaged);
+        if (!accept_line(title, title_path_, pairs_, damaged) || !good_article) left_out_.push_back(pairs_ - 1);
     }
-    fingerprint_ = hash_combine(hash_combine(hash_combine(0, article_bytes_), title_bytes_), static_cast<uint64_t>(pairs_));
-    if (!left_out_.empty()) fingerprint_ = hash_combine(fingerprint_, static_cast<uint64_t>(left_out_.size()));
+    fingerprint_ = fingerprint_of(article_bytes_, title_bytes_, pairs_, left_out());
+}
+
+uint64_t LineAlignedCorpus::fingerprint_of(uint64_t article_bytes, uint64_t title_bytes, int64_t pairs, int64_t left_out) {
+    uint64_t fingerprint = hash_combine(hash_combine(hash_combine(0, article_bytes), title_bytes), static_cast<uint64_t>(pairs));
+    return left_out > 0 ? hash_combine(fingerprint, static_cast<uint64_t>(left_out)) : fingerprint;
 }
 
 void LineAlignedCorpus::read_region(int64_t region,
-                                    const std::function<void(int64_t, std::string_view, std::string_view)>& visit) {
+                                    const std::function<void(int64_t, std::string_view, std::string_view)>& visit) const {
     HNAS_CHECK(region >= 0 && region < regions(), "line-aligned corpus: region ", region, " of ", regions());
     const int64_t first = region * region_lines_;
     const int64_t count = std::min(region_lines_, pairs_ - first);
     const auto [article_offset, title_offset] = region_offsets_[static_cast<size_t>(region)];
-    article_.seek(article_offset, first + 1);
-    title_.seek(title_offset, first + 1);
+    LineReader article_reader(article_path_, max_line_bytes_), title_reader(title_path_, max_line_bytes_);
+    article_reader.seek(article_offset, first + 1);
+    title_reader.seek(title_offset, first + 1);
     auto left_out = std::lower_bound(left_out_.begin(), left_out_.end(), first);
     std::string_view article, title;
     for (int64_t i = 0; i < count; ++i) {
-        const bool has_article = article_.next(article);
-        const bool has_title = title_.next(title);
-        HNAS_CHECK(has_article && has_title, has_article ? title_.path() : article_.path(), " ends at line ",
+        const bool has_article = article_reader.next(article);
+        const bool has_title = title_reader.next(title);
+        HNAS_CHECK(has_article && has_title, has_article ? title_path_ : article_path_, " ends at line ",
                    first + i, " but had ", pairs_, " lines when it was opened: the file changed");
         if (left_out != left_out_.end() && *left_out == first + i) {
             ++left_out;
@@ -93,11 +102,16 @@ public:
     Seq2SeqEngine(Tokenizer tokenizer, Seq2SeqDataOptions options)
         : tokenizer_(std::move(tokenizer)),
           options_(validated(std::move(options))),
-          corpus_(options_.article_path, options_.title_path,
-                  std::max<int64_t>(1, options_.shuffle_buffer / options_.shuffle_regions), options_.max_line_bytes,
-                  options_.damaged_lines),
-          windows_per_epoch_((corpus_.regions() + options_.shuffle_regions - 1) / options_.shuffle_regions) {
-        uint64_t hash = hash_combine(corpus_.fingerprint(), tokenizer_.model_hash());
+          region_lines_(std::max<int64_t>(1, options_.shuffle_buffer / options_.shuffle_regions)) {
+        if (options_.prepared.empty()) {
+            text_ = std::make_unique<LineAlignedCorpus>(options_.article_path, options_.title_path, region_lines_,
+                                                        options_.max_line_bytes, options_.damaged_lines);
+        } else {
+            prepared_ = std::make_unique<PreparedPairs>(options_.prepared, options_.article_path, options_.title_path, tokenizer_);
+        }
+        regions_ = (pairs() + region_lines_ - 1) / region_lines_;
+        windows_per_epoch_ = (regions_ + options_.shuffle_regions - 1) / options_.shuffle_regions;
+        uint64_t hash = hash_combine(text_ ? text_->fingerprint() : prepared_->fingerprint(), tokenizer_.model_hash());
         for (int64_t value : {options_.max_source, options_.max_target, options_.shuffle_buffer,
                               options_.shuffle_regions, static_cast<int64_t>(options_.shuffle),
                               options_.batch.max_sentences, options_.batch.max_tokens}) {
@@ -133,7 +147,7 @@ public:
         loaded_ = false;
     }
 
-    int64_t pairs() const { return corpus_.pairs(); }
+    int64_t pairs() const { return text_ ? text_->pairs() : prepared_->pairs(); }
     int64_t windows_per_epoch() const { return windows_per_epoch_; }
 
 private:
@@ -157,7 +171,7 @@ private:
     void next_window() {
         position_.batch = 0;
         if (++position_.window == windows_per_epoch_) {
-            HNAS_CHECK(position_.examples > 0, corpus_.article_path(), ", ", corpus_.title_path(),
+            HNAS_CHECK(position_.examples > 0, options_.article_path, ", ", options_.title_path,
                        ": no line pair has both a non-empty article and a non-empty title");
             position_.window = 0;
             ++position_.epoch;
@@ -165,11 +179,28 @@ private:
         }
     }
 
-    // Reads and tokenizes the regions of the position's window and plans its batches.
+    // visit(line, article ids, title ids) for each pair of a region: tokenized from the files, or
+    // prepared (where a left-out pair comes with neither).
+    void read_region(int64_t region, const std::function<void(int64_t, std::span<const int32_t>, std::span<const int32_t>)>& visit) {
+        if (prepared_) {
+            const int64_t first = region * region_lines_;
+            prepared_->read_pairs(first, std::min(region_lines_, pairs() - first), visit);
+            return;
+        }
+        text_->read_region(region, [&](int64_t line, std::string_view article, std::string_view title) {
+            article_ids_.clear();
+            title_ids_.clear();
+            tokenizer_.encode(article, article_ids_, cache_);
+            tokenizer_.encode(title, title_ids_, cache_);
+            visit(line, article_ids_, title_ids_);
+        });
+    }
+
+    // Reads the regions of the position's window and plans its batches.
     void load_window() {
         if (loaded_ && loaded_epoch_ == position_.epoch && loaded_window_ == position_.window) return;
         if (region_order_epoch_ != position_.epoch) {
-            region_order_.resize(static_cast<size_t>(corpus_.regions()));
+            region_order_.resize(static_cast<size_t>(regions_));
             std::iota(region_order_.begin(), region_order_.end(), int64_t{0});
             if (options_.shuffle) {
                 Rng rng = derive_rng(options_.seed, kRegionOrderStream, static_cast<uint64_t>(position_.epoch));
@@ -188,18 +219,12 @@ private:
         const size_t max_source = static_cast<size_t>(options_.max_source);
         const size_t max_title = static_cast<size_t>(options_.max_target - 1);
         for (int64_t region : regions) {
-            corpus_.read_region(region, [&](int64_t line, std::string_view article, std::string_view title) {
+            read_region(region, [&](int64_t line, std::span<const int32_t> article, std::span<const int32_t> title) {
+                const size_t source = std::min(article.size(), max_source), target = std::min(title.size(), max_title);
+                if (source == 0 || target == 0) return;
                 const size_t begin = tokens_.size();
-                tokenizer_.encode(article, tokens_, cache_);
-                const size_t source = std::min(tokens_.size() - begin, max_source);
-                tokens_.resize(begin + source);
-                tokenizer_.encode(title, tokens_, cache_);
-                const size_t target = std::min(tokens_.size() - begin - source, max_title);
-                if (source == 0 || target == 0) {
-                    tokens_.resize(begin);
-                    return;
-                }
-                tokens_.resize(begin + source + target);
+                tokens_.insert(tokens_.end(), article.begin(), article.begin() + static_cast<std::ptrdiff_t>(source));
+                tokens_.insert(tokens_.end(), title.begin(), title.begin() + static_cast<std::ptrdiff_t>(target));
                 examples_.push_back({line, begin, static_cast<int32_t>(source), static_cast<int32_t>(target)});
             });
         }
@@ -265,8 +290,10 @@ private:
     Tokenizer tokenizer_;
     EncodeCache cache_;
     Seq2SeqDataOptions options_;
-    LineAlignedCorpus corpus_;
-    int64_t windows_per_epoch_;
+    int64_t region_lines_, regions_ = 0, windows_per_epoch_ = 0;
+    std::unique_ptr<LineAlignedCorpus> text_;   // the files, when not prepared
+    std::unique_ptr<PreparedPairs> prepared_;   // else their prepared form
+    std::vector<int32_t> article_ids_, title_ids_;
     DataPosition position_;
 
     int64_t region_order_epoch_ = -1;

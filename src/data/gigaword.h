@@ -41,21 +41,27 @@ public:
                       size_t max_line_bytes = kDefaultMaxLineBytes, DamagedLines damaged = DamagedLines::reject);
 
     int64_t pairs() const { return pairs_; }  // line pairs, left-out ones included
+    int64_t left_out() const { return static_cast<int64_t>(left_out_.size()); }
     int64_t regions() const { return static_cast<int64_t>(region_offsets_.size()); }
     // Hash of the files' sizes and line count (for data positions).
     uint64_t fingerprint() const { return fingerprint_; }
-    const std::string& article_path() const { return article_.path(); }
-    const std::string& title_path() const { return title_.path(); }
+    const std::string& article_path() const { return article_path_; }
+    const std::string& title_path() const { return title_path_; }
+    int64_t region_lines() const { return region_lines_; }
 
     // Calls visit(line_index, article, title) for each pair of region `region` in file order;
     // line_index is 0-based; left-out pairs are not visited. Throws if the files have changed since
-    // they were opened.
+    // they were opened. Reads through readers of its own, so regions may be read on several threads.
     void read_region(int64_t region,
-                     const std::function<void(int64_t, std::string_view, std::string_view)>& visit);
+                     const std::function<void(int64_t, std::string_view, std::string_view)>& visit) const;
+
+    // The fingerprint of files of these sizes holding `pairs` line pairs, `left_out` of them damaged.
+    static uint64_t fingerprint_of(uint64_t article_bytes, uint64_t title_bytes, int64_t pairs, int64_t left_out);
 
 private:
+    std::string article_path_, title_path_;
     uint64_t article_bytes_, title_bytes_;
-    LineReader article_, title_;
+    size_t max_line_bytes_;
     int64_t region_lines_;
     int64_t pairs_ = 0;
     std::vector<std::pair<uint64_t, uint64_t>> region_offsets_;  // byte offsets of each region's first line
@@ -65,6 +71,7 @@ private:
 
 struct Seq2SeqDataOptions {
     std::string article_path, title_path;
+    std::string prepared;  // a directory `hnas prepare` made of the two files, read in their place (prepared_pairs.h)
     int64_t max_source = 128;  // article pieces kept
     int64_t max_target = 64;   // decoder positions: title pieces kept are max_target - 1
     size_t max_line_bytes = kDefaultMaxLineBytes;

@@ -22,7 +22,9 @@
 #include "base/hash.h"
 #include "base/json.h"
 #include "base/read_file.h"
+#include "data/gigaword.h"
 #include "data/mlm.h"
+#include "data/prepared_pairs.h"
 #include "data/prepared_text.h"
 #include "data/tokenizer.h"
 #include "test_support.h"
@@ -278,6 +280,53 @@ TEST(PreparedText, AFullDiskLeavesNothingTrainingWouldAccept) {
     EXPECT_EQ(WEXITSTATUS(status), 0) << "the preparation should stop with a write error";
     EXPECT_FALSE(fs::exists(directory + "/manifest.json"));
     EXPECT_CONTAINS(open_error(directory), "did not finish");
+}
+
+// Headline pairs: the prepared shards give the very batches the files give, window by window, with a
+// damaged pair left out (and its line number kept) and blank pairs skipped alike.
+TEST(PreparedPairs, GiveTheBatchesOfTheFiles) {
+    const std::string titles_path = std::string(HNAS_SOURCE_DIR) + "/data/gigaword/derived/train_all.title.txt";
+    std::vector<std::string> articles = hnas::read_lines(kArticles, "articles"), titles = hnas::read_lines(titles_path, "titles");
+    articles.resize(3000);
+    titles.resize(3000);
+    articles[1234] = "a damaged \x01 line";
+    titles[77] = "";
+    std::string article_text, title_text;
+    for (size_t i = 0; i < articles.size(); ++i) {
+        article_text += articles[i] + "\n";
+        title_text += titles[i] + "\n";
+    }
+    hnas::data::Seq2SeqDataOptions options;
+    options.article_path = scratch().write("pairs.article.txt", article_text);
+    options.title_path = scratch().write("pairs.title.txt", title_text);
+    options.damaged_lines = hnas::DamagedLines::skip;
+    options.shuffle_buffer = 600;
+    options.shuffle_regions = 3;
+    options.seed = 9;
+    options.epochs = 2;
+    options.prefetch = 0;
+    PrepareOptions prepare = small_shards();
+    prepare.damaged_lines = hnas::DamagedLines::skip;
+    const std::string directory = scratch().path("pairs");
+    const auto summary = hnas::data::prepare_pairs(options.article_path, options.title_path, tokenizer(), directory, prepare, nullptr);
+    EXPECT_GT(summary.shards, 3);
+    EXPECT_EQ(summary.damaged_lines, 1);
+    hnas::data::Seq2SeqBatcher files(tokenizer(), options);
+    options.prepared = directory;
+    hnas::data::Seq2SeqBatcher mapped(tokenizer(), options);
+    EXPECT_EQ(mapped.pairs(), 3000);
+    EXPECT_EQ(mapped.position(), files.position());
+    for (int64_t i = 0;; ++i) {
+        const auto a = files.next(), b = mapped.next();
+        ASSERT_EQ(a.has_value(), b.has_value()) << "one ends at batch " << i;
+        if (!a) break;
+        ASSERT_TRUE(same_tensor(a->source_ids, b->source_ids) && same_tensor(a->target_input, b->target_input) &&
+                    same_tensor(a->target_output, b->target_output) && same_tensor(a->target_valid, b->target_valid) &&
+                    a->example_index == b->example_index)
+            << "batch " << i << " differs";
+    }
+    EXPECT_CONTAINS(error_of([&] { hnas::data::PreparedPairs(directory, options.title_path, options.article_path, tokenizer()); }),
+                    "prepared from");
 }
 
 }  // namespace

@@ -16,6 +16,9 @@ void defaults(config::ExperimentConfig& config) { install_default_options<Headli
 void parse_data(ConfigNode& node, HeadlineOptions& o) {
     o.train_articles = node.text("train_articles", o.train_articles, "line-aligned training articles (made by `data/gigaword/prepare_data.py`)");
     o.train_titles = node.text("train_titles", o.train_titles, "their titles, line by line");
+    o.prepared = node.text("prepared", o.prepared,
+                           "a directory `hnas prepare` made of `train_articles` and `train_titles` with the run's tokenizer, "
+                           "read memory-mapped in their place (docs/data.md); empty: the files are read and tokenized window by window");
     o.valid_articles = node.text("valid_articles", o.valid_articles, "validation articles");
     o.valid_titles = node.text("valid_titles", o.valid_titles, "their titles");
     o.max_source = node.integer("max_source", o.max_source, "pieces kept per article", 1, config::kMaxLength);

@@ -12,6 +12,7 @@ namespace hnas::tasks::headline {
 struct HeadlineOptions : config::TaskOptionsOf<HeadlineOptions> {
     // data
     std::string train_articles = "data/gigaword/derived/train_all.article.txt";
+    std::string prepared;
     std::string train_titles = "data/gigaword/derived/train_all.title.txt";
     std::string valid_articles = "data/gigaword/valid_1k/valid.article.filter.txt";
     std::string valid_titles = "data/gigaword/valid_1k/valid.title.filter.txt";

@@ -4,6 +4,7 @@
 
 #include "base/read_file.h"
 #include "data/gigaword.h"
+#include "data/prepared_pairs.h"
 #include "decode/headlines.h"
 #include "eval/rouge.h"
 #include "models/seq2seq.h"
@@ -76,6 +77,7 @@ private:
         data::Seq2SeqDataOptions o;
         o.article_path = articles;
         o.title_path = titles;
+        if (training) o.prepared = options(config_).prepared;
         o.max_source = max_source(config_);
         o.max_target = std::min(options(config_).max_target, config_.model.max_target_positions);
         o.shuffle_buffer = options(config_).shuffle_buffer;
@@ -114,10 +116,22 @@ private:
 };
 
 std::vector<DataFile> data_files(const config::ExperimentConfig& config) {
-    return {{"data.train_articles", options(config).train_articles, true},
-            {"data.train_titles", options(config).train_titles, true},
-            {"data.valid_articles", options(config).valid_articles, false},
-            {"data.valid_titles", options(config).valid_titles, false}};
+    std::vector<DataFile> files = {{"data.valid_articles", options(config).valid_articles, false},
+                                   {"data.valid_titles", options(config).valid_titles, false}};
+    // Prepared files were checked when they were prepared; their text may be gone.
+    if (options(config).prepared.empty()) {
+        files.insert(files.begin(), {{"data.train_articles", options(config).train_articles, true},
+                                     {"data.train_titles", options(config).train_titles, true}});
+    }
+    return files;
+}
+
+data::PrepareSummary prepare(const config::ExperimentConfig& config, const data::Tokenizer& tokenizer, const std::string& directory,
+                             const data::PrepareOptions& settings, const std::function<void(const data::PrepareProgress&)>& progress) {
+    data::PrepareOptions prepare_options = settings;
+    prepare_options.damaged_lines = config.data.damaged_lines;
+    return data::prepare_pairs(options(config).train_articles, options(config).train_titles, tokenizer, directory, prepare_options,
+                               progress);
 }
 
 models::BatchShape largest_batch(const config::ExperimentConfig& config) {
@@ -198,7 +212,7 @@ const TaskDefinition& definition() {
         .test = test,
         .fixed_tokenizer = nullptr,
         .encoder_ids = article_ids,
-        .prepare = nullptr,
+        .prepare = prepare,
     };
     return headline;
 }
