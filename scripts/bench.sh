@@ -518,7 +518,7 @@ data() {
   for size in $sizes; do
     dir=$out/corpus-$size total=0 turn=0
     mkdir -p "$dir" && : >"$dir/line.txt" && : >"$dir/block.txt"
-    while ((total < $(awk "BEGIN { printf \"%d\", $size * 1e9 }"))); do
+    while ((total < $(awk "BEGIN { printf \"%.0f\", $size * 1e9 }"))); do
       source=${sources[turn++ % 4]}
       { cat "data/${source%:*}"; [[ $source == *line ]] || echo; } >>"$dir/${source#*:}.txt"
       total=$(($(stat -c %s "$dir/line.txt") + $(stat -c %s "$dir/block.txt")))
