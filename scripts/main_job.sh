@@ -11,12 +11,19 @@ cd "$(dirname "$0")/.."
 kind=${1:-hnas}
 start=$SECONDS
 scripts/setup.sh
-build/hnas --version
+version=$(build/hnas --version)
+echo "$version"
+# The recipe's products are bf16; a CPU without bf16 instructions (AVX2 alone) runs it in f32.
+precision=()
+if [[ $version == *"no bf16 matmul"* ]]; then
+  echo "main job: this CPU has no bf16 matmul (it needs AVX-512 BF16 or AMX), so the recipe runs in f32 (slower)"
+  precision=(--set train.precision=f32)
+fi
 if [ -f "data/pretrained/pretrain_$kind.ckpt" ]; then
   scripts/recipe.sh gigaword --no-setup --config configs/gigaword_recipe_bert.json \
-    --encoders 'data/pretrained/pretrain_{kind}.ckpt' --kinds "$kind" --out runs/main_job
+    --encoders 'data/pretrained/pretrain_{kind}.ckpt' --kinds "$kind" --out runs/main_job "${precision[@]}"
 else
   echo "main job: no published $kind encoder in data/pretrained/, so the headlines start from random weights"
-  scripts/recipe.sh gigaword --no-setup --init random --kinds "$kind" --out runs/main_job
+  scripts/recipe.sh gigaword --no-setup --init random --kinds "$kind" --out runs/main_job "${precision[@]}"
 fi
 echo "main job: $((SECONDS - start)) s, set-up and build included"

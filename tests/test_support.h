@@ -35,6 +35,14 @@
 #include "tensor/random.h"
 #include "same_tensor.h"
 
+// Skips a test of bf16 products on a CPU without them (oneDNN needs AVX-512 BF16 or AMX): there hnas
+// refuses bf16 with a clear error, and the f32 tests cover the rest.
+#define HNAS_SKIP_WITHOUT_BF16()                                                       \
+    do {                                                                               \
+        if (!hnas::backend::bf16_matmul_available())                                   \
+            GTEST_SKIP() << "oneDNN has no bf16 matmul on this CPU (AVX-512 BF16 or AMX)"; \
+    } while (false)
+
 // Expects `part` inside `text`, printing both when it is missing (a macro, so failures name the line).
 #define EXPECT_CONTAINS(text, part) \
     EXPECT_NE(std::string(text).find(part), std::string::npos) << "missing \"" << (part) << "\" in: " << (text)

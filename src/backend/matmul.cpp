@@ -117,6 +117,23 @@ CachedMatmul create_matmul(const MatmulKey& key) {
     return cached;
 }
 
+}  // namespace
+
+bool bf16_matmul_available() {
+    // One small bf16 product's primitive: oneDNN creates it only on CPUs with bf16 instructions.
+    static const bool available = [] {
+        try {
+            create_matmul(MatmulKey{1, 2, 2, 2, 1, false, false, false, false, false, false, false, false, true, false, 1.0f});
+            return true;
+        } catch (const Error&) {
+            return false;
+        }
+    }();
+    return available;
+}
+
+namespace {
+
 using Clock = std::chrono::steady_clock;
 
 // The primitives of the most recently used shapes. Batches of varying length bring a few thousand
@@ -374,7 +391,8 @@ std::string describe() {
     const dnnl_version_t* version = dnnl_version();
     std::ostringstream out;
     out << "oneDNN " << version->major << "." << version->minor << "." << version->patch << " (cpu runtime "
-        << (version->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "other") << ", " << num_threads() << " threads";
+        << (version->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "other") << ", "
+        << (bf16_matmul_available() ? "bf16 matmuls available" : "no bf16 matmul on this CPU") << ", " << num_threads() << " threads";
     for (const char* variable : {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"}) {
         if (const char* value = std::getenv(variable)) out << ", " << variable << "=" << value;
     }

@@ -88,7 +88,10 @@ void matmul(MatmulOperand a, MatmulOperand b, MatmulResult c, const MatmulShape&
 enum class MatmulPrecision { f32, bf16 };
 inline constexpr EnumName<MatmulPrecision> kMatmulPrecisionNames[]{{MatmulPrecision::f32, "f32"}, {MatmulPrecision::bf16, "bf16"}};
 constexpr const auto& enum_names(MatmulPrecision) { return kMatmulPrecisionNames; }
+// Throws for bf16 on a CPU without a bf16 matmul (bf16_matmul_available), naming the CPU's lack.
 void set_matmul_precision(MatmulPrecision precision);
+// Whether oneDNN has a bf16 matmul on this CPU (AVX-512 BF16 or AMX; not AVX2 alone).
+bool bf16_matmul_available();
 MatmulPrecision matmul_precision();
 
 // What the matmuls have cost since the process started: calls, their FLOPs (2·batch·m·n·k) and

@@ -10,7 +10,11 @@ namespace {
 std::atomic<MatmulPrecision> precision{MatmulPrecision::f32};
 }  // namespace
 
-void set_matmul_precision(MatmulPrecision value) { precision.store(value); }
+void set_matmul_precision(MatmulPrecision value) {
+    HNAS_CHECK(value != MatmulPrecision::bf16 || bf16_matmul_available(),
+               "precision bf16: oneDNN has no bf16 matmul on this CPU (it needs AVX-512 BF16 or AMX); use precision f32");
+    precision.store(value);
+}
 
 MatmulPrecision matmul_precision() { return precision.load(); }
 

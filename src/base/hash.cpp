@@ -30,7 +30,7 @@ constexpr CrcTables kCrcTables = make_crc_tables();
 
 }  // namespace
 
-uint32_t crc32c(const void* data, size_t size, uint32_t crc) {
+uint32_t crc32c_portable(const void* data, size_t size, uint32_t crc) {
     const auto* bytes = static_cast<const unsigned char*>(data);
     const CrcTables& t = kCrcTables;
     crc = ~crc;
@@ -45,5 +45,33 @@ uint32_t crc32c(const void* data, size_t size, uint32_t crc) {
     for (; size > 0; --size, ++bytes) crc = (crc >> 8) ^ t[0][(crc ^ *bytes) & 0xFFu];
     return ~crc;
 }
+
+#if defined(__x86_64__)
+namespace {
+
+// SSE4.2's crc32 instruction computes CRC-32C itself, eight bytes at a time (several times the table's
+// speed): what makes checking gigabytes of prepared shards before the first step take about a second.
+__attribute__((target("sse4.2"))) uint32_t crc32c_sse42(const void* data, size_t size, uint32_t crc) {
+    const auto* bytes = static_cast<const unsigned char*>(data);
+    uint64_t state = ~crc;
+    for (; size >= 8; size -= 8, bytes += 8) {
+        uint64_t word;
+        std::memcpy(&word, bytes, 8);
+        state = __builtin_ia32_crc32di(state, word);
+    }
+    auto narrow = static_cast<uint32_t>(state);
+    for (; size > 0; --size, ++bytes) narrow = __builtin_ia32_crc32qi(narrow, *bytes);
+    return ~narrow;
+}
+
+}  // namespace
+
+uint32_t crc32c(const void* data, size_t size, uint32_t crc) {
+    static const bool hardware = __builtin_cpu_supports("sse4.2");
+    return hardware ? crc32c_sse42(data, size, crc) : crc32c_portable(data, size, crc);
+}
+#else
+uint32_t crc32c(const void* data, size_t size, uint32_t crc) { return crc32c_portable(data, size, crc); }
+#endif
 
 }  // namespace hnas

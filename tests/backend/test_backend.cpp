@@ -118,7 +118,20 @@ Tensor absolute(const Tensor& x) {
 // the operands were rounded is that C matches the double-precision product of the *rounded* operands to
 // f32 accuracy, (k + 3)·2⁻²³ relative to M + |bias| + |C before| (f32 accumulation, scaling, bias and sum
 // post-op), far below bf16's effect — and that C differs from the f32 result.
+// bf16 is taken where oneDNN has it and refused up front, naming what is missing, where it has not.
+TEST(BackendMatmul, Bf16IsRefusedClearlyOnACpuWithoutIt) {
+    if (backend::bf16_matmul_available()) {
+        const testing::PrecisionScope bf16(backend::MatmulPrecision::bf16);
+        EXPECT_EQ(backend::matmul_precision(), backend::MatmulPrecision::bf16);
+    } else {
+        EXPECT_CONTAINS(testing::error_of([] { backend::set_matmul_precision(backend::MatmulPrecision::bf16); }),
+                        "precision bf16: oneDNN has no bf16 matmul on this CPU");
+        EXPECT_EQ(backend::matmul_precision(), backend::MatmulPrecision::f32);
+    }
+}
+
 TEST(BackendMatmul, Bf16RoundsTheOperandsAndAccumulatesInF32InEveryLayout) {
+    HNAS_SKIP_WITHOUT_BF16();
     const double u = std::ldexp(1.0, -8);
     for (const auto& [batch, m, n, k] : {std::array<int64_t, 4>{3, 5, 7, 6}, std::array<int64_t, 4>{2, 64, 80, 96}}) {
         for (const MatmulCase& mc : every_layout(batch, m, n, k)) {
@@ -152,6 +165,7 @@ TEST(BackendMatmul, Bf16RoundsTheOperandsAndAccumulatesInF32InEveryLayout) {
 // f32 results do not depend on a bf16 phase in between: the precision is part of the primitive cache's
 // key, and switching back runs the cached f32 primitive again.
 TEST(BackendMatmul, PrecisionIsPartOfTheCacheKey) {
+    HNAS_SKIP_WITHOUT_BF16();
     const MatmulCase mc = every_layout(2, 9, 11, 4).front();
     const Tensor before = mc.run();
     const int64_t primitives = backend::matmul_stats().primitives;
@@ -172,6 +186,7 @@ TEST(BackendMatmul, PrecisionIsPartOfTheCacheKey) {
 // converting each time gives; after the tensor is written, the next product converts it again. Under
 // f32, operand() makes no copy.
 TEST(BackendMatmul, TensorOperandsAreConvertedOnceUntilWritten) {
+    HNAS_SKIP_WITHOUT_BF16();
     MatmulCase mc = every_layout(2, 64, 80, 96)[5];
     const auto run_with_operands = [&mc] {
         Tensor c = mc.c_before.clone();
@@ -200,6 +215,7 @@ TEST(BackendMatmul, TensorOperandsAreConvertedOnceUntilWritten) {
 // for bit, in every layout without accumulation, interleaved heads too; it needs bf16 precision and
 // no accumulation.
 TEST(BackendMatmul, Bf16OnlyResultsAreTheRoundedF32Results) {
+    HNAS_SKIP_WITHOUT_BF16();
     testing::PrecisionScope bf16(backend::MatmulPrecision::bf16);
     const auto check = [](const Tensor& a, const Tensor& b, const backend::MatmulShape& shape,
                           const backend::MatmulOptions& options, const std::string& name) {
@@ -234,6 +250,7 @@ TEST(BackendMatmul, Bf16OnlyResultsAreTheRoundedF32Results) {
 // next product reads it without making f32 values; reading them makes them exactly; and the gradients
 // are the same bit for bit. Under f32 the two readers give the same tensors.
 TEST(BackendMatmul, ResultsOnlyProductsReadAreWrittenAsBf16Alone) {
+    HNAS_SKIP_WITHOUT_BF16();
     for (backend::MatmulPrecision precision : {backend::MatmulPrecision::bf16, backend::MatmulPrecision::f32}) {
         testing::PrecisionScope scope(precision);
         const auto run = [](ops::ResultReaders readers) {
@@ -279,6 +296,7 @@ TEST(BackendMatmul, ResultsOnlyProductsReadAreWrittenAsBf16Alone) {
 // layer norm's, GELU's and dropout's outputs, the gradients GELU, cross-entropy, a residual dropout's
 // branch and the attention normalizations hand back. Under f32, none.
 TEST(BackendMatmul, OpsFeedingProductsWriteTheirOperandsBf16Copies) {
+    HNAS_SKIP_WITHOUT_BF16();
     const auto run = [](backend::MatmulPrecision precision) {
         testing::PrecisionScope scope(precision);
         const Var x(random_tensor({6, 40}, 3)), weight(random_tensor({40}, 5)), bias(random_tensor({40}, 6));

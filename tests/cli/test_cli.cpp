@@ -109,14 +109,15 @@ TEST(CommandLine, TokenizeAndHiddenStatesOfAnImportedBert) {
                   .exit_code(),
               0);
     const std::string states = (scratch().root / "states.safetensors").string();
+    const std::string precision = backend::bf16_matmul_available() ? "bf16" : "f32";
     const Outcome written = run_hnas({"hidden-states", "--checkpoint", checkpoint, "--input", text, "--out", states, "--batch", "2",
-                                      "--precision", "bf16"});
+                                      "--precision", precision});
     EXPECT_EQ(written.exit_code(), 0) << written.output;
     const io::SafeTensors file = io::read_safetensors(states);
     EXPECT_EQ(file.tensors.at("lengths").shape(), Shape({3}));
     EXPECT_EQ(file.tensors.at("hidden.0").shape(), Shape({14, 32}));  // 6 + 6 + 2 real tokens
     EXPECT_EQ(file.tensors.at("mean_pooled").shape(), Shape({3, 32}));
-    EXPECT_EQ(file.metadata.at("precision"), "bf16");
+    EXPECT_EQ(file.metadata.at("precision"), precision);
     const Outcome rejected = run_hnas({"hidden-states", "--checkpoint", checkpoint, "--input", text, "--out", states, "--precision", "f16"});
     EXPECT_EQ(rejected.exit_code(), 2) << rejected.output;
 }
@@ -324,12 +325,13 @@ TEST(CommandLine, DecodingFlagsLeftUnsetComeFromTheCheckpointsTestSection) {
     EXPECT_EQ(configured.at("max_length"), 12);
     EXPECT_EQ(configured.at("no_repeat_ngram"), 2);
     EXPECT_EQ(configured.at("precision"), "f32");
-    const nlohmann::json flagged = decoding("flagged.json", {"--beam", "1", "--no-repeat-ngram", "0", "--precision", "bf16"});
+    const std::string precision = backend::bf16_matmul_available() ? "bf16" : "f32";
+    const nlohmann::json flagged = decoding("flagged.json", {"--beam", "1", "--no-repeat-ngram", "0", "--precision", precision});
     EXPECT_EQ(flagged.at("beam"), 1);
     EXPECT_EQ(flagged.at("no_repeat_ngram"), 0);
     EXPECT_EQ(flagged.at("length_penalty"), 0.5);
     EXPECT_EQ(flagged.at("min_length"), 2);
-    EXPECT_EQ(flagged.at("precision"), "bf16");
+    EXPECT_EQ(flagged.at("precision"), precision);
 }
 
 }  // namespace

@@ -210,7 +210,11 @@ TEST_P(CachedDecoding, ReorderedRowsEqualFullRecomputation) {
             prefixes[static_cast<size_t>(r)].push_back(4 + static_cast<int32_t>((7 * r + 3 * static_cast<int64_t>(step)) % (vocabulary - 4)));
         }
     }
-    EXPECT_LT(worst, 2e-5) << "largest difference between reordered cached and recomputed logits";
+    // nap divides each query's centred scores by their spread, which for a tiny untrained model's few,
+    // nearly equal scores is small: the products' last-bit differences (the rows are batched otherwise
+    // than in the recomputation, and AVX2 kernels sum in another order than AVX-512's) come out ~30×.
+    const double tolerance = GetParam().decoder_kind == "nap" ? 1e-4 : 2e-5;
+    EXPECT_LT(worst, tolerance) << "largest difference between reordered cached and recomputed logits";
 }
 
 INSTANTIATE_TEST_SUITE_P(DecoderKinds, CachedDecoding,

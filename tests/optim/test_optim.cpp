@@ -175,6 +175,7 @@ TEST(OptimizerLoops, LargeTensorsMatchTheDefinitionOnAnyThreadCount) {
 // Under bf16 a step writes each weight's bf16 copy with its new values, for the products that read it,
 // and leaves biases' alone; under f32, no copy.
 TEST(OptimizerLoops, UnderBf16TheStepWritesTheWeightsBf16Copies) {
+    HNAS_SKIP_WITHOUT_BF16();
     const int64_t n = 2 * 4096 + 7;
     for (backend::MatmulPrecision precision : {backend::MatmulPrecision::bf16, backend::MatmulPrecision::f32}) {
         testing::PrecisionScope scope(precision);

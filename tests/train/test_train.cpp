@@ -221,6 +221,7 @@ TEST(Trainer, LossFallsOnEveryTask) {
 // bf16 matmuls (f32 everywhere else) follow the f32 loss curve within 1 %, step by step, on
 // both tasks; the curves must differ somewhere, or bf16 did not run.
 TEST(Trainer, Bf16LossesFollowF32WithinOnePercent) {
+    HNAS_SKIP_WITHOUT_BF16();
     const auto& env = TrainEnvironment::get();
     for (Json raw : {headline_config(env), mlm_config(env)}) {
         raw["train"]["steps"] = 30;
