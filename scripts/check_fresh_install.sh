@@ -35,10 +35,7 @@ tmp_parent=${HNAS_FRESH_TMPDIR:-/var/tmp}
 tmpfs_size=${HNAS_FRESH_TMPFS:-8g}
 
 say() { printf '[%s] fresh-install: %s\n' "$(date '+%F %T')" "$*"; }
-fail() {
-  printf '[%s] fresh-install: FAILED: %s\n' "$(date '+%F %T')" "$*" >&2
-  exit 1
-}
+fail() { printf '[%s] fresh-install: FAILED: %s\n' "$(date '+%F %T')" "$*" >&2; exit 1; }
 
 # run_phase NAME COMMAND...: runs COMMAND with its output in $log_dir/NAME.log and a progress line
 # every minute; records its wall time in $log_dir/phases; on failure shows the log's last lines.
@@ -46,8 +43,7 @@ child=
 run_phase() {
   local name=$1 log="$log_dir/$1.log" start now last status=0
   shift
-  start=$(date +%s)
-  last=$start
+  start=$(date +%s) && last=$start
   say "$name: started (log: $log)"
   "$@" >"$log" 2>&1 </dev/null &
   child=$!

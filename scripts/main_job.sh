@@ -12,13 +12,9 @@ kind=${1:-hnas}
 start=$SECONDS
 scripts/setup.sh
 version=$(build/hnas --version)
-echo "$version"
+echo "$version" && precision=()
 # The recipe's products are bf16; a CPU without bf16 instructions (AVX2 alone) runs it in f32.
-precision=()
-if [[ $version == *"no bf16 matmul"* ]]; then
-  echo "main job: this CPU has no bf16 matmul (it needs AVX-512 BF16 or AMX), so the recipe runs in f32 (slower)"
-  precision=(--set train.precision=f32)
-fi
+[[ $version != *"no bf16 matmul"* ]] || { echo "main job: no bf16 matmul on this CPU: the recipe runs in f32"; precision=(--set train.precision=f32); }
 if [ -f "data/pretrained/pretrain_$kind.ckpt" ]; then
   scripts/recipe.sh gigaword --no-setup --config configs/gigaword_recipe_bert.json \
     --encoders 'data/pretrained/pretrain_{kind}.ckpt' --kinds "$kind" --out runs/main_job "${precision[@]}"
