@@ -4,7 +4,8 @@
 # one per core at a time, from a copy of its committed seed corpus (tests/fuzz/corpus/<target>/).
 #
 #   scripts/fuzz.sh SECONDS [TARGET ...]      # TARGET: fuzz_config, fuzz_checkpoint, fuzz_gigaword, fuzz_mlm,
-#                                             # fuzz_finetune_data, fuzz_safetensors_structure, fuzz_checkpoint_structure
+#                                             # fuzz_finetune_data, fuzz_safetensors_structure, fuzz_checkpoint_structure,
+#                                             # fuzz_prepared_text
 #
 # Exits 1 if any target found something, printing its report and the input that did it (kept in
 # build-fuzz/fuzz-runs/artifacts/<target>/; reproduce with build-fuzz/tests/fuzz/<target> FILE).
@@ -19,7 +20,8 @@ seconds=$1
 shift
 targets=("$@")
 if ((${#targets[@]} == 0)); then
-  targets=(fuzz_config fuzz_checkpoint fuzz_gigaword fuzz_mlm fuzz_finetune_data fuzz_safetensors_structure fuzz_checkpoint_structure)
+  targets=(fuzz_config fuzz_checkpoint fuzz_gigaword fuzz_mlm fuzz_finetune_data fuzz_safetensors_structure fuzz_checkpoint_structure
+           fuzz_prepared_text)
 fi
 
 # Debian 12's clang 14, its libFuzzer and sanitizer runtimes (libclang-rt-14-dev) and its OpenMP

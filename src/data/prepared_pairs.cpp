@@ -140,6 +140,7 @@ PreparedPairs::PreparedPairs(const std::string& directory, const std::string& ar
     }
     pairs_ = shards_->first_pair.back();
     const Json counts = manifest.value("counts", Json::object());
+    HNAS_CHECK(counts.is_object(), manifest_path, ": counts must be an object, got ", counts.dump());
     const int64_t listed_pairs = json_integer(counts.value("pairs", Json()), 0, INT64_MAX, manifest_path + ": counts.pairs");
     const int64_t left_out = json_integer(counts.value("left_out", Json()), 0, listed_pairs, manifest_path + ": counts.left_out");
     HNAS_CHECK(listed_pairs == pairs_, manifest_path, ": counts.pairs is ", listed_pairs, " but its shards hold ", pairs_);

@@ -157,9 +157,13 @@ PreparedText open_prepared_text(const std::string& directory, const std::vector<
     HNAS_CHECK(listed.size() == sources.size(), manifest_path, ": prepared from ", listed.size(), " sources, the config names ",
                sources.size());
     for (size_t i = 0; i < sources.size(); ++i) {
-        const std::string unit = listed[i].value("unit", "");
-        HNAS_CHECK(unit == name_of(sources[i].unit), manifest_path, ": source ", i, " is ", listed[i].value("path", ""), " (", unit,
-                   "), the config names ", sources[i].path, " (", name_of(sources[i].unit), ")");
+        try {  // an entry that is no object, or a unit or path that is no string, is malformed (as check_source says)
+            const std::string unit = listed[i].value("unit", "");
+            HNAS_CHECK(unit == name_of(sources[i].unit), manifest_path, ": source ", i, " is ", listed[i].value("path", ""), " (", unit,
+                       "), the config names ", sources[i].path, " (", name_of(sources[i].unit), ")");
+        } catch (const Json::exception& error) {
+            HNAS_CHECK(false, manifest_path, ": a source entry ", listed[i].dump(), " is malformed: ", error.what());
+        }
         result.source_bytes.push_back(check_source(listed[i], sources[i].path, directory, manifest_path));
     }
     auto shards = std::make_shared<std::vector<MappedShard>>(

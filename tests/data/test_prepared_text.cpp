@@ -4,8 +4,8 @@
 // an interrupted preparation resumes and a changed one starts over; damaged text is judged as the
 // in-memory reader judges it, with the right line number in a later shard; and a damaged prepared
 // directory (truncated or corrupted shard, index past its ids, ids outside the vocabulary, another
-// tokenizer, other sources, another format version, no manifest, a full disk) is refused naming the
-// file and what is wrong.
+// tokenizer, other sources, another format version, no manifest, a full disk, a malformed manifest
+// entry) is refused naming the file and what is wrong.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -46,6 +46,7 @@ using hnas::testing::same_tensor;
 const std::string kMobyDick = std::string(HNAS_SOURCE_DIR) + "/data/corpus/moby_dick.txt";
 const std::string kSotu = std::string(HNAS_SOURCE_DIR) + "/data/corpus/sotu.txt";
 const std::string kArticles = std::string(HNAS_SOURCE_DIR) + "/data/gigaword/derived/train_all.article.txt";
+const std::string kTitles = std::string(HNAS_SOURCE_DIR) + "/data/gigaword/derived/train_all.title.txt";
 
 const hnas::testing::ScratchDir& scratch() {
     static const hnas::testing::ScratchDir dir("hnas_test_prepared_");
@@ -259,6 +260,21 @@ TEST(PreparedText, RefusesAnotherTokenizerOtherSourcesAndAnotherVersion) {
     EXPECT_CONTAINS(open_error(directory), "not a directory `hnas prepare` wrote");
 }
 
+// Found by tests/fuzz/fuzz_prepared_text.cpp: a source entry that is no object, or a unit that is no
+// string, let nlohmann's type_error escape instead of naming the manifest.
+TEST(PreparedText, RefusesAMalformedSourceEntryNamingTheManifest) {
+    const std::string directory = prepared("malformed");
+    const Json manifest = hnas::parse_json(hnas::read_file(directory + "/manifest.json", "manifest"), "manifest");
+    for (const Json& entry : {Json("not an entry"), Json{{"path", sources()[0].path}, {"unit", 3}}}) {
+        Json changed = manifest;
+        changed["sources"][0] = entry;
+        hnas::testing::write_file(directory + "/manifest.json", changed.dump());
+        const std::string error = open_error(directory);
+        EXPECT_CONTAINS(error, "manifest.json: a source entry");
+        EXPECT_CONTAINS(error, "is malformed");
+    }
+}
+
 // A disk that fills up mid-way (a file size limit here): the error says so and no manifest is written,
 // so training refuses the directory.
 TEST(PreparedText, AFullDiskLeavesNothingTrainingWouldAccept) {
@@ -285,8 +301,7 @@ TEST(PreparedText, AFullDiskLeavesNothingTrainingWouldAccept) {
 // Headline pairs: the prepared shards give the very batches the files give, window by window, with a
 // damaged pair left out (and its line number kept) and blank pairs skipped alike.
 TEST(PreparedPairs, GiveTheBatchesOfTheFiles) {
-    const std::string titles_path = std::string(HNAS_SOURCE_DIR) + "/data/gigaword/derived/train_all.title.txt";
-    std::vector<std::string> articles = hnas::read_lines(kArticles, "articles"), titles = hnas::read_lines(titles_path, "titles");
+    std::vector<std::string> articles = hnas::read_lines(kArticles, "articles"), titles = hnas::read_lines(kTitles, "titles");
     articles.resize(3000);
     titles.resize(3000);
     articles[1234] = "a damaged \x01 line";
@@ -327,6 +342,19 @@ TEST(PreparedPairs, GiveTheBatchesOfTheFiles) {
     }
     EXPECT_CONTAINS(error_of([&] { hnas::data::PreparedPairs(directory, options.title_path, options.article_path, tokenizer()); }),
                     "prepared from");
+}
+
+// Found by tests/fuzz/fuzz_prepared_text.cpp: counts that are no object let nlohmann's type_error escape.
+TEST(PreparedPairs, RefuseCountsThatAreNoObject) {
+    const std::string article = scratch().head_of(kArticles, 50, "few.article.txt"), title = scratch().head_of(kTitles, 50, "few.title.txt");
+    const std::string directory = scratch().path("pairs_counts");
+    hnas::data::prepare_pairs(article, title, tokenizer(), directory, small_shards(), nullptr);
+    EXPECT_EQ(hnas::data::PreparedPairs(directory, article, title, tokenizer()).pairs(), 50);
+    Json manifest = hnas::parse_json(hnas::read_file(directory + "/manifest.json", "manifest"), "manifest");
+    manifest["counts"] = 5;
+    hnas::testing::write_file(directory + "/manifest.json", manifest.dump());
+    EXPECT_CONTAINS(error_of([&] { (void)hnas::data::PreparedPairs(directory, article, title, tokenizer()); }),
+                    "manifest.json: counts must be an object, got 5");
 }
 
 }  // namespace
