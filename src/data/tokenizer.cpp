@@ -141,11 +141,9 @@ void train_tokenizer(const TokenizerTrainOptions& options) {
             }
         }
     }
-    if (sample.items().empty()) {
-        std::string files;
-        for (const std::string& path : options.inputs) files += (files.empty() ? "" : ", ") + path;
-        throw Error("tokenizer training: the input files hold no text: " + files);
-    }
+    std::string files;
+    for (const std::string& path : options.inputs) files += (files.empty() ? "" : ", ") + path;
+    if (sample.items().empty()) throw Error("tokenizer training: the input files hold no text: " + files);
 
     const std::unordered_map<std::string, std::string> arguments = {
         {"model_prefix", options.model_prefix},
@@ -164,6 +162,14 @@ void train_tokenizer(const TokenizerTrainOptions& options) {
     };
     VectorSentenceIterator iterator(sample.items());
     const auto status = sentencepiece::SentencePieceTrainer::Train(arguments, &iterator);
+    // SentencePiece's "Vocabulary size too high (V). Please set it to a value <= N." names neither the
+    // text nor why: a vocabulary sized for a large corpus (a paper config's) asked of a small one.
+    const std::string message(status.message());
+    const size_t limit_at = message.find("<= ");
+    HNAS_CHECK(status.ok() || message.find("Vocabulary size too high") == std::string::npos || limit_at == std::string::npos,
+               "tokenizer training: the text of ", files, " makes at most ", message.substr(limit_at + 3, message.find('.', limit_at) - limit_at - 3),
+               " pieces, not the ", options.vocab_size, " of vocab_size: lower it, or train on the text the config was made for ",
+               "(the paper configs' vocabularies need the full data, e.g. Gigaword's 3.8 M pairs: data/gigaword/README.md)");
     HNAS_CHECK(status.ok(), "tokenizer training (", options.model_prefix, "): SentencePiece: ", status.ToString());
 }
 
