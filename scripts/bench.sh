@@ -29,7 +29,7 @@
 #     steps side by side in OUT/curves.md (default OUT runs/twin_<config>).
 #   scripts/bench.sh data [--sizes "0.1 1 10"] [--steps 30] [--warmup 5] [--ranks "1 2"] [--threads 2] [--keep-corpus]
 #                         [--out DIR] [--no-build]
-#     configs/pretrain.json on corpora of the bundled texts of each size (GB), tokenized at the start and `hnas prepare`d
+#     configs/pretrain.json in f32 on corpora of the bundled texts of each size (GB), tokenized at the start and `hnas prepare`d
 #     (data.prepared): seconds to step 1, steps/s after --warmup, peak RssAnon and VmHWM per rank, prepare's MB/s and MB.
 #
 # The peers (--peers, default all; one whose environment is missing is skipped, saying why): torch113, Debian's
@@ -523,7 +523,7 @@ data() {
       { cat "data/${source%:*}"; [[ $source == *line ]] || echo; } >>"$dir/${source#*:}.txt"
       total=$(($(stat -c %s "$dir/line.txt") + $(stat -c %s "$dir/block.txt")))
     done
-    local settings=(tokenizer.model=data/pretrained/tokenizer.model train.steps="$steps" train.log_every=1 train.threads="$threads"
+    local settings=(tokenizer.model=data/pretrained/tokenizer.model train.steps="$steps" train.log_every=1 train.threads="$threads" train.precision=f32
       "data.train_sources=[{\"path\":\"$dir/line.txt\",\"unit\":\"line\"},{\"path\":\"$dir/block.txt\",\"unit\":\"block\"}]"
       validation.every=0 "data.valid_sources=[]" checkpoint.every=1000000)
     local fields="\"gb\":$size,\"bytes\":$total,\"steps\":$steps,\"warmup\":$warmup"

@@ -108,6 +108,27 @@ void expect_same_batches(MlmDataOptions options, const std::string& directory, s
     }
 }
 
+// A corpus's documents across parts, one of which ends none (a document continuing through it) and
+// the last leaving a sentence outside any: each sentence's document and whether it starts one, as
+// counting the document ends before it gives them.
+TEST(TokenCorpus, DocumentsOfSentencesAcrossParts) {
+    const std::vector<int32_t> ids(8, 5);
+    const std::vector<uint32_t> a_sentences{1, 2, 3}, a_documents{1, 3}, b_sentences{1, 2}, c_sentences{1, 2, 3}, c_documents{1, 2};
+    hnas::data::TokenCorpus corpus({{ids.data(), 4, 3, a_sentences, a_documents},
+                                    {ids.data(), 4, 2, b_sentences, {}},
+                                    {ids.data(), 4, 3, c_sentences, c_documents}},
+                                   nullptr);
+    const std::vector<uint64_t> document_ends{1, 3, 6, 7};  // global sentence counts
+    ASSERT_EQ(corpus.sentences(), 8u);
+    ASSERT_EQ(corpus.documents(), document_ends.size());
+    for (uint64_t s = 0; s < 8; ++s) {
+        const auto ended = static_cast<uint64_t>(std::count_if(document_ends.begin(), document_ends.end(), [&](uint64_t e) { return e <= s; }));
+        EXPECT_EQ(corpus.document_of(s), ended) << "sentence " << s;
+        EXPECT_EQ(corpus.starts_document(s), s == 0 || std::count(document_ends.begin(), document_ends.end(), s) == 1) << "sentence " << s;
+    }
+    EXPECT_EQ(corpus.document_of(8), 4u);
+}
+
 TEST(PreparedText, GivesTheBatchesOfTheSourcesReadIntoMemory) {
     const std::string directory = prepared("same");
     const Json manifest = hnas::parse_json(hnas::read_file(directory + "/manifest.json", "manifest"), "manifest");
