@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "base/atomic_file.h"
@@ -366,12 +367,31 @@ Json open_manifest(const std::string& directory, const std::string& format, cons
 std::vector<MappedShard> map_shards(const std::string& directory, const Json& manifest, int id_bytes, int32_t vocab_size,
                                     EndOrder order) {
     const std::string manifest_path = directory + "/manifest.json";
-    std::vector<MappedShard> shards;
     const Json& listed = manifest.at("shards");
-    shards.reserve(listed.size());
-    for (size_t k = 0; k < listed.size(); ++k) {
-        shards.push_back(map_shard(directory + "/" + shard_name(static_cast<int64_t>(k)), shard_stats(listed[k], manifest_path),
-                                   id_bytes, vocab_size, order));
+    std::vector<ShardStats> expected;
+    for (const Json& entry : listed) expected.push_back(shard_stats(entry, manifest_path));
+    // Checking a shard reads all of it (checksums, ids): the start-up's largest part, and from a cold
+    // page cache a disk's, so the shards are checked on every core. The first bad one in order is reported.
+    std::vector<std::optional<MappedShard>> mapped(expected.size());
+    std::vector<std::exception_ptr> errors(expected.size());
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+        for (size_t k; (k = next++) < expected.size();) {
+            try {
+                mapped[k].emplace(map_shard(directory + "/" + shard_name(static_cast<int64_t>(k)), expected[k], id_bytes, vocab_size, order));
+            } catch (...) {
+                errors[k] = std::current_exception();
+            }
+        }
+    };
+    std::vector<std::thread> workers;
+    const size_t threads = std::min<size_t>(expected.size(), std::max(1u, std::thread::hardware_concurrency()));
+    for (size_t t = 0; t < threads; ++t) workers.emplace_back(work);
+    for (std::thread& worker : workers) worker.join();
+    std::vector<MappedShard> shards;
+    for (size_t k = 0; k < expected.size(); ++k) {
+        if (errors[k]) std::rethrow_exception(errors[k]);
+        shards.push_back(std::move(*mapped[k]));
     }
     return shards;
 }
