@@ -98,16 +98,26 @@ void check_ends(std::span<const uint32_t> ends, uint64_t limit, bool strictly, c
     }
 }
 
-uint32_t largest_id(const MappedFile& ids, uint64_t tokens, int id_bytes) {
-    uint32_t largest = 0;
-    if (id_bytes == 2) {
-        const auto* values = reinterpret_cast<const uint16_t*>(ids.data());
-        for (uint64_t i = 0; i < tokens; ++i) largest = std::max<uint32_t>(largest, values[i]);
-    } else {
-        const auto* values = reinterpret_cast<const uint32_t*>(ids.data());
-        for (uint64_t i = 0; i < tokens; ++i) largest = std::max(largest, values[i]);
+// One pass over a shard's ids, block by block while each is in cache: their checksum and their largest.
+struct IdsScan {
+    uint32_t crc = 0, largest = 0;
+};
+IdsScan scan_ids(const MappedFile& ids, uint64_t tokens, int id_bytes) {
+    constexpr uint64_t kBlockTokens = uint64_t{1} << 16;
+    IdsScan scan;
+    for (uint64_t begin = 0; begin < tokens; begin += kBlockTokens) {
+        const uint64_t count = std::min(kBlockTokens, tokens - begin);
+        const uint8_t* block = ids.data() + begin * static_cast<uint64_t>(id_bytes);
+        scan.crc = crc32c(block, count * static_cast<uint64_t>(id_bytes), scan.crc);
+        if (id_bytes == 2) {
+            const auto* values = reinterpret_cast<const uint16_t*>(block);
+            for (uint64_t i = 0; i < count; ++i) scan.largest = std::max<uint32_t>(scan.largest, values[i]);
+        } else {
+            const auto* values = reinterpret_cast<const uint32_t*>(block);
+            for (uint64_t i = 0; i < count; ++i) scan.largest = std::max(scan.largest, values[i]);
+        }
     }
-    return largest;
+    return scan;
 }
 
 }  // namespace
@@ -184,8 +194,9 @@ MappedShard map_shard(const std::string& stem, const ShardStats& expected, int i
     const uint32_t index_crc = crc32c(index.data(), index.size());
     HNAS_CHECK(index_crc == expected.index_crc, idx, ": checksum ", hex32(index_crc), ", manifest.json says ",
                hex32(expected.index_crc), " (damaged)");
-    HNAS_CHECK(crc32c(shard.ids.data(), shard.ids.size()) == expected.ids_crc, shard.ids.path(),
-               ": checksum differs from manifest.json's ", hex32(expected.ids_crc), " (damaged)");
+    const IdsScan scan = scan_ids(shard.ids, tokens, id_bytes);
+    HNAS_CHECK(scan.crc == expected.ids_crc, shard.ids.path(), ": checksum differs from manifest.json's ", hex32(expected.ids_crc),
+               " (damaged)");
     // The index is read as uint32 arrays: the mapping is page-aligned and the header 32 bytes.
     const auto* words = reinterpret_cast<const uint32_t*>(index.data() + kIndexHeaderBytes);
     const std::span<const uint32_t> end_list(words, ends), group_list(words + ends, groups);
@@ -195,8 +206,7 @@ MappedShard map_shard(const std::string& stem, const ShardStats& expected, int i
     check_ends(group_list, ends, true, idx, "document");
     HNAS_CHECK(!expected.ends_source || groups == 0 || group_list.back() == ends, idx,
                ": the last shard of a source leaves its last sentences outside any document");
-    const uint32_t largest = largest_id(shard.ids, tokens, id_bytes);
-    HNAS_CHECK(tokens == 0 || largest < static_cast<uint32_t>(vocab_size), shard.ids.path(), ": token id ", largest,
+    HNAS_CHECK(tokens == 0 || scan.largest < static_cast<uint32_t>(vocab_size), shard.ids.path(), ": token id ", scan.largest,
                " is outside the tokenizer's ", vocab_size, " pieces");
     shard.part = {shard.ids.data(), id_bytes, tokens, end_list, group_list};
     return shard;
