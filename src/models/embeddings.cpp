@@ -27,7 +27,6 @@ EmbeddingOptions embedding_options(const ModelConfig& config, int64_t max_positi
 
 EmbeddingSum::EmbeddingSum(int64_t width, const EmbeddingOptions& options, Rng& init_rng, Rng& dropout_rng)
     : options_(options),
-      width_(width),
       dropout_(register_module("dropout", std::make_unique<nn::Dropout>(options.dropout, dropout_rng))) {
     if (options.positions == PositionEncoding::learned) {
         learned_positions_ = &register_module(

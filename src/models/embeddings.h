@@ -35,7 +35,6 @@ public:
 
 private:
     EmbeddingOptions options_;
-    int64_t width_;
     nn::Embedding* learned_positions_ = nullptr;
     Tensor fixed_positions_;  // (P, D) for sinusoidal
     nn::Embedding* segments_ = nullptr;
