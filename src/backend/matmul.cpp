@@ -123,7 +123,9 @@ bool bf16_matmul_available() {
     // One small bf16 product's primitive: oneDNN creates it only on CPUs with bf16 instructions.
     static const bool available = [] {
         try {
-            create_matmul(MatmulKey{1, 2, 2, 2, 1, false, false, false, false, false, false, false, false, true, false, 1.0f});
+            create_matmul(MatmulKey{.batch = 1, .m = 2, .n = 2, .k = 2, .heads = 1, .trans_a = false, .trans_b = false,
+                                    .shared_b = false, .a_interleaved = false, .b_interleaved = false, .c_interleaved = false,
+                                    .has_bias = false, .accumulate = false, .bf16 = true, .bf16_result = false, .alpha = 1.0f});
             return true;
         } catch (const Error&) {
             return false;

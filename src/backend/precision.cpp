@@ -1,5 +1,5 @@
-// The process-wide matmul precision and what the ops that feed products ask of it, apart from
-// matmul.cpp: the builds without the products (tests/fuzz) link those ops too.
+// The process-wide matmul precision and what the ops that feed products ask of it; the products
+// themselves, and whether this CPU has bf16 ones, are matmul.cpp's.
 #include <atomic>
 
 #include "backend/matmul.h"

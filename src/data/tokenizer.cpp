@@ -166,10 +166,12 @@ void train_tokenizer(const TokenizerTrainOptions& options) {
     // text nor why: a vocabulary sized for a large corpus (a paper config's) asked of a small one.
     const std::string message(status.message());
     const size_t limit_at = message.find("<= ");
-    HNAS_CHECK(status.ok() || message.find("Vocabulary size too high") == std::string::npos || limit_at == std::string::npos,
-               "tokenizer training: the text of ", files, " makes at most ", message.substr(limit_at + 3, message.find('.', limit_at) - limit_at - 3),
-               " pieces, not the ", options.vocab_size, " of vocab_size: lower it, or train on the text the config was made for ",
-               "(the paper configs' vocabularies need the full data, e.g. Gigaword's 3.8 M pairs: data/gigaword/README.md)");
+    if (message.find("Vocabulary size too high") != std::string::npos && limit_at != std::string::npos) {
+        const std::string limit = message.substr(limit_at + 3, message.find('.', limit_at) - limit_at - 3);
+        throw Error("tokenizer training: the text of " + files + " makes at most " + limit + " pieces, not the " +
+                    std::to_string(options.vocab_size) + " of vocab_size: lower it, or train on the text the config was made " +
+                    "for (the paper configs' vocabularies need the full data, e.g. Gigaword's 3.8 M pairs: data/gigaword/README.md)");
+    }
     HNAS_CHECK(status.ok(), "tokenizer training (", options.model_prefix, "): SentencePiece: ", status.ToString());
 }
 
