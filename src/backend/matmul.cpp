@@ -41,6 +41,7 @@ struct MatmulKey {
     bool trans_a, trans_b, shared_b, a_interleaved, b_interleaved, c_interleaved, has_bias, accumulate, bf16,
         bf16_result;
     float alpha;
+    MatmulEpilogue epilogue;
     bool operator==(const MatmulKey&) const = default;
 };
 
@@ -58,6 +59,7 @@ struct MatmulKeyHash {
             (key.a_interleaved ? 64u : 0u) | (key.b_interleaved ? 128u : 0u) | (key.c_interleaved ? 256u : 0u) |
             (key.bf16_result ? 512u : 0u));
         mix(std::hash<float>{}(key.alpha));
+        mix(static_cast<uint64_t>(key.epilogue));
         return h;
     }
 };
@@ -98,11 +100,14 @@ CachedMatmul create_matmul(const MatmulKey& key) {
     // its own, about 90 KB on average for hnas's shapes, times the hundreds of primitives cached.
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     if (key.alpha != 1.0f) attr.set_output_scales(0, {key.alpha});
-    if (key.accumulate) {
-        dnnl::post_ops post_ops;
-        post_ops.append_sum(1.0f);
-        attr.set_post_ops(post_ops);
+    dnnl::post_ops post_ops;
+    if (key.accumulate) post_ops.append_sum(1.0f);
+    if (key.epilogue != MatmulEpilogue::none) {
+        const auto function = key.epilogue == MatmulEpilogue::gelu_erf ? dnnl::algorithm::eltwise_gelu_erf
+                                                                       : dnnl::algorithm::eltwise_gelu_tanh;
+        post_ops.append_eltwise(1.0f, function, 0.0f, 0.0f);
     }
+    attr.set_post_ops(post_ops);
     const dnnl::matmul::desc desc(cached.a_desc, cached.b_desc, cached.bias_desc, cached.c_desc);
     try {
         const dnnl::matmul::primitive_desc primitive_desc(desc, attr, cpu().engine);
@@ -125,7 +130,8 @@ bool bf16_matmul_available() {
         try {
             create_matmul(MatmulKey{.batch = 1, .m = 2, .n = 2, .k = 2, .heads = 1, .trans_a = false, .trans_b = false,
                                     .shared_b = false, .a_interleaved = false, .b_interleaved = false, .c_interleaved = false,
-                                    .has_bias = false, .accumulate = false, .bf16 = true, .bf16_result = false, .alpha = 1.0f});
+                                    .has_bias = false, .accumulate = false, .bf16 = true, .bf16_result = false, .alpha = 1.0f,
+                                    .epilogue = MatmulEpilogue::none});
             return true;
         } catch (const Error&) {
             return false;
@@ -234,7 +240,7 @@ MatmulKey key_of(const MatmulCall& call) {
     const MatmulShape& s = call.shape;
     return {s.batch, s.m, s.n, s.k, s.heads, s.trans_a, s.trans_b, s.shared_b, s.a_interleaved, s.b_interleaved,
             s.c_interleaved, call.bias, call.accumulate, call.precision == MatmulPrecision::bf16, call.bf16_result,
-            call.alpha};
+            call.alpha, call.epilogue};
 }
 
 dnnl::memory wrap(const dnnl::memory::desc& desc, const void* pointer) {
@@ -347,8 +353,10 @@ void matmul(MatmulOperand a, MatmulOperand b, MatmulResult c, const MatmulShape&
     HNAS_CHECK(options.alpha == 1.0f || options.bias == nullptr,
                "backend.matmul: alpha with a bias is not supported (oneDNN would scale the bias too)");
     const auto start = Clock::now();
-    const MatmulCall call{shape, options.alpha, options.bias != nullptr, options.accumulate, matmul_precision(),
-                          c.bf16 != nullptr};
+    HNAS_CHECK(options.epilogue == MatmulEpilogue::none || (options.alpha == 1.0f && !options.accumulate),
+               "backend.matmul: an epilogue function needs alpha 1 and no accumulation");
+    const MatmulCall call{shape,           options.alpha,         options.bias != nullptr, options.accumulate,
+                          matmul_precision(), c.bf16 != nullptr, options.epilogue};
     const bool bf16 = call.precision == MatmulPrecision::bf16;
     HNAS_CHECK(!call.bf16_result || (bf16 && !call.accumulate && c.f32 == nullptr),
                "backend.matmul: a bf16 result needs bf16 precision, no accumulation and no f32 result beside it");

@@ -37,10 +37,15 @@ struct MatmulShape {
     }
 };
 
+// A function applied to each entry of C in the product's epilogue, after the bias, while the block is
+// still in cache (oneDNN's eltwise post-op): GELU exact (erf) or its tanh approximation.
+enum class MatmulEpilogue { none, gelu_erf, gelu_tanh };
+
 struct MatmulOptions {
     float alpha = 1.0f;           // must stay 1 when a bias is given
     const float* bias = nullptr;  // length n, added to every row of C
     bool accumulate = false;      // C += result instead of C = result
+    MatmulEpilogue epilogue = MatmulEpilogue::none;  // needs alpha 1 and no accumulation
 };
 
 // An operand of a product: its f32 values and, when already made, the same values rounded to bf16,
@@ -112,6 +117,7 @@ struct MatmulCall {
     bool bias = false, accumulate = false;
     MatmulPrecision precision = MatmulPrecision::f32;
     bool bf16_result = false;  // C written as bf16 alone (MatmulResult::bf16_only)
+    MatmulEpilogue epilogue = MatmulEpilogue::none;
 };
 
 // Records every product matmul() runs, on any thread, while it lives; one recorder at a time.

@@ -26,13 +26,18 @@ FeedForward::FeedForward(int64_t width, int64_t hidden, Activation activation, f
 }
 
 Var FeedForward::forward(const Var& x) const {
-    Var hidden = fc1_.forward(x);  // (..., F)
-    if (hidden_norm_) hidden = hidden_norm_->forward(hidden);
     // fc2 is the activation's only reader, unless dropout comes between (it reads the f32 values); and
     // the dropout's only reader.
     using ops::ResultReaders;
     const ResultReaders readers = dropout_.active() ? ResultReaders::any : ResultReaders::products;
-    hidden = activation_ == Activation::gelu ? ops::gelu(hidden, ops::GeluForm::erf, readers) : ops::relu(hidden);
+    Var hidden;  // (..., F)
+    if (activation_ == Activation::gelu && !hidden_norm_) {
+        hidden = ops::linear_gelu(x, fc1_.weight(), fc1_.bias(), ops::GeluForm::erf, readers);
+    } else {
+        hidden = fc1_.forward(x);
+        if (hidden_norm_) hidden = hidden_norm_->forward(hidden);
+        hidden = activation_ == Activation::gelu ? ops::gelu(hidden, ops::GeluForm::erf, readers) : ops::relu(hidden);
+    }
     return fc2_.forward(dropout_.forward(hidden, ResultReaders::products));  // (..., D)
 }
 

@@ -1,7 +1,6 @@
 // Elementwise ops: broadcasting binary arithmetic, scaling, and the unary functions with their
 // derivatives written next to them.
 #include <cmath>
-#include <numbers>
 
 #include "backend/kernels.h"
 #include "backend/matmul.h"
@@ -161,29 +160,14 @@ Var relu(const Var& x) {
 }
 
 Var gelu(const Var& x, GeluForm form, ResultReaders readers) {
-    constexpr float kInvSqrt2 = 0.70710678118654752f;
-    constexpr float kInvSqrt2Pi = 0.39894228040143268f;
     if (form == GeluForm::erf) {
-        // gelu(x) = x·Φ(x); gelu'(x) = Φ(x) + x·φ(x), with Φ(x) = (1 + erf(x/√2))/2 and
-        // φ(x) = e^(−(x/√2)²)/√(2π): erf's own exponential.
         return unary_op<DerivativeReads::input, FeedsProducts::yes>(
-            "gelu", x, [](float v) { return 0.5f * v * (1.0f + kernels::fast_erf(v * kInvSqrt2)); },
-            [](float v) {
-                const kernels::ErfWithGaussian e = kernels::fast_erf_with_gaussian(v * kInvSqrt2);
-                return 0.5f * (1.0f + e.erf) + v * kInvSqrt2Pi * e.gaussian;
-            },
+            "gelu", x, [](float v) { return kernels::gelu_erf(v); }, [](float v) { return kernels::gelu_erf_derivative(v); },
             readers);
     }
-    // The tanh approximation: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
-    constexpr float kSqrt2OverPi = 0.79788456080286536f;
     return unary_op<DerivativeReads::input, FeedsProducts::yes>(
-        "gelu_tanh", x,
-        [](float v) { return 0.5f * v * (1.0f + std::tanh(kSqrt2OverPi * (v + 0.044715f * v * v * v))); },
-        [](float v) {
-            const float t = std::tanh(kSqrt2OverPi * (v + 0.044715f * v * v * v));
-            return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * kSqrt2OverPi * (1.0f + 3.0f * 0.044715f * v * v);
-        },
-        readers);
+        "gelu_tanh", x, [](float v) { return kernels::gelu_tanh(v); },
+        [](float v) { return kernels::gelu_tanh_derivative(v); }, readers);
 }
 
 Var tanh(const Var& x) {

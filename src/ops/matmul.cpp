@@ -113,42 +113,135 @@ Var matmul(const Var& a, const Var& b, bool trans_a, bool trans_b, float alpha) 
     });
 }
 
-Var linear(const Var& x, const Var& weight, const Var& bias, ResultReaders readers) {
+namespace {
+
+// A linear layer's problem: x (..., in) · weightᵀ (in, out) as `rows` rows, and its result's shape.
+struct LinearShape {
+    int64_t rows, in, out;
+    Shape result;
+};
+
+LinearShape check_linear(const char* op, const Var& x, const Var& weight, const Var& bias) {
     const Shape& xs = x.shape();
     const Shape& ws = weight.shape();
-    HNAS_CHECK(ws.size() == 2 && !xs.empty() && xs.back() == ws[1], "linear: input ", shape_str(xs),
+    HNAS_CHECK(ws.size() == 2 && !xs.empty() && xs.back() == ws[1], op, ": input ", shape_str(xs),
                " does not match weight ", shape_str(ws), " (out_features, in_features)");
-    HNAS_CHECK(!bias.defined() || bias.shape() == Shape{ws[0]}, "linear: bias ", shape_str(bias.shape()),
+    HNAS_CHECK(!bias.defined() || bias.shape() == Shape{ws[0]}, op, ": bias ", shape_str(bias.shape()),
                " does not match weight ", shape_str(ws));
-    const int64_t in = ws[1], out_features = ws[0];
-    const int64_t rows = x.numel() / in;
-    Shape out_shape = xs;
-    out_shape.back() = out_features;
-    const auto [out, target] = product_result(out_shape, readers);
+    Shape result = xs;
+    result.back() = ws[0];
+    return {x.numel() / ws[1], ws[1], ws[0], result};
+}
+
+// The product's own gradients, dX = dY · W and dW = dYᵀ · X; the bias's is the caller's.
+void linear_product_gradients(const Tensor& dy, const Tensor& x, const Tensor& weight, const LinearShape& s,
+                              GradSink& sink) {
+    if (sink.wants(0)) {
+        const GradSink::Target target = sink.target(0);
+        backend::matmul(backend::operand(dy), backend::operand(weight), target.grad.data(),
+                        {1, s.rows, s.in, s.out, false, false, false}, {1.0f, nullptr, target.accumulate});
+    }
+    if (sink.wants(1)) {
+        const GradSink::Target target = sink.target(1);
+        backend::matmul(backend::operand(dy), backend::operand(x), target.grad.data(),
+                        {1, s.out, s.in, s.rows, true, false, false}, {1.0f, nullptr, target.accumulate});
+    }
+}
+
+std::vector<Var> linear_inputs(const Var& x, const Var& weight, const Var& bias) {
+    if (bias.defined()) return {x, weight, bias};
+    return {x, weight};
+}
+
+}  // namespace
+
+Var linear(const Var& x, const Var& weight, const Var& bias, ResultReaders readers) {
+    const LinearShape s = check_linear("linear", x, weight, bias);
+    const auto [out, target] = product_result(s.result, readers);
     const float* bias_data = bias.defined() ? bias.value().data() : nullptr;
     backend::matmul(backend::operand(x.value()), backend::operand(weight.value()), target,
-                    {1, rows, out_features, in, false, true, false}, {1.0f, bias_data, false});
-
+                    {1, s.rows, s.out, s.in, false, true, false}, {1.0f, bias_data, false});
     Tensor xv = x.value(), wv = weight.value();
-    std::vector<Var> inputs{x, weight};
-    if (bias.defined()) inputs.push_back(bias);
-    return make_result("linear", out, inputs, [=](const Tensor& dy, GradSink& sink) {
-        if (sink.wants(0)) {
-            const GradSink::Target target = sink.target(0);  // dX = dY · W
-            Tensor& dx = target.grad;
-            const bool accumulate = target.accumulate;
-            backend::matmul(backend::operand(dy), backend::operand(wv), dx.data(),
-                            {1, rows, in, out_features, false, false, false}, {1.0f, nullptr, accumulate});
-        }
-        if (sink.wants(1)) {
-            const GradSink::Target target = sink.target(1);  // dW = dYᵀ · X
-            Tensor& dw = target.grad;
-            const bool accumulate = target.accumulate;
-            backend::matmul(backend::operand(dy), backend::operand(xv), dw.data(),
-                            {1, out_features, in, rows, true, false, false}, {1.0f, nullptr, accumulate});
-        }
-        if (bias_data && sink.wants(2)) sink.add(2, dy.reshape({rows, out_features}));  // db = Σ_rows dY
+    return make_result("linear", out, linear_inputs(x, weight, bias), [=](const Tensor& dy, GradSink& sink) {
+        linear_product_gradients(dy, xv, wv, s, sink);
+        if (bias_data && sink.wants(2)) sink.add(2, dy.reshape({s.rows, s.out}));  // db = Σ_rows dY
     });
+}
+
+namespace {
+
+// dh = dy ⊙ gelu'(h) over (rows, cols), and with `bias_grad` its column sums Σ_rows dh (written, or
+// added when accumulating) in the same pass. Threads own column blocks and sum each column in row
+// order, as the bias gradient of linear does (kernels::accumulate_reduced): the same sums on any
+// number of threads. Under bf16, dh's copy for the products that read it is written too.
+template <typename Derivative>
+void gelu_backward_with_bias_sum(const float* dy, const float* h, Tensor& dh, int64_t rows, int64_t cols,
+                                 Derivative derivative, float* bias_grad, bool accumulate) {
+    constexpr int64_t kColumns = 256;
+    float* d = dh.data();
+    uint16_t* rounded = backend::operand_copy_to_fill(dh);
+#pragma omp parallel for schedule(static) if (rows * cols >= kernels::kParallelGrain)
+    for (int64_t first = 0; first < cols; first += kColumns) {
+        const int64_t width = std::min(kColumns, cols - first);
+        alignas(64) float sums[kColumns] = {};
+        for (int64_t row = 0; row < rows; ++row) {
+            const int64_t at = row * cols + first;
+            const float *g = dy + at, *v = h + at;
+            float* out = d + at;
+#pragma omp simd
+            for (int64_t j = 0; j < width; ++j) {
+                out[j] = g[j] * derivative(v[j]);
+                sums[j] += out[j];
+            }
+            if (rounded) kernels::round_row_to_bf16(out, rounded + at, width);
+        }
+        if (bias_grad) {
+            for (int64_t j = 0; j < width; ++j) write_gradient(bias_grad[first + j], sums[j], accumulate);
+        }
+    }
+}
+
+}  // namespace
+
+Var linear_gelu(const Var& x, const Var& weight, const Var& bias, GeluForm form, ResultReaders readers) {
+    const LinearShape s = check_linear("linear_gelu", x, weight, bias);
+    const float* bias_data = bias.defined() ? bias.value().data() : nullptr;
+    bool recording = false;
+    for (const Var& input : linear_inputs(x, weight, bias)) recording |= grad_enabled() && input.requires_grad();
+    if (!recording) {  // no backward needs the pre-activation: GELU in the product's epilogue, in cache
+        const auto [out, target] = product_result(s.result, readers);
+        const auto epilogue = form == GeluForm::erf ? backend::MatmulEpilogue::gelu_erf : backend::MatmulEpilogue::gelu_tanh;
+        backend::matmul(backend::operand(x.value()), backend::operand(weight.value()), target,
+                        {1, s.rows, s.out, s.in, false, true, false}, {1.0f, bias_data, false, epilogue});
+        return Var(out);
+    }
+    // The backward reads the pre-activation h = x·Wᵀ + b: the product writes it, one pass makes gelu(h).
+    Tensor h = Tensor::empty(s.result);
+    backend::matmul(backend::operand(x.value()), backend::operand(weight.value()), h.data(),
+                    {1, s.rows, s.out, s.in, false, true, false}, {1.0f, bias_data, false});
+    const Var activation = gelu(Var(h), form, readers);
+    Tensor xv = x.value(), wv = weight.value();
+    return make_result("linear_gelu", activation.value(), linear_inputs(x, weight, bias),
+                       [=](const Tensor& dy, GradSink& sink) {
+                           Tensor dh = Tensor::empty(h.shape());
+                           float* bias_grad = nullptr;
+                           bool accumulate = false;
+                           if (bias_data && sink.wants(2)) {
+                               const GradSink::Target target = sink.target(2);
+                               bias_grad = target.grad.data();
+                               accumulate = target.accumulate;
+                           }
+                           if (form == GeluForm::erf) {
+                               gelu_backward_with_bias_sum(dy.data(), h.data(), dh, s.rows, s.out,
+                                                           [](float v) { return kernels::gelu_erf_derivative(v); }, bias_grad,
+                                                           accumulate);
+                           } else {
+                               gelu_backward_with_bias_sum(dy.data(), h.data(), dh, s.rows, s.out,
+                                                           [](float v) { return kernels::gelu_tanh_derivative(v); }, bias_grad,
+                                                           accumulate);
+                           }
+                           linear_product_gradients(dh, xv, wv, s, sink);
+                       });
 }
 
 namespace {

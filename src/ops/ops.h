@@ -25,6 +25,11 @@ enum class FeedsProducts { no, yes };
 Var matmul(const Var& a, const Var& b, bool trans_a = false, bool trans_b = false, float alpha = 1.0f);
 // x · weightᵀ + bias with weight (out, in), x (..., in) -> (..., out). bias may be undefined.
 Var linear(const Var& x, const Var& weight, const Var& bias, ResultReaders readers = ResultReaders::any);
+enum class GeluForm { erf, tanh };
+// gelu(linear(x, weight, bias), form) fused: without a backward to feed, GELU runs in the product's
+// epilogue; with one, the GELU derivative and the bias gradient's sum are one pass over the rows.
+Var linear_gelu(const Var& x, const Var& weight, const Var& bias, GeluForm form,
+                ResultReaders readers = ResultReaders::any);
 // The products of multi-head attention on projections (B, T, H·K) as the linear layers write them,
 // heads side by side in each row; equal to splitting the heads (reshape to (B, T, H, K), permute to
 // (B, H, T, K)) before matmul and merging them after, without those copies.
@@ -46,7 +51,6 @@ Var log(const Var& x);
 Var sqrt(const Var& x);
 Var rsqrt(const Var& x);  // 1 / sqrt(x)
 Var relu(const Var& x);
-enum class GeluForm { erf, tanh };
 Var gelu(const Var& x, GeluForm form = GeluForm::erf, ResultReaders readers = ResultReaders::any);
 Var tanh(const Var& x);
 Var sigmoid(const Var& x);

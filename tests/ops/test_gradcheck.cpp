@@ -70,6 +70,14 @@ std::vector<GradCase> all_cases() {
         [](const std::vector<Var>& v) { return ops::linear(v[0], v[1], v[2]); });
     add("linear_no_bias", {random_tensor({3, 4}, 12), random_tensor({2, 4}, 13)},
         [](const std::vector<Var>& v) { return ops::linear(v[0], v[1], Var()); });
+    // The numeric side evaluates without recording, so it runs the product's GELU epilogue.
+    for (GeluForm form : {GeluForm::erf, GeluForm::tanh}) {
+        add(form == GeluForm::erf ? "linear_gelu" : "linear_gelu_tanh",
+            {random_tensor({2, 3, 4}, 14), random_tensor({5, 4}, 15), random_tensor({5}, 16)},
+            [form](const std::vector<Var>& v) { return ops::linear_gelu(v[0], v[1], v[2], form); });
+    }
+    add("linear_gelu_no_bias", {random_tensor({3, 4}, 17), random_tensor({2, 4}, 18)},
+        [](const std::vector<Var>& v) { return ops::linear_gelu(v[0], v[1], Var(), GeluForm::erf); });
 
     // Broadcasting binary ops.
     const std::vector<std::pair<Shape, Shape>> broadcasts{

@@ -1,0 +1,93 @@
+// Fused ops against the composed definitions they implement: values and every gradient, on shapes
+// large enough for the parallel loops and with widths that are no multiple of the kernels' blocks.
+#include "test_support.h"
+
+namespace hnas {
+namespace {
+
+using testing::random_tensor;
+
+// max |a − b| / (1 + |b|): sums taken in another order differ by their magnitude's rounding.
+double worst_difference(const Tensor& a, const Tensor& b) {
+    EXPECT_EQ(a.shape(), b.shape());
+    double worst = 0;
+    for (int64_t i = 0; i < a.numel(); ++i) {
+        worst = std::max(worst, std::abs(double{a.data()[i]} - b.data()[i]) / (1.0 + std::abs(b.data()[i])));
+    }
+    return worst;
+}
+
+struct LinearGeluCase {
+    ops::GeluForm form;
+    bool bias;
+};
+
+class LinearGelu : public ::testing::TestWithParam<LinearGeluCase> {};
+
+// Recorded (training): the same product and GELU as gelu(linear(·)), and gradients from the fused
+// GELU-derivative-and-bias-sum pass equal to the composed ops' (the bias's sum added to the gradient
+// in another order). Each parameter is read twice, so the second backward accumulates into the first's.
+TEST_P(LinearGelu, RecordedEqualsGeluOfLinear) {
+    const auto [form, with_bias] = GetParam();
+    const Tensor x = random_tensor({3, 43, 48}, 1, -2.0f, 2.0f), x2 = random_tensor({2, 5, 48}, 2, -2.0f, 2.0f);
+    const Tensor w = random_tensor({300, 48}, 3, -0.3f, 0.3f), b = random_tensor({300}, 4);
+    auto run = [&](bool fused) {
+        std::vector<Var> inputs{Var(x.clone(), true), Var(x2.clone(), true), Var(w.clone(), true), Var(b.clone(), true)};
+        const Var bias = with_bias ? inputs[3] : Var();
+        auto layer = [&](const Var& in) {
+            return fused ? ops::linear_gelu(in, inputs[2], bias, form) : ops::gelu(ops::linear(in, inputs[2], bias), form);
+        };
+        const Var y = layer(inputs[0]), y2 = layer(inputs[1]);
+        ops::add(ops::sum_all(ops::mul(y, Var(random_tensor(y.shape(), 5)))),
+                 ops::sum_all(ops::mul(y2, Var(random_tensor(y2.shape(), 6)))))
+            .backward();
+        std::vector<Tensor> results{y.value(), y2.value()};
+        for (size_t i = 0; i < (with_bias ? 4u : 3u); ++i) results.push_back(inputs[i].grad());
+        return results;
+    };
+    const std::vector<Tensor> fused = run(true), composed = run(false);
+    const char* names[] = {"output", "second output", "dx", "dx2", "dW", "db"};
+    for (size_t i = 0; i < fused.size(); ++i) EXPECT_LE(worst_difference(fused[i], composed[i]), 1e-5) << names[i];
+}
+
+// Unrecorded (evaluation, decoding): GELU in oneDNN's epilogue, its own erf or tanh against hnas's.
+TEST_P(LinearGelu, UnrecordedEqualsGeluOfLinear) {
+    const auto [form, with_bias] = GetParam();
+    const Var x(random_tensor({7, 41, 48}, 7, -3.0f, 3.0f)), w(random_tensor({300, 48}, 8, -0.3f, 0.3f));
+    const Var b = with_bias ? Var(random_tensor({300}, 9)) : Var();
+    NoGradScope no_grad;
+    const Tensor fused = ops::linear_gelu(x, w, b, form).value();
+    const Tensor composed = ops::gelu(ops::linear(x, w, b), form).value();
+    EXPECT_LE(worst_difference(fused, composed), 2e-6);
+}
+
+INSTANTIATE_TEST_SUITE_P(FormsAndBias, LinearGelu,
+                         ::testing::Values(LinearGeluCase{ops::GeluForm::erf, true}, LinearGeluCase{ops::GeluForm::erf, false},
+                                           LinearGeluCase{ops::GeluForm::tanh, true}),
+                         [](const auto& info) {
+                             return std::string(info.param.form == ops::GeluForm::erf ? "erf" : "tanh") +
+                                    (info.param.bias ? "_bias" : "_no_bias");
+                         });
+
+// The error an op throws, or "" when it throws none.
+std::string error_of(const std::function<void()>& op) {
+    try {
+        op();
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "";
+}
+
+TEST(LinearGeluShapes, MismatchNamesTheOpAndBothShapes) {
+    const Var x(random_tensor({2, 5}, 1)), w(random_tensor({3, 4}, 2)), b(random_tensor({4}, 3)), x4(random_tensor({2, 4}, 4));
+    EXPECT_NE(error_of([&] { ops::linear_gelu(x, w, Var(), ops::GeluForm::erf); })
+                  .find("linear_gelu: input (2, 5) does not match weight (3, 4)"),
+              std::string::npos);
+    EXPECT_NE(error_of([&] { ops::linear_gelu(x4, w, b, ops::GeluForm::erf); })
+                  .find("linear_gelu: bias (4) does not match weight (3, 4)"),
+              std::string::npos);
+}
+
+}  // namespace
+}  // namespace hnas
