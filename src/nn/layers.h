@@ -1,4 +1,4 @@
-// The basic layers: Linear, LayerNorm, Embedding, Dropout and the position-wise FeedForward.
+// The basic layers: Linear, Embedding, Dropout, LayerNorm and the position-wise FeedForward.
 // Shapes: B batch, T positions, D model width, F feed-forward width, V vocabulary.
 #pragma once
 
@@ -26,16 +26,6 @@ private:
     Var bias_;    // (out) or undefined
 };
 
-class LayerNorm : public Module {
-public:
-    explicit LayerNorm(int64_t width, float eps = 1e-5f);
-    Var forward(const Var& x) const { return ops::layer_norm(x, weight_, bias_, eps_); }
-
-private:
-    Var weight_, bias_;
-    float eps_;
-};
-
 class Embedding : public Module {
 public:
     Embedding(int64_t vocabulary, int64_t width, float init_stddev, Rng& init_rng);
@@ -59,10 +49,26 @@ public:
     Var add_to(const Var& residual, const Var& branch) const {
         return active() ? ops::dropout_add(residual, branch, p_, rng_) : ops::add(residual, branch);
     }
+    float active_probability() const { return active() ? p_ : 0.0f; }
+    Rng& rng() const { return rng_; }
 
 private:
     float p_;
     Rng& rng_;
+};
+
+class LayerNorm : public Module {
+public:
+    explicit LayerNorm(int64_t width, float eps = 1e-5f);
+    Var forward(const Var& x) const { return ops::layer_norm(x, weight_, bias_, eps_); }
+    // forward(dropout.add_to(residual, branch)), fused: a post-LN sublayer's end.
+    Var forward_sum(const Var& residual, const Var& branch, const Dropout& dropout) const {
+        return ops::dropout_add_layer_norm(residual, branch, dropout.active_probability(), dropout.rng(), weight_, bias_, eps_);
+    }
+
+private:
+    Var weight_, bias_;
+    float eps_;
 };
 
 enum class Activation { relu, gelu };

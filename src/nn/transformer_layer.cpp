@@ -75,7 +75,7 @@ Var TransformerLayer::sublayer(const Var& x, const LayerNorm& norm, Branch branc
     case NormPlacement::mte: return dropout_.add_to(x, norm.forward(branch(x)));
     case NormPlacement::post: break;
     }
-    return norm.forward(dropout_.add_to(x, branch(x)));
+    return norm.forward_sum(x, branch(x), dropout_);
 }
 
 Var TransformerLayer::mix(const Var& x, const ops::AttentionMask& mask, AttentionCache* cache, const Var& prior,

@@ -4,33 +4,18 @@
 
 #include "backend/kernels.h"
 #include "backend/matmul.h"
+#include "ops/dropout_mask.h"
 #include "ops/ops.h"
 
 namespace hnas::ops {
 
 namespace {
 
-// The forward passes run over blocks of kBlock elements: first each element's factor, a pure function
-// of the op's key and its index (0 with probability p, else 1/(1−p)), then the outputs and the mask,
-// one byte per element (a quarter of an f32 mask's traffic). In one loop, the hash's 64-bit lanes and
+// The forward passes run over blocks of kBlock elements: first each element's factor (dropout_mask.h),
+// then the outputs and the mask, one byte per element (a quarter of an f32 mask's traffic). In one loop, the hash's 64-bit lanes and
 // the mask's bytes left GCC's vectorizer without a vector width that fits both; and the bodies capture
 // their pointers by value, since bytes may alias a captured pointer that the loop would then reload.
 constexpr int64_t kBlock = 256;
-
-struct KeepFactors {
-    uint64_t key;
-    float p, keep_scale;
-
-    // factor[j] for the elements begin … begin + count − 1.
-    void fill(int64_t begin, int64_t count, float* factor) const {
-        const uint64_t first = key + static_cast<uint64_t>(begin);
-        const float drop = p, scale = keep_scale;
-#pragma omp simd
-        for (int64_t j = 0; j < count; ++j) {
-            factor[j] = unit_float(mix64(first + static_cast<uint64_t>(j))) < drop ? 0.0f : scale;
-        }
-    }
-};
 
 // body(begin, count, factor) for every block of n elements, in parallel.
 template <typename Body>
@@ -70,16 +55,12 @@ void add_masked_gradient(const Tensor& dy, const Tensor& mask, float keep_scale,
     }
 }
 
-void check_probability(const char* op, float p) {
-    HNAS_CHECK(p >= 0.0f && p < 1.0f, op, ": probability must be in [0, 1), got ", p);
-}
-
 }  // namespace
 
 Var dropout(const Var& x, float p, Rng& rng, ResultReaders readers) {
-    check_probability("dropout", p);
+    check_dropout_probability("dropout", p);
     if (p == 0.0f) return x;
-    const KeepFactors factors{rng.next_u64(), p, 1.0f / (1.0f - p)};
+    const KeepFactors factors = KeepFactors::draw(p, rng);
     Tensor mask = Tensor::empty(x.shape(), DType::u8);
     const float* in = x.value().data();
     uint8_t* m = mask.bytes();
@@ -120,11 +101,11 @@ Var dropout(const Var& x, float p, Rng& rng, ResultReaders readers) {
 // add(residual, dropout(branch, p, rng)) in one pass over the three arrays instead of two passes over
 // five; the same mask, since it draws the same key (the sum may round once instead of twice: FMA).
 Var dropout_add(const Var& residual, const Var& branch, float p, Rng& rng) {
-    check_probability("dropout_add", p);
+    check_dropout_probability("dropout_add", p);
     HNAS_CHECK(residual.shape() == branch.shape(), "dropout_add: residual ", shape_str(residual.shape()), " and branch ",
                shape_str(branch.shape()), " differ");
     if (p == 0.0f) return add(residual, branch);
-    const KeepFactors factors{rng.next_u64(), p, 1.0f / (1.0f - p)};
+    const KeepFactors factors = KeepFactors::draw(p, rng);
     Tensor mask = Tensor::empty(branch.shape(), DType::u8);
     Tensor y = Tensor::empty(branch.shape());
     const float *in = branch.value().data(), *skip = residual.value().data();

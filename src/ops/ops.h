@@ -72,6 +72,10 @@ Var log_softmax(const Var& x, int axis, const Tensor& mask = Tensor());
 // ---- layer_norm.cpp -------------------------------------------------------------------------------
 // Normalizes over the last axis: (x - mean) / sqrt(var + eps) · weight + bias (biased variance).
 Var layer_norm(const Var& x, const Var& weight, const Var& bias, float eps = 1e-5f);
+// layer_norm(dropout_add(residual, branch, p, rng), weight, bias, eps) fused (add for p = 0): a post-LN
+// sublayer's end, one pass over the rows each way, the same mask as dropout_add's.
+Var dropout_add_layer_norm(const Var& residual, const Var& branch, float p, Rng& rng, const Var& weight,
+                           const Var& bias, float eps = 1e-5f);
 
 // ---- dropout.cpp ----------------------------------------------------------------------------------
 // Zeroes each value with probability p and scales the rest by 1/(1-p) (inverted dropout). The mask is

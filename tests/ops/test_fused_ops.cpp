@@ -1,5 +1,5 @@
-// Fused ops against the composed definitions they implement: values and every gradient, on shapes
-// large enough for the parallel loops and with widths that are no multiple of the kernels' blocks.
+// Fused ops against the composed definitions they implement (ops.h): values and every gradient, on
+// shapes large enough for the parallel loops, with widths that are no multiple of the kernels' blocks.
 #include "test_support.h"
 
 namespace hnas {
@@ -77,6 +77,44 @@ std::string error_of(const std::function<void()>& op) {
         return e.what();
     }
     return "";
+}
+
+// layer_norm(dropout_add(·)) fused and composed, with dropout and without: the same mask (the same
+// draw from the rng), values and the four inputs' gradients; the residual is read twice, so its
+// gradient accumulates. Rows of 300 span more than one of the mask's chunks.
+TEST(DropoutAddLayerNorm, EqualsLayerNormOfDropoutAdd) {
+    for (float p : {0.0f, 0.25f}) {
+        const Tensor residual = random_tensor({4, 29, 300}, 11), branch = random_tensor({4, 29, 300}, 12);
+        const Tensor weight = random_tensor({300}, 13, 0.5f, 1.5f), bias = random_tensor({300}, 14);
+        auto run = [&](bool fused) {
+            std::vector<Var> in{Var(residual.clone(), true), Var(branch.clone(), true), Var(weight.clone(), true),
+                                Var(bias.clone(), true)};
+            Rng rng(21);
+            const Var y = fused ? ops::dropout_add_layer_norm(in[0], in[1], p, rng, in[2], in[3])
+                                : ops::layer_norm(p > 0 ? ops::dropout_add(in[0], in[1], p, rng) : ops::add(in[0], in[1]),
+                                                  in[2], in[3]);
+            ops::add(ops::sum_all(ops::mul(y, Var(random_tensor(y.shape(), 15)))), ops::sum_all(ops::scale(in[0], 0.5f)))
+                .backward();
+            std::vector<Tensor> results{y.value(), Tensor::from_floats({1}, {static_cast<float>(rng.uniform())})};
+            for (const Var& input : in) results.push_back(input.grad());
+            return results;
+        };
+        const std::vector<Tensor> fused = run(true), composed = run(false);
+        const char* names[] = {"output", "the rng's next draw", "d residual", "d branch", "d weight", "d bias"};
+        for (size_t i = 0; i < fused.size(); ++i) {
+            EXPECT_LE(worst_difference(fused[i], composed[i]), 1e-6) << names[i] << ", p " << p;
+        }
+    }
+}
+
+TEST(DropoutAddLayerNorm, MismatchNamesTheOpAndBothShapes) {
+    const Var a(random_tensor({2, 4}, 1)), b(random_tensor({2, 5}, 2)), w(random_tensor({4}, 3));
+    Rng rng(1);
+    EXPECT_NE(error_of([&] { ops::dropout_add_layer_norm(a, b, 0.1f, rng, w, w); })
+                  .find("dropout_add_layer_norm: residual (2, 4) and branch (2, 5) differ"),
+              std::string::npos);
+    EXPECT_NE(error_of([&] { ops::dropout_add_layer_norm(a, a, 1.0f, rng, w, w); }).find("probability must be in [0, 1)"),
+              std::string::npos);
 }
 
 TEST(LinearGeluShapes, MismatchNamesTheOpAndBothShapes) {

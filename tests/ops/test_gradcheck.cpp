@@ -166,6 +166,15 @@ std::vector<GradCase> all_cases() {
         Rng rng(5);
         return ops::dropout_add(v[0], v[1], 0.3f, rng);
     });
+    for (float p : {0.0f, 0.3f}) {
+        add(p > 0 ? "dropout_add_layer_norm" : "add_layer_norm",
+            {random_tensor({2, 3, 6}, 153), random_tensor({2, 3, 6}, 154), random_tensor({6}, 155, 0.5f, 1.5f),
+             random_tensor({6}, 156)},
+            [p](const std::vector<Var>& v) {
+                Rng rng(5);
+                return ops::dropout_add_layer_norm(v[0], v[1], p, rng, v[2], v[3]);
+            });
+    }
     const Tensor ids = Tensor::from_ints({2, 4}, {1, 3, 3, 6, 0, 1, 5, 3});
     add("embedding", {random_tensor({7, 5}, 160)},
         [ids](const std::vector<Var>& v) { return ops::embedding(v[0], ids); });
