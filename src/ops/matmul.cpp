@@ -171,33 +171,42 @@ Var linear(const Var& x, const Var& weight, const Var& bias, ResultReaders reade
 namespace {
 
 // dh = dy ⊙ gelu'(h) over (rows, cols), and with `bias_grad` its column sums Σ_rows dh (written, or
-// added when accumulating) in the same pass. Threads own column blocks and sum each column in row
-// order, as the bias gradient of linear does (kernels::accumulate_reduced): the same sums on any
-// number of threads. Under bf16, dh's copy for the products that read it is written too.
+// added when accumulating) from the same pass. Threads take blocks of kRows contiguous rows (columns
+// kept whole: a column-blocked walk crossed a page per row, beyond the prefetchers); each block's
+// sums are kept apart and added in block order, the same on any number of threads. Under bf16, dh's
+// copy for the products that read it is written too.
 template <typename Derivative>
 void gelu_backward_with_bias_sum(const float* dy, const float* h, Tensor& dh, int64_t rows, int64_t cols,
                                  Derivative derivative, float* bias_grad, bool accumulate) {
-    constexpr int64_t kColumns = 256;
+    constexpr int64_t kRows = 32;
+    const int64_t blocks = (rows + kRows - 1) / kRows;
     float* d = dh.data();
     uint16_t* rounded = backend::operand_copy_to_fill(dh);
-#pragma omp parallel for schedule(static) if (rows * cols >= kernels::kParallelGrain)
-    for (int64_t first = 0; first < cols; first += kColumns) {
-        const int64_t width = std::min(kColumns, cols - first);
-        alignas(64) float sums[kColumns] = {};
-        for (int64_t row = 0; row < rows; ++row) {
-            const int64_t at = row * cols + first;
+    Tensor block_sums = bias_grad ? Tensor::zeros({blocks, cols}) : Tensor();
+    float* sums = bias_grad ? block_sums.data() : nullptr;
+    const bool parallel = rows * cols >= kernels::kParallelGrain;
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t block = 0; block < blocks; ++block) {
+        float* block_sum = sums ? sums + block * cols : nullptr;
+        for (int64_t row = block * kRows; row < std::min(rows, (block + 1) * kRows); ++row) {
+            const int64_t at = row * cols;
             const float *g = dy + at, *v = h + at;
             float* out = d + at;
 #pragma omp simd
-            for (int64_t j = 0; j < width; ++j) {
-                out[j] = g[j] * derivative(v[j]);
-                sums[j] += out[j];
+            for (int64_t j = 0; j < cols; ++j) out[j] = g[j] * derivative(v[j]);
+            if (block_sum) {
+#pragma omp simd
+                for (int64_t j = 0; j < cols; ++j) block_sum[j] += out[j];
             }
-            if (rounded) kernels::round_row_to_bf16(out, rounded + at, width);
+            if (rounded) kernels::round_row_to_bf16(out, rounded + at, cols);
         }
-        if (bias_grad) {
-            for (int64_t j = 0; j < width; ++j) write_gradient(bias_grad[first + j], sums[j], accumulate);
-        }
+    }
+    if (!bias_grad) return;
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t j = 0; j < cols; ++j) {
+        float total = 0.0f;
+        for (int64_t block = 0; block < blocks; ++block) total += sums[block * cols + j];
+        write_gradient(bias_grad[j], total, accumulate);
     }
 }
 
