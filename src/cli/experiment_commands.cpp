@@ -94,7 +94,8 @@ void add_compare_command(CLI::App& app) {
     };
     auto options = std::make_shared<Options>();
     auto* command = app.add_subcommand(
-        "compare", "Mean ± standard error per setting and paired tests between settings, over a sweep or run directories");
+        "compare", "Mean ± standard error per setting and paired tests between settings (each p raw and Holm-adjusted "
+                   "within its family), over a sweep or run directories");
     command->add_option("paths", options->paths, "A sweep's folder, run directories, or folders holding them")
         ->required()
         ->check(CLI::ExistingDirectory);

@@ -16,6 +16,7 @@
 #include "base/read_file.h"
 #include "eval/statistics.h"
 #include "experiments/compare.h"
+#include "experiments/report_results.h"
 #include "experiments/svg_chart.h"
 #include "experiments/sweep.h"
 
@@ -308,67 +309,6 @@ std::string diagnostics_section(const std::vector<RunLog>& runs) {
            svg_line_chart(smallest) +
            svg_line_chart(curves(runs, true, share_below_epsilon, "share of keys below ε over training", "share of keys")) +
            svg_line_chart(key_sum_histogram(runs));
-}
-
-std::string number_cell(const Json& summary) {
-    const double mean = summary.at("mean").get<double>();
-    if (summary.at("n").get<int64_t>() == 1) return "<span class=\"mean\">" + number_text(mean) + "</span><br><small>one seed</small>";
-    return fmt::format("<span class=\"mean\">{} ± {}</span><br><small>95 % CI ± {}; {} – {}</small>", number_text(mean),
-                       number_text(summary.at("standard_error").get<double>(), mean),
-                       number_text(summary.at("ci95").get<double>(), mean), number_text(summary.at("min").get<double>(), mean),
-                       number_text(summary.at("max").get<double>(), mean));
-}
-
-// The comparison of the paths' results; none before any run has a result.json.
-std::optional<Comparison> comparison_of(const std::vector<std::string>& paths) {
-    std::vector<TrialResult> results;
-    try {
-        results = collect_results(paths);
-    } catch (const Error&) {
-        return std::nullopt;
-    }
-    return compare(results);
-}
-
-std::string comparison_section(const std::optional<Comparison>& comparison) {
-    if (!comparison) return "<h2>Results</h2>\n<p>No run has a result yet (<code>hnas test RUN_DIR</code> writes one).</p>\n";
-    std::vector<std::string> metrics;
-    for (const Json& setting : comparison->json.at("settings")) {
-        for (const auto& [metric, summary] : setting.at("metrics").items()) {
-            if (std::find(metrics.begin(), metrics.end(), metric) == metrics.end()) metrics.push_back(metric);
-        }
-    }
-    std::string html = "<h2>Results</h2>\n<table class=\"results\"><caption>mean ± standard error over seeds (the 95 % confidence interval of the mean; min – max)"
-                       "</caption>\n<tr><th>setting</th><th>seeds</th>";
-    for (const std::string& metric : metrics) html += "<th>" + html_escape(metric) + "</th>";
-    html += "</tr>\n";
-    for (const Json& setting : comparison->json.at("settings")) {
-        html += fmt::format("<tr><td>{}</td><td>{}</td>", html_escape(setting.at("setting").get<std::string>()),
-                            setting.at("seeds").size());
-        for (const std::string& metric : metrics) {
-            html += "<td>" + (setting.at("metrics").contains(metric) ? number_cell(setting.at("metrics").at(metric)) : "") + "</td>";
-        }
-        html += "</tr>\n";
-    }
-    html += "</table>\n";
-    const Json& pairs = comparison->json.at("pairs");
-    if (pairs.empty()) return html;
-    // Folded: with many settings the pairs outnumber everything else on the page.
-    html += fmt::format("<details><summary>{} paired differences a − b on shared seeds: Cohen's d_z, the permutation test "
-                        "over seeds, the bootstrap over test examples</summary>\n<table class=\"pairs\">\n<tr><th>a</th>"
-                        "<th>b</th><th>metric</th><th>seeds</th><th>a − b</th><th>d_z</th><th>p (seeds)</th>"
-                        "<th>p (examples)</th></tr>\n",
-                        pairs.size());
-    for (const Json& pair : pairs) {
-        const double p_seeds = pair.at("permutation").at("p_value").get<double>();
-        html += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.4g}</td><td>{:.2f}</td><td>{:.4f}</td><td>{}</td></tr>\n",
-                            html_escape(pair.at("a").get<std::string>()), html_escape(pair.at("b").get<std::string>()),
-                            html_escape(pair.at("metric").get<std::string>()), pair.at("seeds").size(),
-                            pair.at("mean_difference").get<double>(), pair.at("permutation").at("effect_size").get<double>(),
-                            p_seeds,
-                            pair.contains("bootstrap") ? fmt::format("{:.4f}", pair.at("bootstrap").at("p_value").get<double>()) : "");
-    }
-    return html + "</table></details>\n";
 }
 
 // The sweep records (sweep.json) of the paths that are sweeps.

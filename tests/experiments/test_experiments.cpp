@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <thread>
 
 #include "base/json.h"
@@ -181,7 +182,17 @@ TEST(Compare, SummariesAndPairedTestsOverSeedsAndExamples) {
     EXPECT_TRUE(a.at("metrics").contains("final_train_loss"));
     EXPECT_FALSE(a.at("metrics").contains("steps"));
     EXPECT_CONTAINS(comparison.markdown, "| a | 3 | 32.00 ± 0.58 (95 % CI ± 2.48; 31.00 – 33.00) |");
-    EXPECT_CONTAINS(comparison.markdown, "| a | b | rouge_l | 3 | 2.0000 |");
+    // Two permutation tests (rouge_l and the training loss, whose p is 1): Holm doubles the smaller p.
+    // One bootstrap test: a family of one, not adjusted.
+    EXPECT_DOUBLE_EQ(pair.at("permutation").at("p_holm").get<double>(), 0.5);
+    EXPECT_DOUBLE_EQ(pair.at("bootstrap").at("p_holm").get<double>(), 0.0);
+    EXPECT_EQ(comparison.json.at("families"), (Json{{"permutation", 2}, {"bootstrap", 1}}));
+    EXPECT_CONTAINS(comparison.markdown, "| a | b | rouge_l | 3 | 2.0000 | 2.00 | 0.2500 | 0.5000 | 4 | 2.872 | 0.0000 | 0.0000 |");
+    EXPECT_CONTAINS(comparison.markdown, "| a | b | final_train_loss | 3 | 0.0000 | 0.00 | 1.0000 | 1.0000 | | | | |");
+    EXPECT_CONTAINS(comparison.markdown, "permutation tests over seeds (2 in this table) are one family, bootstrap tests over "
+                                         "examples (1) another");
+    EXPECT_CONTAINS(comparison.markdown, "| p (permutation, seeds) | p Holm (seeds) | test examples | d_z | "
+                                         "p (bootstrap, examples) | p Holm (examples) |");
     // One seed has no spread to show.
     const testing::ScratchDir single("hnas_compare_single_");
     write_result(single.root / "c" / "seed-1", 1, 30, {31, 32});
@@ -203,6 +214,44 @@ TEST(Compare, SummariesAndPairedTestsOverSeedsAndExamples) {
     const Comparison mixed = compare(collect_results({scratch.root.string()}), 2000, 7);
     EXPECT_FALSE(mixed.json.at("pairs").at(0).contains("bootstrap"));
     EXPECT_TRUE(mixed.json.at("pairs").at(0).contains("permutation"));
+}
+
+// Holm's adjustment runs over a family of the whole comparison: every pair of settings and every metric
+// for the permutation tests, every bootstrap test for the other. Three settings, 6 seeds, two metrics:
+// rouge_l's permutation p are 2/64 (a − b: 1, 1, 1, 1, 1, 3), 2/64 (a − c: 2 on every seed) and 14/64
+// (b − c: five 1s and a −1); the training loss's three are 1. Sorted, 6 · 2/64, 5 · 2/64 raised to it, and
+// 4 · 14/64: a − b and a − c 0.1875, b − c 0.875 (Bonferroni would give 1, families per metric 0.09375).
+TEST(Compare, HolmAdjustsEachFamilyOverEveryPairAndMetric) {
+    const testing::ScratchDir scratch("hnas_compare_holm_");
+    for (int64_t seed = 1; seed <= 6; ++seed) {
+        const std::string folder = "seed-" + std::to_string(seed);
+        write_result(scratch.root / "a" / folder, seed, 32, {33, 34});
+        write_result(scratch.root / "b" / folder, seed, seed == 6 ? 29 : 31, {30, 31});
+        write_result(scratch.root / "c" / folder, seed, 30, {30, 31});
+    }
+    const Comparison comparison = compare(collect_results({scratch.root.string()}));
+    EXPECT_EQ(comparison.json.at("families"), (Json{{"permutation", 6}, {"bootstrap", 3}}));
+    std::map<std::string, std::pair<double, double>> permutation, bootstrap;  // "a-b" → raw p, Holm p
+    for (const Json& pair : comparison.json.at("pairs")) {
+        const std::string key = pair.at("a").get<std::string>() + "-" + pair.at("b").get<std::string>();
+        const auto p = [](const Json& test) { return std::pair{test.at("p_value").get<double>(), test.at("p_holm").get<double>()}; };
+        if (pair.at("metric") == "final_train_loss") {
+            EXPECT_EQ(p(pair.at("permutation")), std::pair(1.0, 1.0)) << key;
+            EXPECT_FALSE(pair.contains("bootstrap")) << key;
+            continue;
+        }
+        permutation[key] = p(pair.at("permutation"));
+        bootstrap[key] = p(pair.at("bootstrap"));
+    }
+    EXPECT_EQ(permutation.at("a-b"), std::pair(2.0 / 64, 0.1875));
+    EXPECT_EQ(permutation.at("a-c"), std::pair(2.0 / 64, 0.1875));
+    EXPECT_EQ(permutation.at("b-c"), std::pair(14.0 / 64, 0.875));
+    // a is ahead on every example (p 0); b and c score the same (p 1): 3 · 0, 2 · 0 and 1 · 1.
+    EXPECT_EQ(bootstrap.at("a-b"), std::pair(0.0, 0.0));
+    EXPECT_EQ(bootstrap.at("a-c"), std::pair(0.0, 0.0));
+    EXPECT_EQ(bootstrap.at("b-c"), std::pair(1.0, 1.0));
+    EXPECT_CONTAINS(comparison.markdown, "| b | c | rouge_l | 6 | 0.6667 | 0.82 | 0.2188 | 0.8750 | 2 | 0.000 | 1.0000 | 1.0000 |");
+    EXPECT_CONTAINS(comparison.markdown, "(6 in this table) are one family, bootstrap tests over examples (3) another");
 }
 
 TEST(Compare, RefusesTwoRunsOfOneSeed) {

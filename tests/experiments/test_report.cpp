@@ -62,7 +62,8 @@ void write_sweep(const fs::path& out) {
             testing::write_file((run / "metrics.jsonl").string(), log);
             const Json result = {{"seed", seed},
                                  {"metrics", {{"rouge_l", (hybrid ? 21.0 : 20.0) + seed}}},
-                                 {"per_example", {{"rouge_l", {20.0 + seed, hybrid ? 24.0 : 21.0, 22.0}}}}};
+                                 {"per_example", {{"rouge_l", {20.0 + seed, hybrid ? 24.0 : 21.0, 22.0}}}},
+                                 {"training", {{"final_train_loss", 3.0}}}};
             testing::write_file((run / kResultFile).string(), result.dump());
         }
     }
@@ -78,6 +79,13 @@ TEST(Report, HoldsTablesAndChartsAndNoExternalReference) {
     EXPECT_CONTAINS(html, "<em>hnas ahead</em> of lnas by &lt; 1 point</p>");
     EXPECT_CONTAINS(html, "<td>kind=hnas</td><td>2</td><td><span class=\"mean\">22.50 ± 0.50</span>");
     EXPECT_CONTAINS(html, "<table class=\"pairs\">");
+    // Raw p beside Holm's: rouge_l's 0.5 is doubled in its family of two permutation tests (the training
+    // loss's p is 1); its bootstrap test is a family of one.
+    EXPECT_CONTAINS(html, "<caption>Holm's adjustment within each family: permutation tests over seeds (2), bootstrap "
+                          "tests over examples (1)</caption>");
+    EXPECT_CONTAINS(html, "<th>p (seeds)</th><th>p Holm (seeds)</th><th>p (examples)</th><th>p Holm (examples)</th>");
+    EXPECT_CONTAINS(html, "<td>rouge_l</td><td>2</td><td>-1</td><td>0.00</td><td>0.5000</td><td>1.0000</td>");
+    EXPECT_CONTAINS(html, "<td>final_train_loss</td><td>2</td><td>0</td><td>0.00</td><td>1.0000</td><td>1.0000</td><td></td><td></td></tr>");
     EXPECT_EQ(html.find("<h2>Against"), std::string::npos) << "no numeric key varies in this sweep";
     EXPECT_CONTAINS(html, "head-average u per layer");
     EXPECT_CONTAINS(html, "<td>encoder.layers.1.self_attention</td><td>0.200</td><td>0.350</td>");
