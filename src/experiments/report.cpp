@@ -456,14 +456,21 @@ std::string emphasized_html(const std::string& text) {
     return html;
 }
 
-// What the sweeps said they would show, stated before their runs (hnas sweep --prediction).
+// What the sweeps said they would show, stated before their runs (hnas sweep --prediction), with the
+// commit of its file; a sweep that predates committed predictions holds the text alone.
 std::string prediction_section(const std::vector<std::pair<std::string, Json>>& sweeps) {
     std::string html;
     for (const auto& [path, sweep] : sweeps) {
         const Json stated = sweep.value("prediction", Json());
         if (!stated.is_string()) continue;
-        html += fmt::format("<p class=\"prediction\"><b>Prediction</b>, stated before the runs of <code>{}</code>: {}</p>\n",
-                            html_escape(path), emphasized_html(stated.get<std::string>()));
+        const Json file = sweep.value("prediction_file", Json()), commit = sweep.value("prediction_commit", Json());
+        const std::string committed = file.is_string() && commit.is_string()
+                                          ? fmt::format(" (<code>{}</code>, committed in <code>{}</code>)",
+                                                        html_escape(file.get<std::string>()),
+                                                        html_escape(commit.get<std::string>().substr(0, 7)))
+                                          : "";
+        html += fmt::format("<p class=\"prediction\"><b>Prediction</b>, stated before the runs of <code>{}</code>{}: {}</p>\n",
+                            html_escape(path), committed, emphasized_html(stated.get<std::string>()));
     }
     return html;
 }
@@ -504,7 +511,8 @@ std::string report_html(const std::vector<std::string>& paths) {
                        "</title>\n<style>body{font-family:sans-serif;max-width:1200px;margin:2em auto;color:#222}"
                        "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;"
                        "text-align:right}td:first-child,th:first-child{text-align:left}caption{text-align:left;"
-                       "font-style:italic}svg.chart{display:block;margin:1em 0}.mean{white-space:nowrap}</style></head>\n<body>\n<h1>" +
+                       "font-style:italic}svg.chart{display:block;margin:1em 0}.mean{white-space:nowrap}"
+                       ".prediction{white-space:pre-line}</style></head>\n<body>\n<h1>" +
                        html_escape(title) + "</h1>\n";
     const auto sweeps = sweep_records(paths);
     const std::optional<Comparison> comparison = comparison_of(paths);

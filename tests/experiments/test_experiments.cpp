@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -13,8 +14,10 @@
 #include "base/json.h"
 #include "config/experiment_config.h"
 #include "distributed/communicator.h"
+#include "experiments/child_process.h"
 #include "experiments/compare.h"
 #include "experiments/grid.h"
+#include "experiments/prediction.h"
 #include "experiments/run_result.h"
 #include "experiments/sweep.h"
 #include "train/run_directory.h"
@@ -340,6 +343,120 @@ TEST(FindRuns, SweepRecordsNameOnlyFoldersBelowTheSweep) {
     EXPECT_CONTAINS(runs_error(Json::array()), where + "\"settings\" must be an array");
 }
 
+// git in `folder` with an identity of its own (CI's root has none); its output, the test failing when git does.
+std::string git(const fs::path& folder, const std::vector<std::string>& arguments) {
+    const auto executable = find_on_path("git");
+    if (!executable) {
+        ADD_FAILURE() << "no git on PATH";
+        return "";
+    }
+    std::vector<std::string> argv{executable->string(), "-C", folder.string(), "-c", "user.name=hnas tests", "-c",
+                                  "user.email=tests@hnas.invalid", "-c", "commit.gpgsign=false"};
+    argv.insert(argv.end(), arguments.begin(), arguments.end());
+    const CommandOutput out = run_command(argv);
+    EXPECT_EQ(out.status, 0) << "git " << arguments.front() << ": " << out.output;
+    return out.output;
+}
+
+// `text` committed as `file` in the repository `folder` (made when missing); the commit's hash.
+std::string commit_file(const fs::path& folder, const std::string& file, const std::string& text) {
+    fs::create_directories((folder / file).parent_path());
+    if (!fs::exists(folder / ".git")) git(folder, {"init", "-q"});
+    testing::write_file((folder / file).string(), text);
+    git(folder, {"add", "--", file});
+    git(folder, {"commit", "-q", "-m", "write " + file});
+    std::string hash = git(folder, {"rev-parse", "HEAD"});
+    return hash.substr(0, hash.find('\n'));
+}
+
+// A prediction is a committed file: hnas records its text, its path in the repository and the commit
+// that last changed it, and refuses, naming the file, one it cannot prove was committed.
+TEST(Prediction, RecordsACommittedFileAndRefusesAnyOther) {
+    if (!find_on_path("git")) GTEST_SKIP() << "no git on PATH";
+    const testing::ScratchDir scratch("hnas_prediction_");
+    const fs::path repository = scratch.root / "repository";
+    const std::string name = "docs/experiments/predictions/tie.md";
+    const std::string commit = commit_file(repository, name, "*lnas and dnas tie*\n");
+    commit_file(repository, "other.md", "a later commit of another file");
+    const std::string path = (repository / name).string();
+    const Prediction prediction = read_committed_prediction(path);
+    EXPECT_EQ(prediction.text, "*lnas and dnas tie*\n");
+    EXPECT_EQ(prediction.file, name);
+    EXPECT_EQ(prediction.commit, commit);
+    EXPECT_EQ(commit.size(), 40u);
+
+    const auto refusal = [](const std::string& file) { return testing::error_of([&] { read_committed_prediction(file); }); };
+    testing::write_file(path, "*dnas wins*\n");
+    EXPECT_CONTAINS(refusal(path), "sweep: --prediction " + path + ": has uncommitted changes");
+    git(repository, {"add", "--", name});  // staged is not committed
+    EXPECT_CONTAINS(refusal(path), "sweep: --prediction " + path + ": has uncommitted changes");
+    const std::string untracked = scratch.write("repository/untracked.md", "x");
+    EXPECT_CONTAINS(refusal(untracked), "sweep: --prediction " + untracked + ": not tracked by git");
+    const std::string outside = scratch.write("outside.md", "x");
+    EXPECT_CONTAINS(refusal(outside), "sweep: --prediction " + outside + ": not inside a git repository");
+    EXPECT_CONTAINS(refusal(scratch.path("none.md")), "sweep: --prediction " + scratch.path("none.md") + ": no such file");
+    // Without git nothing can show when the file was committed.
+    const std::string path_variable = std::getenv("PATH");
+    fs::create_directories(scratch.root / "empty");
+    ::setenv("PATH", (scratch.root / "empty").c_str(), 1);
+    const std::string without_git = refusal(outside);
+    ::setenv("PATH", path_variable.c_str(), 1);
+    EXPECT_CONTAINS(without_git, "sweep: --prediction " + outside + ": git is not on PATH");
+}
+
+// The sweep keeps the prediction's text, file and commit in sweep.json before its first run; a rerun
+// may leave it out, but one with another prediction (the file changed and committed again) is refused,
+// and so is a committed file against a sweep that stated its prediction as text (sweep.json before files).
+TEST(Prediction, SweepKeepsTheFirstAndRefusesAnother) {
+    if (!find_on_path("git")) GTEST_SKIP() << "no git on PATH";
+    const testing::ScratchDir scratch("hnas_prediction_sweep_");
+    const fs::path repository = scratch.root / "repository";
+    const std::string first = commit_file(repository, "tie.md", "lnas and dnas tie\n");
+    SweepOptions options;
+    options.config = std::string(HNAS_SOURCE_DIR) + "/configs/gigaword_tiny.json";
+    options.settings = {Setting{"lnas", {Override{"model.attention.encoder.kind", "lnas"}}}};
+    options.seeds = 1;
+    options.out = (scratch.root / "sweep").string();
+    options.executable = "/bin/false";  // never started: the trial has its result already
+    write_result(scratch.root / "sweep" / "lnas" / "seed-1", 1, 30, {31});
+    const auto world = distributed::single_process();
+    const auto sweep_json = [&] { return Json::parse(hnas::read_file(options.out + "/" + kSweepFile, "sweep record")); };
+
+    // A file with uncommitted changes stops the sweep before it writes anything.
+    testing::write_file((repository / "tie.md").string(), "lnas and dnas tie, probably\n");
+    options.prediction_file = (repository / "tie.md").string();
+    EXPECT_CONTAINS(testing::error_of([&] { run_sweep(options, *world); }), "has uncommitted changes");
+    EXPECT_FALSE(fs::exists(options.out + "/" + kSweepFile));
+    git(repository, {"checkout", "--", "tie.md"});
+
+    run_sweep(options, *world);
+    const Json record = sweep_json();
+    EXPECT_EQ(record.at("prediction"), "lnas and dnas tie\n");
+    EXPECT_EQ(record.at("prediction_file"), "tie.md");
+    EXPECT_EQ(record.at("prediction_commit"), first);
+    run_sweep(options, *world);  // the same prediction again
+    options.prediction_file.clear();
+    run_sweep(options, *world);  // none: the sweep keeps its own
+    EXPECT_EQ(sweep_json(), record);
+
+    const std::string second = commit_file(repository, "tie.md", "dnas wins\n");
+    options.prediction_file = (repository / "tie.md").string();
+    EXPECT_CONTAINS(testing::error_of([&] { run_sweep(options, *world); }),
+                    "holds the prediction stated before its runs: \"tie.md\" as committed in \"" + first +
+                        "\"; a prediction is stated once, before the first run");
+    EXPECT_EQ(sweep_json(), record);
+
+    Json text_only = record;
+    text_only.erase("prediction_file");
+    text_only.erase("prediction_commit");
+    testing::write_file(options.out + "/" + kSweepFile, text_only.dump());
+    EXPECT_CONTAINS(testing::error_of([&] { run_sweep(options, *world); }),
+                    "holds the prediction stated before its runs: \"lnas and dnas tie\\n\"");
+    options.prediction_file.clear();
+    run_sweep(options, *world);
+    EXPECT_EQ(sweep_json(), text_only);
+}
+
 // The tiny headline config of the sweep tests: 24 steps, a checkpoint every 4, its last checkpoint
 // tested with beam 2 on 12 validation pairs.
 class SweepEnvironment {
@@ -427,7 +544,9 @@ TEST(Sweep, KilledAndRerunTrainsEachTrialOnceThenCompares) {
     const int parallel = std::min(2, distributed::threads_per_rank(0, 1));
     std::vector<std::string> command{HNAS_EXECUTABLE};
     for (const std::string& arg : sweep_args(out.path.string(), parallel)) command.push_back(arg);
-    command.insert(command.end(), {"--prediction", "lnas and dnas tie"});
+    const std::string commit = commit_file(scratch.root / "killed_repository", "predictions/tie.md", "lnas and dnas tie\n");
+    const std::string prediction = (scratch.root / "killed_repository" / "predictions" / "tie.md").string();
+    command.insert(command.end(), {"--prediction", prediction});
     const testing::Subprocess first = testing::start_subprocess(command, scratch.path("killed.log"));
     // SIGKILL once a trial is past its first checkpoint: its child is told to checkpoint and stop.
     const bool started = testing::wait_until([&] {
@@ -448,17 +567,19 @@ TEST(Sweep, KilledAndRerunTrainsEachTrialOnceThenCompares) {
     EXPECT_EQ(again.exit_code(), 0) << again.output;
     EXPECT_CONTAINS(again.output, "0 to run here");
     // The prediction was stated before the first run: a rerun cannot change it.
+    commit_file(scratch.root / "killed_repository", "predictions/tie.md", "dnas wins\n");
     auto restated = sweep_args(out.path.string(), 1);
-    restated.insert(restated.end(), {"--prediction", "dnas wins"});
+    restated.insert(restated.end(), {"--prediction", prediction});
     const testing::Outcome changed = testing::run_hnas(restated, scratch);
     EXPECT_EQ(changed.exit_code(), 1);
-    EXPECT_CONTAINS(changed.output, "holds the prediction stated before its runs: \"lnas and dnas tie\"");
+    EXPECT_CONTAINS(changed.output, "holds the prediction stated before its runs: \"predictions/tie.md\" as committed in \"" + commit);
     // The page of the whole sweep opens with the prediction, then the results.
     const testing::Outcome report = testing::run_hnas({"report", out.path.string()}, scratch);
     ASSERT_EQ(report.exit_code(), 0) << report.output;
     const std::string page = hnas::read_file(out.path / "report.html", "report");
     EXPECT_CONTAINS(page, "<td>kind=dnas</td><td>2</td>");
     ASSERT_NE(page.find("lnas and dnas tie"), std::string::npos);
+    EXPECT_CONTAINS(page, "(<code>predictions/tie.md</code>, committed in <code>" + commit.substr(0, 7) + "</code>)");
     EXPECT_LT(page.find("lnas and dnas tie"), page.find("<h2>Results</h2>"));
     EXPECT_LT(page.find("<h2>Results</h2>"), page.find("<h2>Settings</h2>"));
     auto other = sweep_args(out.path.string(), 1);
