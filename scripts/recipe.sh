@@ -13,7 +13,7 @@
 #   scripts/recipe.sh pretrain [--kinds hnas,lnas,dnas] [--out DIR] [--config F] [--set key=value …] [--no-setup]
 #     docs/pretraining.md: per kind into OUT/<kind> (default OUT runs/pretrain), the encoder as it ended in
 #     OUT/<kind>/encoder.ckpt, then scripts/summarize.py pretrain of every run under OUT.
-#   scripts/recipe.sh finetune --prediction TEXT [--seeds N] [--kinds "lnas dnas hnas"] [--scratch-kinds "…"]
+#   scripts/recipe.sh finetune --prediction FILE [--seeds N] [--kinds "lnas dnas hnas"] [--scratch-kinds "…"]
 #                              [--encoders PATTERN] [--tokenizer FILE] [--tasks "headline_match sotu_era"]
 #                              [--bert DIR] [--bert-kinds "lnas hnas dnas"] [--out DIR]
 #     docs/finetune.md: each arm's learning rate chosen on validation, then N seeds (default 6) at it; the

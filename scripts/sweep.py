@@ -5,7 +5,7 @@ installed, its screenshot (OUT/report.png); the README's command table tells mor
 interrupted sweep.
 
     scripts/sweep.py CONFIG [LIST] [--kinds K1,K2,…] [--grid k=[v,…] …] [--set k=v …] [--out OUT]
-                     [--seeds N] [--parallel P] [--rates '[r1,r2,…]'] [--prediction TEXT]
+                     [--seeds N] [--parallel P] [--rates '[r1,r2,…]'] [--prediction FILE]
     scripts/sweep.py --report DIR          # only the report and its screenshot, of a sweep or a run
     scripts/sweep.py --choose PILOT OUT    # only the choice of rates on a finished pilot sweep
 

@@ -43,9 +43,12 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
         ->check(command_line::positive_integer<int>());
     command->add_option("--progress-every", s.progress_seconds, "Seconds between progress reports")
         ->check(command_line::positive_number<double>());
-    command->add_option("--prediction", s.prediction,
-                        "What the sweep is expected to show, stated before its first run: kept in sweep.json, shown first "
-                        "by hnas report, and never changed by a rerun");
+    command->add_option("--prediction", s.prediction_file,
+                        "A markdown file committed to git (conventionally docs/experiments/predictions/NAME.md) saying what "
+                        "the sweep is expected to show, stated before its first run: refused if untracked or changed since "
+                        "its last commit; its text, path and that commit kept in sweep.json, shown first by hnas report, "
+                        "never changed by a rerun")
+        ->type_name("FILE");
     command->callback([options, &exit_code] {
         auto& o = *options;
         std::vector<experiments::GridAxis> axes;
@@ -94,7 +97,8 @@ void add_compare_command(CLI::App& app) {
     };
     auto options = std::make_shared<Options>();
     auto* command = app.add_subcommand(
-        "compare", "Mean ± standard error per setting and paired tests between settings, over a sweep or run directories");
+        "compare", "Mean ± standard error per setting and paired tests between settings (each p raw and Holm-adjusted "
+                   "within its family), over a sweep or run directories");
     command->add_option("paths", options->paths, "A sweep's folder, run directories, or folders holding them")
         ->required()
         ->check(CLI::ExistingDirectory);

@@ -113,4 +113,20 @@ PairedTest paired_bootstrap_test(const std::vector<double>& a, const std::vector
     return result;
 }
 
+std::vector<double> holm_adjusted(const std::vector<double>& p_values) {
+    for (const double p : p_values) HNAS_CHECK(p >= 0.0 && p <= 1.0, "holm_adjusted: a p-value must be in [0, 1], got ", p);
+    std::vector<size_t> order(p_values.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    // Tied p-values come out equal in any order: the running maximum carries the first one's over the others.
+    std::sort(order.begin(), order.end(), [&](size_t i, size_t j) { return p_values[i] < p_values[j]; });
+    std::vector<double> adjusted(p_values.size());
+    double running = 0.0;
+    for (size_t rank = 0; rank < order.size(); ++rank) {
+        const double factor = static_cast<double>(order.size() - rank);
+        running = std::max(running, std::min(1.0, factor * p_values[order[rank]]));
+        adjusted[order[rank]] = running;
+    }
+    return adjusted;
+}
+
 }  // namespace hnas::eval

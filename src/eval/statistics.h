@@ -47,4 +47,10 @@ PairedTest paired_permutation_test(const std::vector<double>& a, const std::vect
 PairedTest paired_bootstrap_test(const std::vector<double>& a, const std::vector<double>& b, int64_t samples = 1000,
                                  uint64_t seed = 1);
 
+// Holm's step-down adjustment (Holm 1979) of a family of m p-values, each in [0, 1], in their input
+// order: with p sorted ascending, p_(i) becomes max over j ≤ i of min(1, (m − j + 1) · p_(j)). Rejecting
+// where the adjusted p is below α keeps the chance of any false rejection in the family below α, with
+// no assumption on how the tests depend on each other (pairs of settings share runs).
+std::vector<double> holm_adjusted(const std::vector<double>& p_values);
+
 }  // namespace hnas::eval

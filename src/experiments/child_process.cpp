@@ -6,14 +6,23 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "base/check.h"
+#include "base/read_file.h"
 
 extern char** environ;
 
 namespace hnas::experiments {
+
+namespace {
+
+int exit_status(int status) { return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status); }
+
+}  // namespace
 
 ChildProcess::ChildProcess(const std::vector<std::string>& argv, const std::vector<std::string>& environment,
                            const std::filesystem::path& log, int inherited_fd) {
@@ -54,8 +63,20 @@ std::optional<int> ChildProcess::poll() {
     if (status_) return status_;
     int status = 0;
     const pid_t done = ::waitpid(pid_, &status, WNOHANG);
-    if (done == pid_) status_ = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+    if (done == pid_) status_ = exit_status(status);
     return status_;
+}
+
+int ChildProcess::wait() {
+    while (!status_) {
+        int status = 0;
+        if (::waitpid(pid_, &status, 0) == pid_) {
+            status_ = exit_status(status);
+        } else {
+            HNAS_CHECK(errno == EINTR, "cannot wait for the child process ", pid_, ": ", std::strerror(errno));
+        }
+    }
+    return *status_;
 }
 
 void ChildProcess::terminate() {
@@ -74,6 +95,38 @@ std::vector<std::string> child_environment(const std::vector<std::pair<std::stri
         if (!dropped) out.push_back(text);
     }
     for (const auto& [key, value] : set) out.push_back(key + "=" + value);
+    return out;
+}
+
+std::optional<std::filesystem::path> find_on_path(const std::string& name) {
+    const char* path = std::getenv("PATH");
+    const std::string folders = path != nullptr ? path : "/usr/bin:/bin";
+    for (size_t start = 0; start <= folders.size();) {
+        const size_t end = std::min(folders.find(':', start), folders.size());
+        // An empty entry is the current folder, as for the shell.
+        const std::filesystem::path candidate = std::filesystem::path(folders.substr(start, end - start)) / name;
+        std::error_code unreadable;  // a folder of PATH this process may not search is skipped, as by the shell
+        if (std::filesystem::is_regular_file(candidate, unreadable) && ::access(candidate.c_str(), X_OK) == 0) return candidate;
+        start = end + 1;
+    }
+    return std::nullopt;
+}
+
+CommandOutput run_command(const std::vector<std::string>& argv) {
+    const std::filesystem::path folder = std::filesystem::temp_directory_path();
+    std::string log = (folder / "hnas-command-XXXXXX").string();
+    const int fd = ::mkstemp(log.data());
+    HNAS_CHECK(fd >= 0, "cannot create a temporary file in ", folder.string(), " for the output of ", argv.at(0), ": ",
+               std::strerror(errno));
+    ::close(fd);
+    struct Removal {
+        const std::string& path;
+        ~Removal() { ::unlink(path.c_str()); }
+    } removal{log};
+    ChildProcess child(argv, child_environment({}), log);
+    CommandOutput out;
+    out.status = child.wait();
+    out.output = read_file(log, "the output of " + argv.front());
     return out;
 }
 

@@ -161,10 +161,11 @@ std::optional<std::pair<std::vector<double>, std::vector<double>>> seed_averaged
     return std::pair{std::move(ea), std::move(eb)};
 }
 
-// Every pair of settings, per metric on their shared seeds: JSON entries and the Markdown table's rows.
+// Every pair of settings, per metric on their shared seeds: JSON entries, and per test kind how many
+// tests its family holds.
 struct PairedDifferences {
     Json pairs = Json::array();
-    std::string rows;
+    Json families = Json::object();
     size_t fewest_seeds = std::numeric_limits<size_t>::max();  // shared by a compared pair
 };
 
@@ -179,8 +180,6 @@ void add_paired_difference(const Group& a, const Group& b, const std::string& me
                   {"seeds", shared.seeds},
                   {"mean_difference", seeds.mean_difference},
                   {"permutation", {{"effect_size", seeds.effect_size}, {"p_value", seeds.p_value}, {"resamples", seeds.resamples}}}};
-    std::string row = fmt::format("| {} | {} | {} | {} | {} | {:.2f} | {:.4f} |", a.setting, b.setting, metric, shared.seeds.size(),
-                                  number_text(seeds.mean_difference), portable(seeds.effect_size), portable(seeds.p_value));
     if (const auto scores = seed_averaged_examples(a, b, shared.seeds, metric)) {
         const eval::PairedTest examples = eval::paired_bootstrap_test(scores->first, scores->second, bootstrap_samples, seed);
         entry["bootstrap"] = {{"examples", examples.pairs},
@@ -188,12 +187,24 @@ void add_paired_difference(const Group& a, const Group& b, const std::string& me
                               {"effect_size", examples.effect_size},
                               {"p_value", examples.p_value},
                               {"resamples", examples.resamples}};
-        row += fmt::format(" {} | {:.3f} | {:.4f} |", examples.pairs, portable(examples.effect_size), portable(examples.p_value));
-    } else {
-        row += " | | |";
     }
-    out.rows += row + "\n";
     out.pairs.push_back(std::move(entry));
+}
+
+// A family is every test of one kind ("permutation" over seeds, "bootstrap" over examples) in the
+// comparison, over every pair of settings and every metric: a reader scans them all for a small p, so
+// each gains "p_holm", Holm's adjustment within its family.
+void adjust_family(const char* test, PairedDifferences& out) {
+    std::vector<Json*> tests;
+    std::vector<double> p_values;
+    for (Json& pair : out.pairs) {
+        if (!pair.contains(test)) continue;
+        tests.push_back(&pair.at(test));
+        p_values.push_back(pair.at(test).at("p_value").get<double>());
+    }
+    const std::vector<double> adjusted = eval::holm_adjusted(p_values);
+    for (size_t i = 0; i < tests.size(); ++i) (*tests[i])["p_holm"] = adjusted[i];
+    out.families[test] = tests.size();
 }
 
 PairedDifferences paired_differences(const std::vector<Group>& groups, const std::vector<std::string>& metrics,
@@ -207,7 +218,30 @@ PairedDifferences paired_differences(const std::vector<Group>& groups, const std
             }
         }
     }
+    adjust_family("permutation", out);
+    adjust_family("bootstrap", out);
     return out;
+}
+
+// The Markdown table's rows: each test's raw p, then its Holm-adjusted one.
+std::string paired_rows(const Json& pairs) {
+    std::string rows;
+    for (const Json& pair : pairs) {
+        const Json& seeds = pair.at("permutation");
+        rows += fmt::format("| {} | {} | {} | {} | {} | {:.2f} | {:.4f} | {:.4f} |", pair.at("a").get<std::string>(),
+                            pair.at("b").get<std::string>(), pair.at("metric").get<std::string>(), pair.at("seeds").size(),
+                            number_text(pair.at("mean_difference").get<double>()), portable(seeds.at("effect_size").get<double>()),
+                            portable(seeds.at("p_value").get<double>()), portable(seeds.at("p_holm").get<double>()));
+        if (!pair.contains("bootstrap")) {
+            rows += " | | | |\n";
+            continue;
+        }
+        const Json& examples = pair.at("bootstrap");
+        rows += fmt::format(" {} | {:.3f} | {:.4f} | {:.4f} |\n", examples.at("examples").get<int64_t>(),
+                            portable(examples.at("effect_size").get<double>()), portable(examples.at("p_value").get<double>()),
+                            portable(examples.at("p_holm").get<double>()));
+    }
+    return rows;
 }
 
 std::string comparison_markdown(const SettingSummaries& settings, const PairedDifferences& differences, int64_t bootstrap_samples) {
@@ -215,14 +249,18 @@ std::string comparison_markdown(const SettingSummaries& settings, const PairedDi
         "Per setting: mean ± standard error over seeds (the 95 % confidence interval of the mean, Student's t; min – max)\n\n{}",
         settings.table);
     if (differences.pairs.empty()) return markdown;
+    const int64_t bootstraps = differences.families.at("bootstrap").get<int64_t>();
     markdown += fmt::format(
         "\nPaired differences a − b on the seeds both have: Cohen's d_z, the two-sided paired permutation test over "
         "seeds, and for metrics scored per test example the paired bootstrap ({} resamples) over the examples' "
-        "seed-averaged scores\n\n{}",
-        bootstrap_samples,
-        "| a | b | metric | seeds | a − b | d_z | p (permutation, seeds) | test examples | d_z | p (bootstrap, examples) |\n"
-        "|---|---|---|---|---|---|---|---|---|---|\n" +
-            differences.rows);
+        "seed-averaged scores. Beside each p, Holm's adjustment within its family: permutation tests over seeds ({} in "
+        "this table) are one family{}\n\n{}",
+        bootstrap_samples, differences.families.at("permutation").get<int64_t>(),
+        bootstraps > 0 ? fmt::format(", bootstrap tests over examples ({}) another", bootstraps) : std::string(),
+        "| a | b | metric | seeds | a − b | d_z | p (permutation, seeds) | p Holm (seeds) | test examples | d_z | "
+        "p (bootstrap, examples) | p Holm (examples) |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|\n" +
+            paired_rows(differences.pairs));
     // The exact test's smallest p is 2/2^n (every seed agreeing): below 6 seeds it cannot reach 0.05.
     if (differences.fewest_seeds < 6) {
         markdown += fmt::format(
@@ -264,7 +302,11 @@ Comparison compare(const std::vector<TrialResult>& results, int64_t bootstrap_sa
     const SettingSummaries settings = summarize_settings(groups, metrics);
     const PairedDifferences differences = paired_differences(groups, metrics, bootstrap_samples, seed);
     Comparison out;
-    out.json = {{"settings", settings.settings}, {"pairs", differences.pairs}, {"bootstrap_samples", bootstrap_samples}, {"seed", seed}};
+    out.json = {{"settings", settings.settings},
+                {"pairs", differences.pairs},
+                {"families", differences.families},
+                {"bootstrap_samples", bootstrap_samples},
+                {"seed", seed}};
     out.markdown = comparison_markdown(settings, differences, bootstrap_samples);
     return out;
 }

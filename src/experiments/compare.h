@@ -3,7 +3,9 @@
 // tables: paper 004 Table 3 gives mean ± s.e. over 5 runs). Between two settings, per metric, on the
 // seeds they share: the mean difference and its effect size, the paired permutation test over seeds,
 // and for a metric measured per test example (ROUGE) the paired bootstrap over test examples (Koehn
-// 2004) on each example's score averaged over those seeds.
+// 2004) on each example's score averaged over those seeds. Each test's p also comes Holm-adjusted
+// ("p_holm") within its family: every permutation test of the comparison (all pairs, all metrics) is
+// one family, every bootstrap test another; "families" gives their sizes.
 #pragma once
 
 #include <cstdint>

@@ -16,6 +16,7 @@
 #include "base/read_file.h"
 #include "eval/statistics.h"
 #include "experiments/compare.h"
+#include "experiments/report_results.h"
 #include "experiments/svg_chart.h"
 #include "experiments/sweep.h"
 
@@ -310,67 +311,6 @@ std::string diagnostics_section(const std::vector<RunLog>& runs) {
            svg_line_chart(key_sum_histogram(runs));
 }
 
-std::string number_cell(const Json& summary) {
-    const double mean = summary.at("mean").get<double>();
-    if (summary.at("n").get<int64_t>() == 1) return "<span class=\"mean\">" + number_text(mean) + "</span><br><small>one seed</small>";
-    return fmt::format("<span class=\"mean\">{} ± {}</span><br><small>95 % CI ± {}; {} – {}</small>", number_text(mean),
-                       number_text(summary.at("standard_error").get<double>(), mean),
-                       number_text(summary.at("ci95").get<double>(), mean), number_text(summary.at("min").get<double>(), mean),
-                       number_text(summary.at("max").get<double>(), mean));
-}
-
-// The comparison of the paths' results; none before any run has a result.json.
-std::optional<Comparison> comparison_of(const std::vector<std::string>& paths) {
-    std::vector<TrialResult> results;
-    try {
-        results = collect_results(paths);
-    } catch (const Error&) {
-        return std::nullopt;
-    }
-    return compare(results);
-}
-
-std::string comparison_section(const std::optional<Comparison>& comparison) {
-    if (!comparison) return "<h2>Results</h2>\n<p>No run has a result yet (<code>hnas test RUN_DIR</code> writes one).</p>\n";
-    std::vector<std::string> metrics;
-    for (const Json& setting : comparison->json.at("settings")) {
-        for (const auto& [metric, summary] : setting.at("metrics").items()) {
-            if (std::find(metrics.begin(), metrics.end(), metric) == metrics.end()) metrics.push_back(metric);
-        }
-    }
-    std::string html = "<h2>Results</h2>\n<table class=\"results\"><caption>mean ± standard error over seeds (the 95 % confidence interval of the mean; min – max)"
-                       "</caption>\n<tr><th>setting</th><th>seeds</th>";
-    for (const std::string& metric : metrics) html += "<th>" + html_escape(metric) + "</th>";
-    html += "</tr>\n";
-    for (const Json& setting : comparison->json.at("settings")) {
-        html += fmt::format("<tr><td>{}</td><td>{}</td>", html_escape(setting.at("setting").get<std::string>()),
-                            setting.at("seeds").size());
-        for (const std::string& metric : metrics) {
-            html += "<td>" + (setting.at("metrics").contains(metric) ? number_cell(setting.at("metrics").at(metric)) : "") + "</td>";
-        }
-        html += "</tr>\n";
-    }
-    html += "</table>\n";
-    const Json& pairs = comparison->json.at("pairs");
-    if (pairs.empty()) return html;
-    // Folded: with many settings the pairs outnumber everything else on the page.
-    html += fmt::format("<details><summary>{} paired differences a − b on shared seeds: Cohen's d_z, the permutation test "
-                        "over seeds, the bootstrap over test examples</summary>\n<table class=\"pairs\">\n<tr><th>a</th>"
-                        "<th>b</th><th>metric</th><th>seeds</th><th>a − b</th><th>d_z</th><th>p (seeds)</th>"
-                        "<th>p (examples)</th></tr>\n",
-                        pairs.size());
-    for (const Json& pair : pairs) {
-        const double p_seeds = pair.at("permutation").at("p_value").get<double>();
-        html += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.4g}</td><td>{:.2f}</td><td>{:.4f}</td><td>{}</td></tr>\n",
-                            html_escape(pair.at("a").get<std::string>()), html_escape(pair.at("b").get<std::string>()),
-                            html_escape(pair.at("metric").get<std::string>()), pair.at("seeds").size(),
-                            pair.at("mean_difference").get<double>(), pair.at("permutation").at("effect_size").get<double>(),
-                            p_seeds,
-                            pair.contains("bootstrap") ? fmt::format("{:.4f}", pair.at("bootstrap").at("p_value").get<double>()) : "");
-    }
-    return html + "</table></details>\n";
-}
-
 // The sweep records (sweep.json) of the paths that are sweeps.
 std::vector<std::pair<std::string, Json>> sweep_records(const std::vector<std::string>& paths) {
     std::vector<std::pair<std::string, Json>> records;
@@ -516,14 +456,21 @@ std::string emphasized_html(const std::string& text) {
     return html;
 }
 
-// What the sweeps said they would show, stated before their runs (hnas sweep --prediction).
+// What the sweeps said they would show, stated before their runs (hnas sweep --prediction), with the
+// commit of its file; a sweep that predates committed predictions holds the text alone.
 std::string prediction_section(const std::vector<std::pair<std::string, Json>>& sweeps) {
     std::string html;
     for (const auto& [path, sweep] : sweeps) {
         const Json stated = sweep.value("prediction", Json());
         if (!stated.is_string()) continue;
-        html += fmt::format("<p class=\"prediction\"><b>Prediction</b>, stated before the runs of <code>{}</code>: {}</p>\n",
-                            html_escape(path), emphasized_html(stated.get<std::string>()));
+        const Json file = sweep.value("prediction_file", Json()), commit = sweep.value("prediction_commit", Json());
+        const std::string committed = file.is_string() && commit.is_string()
+                                          ? fmt::format(" (<code>{}</code>, committed in <code>{}</code>)",
+                                                        html_escape(file.get<std::string>()),
+                                                        html_escape(commit.get<std::string>().substr(0, 7)))
+                                          : "";
+        html += fmt::format("<p class=\"prediction\"><b>Prediction</b>, stated before the runs of <code>{}</code>{}: {}</p>\n",
+                            html_escape(path), committed, emphasized_html(stated.get<std::string>()));
     }
     return html;
 }
@@ -564,7 +511,8 @@ std::string report_html(const std::vector<std::string>& paths) {
                        "</title>\n<style>body{font-family:sans-serif;max-width:1200px;margin:2em auto;color:#222}"
                        "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;"
                        "text-align:right}td:first-child,th:first-child{text-align:left}caption{text-align:left;"
-                       "font-style:italic}svg.chart{display:block;margin:1em 0}.mean{white-space:nowrap}</style></head>\n<body>\n<h1>" +
+                       "font-style:italic}svg.chart{display:block;margin:1em 0}.mean{white-space:nowrap}"
+                       ".prediction{white-space:pre-line}</style></head>\n<body>\n<h1>" +
                        html_escape(title) + "</h1>\n";
     const auto sweeps = sweep_records(paths);
     const std::optional<Comparison> comparison = comparison_of(paths);

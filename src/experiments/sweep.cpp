@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "base/atomic_file.h"
@@ -24,6 +25,7 @@
 #include "tasks/task.h"
 #include "experiments/child_process.h"
 #include "experiments/compare.h"
+#include "experiments/prediction.h"
 #include "experiments/run_result.h"
 #include "train/run_directory.h"
 
@@ -65,7 +67,7 @@ std::vector<Trial> plan_trials(const SweepOptions& o) {
 }
 
 // sweep.json: what the sweep is, so that a rerun into the same folder continues the same sweep.
-Json sweep_record(const SweepOptions& o) {
+Json sweep_record(const SweepOptions& o, const std::optional<Prediction>& prediction) {
     Json settings = Json::array();
     for (const Setting& setting : o.settings) {
         Json overrides = Json::object();
@@ -75,13 +77,27 @@ Json sweep_record(const SweepOptions& o) {
     Json seeds = Json::array();
     for (int64_t seed = o.first_seed; seed < o.first_seed + o.seeds; ++seed) seeds.push_back(seed);
     Json record = {{"config", o.config}, {"overrides", o.overrides}, {"settings", settings}, {"seeds", seeds}};
-    if (!o.prediction.empty()) record["prediction"] = o.prediction;
+    // "prediction" stays the text, as sweeps wrote it before predictions were committed files.
+    if (prediction) {
+        record["prediction"] = prediction->text;
+        record["prediction_file"] = prediction->file;
+        record["prediction_commit"] = prediction->commit;
+    }
     return record;
 }
 
-void write_or_check_record(const SweepOptions& o, const distributed::Communicator& world) {
+// The prediction a sweep's record holds, as an error names it.
+std::string stated_prediction(const Json& record) {
+    if (!record.contains("prediction")) return " began without a prediction";
+    if (!record.contains("prediction_commit")) return " holds the prediction stated before its runs: " + record.at("prediction").dump();
+    return " holds the prediction stated before its runs: " + record.value("prediction_file", Json()).dump() + " as committed in " +
+           record.at("prediction_commit").dump();
+}
+
+void write_or_check_record(const SweepOptions& o, const std::optional<Prediction>& prediction,
+                           const distributed::Communicator& world) {
     const fs::path path = fs::path(o.out) / kSweepFile;
-    const Json record = sweep_record(o);
+    const Json record = sweep_record(o, prediction);
     if (fs::exists(path)) {
         const Json existing = parse_json(read_file(path.string(), "sweep record"), "sweep record " + path.string() + ":");
         for (const char* key : {"config", "overrides", "settings", "seeds"}) {
@@ -89,10 +105,11 @@ void write_or_check_record(const SweepOptions& o, const distributed::Communicato
                        " differ: ", existing.value(key, Json()).dump(), " there, ", record.at(key).dump(),
                        " here); rerun it with the same arguments to continue it, or choose another --out");
         }
-        const Json stated = existing.value("prediction", Json());
-        HNAS_CHECK(o.prediction.empty() || stated == Json(o.prediction), "sweep: ", o.out,
-                   stated.is_null() ? std::string(" began without a prediction")
-                                    : " holds the prediction stated before its runs: " + stated.dump(),
+        bool same = true;
+        for (const char* key : {"prediction", "prediction_file", "prediction_commit"}) {
+            same = same && existing.value(key, Json()) == record.value(key, Json());
+        }
+        HNAS_CHECK(!prediction || same, "sweep: ", o.out, stated_prediction(existing),
                    "; a prediction is stated once, before the first run (rerun without --prediction to continue)");
     } else if (world.rank() == 0) {
         fs::create_directories(o.out);
@@ -378,7 +395,9 @@ SweepOutcome run_sweep(const SweepOptions& options, distributed::Communicator& w
     HNAS_CHECK(!options.settings.empty(), "sweep: no settings");
     // Everything is checked before the sweep's folder is written.
     SweepRunner runner(options, world, plan_trials(options));
-    write_or_check_record(options, world);
+    std::optional<Prediction> prediction;
+    if (!options.prediction_file.empty()) prediction = read_committed_prediction(options.prediction_file);
+    write_or_check_record(options, prediction, world);
     SweepOutcome outcome = runner.run();
     const bool any_result = std::any_of(options.settings.begin(), options.settings.end(), [&](const Setting& setting) {
         const fs::path folder = fs::path(options.out) / setting.name;

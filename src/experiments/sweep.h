@@ -31,9 +31,10 @@ struct SweepOptions {
     int parallel = 1;                    // trials at once on each rank
     std::string executable;              // the hnas that trains and tests the trials
     double progress_seconds = 30.0;      // between progress reports
-    // What the sweep is expected to show, stated before its first run and kept in sweep.json (the
-    // report opens with it); "": none stated. A rerun may leave it out but cannot change it.
-    std::string prediction;
+    // A markdown file committed to git saying what the sweep is expected to show (prediction.h), stated
+    // before its first run and kept in sweep.json (the report opens with it); "": none stated. A rerun
+    // may leave it out but cannot change it.
+    std::string prediction_file;
 };
 
 struct SweepOutcome {

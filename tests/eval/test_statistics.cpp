@@ -66,6 +66,35 @@ TEST(Statistics, ExactPermutationTestByHand) {
     EXPECT_CONTAINS(testing::error_of([] { paired_permutation_test({1, 2}, {1}); }), "2 values against 1");
 }
 
+// Holm's step-down adjustment by hand: sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1 give 0.02, 0.03,
+// 0.06, 0.04; the last is raised to 0.06 (an adjusted p never falls below a smaller raw p's), and each
+// goes back to its input place.
+TEST(Statistics, HolmAdjustmentByHand) {
+    const std::vector<double> adjusted = holm_adjusted({0.01, 0.04, 0.03, 0.005});
+    ASSERT_EQ(adjusted.size(), 4u);
+    const std::vector<double> expected{0.03, 0.06, 0.06, 0.02};
+    for (size_t i = 0; i < expected.size(); ++i) EXPECT_NEAR(adjusted[i], expected[i], 1e-15) << i;
+    // Without the running maximum 0.021 would stay 0.021, below 0.02's adjusted 0.04.
+    const std::vector<double> raised = holm_adjusted({0.001, 0.02, 0.021});
+    EXPECT_NEAR(raised[0], 0.003, 1e-15);
+    EXPECT_NEAR(raised[1], 0.04, 1e-15);
+    EXPECT_NEAR(raised[2], 0.04, 1e-15);
+    // Ties get one value whichever comes first.
+    for (const std::vector<double>& tied : {std::vector<double>{0.02, 0.02, 0.5}, std::vector<double>{0.5, 0.02, 0.02}}) {
+        const std::vector<double> out = holm_adjusted(tied);
+        for (size_t i = 0; i < tied.size(); ++i) EXPECT_NEAR(out[i], tied[i] == 0.5 ? 0.5 : 0.06, 1e-15) << i;
+    }
+}
+
+TEST(Statistics, HolmAdjustmentEdges) {
+    EXPECT_TRUE(holm_adjusted({}).empty());
+    EXPECT_EQ(holm_adjusted({0.2}), std::vector<double>{0.2});  // a family of one is not adjusted
+    EXPECT_EQ(holm_adjusted({0.4, 0.5, 0.6}), (std::vector<double>{1.0, 1.0, 1.0}));  // 1.2 and 1.0 capped at 1
+    EXPECT_EQ(holm_adjusted({0.0, 1.0}), (std::vector<double>{0.0, 1.0}));
+    EXPECT_CONTAINS(testing::error_of([] { holm_adjusted({0.1, 1.5}); }), "a p-value must be in [0, 1], got 1.5");
+    EXPECT_CONTAINS(testing::error_of([] { holm_adjusted({std::nan("")}); }), "got nan");
+}
+
 TEST(Statistics, AgreesWithThePythonReference) {
     const Json& cases = testing::load_fixture("statistics.json");
     const Json& summary = cases.at("summary");

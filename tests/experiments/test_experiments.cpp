@@ -5,15 +5,19 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <thread>
 
 #include "base/json.h"
 #include "config/experiment_config.h"
 #include "distributed/communicator.h"
+#include "experiments/child_process.h"
 #include "experiments/compare.h"
 #include "experiments/grid.h"
+#include "experiments/prediction.h"
 #include "experiments/run_result.h"
 #include "experiments/sweep.h"
 #include "train/run_directory.h"
@@ -181,7 +185,17 @@ TEST(Compare, SummariesAndPairedTestsOverSeedsAndExamples) {
     EXPECT_TRUE(a.at("metrics").contains("final_train_loss"));
     EXPECT_FALSE(a.at("metrics").contains("steps"));
     EXPECT_CONTAINS(comparison.markdown, "| a | 3 | 32.00 ± 0.58 (95 % CI ± 2.48; 31.00 – 33.00) |");
-    EXPECT_CONTAINS(comparison.markdown, "| a | b | rouge_l | 3 | 2.0000 |");
+    // Two permutation tests (rouge_l and the training loss, whose p is 1): Holm doubles the smaller p.
+    // One bootstrap test: a family of one, not adjusted.
+    EXPECT_DOUBLE_EQ(pair.at("permutation").at("p_holm").get<double>(), 0.5);
+    EXPECT_DOUBLE_EQ(pair.at("bootstrap").at("p_holm").get<double>(), 0.0);
+    EXPECT_EQ(comparison.json.at("families"), (Json{{"permutation", 2}, {"bootstrap", 1}}));
+    EXPECT_CONTAINS(comparison.markdown, "| a | b | rouge_l | 3 | 2.0000 | 2.00 | 0.2500 | 0.5000 | 4 | 2.872 | 0.0000 | 0.0000 |");
+    EXPECT_CONTAINS(comparison.markdown, "| a | b | final_train_loss | 3 | 0.0000 | 0.00 | 1.0000 | 1.0000 | | | | |");
+    EXPECT_CONTAINS(comparison.markdown, "permutation tests over seeds (2 in this table) are one family, bootstrap tests over "
+                                         "examples (1) another");
+    EXPECT_CONTAINS(comparison.markdown, "| p (permutation, seeds) | p Holm (seeds) | test examples | d_z | "
+                                         "p (bootstrap, examples) | p Holm (examples) |");
     // One seed has no spread to show.
     const testing::ScratchDir single("hnas_compare_single_");
     write_result(single.root / "c" / "seed-1", 1, 30, {31, 32});
@@ -203,6 +217,44 @@ TEST(Compare, SummariesAndPairedTestsOverSeedsAndExamples) {
     const Comparison mixed = compare(collect_results({scratch.root.string()}), 2000, 7);
     EXPECT_FALSE(mixed.json.at("pairs").at(0).contains("bootstrap"));
     EXPECT_TRUE(mixed.json.at("pairs").at(0).contains("permutation"));
+}
+
+// Holm's adjustment runs over a family of the whole comparison: every pair of settings and every metric
+// for the permutation tests, every bootstrap test for the other. Three settings, 6 seeds, two metrics:
+// rouge_l's permutation p are 2/64 (a − b: 1, 1, 1, 1, 1, 3), 2/64 (a − c: 2 on every seed) and 14/64
+// (b − c: five 1s and a −1); the training loss's three are 1. Sorted, 6 · 2/64, 5 · 2/64 raised to it, and
+// 4 · 14/64: a − b and a − c 0.1875, b − c 0.875 (Bonferroni would give 1, families per metric 0.09375).
+TEST(Compare, HolmAdjustsEachFamilyOverEveryPairAndMetric) {
+    const testing::ScratchDir scratch("hnas_compare_holm_");
+    for (int64_t seed = 1; seed <= 6; ++seed) {
+        const std::string folder = "seed-" + std::to_string(seed);
+        write_result(scratch.root / "a" / folder, seed, 32, {33, 34});
+        write_result(scratch.root / "b" / folder, seed, seed == 6 ? 29 : 31, {30, 31});
+        write_result(scratch.root / "c" / folder, seed, 30, {30, 31});
+    }
+    const Comparison comparison = compare(collect_results({scratch.root.string()}));
+    EXPECT_EQ(comparison.json.at("families"), (Json{{"permutation", 6}, {"bootstrap", 3}}));
+    std::map<std::string, std::pair<double, double>> permutation, bootstrap;  // "a-b" → raw p, Holm p
+    for (const Json& pair : comparison.json.at("pairs")) {
+        const std::string key = pair.at("a").get<std::string>() + "-" + pair.at("b").get<std::string>();
+        const auto p = [](const Json& test) { return std::pair{test.at("p_value").get<double>(), test.at("p_holm").get<double>()}; };
+        if (pair.at("metric") == "final_train_loss") {
+            EXPECT_EQ(p(pair.at("permutation")), std::pair(1.0, 1.0)) << key;
+            EXPECT_FALSE(pair.contains("bootstrap")) << key;
+            continue;
+        }
+        permutation[key] = p(pair.at("permutation"));
+        bootstrap[key] = p(pair.at("bootstrap"));
+    }
+    EXPECT_EQ(permutation.at("a-b"), std::pair(2.0 / 64, 0.1875));
+    EXPECT_EQ(permutation.at("a-c"), std::pair(2.0 / 64, 0.1875));
+    EXPECT_EQ(permutation.at("b-c"), std::pair(14.0 / 64, 0.875));
+    // a is ahead on every example (p 0); b and c score the same (p 1): 3 · 0, 2 · 0 and 1 · 1.
+    EXPECT_EQ(bootstrap.at("a-b"), std::pair(0.0, 0.0));
+    EXPECT_EQ(bootstrap.at("a-c"), std::pair(0.0, 0.0));
+    EXPECT_EQ(bootstrap.at("b-c"), std::pair(1.0, 1.0));
+    EXPECT_CONTAINS(comparison.markdown, "| b | c | rouge_l | 6 | 0.6667 | 0.82 | 0.2188 | 0.8750 | 2 | 0.000 | 1.0000 | 1.0000 |");
+    EXPECT_CONTAINS(comparison.markdown, "(6 in this table) are one family, bootstrap tests over examples (3) another");
 }
 
 TEST(Compare, RefusesTwoRunsOfOneSeed) {
@@ -289,6 +341,120 @@ TEST(FindRuns, SweepRecordsNameOnlyFoldersBelowTheSweep) {
     EXPECT_CONTAINS(runs_error(Json{{"settings", "x"}, {"seeds", {1}}}), where + "\"settings\" must be an array");
     EXPECT_CONTAINS(runs_error(Json{{"settings", Json::array({named("x")})}}), where + "\"seeds\" must be an array");
     EXPECT_CONTAINS(runs_error(Json::array()), where + "\"settings\" must be an array");
+}
+
+// git in `folder` with an identity of its own (CI's root has none); its output, the test failing when git does.
+std::string git(const fs::path& folder, const std::vector<std::string>& arguments) {
+    const auto executable = find_on_path("git");
+    if (!executable) {
+        ADD_FAILURE() << "no git on PATH";
+        return "";
+    }
+    std::vector<std::string> argv{executable->string(), "-C", folder.string(), "-c", "user.name=hnas tests", "-c",
+                                  "user.email=tests@hnas.invalid", "-c", "commit.gpgsign=false"};
+    argv.insert(argv.end(), arguments.begin(), arguments.end());
+    const CommandOutput out = run_command(argv);
+    EXPECT_EQ(out.status, 0) << "git " << arguments.front() << ": " << out.output;
+    return out.output;
+}
+
+// `text` committed as `file` in the repository `folder` (made when missing); the commit's hash.
+std::string commit_file(const fs::path& folder, const std::string& file, const std::string& text) {
+    fs::create_directories((folder / file).parent_path());
+    if (!fs::exists(folder / ".git")) git(folder, {"init", "-q"});
+    testing::write_file((folder / file).string(), text);
+    git(folder, {"add", "--", file});
+    git(folder, {"commit", "-q", "-m", "write " + file});
+    std::string hash = git(folder, {"rev-parse", "HEAD"});
+    return hash.substr(0, hash.find('\n'));
+}
+
+// A prediction is a committed file: hnas records its text, its path in the repository and the commit
+// that last changed it, and refuses, naming the file, one it cannot prove was committed.
+TEST(Prediction, RecordsACommittedFileAndRefusesAnyOther) {
+    if (!find_on_path("git")) GTEST_SKIP() << "no git on PATH";
+    const testing::ScratchDir scratch("hnas_prediction_");
+    const fs::path repository = scratch.root / "repository";
+    const std::string name = "docs/experiments/predictions/tie.md";
+    const std::string commit = commit_file(repository, name, "*lnas and dnas tie*\n");
+    commit_file(repository, "other.md", "a later commit of another file");
+    const std::string path = (repository / name).string();
+    const Prediction prediction = read_committed_prediction(path);
+    EXPECT_EQ(prediction.text, "*lnas and dnas tie*\n");
+    EXPECT_EQ(prediction.file, name);
+    EXPECT_EQ(prediction.commit, commit);
+    EXPECT_EQ(commit.size(), 40u);
+
+    const auto refusal = [](const std::string& file) { return testing::error_of([&] { read_committed_prediction(file); }); };
+    testing::write_file(path, "*dnas wins*\n");
+    EXPECT_CONTAINS(refusal(path), "sweep: --prediction " + path + ": has uncommitted changes");
+    git(repository, {"add", "--", name});  // staged is not committed
+    EXPECT_CONTAINS(refusal(path), "sweep: --prediction " + path + ": has uncommitted changes");
+    const std::string untracked = scratch.write("repository/untracked.md", "x");
+    EXPECT_CONTAINS(refusal(untracked), "sweep: --prediction " + untracked + ": not tracked by git");
+    const std::string outside = scratch.write("outside.md", "x");
+    EXPECT_CONTAINS(refusal(outside), "sweep: --prediction " + outside + ": not inside a git repository");
+    EXPECT_CONTAINS(refusal(scratch.path("none.md")), "sweep: --prediction " + scratch.path("none.md") + ": no such file");
+    // Without git nothing can show when the file was committed.
+    const std::string path_variable = std::getenv("PATH");
+    fs::create_directories(scratch.root / "empty");
+    ::setenv("PATH", (scratch.root / "empty").c_str(), 1);
+    const std::string without_git = refusal(outside);
+    ::setenv("PATH", path_variable.c_str(), 1);
+    EXPECT_CONTAINS(without_git, "sweep: --prediction " + outside + ": git is not on PATH");
+}
+
+// The sweep keeps the prediction's text, file and commit in sweep.json before its first run; a rerun
+// may leave it out, but one with another prediction (the file changed and committed again) is refused,
+// and so is a committed file against a sweep that stated its prediction as text (sweep.json before files).
+TEST(Prediction, SweepKeepsTheFirstAndRefusesAnother) {
+    if (!find_on_path("git")) GTEST_SKIP() << "no git on PATH";
+    const testing::ScratchDir scratch("hnas_prediction_sweep_");
+    const fs::path repository = scratch.root / "repository";
+    const std::string first = commit_file(repository, "tie.md", "lnas and dnas tie\n");
+    SweepOptions options;
+    options.config = std::string(HNAS_SOURCE_DIR) + "/configs/gigaword_tiny.json";
+    options.settings = {Setting{"lnas", {Override{"model.attention.encoder.kind", "lnas"}}}};
+    options.seeds = 1;
+    options.out = (scratch.root / "sweep").string();
+    options.executable = "/bin/false";  // never started: the trial has its result already
+    write_result(scratch.root / "sweep" / "lnas" / "seed-1", 1, 30, {31});
+    const auto world = distributed::single_process();
+    const auto sweep_json = [&] { return Json::parse(hnas::read_file(options.out + "/" + kSweepFile, "sweep record")); };
+
+    // A file with uncommitted changes stops the sweep before it writes anything.
+    testing::write_file((repository / "tie.md").string(), "lnas and dnas tie, probably\n");
+    options.prediction_file = (repository / "tie.md").string();
+    EXPECT_CONTAINS(testing::error_of([&] { run_sweep(options, *world); }), "has uncommitted changes");
+    EXPECT_FALSE(fs::exists(options.out + "/" + kSweepFile));
+    git(repository, {"checkout", "--", "tie.md"});
+
+    run_sweep(options, *world);
+    const Json record = sweep_json();
+    EXPECT_EQ(record.at("prediction"), "lnas and dnas tie\n");
+    EXPECT_EQ(record.at("prediction_file"), "tie.md");
+    EXPECT_EQ(record.at("prediction_commit"), first);
+    run_sweep(options, *world);  // the same prediction again
+    options.prediction_file.clear();
+    run_sweep(options, *world);  // none: the sweep keeps its own
+    EXPECT_EQ(sweep_json(), record);
+
+    const std::string second = commit_file(repository, "tie.md", "dnas wins\n");
+    options.prediction_file = (repository / "tie.md").string();
+    EXPECT_CONTAINS(testing::error_of([&] { run_sweep(options, *world); }),
+                    "holds the prediction stated before its runs: \"tie.md\" as committed in \"" + first +
+                        "\"; a prediction is stated once, before the first run");
+    EXPECT_EQ(sweep_json(), record);
+
+    Json text_only = record;
+    text_only.erase("prediction_file");
+    text_only.erase("prediction_commit");
+    testing::write_file(options.out + "/" + kSweepFile, text_only.dump());
+    EXPECT_CONTAINS(testing::error_of([&] { run_sweep(options, *world); }),
+                    "holds the prediction stated before its runs: \"lnas and dnas tie\\n\"");
+    options.prediction_file.clear();
+    run_sweep(options, *world);
+    EXPECT_EQ(sweep_json(), text_only);
 }
 
 // The tiny headline config of the sweep tests: 24 steps, a checkpoint every 4, its last checkpoint
@@ -378,7 +544,9 @@ TEST(Sweep, KilledAndRerunTrainsEachTrialOnceThenCompares) {
     const int parallel = std::min(2, distributed::threads_per_rank(0, 1));
     std::vector<std::string> command{HNAS_EXECUTABLE};
     for (const std::string& arg : sweep_args(out.path.string(), parallel)) command.push_back(arg);
-    command.insert(command.end(), {"--prediction", "lnas and dnas tie"});
+    const std::string commit = commit_file(scratch.root / "killed_repository", "predictions/tie.md", "lnas and dnas tie\n");
+    const std::string prediction = (scratch.root / "killed_repository" / "predictions" / "tie.md").string();
+    command.insert(command.end(), {"--prediction", prediction});
     const testing::Subprocess first = testing::start_subprocess(command, scratch.path("killed.log"));
     // SIGKILL once a trial is past its first checkpoint: its child is told to checkpoint and stop.
     const bool started = testing::wait_until([&] {
@@ -399,17 +567,19 @@ TEST(Sweep, KilledAndRerunTrainsEachTrialOnceThenCompares) {
     EXPECT_EQ(again.exit_code(), 0) << again.output;
     EXPECT_CONTAINS(again.output, "0 to run here");
     // The prediction was stated before the first run: a rerun cannot change it.
+    commit_file(scratch.root / "killed_repository", "predictions/tie.md", "dnas wins\n");
     auto restated = sweep_args(out.path.string(), 1);
-    restated.insert(restated.end(), {"--prediction", "dnas wins"});
+    restated.insert(restated.end(), {"--prediction", prediction});
     const testing::Outcome changed = testing::run_hnas(restated, scratch);
     EXPECT_EQ(changed.exit_code(), 1);
-    EXPECT_CONTAINS(changed.output, "holds the prediction stated before its runs: \"lnas and dnas tie\"");
+    EXPECT_CONTAINS(changed.output, "holds the prediction stated before its runs: \"predictions/tie.md\" as committed in \"" + commit);
     // The page of the whole sweep opens with the prediction, then the results.
     const testing::Outcome report = testing::run_hnas({"report", out.path.string()}, scratch);
     ASSERT_EQ(report.exit_code(), 0) << report.output;
     const std::string page = hnas::read_file(out.path / "report.html", "report");
     EXPECT_CONTAINS(page, "<td>kind=dnas</td><td>2</td>");
     ASSERT_NE(page.find("lnas and dnas tie"), std::string::npos);
+    EXPECT_CONTAINS(page, "(<code>predictions/tie.md</code>, committed in <code>" + commit.substr(0, 7) + "</code>)");
     EXPECT_LT(page.find("lnas and dnas tie"), page.find("<h2>Results</h2>"));
     EXPECT_LT(page.find("<h2>Results</h2>"), page.find("<h2>Settings</h2>"));
     auto other = sweep_args(out.path.string(), 1);

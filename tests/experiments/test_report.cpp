@@ -62,7 +62,8 @@ void write_sweep(const fs::path& out) {
             testing::write_file((run / "metrics.jsonl").string(), log);
             const Json result = {{"seed", seed},
                                  {"metrics", {{"rouge_l", (hybrid ? 21.0 : 20.0) + seed}}},
-                                 {"per_example", {{"rouge_l", {20.0 + seed, hybrid ? 24.0 : 21.0, 22.0}}}}};
+                                 {"per_example", {{"rouge_l", {20.0 + seed, hybrid ? 24.0 : 21.0, 22.0}}}},
+                                 {"training", {{"final_train_loss", 3.0}}}};
             testing::write_file((run / kResultFile).string(), result.dump());
         }
     }
@@ -78,6 +79,14 @@ TEST(Report, HoldsTablesAndChartsAndNoExternalReference) {
     EXPECT_CONTAINS(html, "<em>hnas ahead</em> of lnas by &lt; 1 point</p>");
     EXPECT_CONTAINS(html, "<td>kind=hnas</td><td>2</td><td><span class=\"mean\">22.50 ± 0.50</span>");
     EXPECT_CONTAINS(html, "<table class=\"pairs\">");
+    // Raw p beside Holm's: rouge_l's 0.5 is doubled in its family of two permutation tests (the training
+    // loss's p is 1); its bootstrap test is a family of one.
+    EXPECT_CONTAINS(html, "<caption>Holm's adjustment within each family: permutation tests over seeds (2), bootstrap "
+                          "tests over examples (1)</caption>");
+    EXPECT_CONTAINS(html, "<th>p (seeds)</th><th>p Holm (seeds)</th><th>p (examples)</th><th>p Holm (examples)</th>");
+    EXPECT_CONTAINS(html, "<td>rouge_l</td><td>2</td><td>-1</td><td>0.00</td><td>0.5000</td><td>1.0000</td>");
+    EXPECT_CONTAINS(html, "<td>final_train_loss</td><td>2</td><td>0</td><td>0.00</td><td>1.0000</td><td>1.0000</td><td></td><td></td></tr>");
+    EXPECT_EQ(html.find("committed in"), std::string::npos) << "a prediction stated as text has no commit";
     EXPECT_EQ(html.find("<h2>Against"), std::string::npos) << "no numeric key varies in this sweep";
     EXPECT_CONTAINS(html, "head-average u per layer");
     EXPECT_CONTAINS(html, "<td>encoder.layers.1.self_attention</td><td>0.200</td><td>0.350</td>");
@@ -94,6 +103,15 @@ TEST(Report, HoldsTablesAndChartsAndNoExternalReference) {
         }
     }
     EXPECT_CONTAINS(testing::error_of([&] { report_html({(scratch.root / "none").string()}); }), "is not a folder");
+
+    // A prediction committed as a file shows its file and the commit's short hash.
+    Json sweep = Json::parse(hnas::read_file((scratch.root / kSweepFile).string(), "sweep record"));
+    sweep["prediction_file"] = "docs/experiments/predictions/tiny.md";
+    sweep["prediction_commit"] = "0123456789abcdef0123456789abcdef01234567";
+    testing::write_file((scratch.root / kSweepFile).string(), sweep.dump());
+    EXPECT_CONTAINS(report_html({scratch.root.string()}),
+                    "<code>" + scratch.root.string() + "</code> (<code>docs/experiments/predictions/tiny.md</code>, committed in "
+                    "<code>0123456</code>): <em>hnas ahead</em> of lnas by &lt; 1 point</p>");
 
     // A setting with one seed shows its value and says so: it has no spread to show.
     fs::remove_all(scratch.root / "kind=hnas" / "seed-2");
