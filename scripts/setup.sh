@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 
 # ocl-icd-opencl-dev: Debian's libdnnl-dev only recommends it, but oneDNN's CMake package config
 # (dnnl-config.cmake) calls find_package(OpenCL) unconditionally, so without it CMake cannot find oneDNN.
-packages=(build-essential cmake pkg-config python3 libdnnl-dev ocl-icd-opencl-dev libsentencepiece-dev
+packages=(build-essential cmake git pkg-config python3 libdnnl-dev ocl-icd-opencl-dev libsentencepiece-dev
           nlohmann-json3-dev libspdlog-dev libcli11-dev libgtest-dev libopenmpi-dev openmpi-bin zlib1g-dev)
 # Under CI the report test renders hnas report's page in a real browser (tests/experiments/test_report.cpp).
 if [ -n "${CI:-}" ]; then packages+=(chromium); fi
