@@ -33,27 +33,46 @@ struct MomentStep {
 // copy right after (while in L1) when the products read one: then no product converts a weight.
 constexpr int64_t kUpdateBlock = 4096;
 
-// One Adam update of n values. Adam adds decay·w to the gradient (L2); AdamW subtracts lr·decay·w from
-// w directly. A function of plain values, one per kind: with the kind chosen inside the loop, or the
-// arrays reached through a lambda's captures, GCC vectorized Adam's loop poorly or not at all (3x slower).
+// One Adam update of the values begin … end − 1. Adam adds decay·w to the gradient (L2); AdamW subtracts
+// lr·decay·w from w directly. A function of plain values, one per kind: with the kind chosen inside the
+// loop, or the arrays reached through a lambda's captures, GCC vectorized Adam's loop poorly or not at
+// all (3x slower).
 template <bool decoupled>
-void adam_update(float* w, float* m, float* v, const float* g, int64_t n, MomentStep s, float learning_rate,
-                 uint16_t* rounded) {
-    const int64_t blocks = (n + kUpdateBlock - 1) / kUpdateBlock;
-#pragma omp parallel for schedule(static) if (n >= kernels::kParallelGrain)
-    for (int64_t b = 0; b < blocks; ++b) {
-        const int64_t begin = b * kUpdateBlock, end = std::min(n, begin + kUpdateBlock);
+void adam_stretch(float* w, float* m, float* v, const float* g, int64_t begin, int64_t end, MomentStep s,
+                  float learning_rate, uint16_t* rounded) {
 #pragma omp simd
-        for (int64_t i = begin; i < end; ++i) {
-            const float clipped = g[i] * s.gradient_factor;
-            const float gi = decoupled ? clipped : clipped + s.decay * w[i];
-            m[i] = s.beta1 * m[i] + (1.0f - s.beta1) * gi;
-            v[i] = s.beta2 * v[i] + (1.0f - s.beta2) * gi * gi;
-            const float update = (m[i] / s.correction1) / (std::sqrt(v[i] / s.correction2) + s.eps);
-            w[i] -= learning_rate * (decoupled ? update + s.decay * w[i] : update);
-        }
-        kernels::round_row_to_bf16(w + begin, rounded == nullptr ? nullptr : rounded + begin, end - begin);
+    for (int64_t i = begin; i < end; ++i) {
+        const float clipped = g[i] * s.gradient_factor;
+        const float gi = decoupled ? clipped : clipped + s.decay * w[i];
+        m[i] = s.beta1 * m[i] + (1.0f - s.beta1) * gi;
+        v[i] = s.beta2 * v[i] + (1.0f - s.beta2) * gi * gi;
+        const float update = (m[i] / s.correction1) / (std::sqrt(v[i] / s.correction2) + s.eps);
+        w[i] -= learning_rate * (decoupled ? update + s.decay * w[i] : update);
     }
+    kernels::round_row_to_bf16(w + begin, rounded == nullptr ? nullptr : rounded + begin, end - begin);
+}
+
+// A stretch of one parameter's values. Adam's update and the clipping norm run over the stretches of
+// every parameter with a gradient in one parallel region: one barrier a step, not one per tensor.
+struct Stretch {
+    size_t parameter;
+    int64_t begin, end;
+};
+
+std::vector<Stretch> stretches_of(const std::vector<nn::NamedParameter>& parameters, int64_t length) {
+    std::vector<Stretch> stretches;
+    for (size_t p = 0; p < parameters.size(); ++p) {
+        if (!parameters[p].parameter.grad().defined()) continue;
+        const int64_t n = parameters[p].parameter.numel();
+        for (int64_t begin = 0; begin < n; begin += length) stretches.push_back({p, begin, std::min(n, begin + length)});
+    }
+    return stretches;
+}
+
+int64_t values_in(const std::vector<Stretch>& stretches) {
+    int64_t total = 0;
+    for (const Stretch& stretch : stretches) total += stretch.end - stretch.begin;
+    return total;
 }
 
 // LAMB's update before the trust ratio, from the updated moments: r = m̂ / (√v̂ + ε) + λ·w.
@@ -92,52 +111,80 @@ std::pair<double, double> lamb_moments(const float* w, float* m, float* v, const
     return {weight_total, update_total};
 }
 
+// One tensor's update as Optimizer::step prepares it: its arrays (g null when it has no gradient), the
+// bf16 copy to fill (or null), its rate and its step's constants.
+struct TensorUpdate {
+    float *w = nullptr, *m = nullptr, *v = nullptr;
+    const float* g = nullptr;
+    uint16_t* rounded = nullptr;
+    int64_t n = 0;
+    float rate = 0.0f;
+    MomentStep step{};
+};
+
+// LAMB on one tensor: r = m̂ / (√v̂ + ε) + λ·w; w −= lr · (‖w‖ / ‖r‖) · r, the ratio 1 when either norm is
+// 0 or the tensor is not `adapted`.
+void lamb_step(const TensorUpdate& u, bool adapted) {
+    const auto [weight_squares, update_squares] = lamb_moments(u.w, u.m, u.v, u.g, u.n, u.step);
+    const double weight_norm = std::sqrt(weight_squares), update_norm = std::sqrt(update_squares);
+    const float trust =
+        adapted && weight_norm > 0.0 && update_norm > 0.0 ? static_cast<float>(weight_norm / update_norm) : 1.0f;
+    const float rate = u.rate * trust;
+    float* w = u.w;
+    const float *m = u.m, *v = u.v;
+    const MomentStep step = u.step;
+#pragma omp parallel for simd schedule(static) if (u.n >= kernels::kParallelGrain)
+    for (int64_t i = 0; i < u.n; ++i) w[i] -= rate * lamb_direction(m[i], v[i], w[i], step);
+    if (u.rounded != nullptr) kernels::convert_to_bf16(w, u.rounded, u.n);
+}
+
 }  // namespace
 
 void Optimizer::step(float learning_rate, std::span<const float> gradient_factors) {
     HNAS_CHECK(gradient_factors.empty() || gradient_factors.size() == parameters_.size(), "optimizer: ",
                gradient_factors.size(), " gradient factors for ", parameters_.size(), " parameters");
     ++step_;
-    const float beta1 = options_.beta1, beta2 = options_.beta2, eps = options_.epsilon;
-    const float correction1 = 1.0f - std::pow(beta1, static_cast<float>(step_));
-    const float correction2 = 1.0f - std::pow(beta2, static_cast<float>(step_));
+    const bool lamb = options_.kind == OptimizerKind::lamb || options_.kind == OptimizerKind::lamb_albert;
+    // ALBERT's LAMB leaves m and v uncorrected.
+    const bool corrected = options_.kind != OptimizerKind::lamb_albert;
+    const float correction1 = corrected ? 1.0f - std::pow(options_.beta1, static_cast<float>(step_)) : 1.0f;
+    const float correction2 = corrected ? 1.0f - std::pow(options_.beta2, static_cast<float>(step_)) : 1.0f;
+    std::vector<TensorUpdate> updates(parameters_.size());
     for (size_t p = 0; p < parameters_.size(); ++p) {
-        Var parameter = parameters_[p].parameter;
-        const Tensor grad = parameter.grad();
+        const Tensor grad = parameters_[p].parameter.grad();
         if (!grad.defined()) continue;
-        const float decay = decayed_[p] ? options_.weight_decay : 0.0f;
-        const float parameter_rate = learning_rate * rate_scales_[p];
-        const float factor = gradient_factors.empty() ? 1.0f : gradient_factors[p];
-        Tensor value = parameter.value();
-        float* w = value.data();
+        Tensor value = parameters_[p].parameter.value();
+        TensorUpdate& u = updates[p];
+        u.w = value.data();
         // Weights are products' operands: under bf16 their copies are written here (a bias or norm's
         // would go unread). Taken after data(), which marks the copy stale.
-        uint16_t* rounded = weights_[p] ? backend::operand_copy_to_fill(value) : nullptr;
-        float *m = first_moment_[p].data(), *v = second_moment_[p].data();
-        const float* g = grad.data();
-        const int64_t n = parameter.numel();
-        if (options_.kind == OptimizerKind::lamb || options_.kind == OptimizerKind::lamb_albert) {
-            // r = m̂ / (√v̂ + ε) + λ·w; w −= lr · (‖w‖ / ‖r‖) · r, the ratio 1 when either norm is 0.
-            // ALBERT's: m and v uncorrected, and the ratio 1 on biases, norms and the other undecayed tensors.
-            const bool albert = options_.kind == OptimizerKind::lamb_albert;
-            const float c1 = albert ? 1.0f : correction1, c2 = albert ? 1.0f : correction2;
-            const MomentStep step{beta1, beta2, eps, c1, c2, decay, factor};
-            const auto [weight_squares, update_squares] = lamb_moments(w, m, v, g, n, step);
-            const double weight_norm = std::sqrt(weight_squares), update_norm = std::sqrt(update_squares);
-            const bool adapted = !albert || weights_[p];
-            const float trust = adapted && weight_norm > 0.0 && update_norm > 0.0 ? static_cast<float>(weight_norm / update_norm)
-                                                                                   : 1.0f;
-            const float rate = parameter_rate * trust;
-#pragma omp parallel for simd schedule(static) if (n >= kernels::kParallelGrain)
-            for (int64_t i = 0; i < n; ++i) w[i] -= rate * lamb_direction(m[i], v[i], w[i], step);
-            if (rounded != nullptr) kernels::convert_to_bf16(w, rounded, n);
-            continue;
+        u.rounded = weights_[p] ? backend::operand_copy_to_fill(value) : nullptr;
+        u.m = first_moment_[p].data();
+        u.v = second_moment_[p].data();
+        u.g = grad.data();
+        u.n = value.numel();
+        u.rate = learning_rate * rate_scales_[p];
+        u.step = {options_.beta1, options_.beta2, options_.epsilon, correction1, correction2,
+                  decayed_[p] ? options_.weight_decay : 0.0f, gradient_factors.empty() ? 1.0f : gradient_factors[p]};
+    }
+    if (lamb) {
+        for (size_t p = 0; p < parameters_.size(); ++p) {
+            // ALBERT's LAMB: the trust ratio 1 on biases, norms and the other tensors decay skips.
+            if (updates[p].g) lamb_step(updates[p], options_.kind == OptimizerKind::lamb || weights_[p]);
         }
-        const MomentStep step{beta1, beta2, eps, correction1, correction2, decay, factor};
-        if (options_.kind == OptimizerKind::adamw) {
-            adam_update<true>(w, m, v, g, n, step, parameter_rate, rounded);
+        return;
+    }
+    const std::vector<Stretch> stretches = stretches_of(parameters_, kUpdateBlock);
+    const auto count = static_cast<int64_t>(stretches.size());
+    const bool decoupled = options_.kind == OptimizerKind::adamw;
+#pragma omp parallel for schedule(static) if (values_in(stretches) >= kernels::kParallelGrain)
+    for (int64_t i = 0; i < count; ++i) {
+        const Stretch& stretch = stretches[static_cast<size_t>(i)];
+        const TensorUpdate& u = updates[stretch.parameter];
+        if (decoupled) {
+            adam_stretch<true>(u.w, u.m, u.v, u.g, stretch.begin, stretch.end, u.step, u.rate, u.rounded);
         } else {
-            adam_update<false>(w, m, v, g, n, step, parameter_rate, rounded);
+            adam_stretch<false>(u.w, u.m, u.v, u.g, stretch.begin, stretch.end, u.step, u.rate, u.rounded);
         }
     }
 }
@@ -162,23 +209,30 @@ void Optimizer::load(const io::Checkpoint& checkpoint, int64_t step) {
     step_ = step;
 }
 
-namespace {
-double squared_norm(const Tensor& grad) {
-    const float* g = grad.data();
-    double sum = 0.0;
-#pragma omp parallel for simd reduction(+ : sum) schedule(static) if (grad.numel() >= kernels::kParallelGrain)
-    for (int64_t i = 0; i < grad.numel(); ++i) sum += static_cast<double>(g[i]) * g[i];
-    return sum;
-}
-}  // namespace
-
 GradientClip clip_factors(const std::vector<nn::NamedParameter>& parameters, double max_norm, ClipScope scope) {
-    std::vector<double> squares(parameters.size(), 0.0);
-    double total = 0.0;
+    // Each stretch's squares summed apart, then each tensor's stretches in order: the same sums on any
+    // number of threads, from one parallel region.
+    const std::vector<Stretch> stretches = stretches_of(parameters, kNormBlock);
+    std::vector<const float*> grads(parameters.size(), nullptr);
     for (size_t p = 0; p < parameters.size(); ++p) {
         const Tensor grad = parameters[p].parameter.grad();
-        if (grad.defined()) total += squares[p] = squared_norm(grad);
+        if (grad.defined()) grads[p] = grad.data();
     }
+    std::vector<double> stretch_squares(stretches.size());
+    const auto count = static_cast<int64_t>(stretches.size());
+#pragma omp parallel for schedule(static) if (values_in(stretches) >= kernels::kParallelGrain)
+    for (int64_t i = 0; i < count; ++i) {
+        const Stretch& stretch = stretches[static_cast<size_t>(i)];
+        const float* g = grads[stretch.parameter];
+        double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
+        for (int64_t j = stretch.begin; j < stretch.end; ++j) sum += static_cast<double>(g[j]) * g[j];
+        stretch_squares[static_cast<size_t>(i)] = sum;
+    }
+    std::vector<double> squares(parameters.size(), 0.0);
+    for (size_t i = 0; i < stretches.size(); ++i) squares[stretches[i].parameter] += stretch_squares[i];
+    double total = 0.0;
+    for (const double square : squares) total += square;
     GradientClip clip{std::sqrt(total), std::vector<float>(parameters.size(), 1.0f)};
     if (max_norm <= 0.0) return clip;
     for (size_t p = 0; p < parameters.size(); ++p) {

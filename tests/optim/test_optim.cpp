@@ -172,6 +172,56 @@ TEST(OptimizerLoops, LargeTensorsMatchTheDefinitionOnAnyThreadCount) {
     backend::set_num_threads(threads_before);
 }
 
+// Adam's update and the clipping norm run over every tensor's stretches in one parallel region: each
+// tensor still gets its own definition's update (a large one, a small one, one without a gradient left
+// alone), and the norm and weights are the same bits on one thread as on two.
+TEST(OptimizerLoops, TensorsUpdatedInOneRegionMatchTheirDefinitionsOnAnyThreadCount) {
+    const std::vector<int64_t> sizes{2 * 16384 + 9, 7, 4096 + 1};
+    const int threads_before = backend::num_threads();
+    for (OptimizerKind kind : {OptimizerKind::adam, OptimizerKind::adamw}) {
+        OptimizerOptions options;
+        options.kind = kind;
+        options.weight_decay = 0.01f;
+        std::vector<std::vector<Tensor>> results;
+        std::vector<double> norms;
+        for (int threads : {1, 2}) {
+            backend::set_num_threads(threads);
+            std::vector<nn::NamedParameter> parameters;
+            std::vector<std::vector<float>> w, m, v;
+            for (size_t p = 0; p < sizes.size(); ++p) {
+                parameters.push_back({"layer" + std::to_string(p) + ".weight",
+                                      Var(testing::random_tensor({sizes[p]}, 20 + p), true)});
+                w.push_back(parameters[p].parameter.value().to_floats());
+                m.emplace_back(static_cast<size_t>(sizes[p]));
+                v.emplace_back(static_cast<size_t>(sizes[p]));
+            }
+            optim::Optimizer optimizer(parameters, options);
+            for (int t = 1; t <= 2; ++t) {
+                optimizer.zero_grad();
+                for (size_t p = 0; p < 2; ++p) {  // the last tensor has no gradient
+                    const Tensor g = testing::random_tensor({sizes[p]}, 200 + 10 * static_cast<uint64_t>(t) + p);
+                    set_grad(parameters[p].parameter, g);
+                    reference_step(kind, options, w[p], m[p], v[p], g.to_floats(), t, 1e-2f);
+                }
+                norms.push_back(optim::clip_factors(parameters, 1.0).norm);
+                optimizer.step(1e-2f);
+            }
+            results.emplace_back();
+            for (size_t p = 0; p < sizes.size(); ++p) {
+                for (int64_t i = 0; i < sizes[p]; ++i) {
+                    ASSERT_NEAR(parameters[p].parameter.value().data()[i], w[p][static_cast<size_t>(i)], 1e-6)
+                        << name_of(kind) << " on " << threads << " threads, tensor " << p << " value " << i;
+                }
+                results.back().push_back(parameters[p].parameter.value().clone());
+            }
+        }
+        for (size_t p = 0; p < sizes.size(); ++p) EXPECT_TRUE(same_bits(results[0][p], results[1][p])) << name_of(kind) << " tensor " << p;
+        EXPECT_EQ(norms[0], norms[2]) << "the first step's norm, 1 thread against 2";
+        EXPECT_EQ(norms[1], norms[3]) << "the second step's norm, 1 thread against 2";
+    }
+    backend::set_num_threads(threads_before);
+}
+
 // Under bf16 a step writes each weight's bf16 copy with its new values, for the products that read it,
 // and leaves biases' alone; under f32, no copy.
 TEST(OptimizerLoops, UnderBf16TheStepWritesTheWeightsBf16Copies) {
