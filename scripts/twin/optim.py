@@ -27,8 +27,8 @@ class Lamb(torch.optim.Optimizer):
     place, term by term, as the fixtures' float64 references write them."""
 
     def __init__(self, groups, lr, betas, eps, albert=False):
-        super().__init__(groups, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": 0.0, "decayed": True})
-        self.albert = albert
+        # albert is a group option: IPEX's optimize() rebuilds the optimizer from its groups and defaults.
+        super().__init__(groups, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": 0.0, "decayed": True, "albert": albert})
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -44,12 +44,12 @@ class Lamb(torch.optim.Optimizer):
                 g, t = p.grad, state["step"]
                 state["m"] = m = beta1 * state["m"] + (1 - beta1) * g
                 state["v"] = v = beta2 * state["v"] + (1 - beta2) * g * g
-                if self.albert:
+                if group["albert"]:
                     r = m / (torch.sqrt(v) + eps) + decay * p
                 else:
                     r = (m / (1 - beta1 ** t)) / (torch.sqrt(v / (1 - beta2 ** t)) + eps) + decay * p
                 w_norm, r_norm = p.norm().item(), r.norm().item()
-                adapted = group["decayed"] or not self.albert
+                adapted = group["decayed"] or not group["albert"]
                 ratio = w_norm / r_norm if adapted and w_norm > 0 and r_norm > 0 else 1.0
                 p.copy_(p - lr * ratio * r)
 
