@@ -372,7 +372,7 @@ std::string commit_file(const fs::path& folder, const std::string& file, const s
 // A prediction is a committed file: hnas records its text, its path in the repository and the commit
 // that last changed it, and refuses, naming the file, one it cannot prove was committed.
 TEST(Prediction, RecordsACommittedFileAndRefusesAnyOther) {
-    if (!find_on_path("git")) GTEST_SKIP() << "no git on PATH";
+    ASSERT_TRUE(find_on_path("git")) << "no git on PATH (scripts/setup.sh installs it)";
     const testing::ScratchDir scratch("hnas_prediction_");
     const fs::path repository = scratch.root / "repository";
     const std::string name = "docs/experiments/predictions/tie.md";
@@ -408,7 +408,7 @@ TEST(Prediction, RecordsACommittedFileAndRefusesAnyOther) {
 // may leave it out, but one with another prediction (the file changed and committed again) is refused,
 // and so is a committed file against a sweep that stated its prediction as text (sweep.json before files).
 TEST(Prediction, SweepKeepsTheFirstAndRefusesAnother) {
-    if (!find_on_path("git")) GTEST_SKIP() << "no git on PATH";
+    ASSERT_TRUE(find_on_path("git")) << "no git on PATH (scripts/setup.sh installs it)";
     const testing::ScratchDir scratch("hnas_prediction_sweep_");
     const fs::path repository = scratch.root / "repository";
     const std::string first = commit_file(repository, "tie.md", "lnas and dnas tie\n");
