@@ -5,7 +5,9 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 
+#include "analysis/attention_interventions.h"
 #include "base/check.h"
 #include "cli/commands.h"
 #include "command_line/validators.h"
@@ -73,18 +75,37 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
 
 void add_test_command(CLI::App& app) {
     struct Options {
-        std::string run;
+        std::string run, out;
         std::vector<std::string> overrides;
+        analysis::Intervention intervention{};
+        double epsilon = 1e-3;
     };
     auto options = std::make_shared<Options>();
     auto* command = app.add_subcommand(
         "test", "Score a finished run on its config's test data (section test) and write RUN_DIR/result.json");
     command->add_option("run", options->run, "The run directory")->required()->check(CLI::ExistingDirectory);
     command->add_option("--set", options->overrides, "Override a test setting: test.key=value (repeatable)");
-    command->callback([options] {
-        const Json result = experiments::test_run(options->run, options->overrides);
+    auto* intervention =
+        command
+            ->add_option("--intervention", options->intervention,
+                         "A test-time change of every bidirectional attention's weights (docs/analyses.md, \"Interventions\"): "
+                         "drop_explained_away (keys whose weight sum is below --epsilon), floor_key_sums (each key's sum "
+                         "raised to 1/L), dnas_weights (the scores normalized by DNAS)")
+            ->transform(command_line::enum_choices<analysis::Intervention>());
+    command->add_option("--epsilon", options->epsilon, "drop_explained_away's threshold on a key's weight sum")
+        ->check(command_line::positive_number<double>());
+    intervention->needs(command->add_option(
+        "--out", options->out, "The folder result.json goes to instead of the run's (required with --intervention)"));
+    command->callback([options, intervention] {
+        experiments::TestDestination destination{options->out, nullptr};
+        std::optional<nn::AttentionIntervention> scope;
+        if (intervention->count() > 0) {
+            destination.intervention = {{"name", name_of(options->intervention)}, {"epsilon", options->epsilon}};
+            scope.emplace(analysis::intervention_change(options->intervention, options->epsilon));
+        }
+        const Json result = experiments::test_run(options->run, options->overrides, destination);
         for (const auto& [name, value] : result.at("metrics").items()) fmt::print("{:<28} {}\n", name, value.dump());
-        spdlog::info("wrote {}/{}", options->run, experiments::kResultFile);
+        spdlog::info("wrote {}/{}", options->out.empty() ? options->run : options->out, experiments::kResultFile);
     });
 }
 
@@ -92,6 +113,7 @@ void add_compare_command(CLI::App& app) {
     struct Options {
         std::vector<std::string> paths;
         std::string out;
+        std::string family;
         int64_t bootstrap = 1000;
         uint64_t seed = 1;
     };
@@ -107,9 +129,15 @@ void add_compare_command(CLI::App& app) {
     command->add_option("--bootstrap", options->bootstrap, "Resamples of the paired bootstrap over test examples")
         ->check(command_line::positive_integer<int64_t>());
     command->add_option("--seed", options->seed, "Seed of the resampling")->check(command_line::non_negative_integer<uint64_t>());
+    command->add_option("--family", options->family,
+                        "A JSON array of {\"a\", \"b\", \"metric\"}: the tests the findings rest on, named before their runs; Holm's "
+                        "adjustment runs over these alone (default: over every test of the comparison)")
+        ->check(CLI::ExistingFile);
     command->callback([options] {
         const auto comparison =
-            experiments::compare(experiments::collect_results(options->paths), options->bootstrap, options->seed);
+            experiments::compare(experiments::collect_results(options->paths), options->bootstrap, options->seed,
+                                 options->family.empty() ? std::vector<experiments::FamilyTest>{}
+                                                         : experiments::read_family(options->family));
         const std::string out = options->out.empty() ? options->paths.front() : options->out;
         experiments::write_comparison(comparison, out);
         std::cout << comparison.markdown;

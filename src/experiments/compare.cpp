@@ -9,7 +9,9 @@
 
 #include "base/atomic_file.h"
 #include "base/check.h"
+#include "base/json.h"
 #include "base/number_format.h"
+#include "base/read_file.h"
 #include "experiments/run_result.h"
 #include "experiments/sweep.h"
 #include "eval/statistics.h"
@@ -191,14 +193,28 @@ void add_paired_difference(const Group& a, const Group& b, const std::string& me
     out.pairs.push_back(std::move(entry));
 }
 
+bool names_pair(const FamilyTest& test, const Json& pair) {
+    const std::string a = pair.at("a").get<std::string>(), b = pair.at("b").get<std::string>();
+    return pair.at("metric").get<std::string>() == test.metric && ((a == test.a && b == test.b) || (a == test.b && b == test.a));
+}
+
+bool in_family(const std::vector<FamilyTest>& family, const Json& pair) {
+    return family.empty() || std::any_of(family.begin(), family.end(), [&](const FamilyTest& t) { return names_pair(t, pair); });
+}
+
 // A family is every test of one kind ("permutation" over seeds, "bootstrap" over examples) in the
-// comparison, over every pair of settings and every metric: a reader scans them all for a small p, so
-// each gains "p_holm", Holm's adjustment within its family.
-void adjust_family(const char* test, PairedDifferences& out) {
+// comparison, over every pair of settings and every metric (a reader scans them all for a small p), or
+// those of the named tests: each gains "p_holm", Holm's adjustment within its family; a test outside a
+// named family gains null.
+void adjust_family(const char* test, const std::vector<FamilyTest>& family, PairedDifferences& out) {
     std::vector<Json*> tests;
     std::vector<double> p_values;
     for (Json& pair : out.pairs) {
         if (!pair.contains(test)) continue;
+        if (!in_family(family, pair)) {
+            pair.at(test)["p_holm"] = nullptr;
+            continue;
+        }
         tests.push_back(&pair.at(test));
         p_values.push_back(pair.at(test).at("p_value").get<double>());
     }
@@ -207,8 +223,20 @@ void adjust_family(const char* test, PairedDifferences& out) {
     out.families[test] = tests.size();
 }
 
+// Every named test must be one of the comparison's.
+void check_family(const std::vector<FamilyTest>& family, const PairedDifferences& out, const std::vector<Group>& groups) {
+    for (const FamilyTest& test : family) {
+        if (std::any_of(out.pairs.begin(), out.pairs.end(), [&](const Json& pair) { return names_pair(test, pair); })) continue;
+        std::string settings;
+        for (const Group& group : groups) settings += (settings.empty() ? "" : ", ") + group.setting;
+        throw Error("compare: the family names " + test.a + " − " + test.b + " on " + test.metric +
+                    ", which this comparison does not hold (two of its settings with that metric on shared seeds); its "
+                    "settings: " + settings);
+    }
+}
+
 PairedDifferences paired_differences(const std::vector<Group>& groups, const std::vector<std::string>& metrics,
-                                     int64_t bootstrap_samples, uint64_t seed) {
+                                     int64_t bootstrap_samples, uint64_t seed, const std::vector<FamilyTest>& family) {
     PairedDifferences out;
     for (size_t i = 0; i < groups.size(); ++i) {
         for (size_t j = i + 1; j < groups.size(); ++j) {
@@ -218,33 +246,38 @@ PairedDifferences paired_differences(const std::vector<Group>& groups, const std
             }
         }
     }
-    adjust_family("permutation", out);
-    adjust_family("bootstrap", out);
+    check_family(family, out, groups);
+    adjust_family("permutation", family, out);
+    adjust_family("bootstrap", family, out);
     return out;
 }
+
+// A p-value cell: "–" for a test outside the named family.
+std::string p_text(const Json& p) { return p.is_null() ? "–" : fmt::format("{:.4f}", portable(p.get<double>())); }
 
 // The Markdown table's rows: each test's raw p, then its Holm-adjusted one.
 std::string paired_rows(const Json& pairs) {
     std::string rows;
     for (const Json& pair : pairs) {
         const Json& seeds = pair.at("permutation");
-        rows += fmt::format("| {} | {} | {} | {} | {} | {:.2f} | {:.4f} | {:.4f} |", pair.at("a").get<std::string>(),
+        rows += fmt::format("| {} | {} | {} | {} | {} | {:.2f} | {:.4f} | {} |", pair.at("a").get<std::string>(),
                             pair.at("b").get<std::string>(), pair.at("metric").get<std::string>(), pair.at("seeds").size(),
                             number_text(pair.at("mean_difference").get<double>()), portable(seeds.at("effect_size").get<double>()),
-                            portable(seeds.at("p_value").get<double>()), portable(seeds.at("p_holm").get<double>()));
+                            portable(seeds.at("p_value").get<double>()), p_text(seeds.at("p_holm")));
         if (!pair.contains("bootstrap")) {
             rows += " | | | |\n";
             continue;
         }
         const Json& examples = pair.at("bootstrap");
-        rows += fmt::format(" {} | {:.3f} | {:.4f} | {:.4f} |\n", examples.at("examples").get<int64_t>(),
+        rows += fmt::format(" {} | {:.3f} | {:.4f} | {} |\n", examples.at("examples").get<int64_t>(),
                             portable(examples.at("effect_size").get<double>()), portable(examples.at("p_value").get<double>()),
-                            portable(examples.at("p_holm").get<double>()));
+                            p_text(examples.at("p_holm")));
     }
     return rows;
 }
 
-std::string comparison_markdown(const SettingSummaries& settings, const PairedDifferences& differences, int64_t bootstrap_samples) {
+std::string comparison_markdown(const SettingSummaries& settings, const PairedDifferences& differences, int64_t bootstrap_samples,
+                                bool named_family) {
     std::string markdown = fmt::format(
         "Per setting: mean ± standard error over seeds (the 95 % confidence interval of the mean, Student's t; min – max)\n\n{}",
         settings.table);
@@ -253,9 +286,10 @@ std::string comparison_markdown(const SettingSummaries& settings, const PairedDi
     markdown += fmt::format(
         "\nPaired differences a − b on the seeds both have: Cohen's d_z, the two-sided paired permutation test over "
         "seeds, and for metrics scored per test example the paired bootstrap ({} resamples) over the examples' "
-        "seed-averaged scores. Beside each p, Holm's adjustment within its family: permutation tests over seeds ({} in "
+        "seed-averaged scores. Beside each p, Holm's adjustment within its family: {}permutation tests over seeds ({} in "
         "this table) are one family{}\n\n{}",
-        bootstrap_samples, differences.families.at("permutation").get<int64_t>(),
+        bootstrap_samples, named_family ? "the named family's tests alone (any other is descriptive: –); its " : "",
+        differences.families.at("permutation").get<int64_t>(),
         bootstraps > 0 ? fmt::format(", bootstrap tests over examples ({}) another", bootstraps) : std::string(),
         "| a | b | metric | seeds | a − b | d_z | p (permutation, seeds) | p Holm (seeds) | test examples | d_z | "
         "p (bootstrap, examples) | p Holm (examples) |\n"
@@ -296,18 +330,43 @@ std::vector<TrialResult> collect_results(const std::vector<std::string>& paths) 
     return results;
 }
 
-Comparison compare(const std::vector<TrialResult>& results, int64_t bootstrap_samples, uint64_t seed) {
+std::vector<FamilyTest> read_family(const std::string& path) {
+    const std::string what = "compare: family file " + path;
+    const Json tests = parse_json(read_file(path, "family file"), what + ":");
+    HNAS_CHECK(tests.is_array() && !tests.empty(), what, " must be a non-empty JSON array of {\"a\", \"b\", \"metric\"}");
+    std::vector<FamilyTest> family;
+    for (size_t i = 0; i < tests.size(); ++i) {
+        const Json& test = tests[i];
+        const std::string where = what + " entry " + std::to_string(i + 1);
+        HNAS_CHECK(test.is_object() && test.size() == 3, where, " must be an object of exactly \"a\", \"b\" and \"metric\"");
+        const auto text = [&](const char* key) {
+            HNAS_CHECK(test.contains(key) && test.at(key).is_string() && !test.at(key).get<std::string>().empty(), where,
+                       ": \"", key, "\" must be a non-empty string");
+            return test.at(key).get<std::string>();
+        };
+        family.push_back({text("a"), text("b"), text("metric")});
+        HNAS_CHECK(family.back().a != family.back().b, where, " compares ", family.back().a, " with itself");
+    }
+    return family;
+}
+
+Comparison compare(const std::vector<TrialResult>& results, int64_t bootstrap_samples, uint64_t seed,
+                   const std::vector<FamilyTest>& family) {
     const std::vector<Group> groups = group_by_setting(results);
     const std::vector<std::string> metrics = metric_names(results);
     const SettingSummaries settings = summarize_settings(groups, metrics);
-    const PairedDifferences differences = paired_differences(groups, metrics, bootstrap_samples, seed);
+    const PairedDifferences differences = paired_differences(groups, metrics, bootstrap_samples, seed, family);
     Comparison out;
     out.json = {{"settings", settings.settings},
                 {"pairs", differences.pairs},
                 {"families", differences.families},
                 {"bootstrap_samples", bootstrap_samples},
                 {"seed", seed}};
-    out.markdown = comparison_markdown(settings, differences, bootstrap_samples);
+    if (!family.empty()) {
+        out.json["family"] = Json::array();
+        for (const FamilyTest& test : family) out.json["family"].push_back({{"a", test.a}, {"b", test.b}, {"metric", test.metric}});
+    }
+    out.markdown = comparison_markdown(settings, differences, bootstrap_samples, !family.empty());
     return out;
 }
 

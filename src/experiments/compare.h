@@ -33,7 +33,17 @@ struct Comparison {
     std::string markdown;
 };
 
-Comparison compare(const std::vector<TrialResult>& results, int64_t bootstrap_samples = 1000, uint64_t seed = 1);
+// A test named before its runs as one a finding rests on (`hnas compare --family FILE`): settings a and b
+// (in either order), one metric. Given a family, Holm's adjustment runs over its tests alone, each kind of
+// test apart, and every other test's "p_holm" is null: it is descriptive.
+struct FamilyTest {
+    std::string a, b, metric;
+};
+// FILE: a JSON array of {"a": SETTING, "b": SETTING, "metric": NAME}.
+std::vector<FamilyTest> read_family(const std::string& path);
+
+Comparison compare(const std::vector<TrialResult>& results, int64_t bootstrap_samples = 1000, uint64_t seed = 1,
+                   const std::vector<FamilyTest>& family = {});
 
 // A metric as the tables print it: 2 decimals when `like` (the mean it goes with) is 10 or more, else 4.
 std::string number_text(double value, double like);

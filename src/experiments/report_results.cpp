@@ -46,8 +46,9 @@ std::string settings_table(const Json& settings) {
 // A test's raw p and its Holm-adjusted p, as two cells (empty when the pair has no such test).
 std::string p_cells(const Json& pair, const char* test) {
     if (!pair.contains(test)) return "<td></td><td></td>";
-    return fmt::format("<td>{:.4f}</td><td>{:.4f}</td>", pair.at(test).at("p_value").get<double>(),
-                       pair.at(test).at("p_holm").get<double>());
+    const Json& holm = pair.at(test).at("p_holm");  // null outside a named family
+    return fmt::format("<td>{:.4f}</td><td>{}</td>", pair.at(test).at("p_value").get<double>(),
+                       holm.is_null() ? "–" : fmt::format("{:.4f}", holm.get<double>()));
 }
 
 // Folded: with many settings the pairs outnumber everything else on the page.

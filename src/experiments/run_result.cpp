@@ -61,7 +61,7 @@ Json training_summary(const fs::path& run_dir) {
 
 }  // namespace
 
-Json test_run(const fs::path& run_dir, const std::vector<std::string>& overrides) {
+Json test_run(const fs::path& run_dir, const std::vector<std::string>& overrides, const TestDestination& destination) {
     HNAS_CHECK(fs::is_directory(run_dir), "test: ", run_dir.string(), " is not a run directory");
     // The test section of the run's config, with the overrides on top, says what to score and how.
     const fs::path config_path = run_dir / "config.json";
@@ -96,12 +96,15 @@ Json test_run(const fs::path& run_dir, const std::vector<std::string>& overrides
                    {"training", training_summary(run_dir)},
                    {"test_settings", test.settings},
                    {"test_seconds", seconds}};
+    if (!destination.intervention.is_null()) result["intervention"] = destination.intervention;
+    const fs::path folder = destination.folder.empty() ? run_dir : destination.folder;
+    fs::create_directories(folder);
     if (!test.outputs.empty()) {
         std::string text;
         for (const std::string& line : test.outputs) text.append(line).push_back('\n');
-        write_file_atomically((run_dir / kTestOutputsFile).string(), text);
+        write_file_atomically((folder / kTestOutputsFile).string(), text);
     }
-    write_file_atomically((run_dir / kResultFile).string(), result.dump(1) + "\n");
+    write_file_atomically((folder / kResultFile).string(), result.dump(1) + "\n");
     return result;
 }
 

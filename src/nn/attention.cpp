@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "backend/kernels.h"
+#include "nn/attention_intervention.h"
 #include "nn/attention_probe.h"
 
 namespace hnas::nn {
@@ -166,6 +167,17 @@ WithPartners append_partner_templates(const Var& memory, const ops::AttentionMas
     out.mask.key_valid = ops::concat({Var(valid), Var(extra_valid)}, 1).value();
     return out;
 }
+
+// The weights as an open intervention changes them (nn/attention_intervention.h), or as they are.
+Var intervened(const MultiHeadAttention& attention, const Var& weights, const Var& scores, const ops::AttentionMask& mask) {
+    const AttentionIntervention::Change* change = AttentionIntervention::change_for(attention);
+    if (change == nullptr) return weights;
+    HNAS_CHECK(!grad_enabled(), "attention: an intervention changes the weights of evaluation only (NoGradScope)");
+    Tensor changed = (*change)(weights.value(), scores.value(), mask);
+    HNAS_CHECK(changed.shape() == weights.shape(), "attention intervention: weights ", shape_str(changed.shape()),
+               " for weights ", shape_str(weights.shape()));
+    return Var(std::move(changed));
+}
 }  // namespace
 
 Var MultiHeadAttention::attend(const Var& query, const Var& input_memory, const ops::AttentionMask& input_mask,
@@ -232,7 +244,8 @@ Var MultiHeadAttention::attend(const Var& query, const Var& input_memory, const 
         weights = norm_.normalize({scores, similarity, log_preference}, mask);
     } else {
         if (prior.defined()) scores = ops::add(scores, prior);
-        weights = cache ? norm_.normalize_step(scores, mask, cache->norm_state) : norm_.normalize(scores, mask);
+        weights = intervened(*this, cache ? norm_.normalize_step(scores, mask, cache->norm_state) : norm_.normalize(scores, mask),
+                             scores, mask);
     }
     if (probed) {
         // Padded queries and masked entries hold exactly zero weight, so a plain sum over queries is

@@ -257,6 +257,55 @@ TEST(Compare, HolmAdjustsEachFamilyOverEveryPairAndMetric) {
     EXPECT_CONTAINS(comparison.markdown, "(6 in this table) are one family, bootstrap tests over examples (3) another");
 }
 
+// A family named before the runs (--family FILE): Holm's adjustment runs over its tests alone. The data of
+// the test above; the family names c − a and b − c on rouge_l (either order): their permutation p 2/64 and
+// 14/64 become 2 · 2/64 = 0.0625 and 14/64; a − b's is outside, null ("–"), as is every bootstrap test but
+// theirs (0 and 1, each kept: 2 · 0 and 1).
+TEST(Compare, NamedFamilyAdjustsOnlyItsTests) {
+    const testing::ScratchDir scratch("hnas_compare_family_");
+    for (int64_t seed = 1; seed <= 6; ++seed) {
+        const std::string folder = "seed-" + std::to_string(seed);
+        write_result(scratch.root / "runs" / "a" / folder, seed, 32, {33, 34});
+        write_result(scratch.root / "runs" / "b" / folder, seed, seed == 6 ? 29 : 31, {30, 31});
+        write_result(scratch.root / "runs" / "c" / folder, seed, 30, {30, 31});
+    }
+    const std::string file = scratch.write("family.json", R"([{"a": "c", "b": "a", "metric": "rouge_l"},
+                                                              {"a": "b", "b": "c", "metric": "rouge_l"}])");
+    const Comparison comparison = compare(collect_results({(scratch.root / "runs").string()}), 1000, 1, read_family(file));
+    EXPECT_EQ(comparison.json.at("families"), (Json{{"permutation", 2}, {"bootstrap", 2}}));
+    EXPECT_EQ(comparison.json.at("family").size(), 2u);
+    for (const Json& pair : comparison.json.at("pairs")) {
+        const std::string key = pair.at("a").get<std::string>() + "-" + pair.at("b").get<std::string>() + " " +
+                                pair.at("metric").get<std::string>();
+        const Json& holm = pair.at("permutation").at("p_holm");
+        if (key == "a-c rouge_l") {
+            EXPECT_DOUBLE_EQ(holm.get<double>(), 0.0625);
+            EXPECT_DOUBLE_EQ(pair.at("bootstrap").at("p_holm").get<double>(), 0.0);
+        } else if (key == "b-c rouge_l") {
+            EXPECT_DOUBLE_EQ(holm.get<double>(), 14.0 / 64);
+            EXPECT_DOUBLE_EQ(pair.at("bootstrap").at("p_holm").get<double>(), 1.0);
+        } else {
+            EXPECT_TRUE(holm.is_null()) << key;
+        }
+    }
+    EXPECT_CONTAINS(comparison.markdown, "| a | b | rouge_l | 6 | 1.3333 | 1.63 | 0.0312 | – | 2 | ");
+    EXPECT_CONTAINS(comparison.markdown, " | 0.0000 | – |\n");
+    EXPECT_CONTAINS(comparison.markdown, "the named family's tests alone (any other is descriptive: –); its permutation tests "
+                                         "over seeds (2 in this table)");
+    // A test the comparison does not hold, and malformed files, are refused by name.
+    const std::string missing = scratch.write("missing.json", R"([{"a": "a", "b": "d", "metric": "rouge_l"}])");
+    EXPECT_CONTAINS(testing::error_of([&] { compare(collect_results({(scratch.root / "runs").string()}), 1000, 1, read_family(missing)); }),
+                    "compare: the family names a − d on rouge_l, which this comparison does not hold (two of its settings with "
+                    "that metric on shared seeds); its settings: a, b, c");
+    const std::string bad = scratch.write("bad.json", R"([{"a": "a", "b": "b", "metric": "rouge_l", "note": 1}])");
+    EXPECT_CONTAINS(testing::error_of([&] { read_family(bad); }),
+                    "compare: family file " + bad + " entry 1 must be an object of exactly \"a\", \"b\" and \"metric\"");
+    const std::string self = scratch.write("self.json", R"([{"a": "a", "b": "a", "metric": "rouge_l"}])");
+    EXPECT_CONTAINS(testing::error_of([&] { read_family(self); }), "entry 1 compares a with itself");
+    const std::string empty = scratch.write("empty.json", "[]");
+    EXPECT_CONTAINS(testing::error_of([&] { read_family(empty); }), "must be a non-empty JSON array");
+}
+
 TEST(Compare, RefusesTwoRunsOfOneSeed) {
     const testing::ScratchDir scratch("hnas_compare_twice_");
     write_result(scratch.root / "x" / "seed-1", 1, 30, {1});

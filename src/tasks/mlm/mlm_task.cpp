@@ -16,9 +16,14 @@ int64_t max_seq(const config::ExperimentConfig& config) {
     return std::min(options(config).max_seq, config.model.max_source_positions);
 }
 
-int64_t count_equal(const std::vector<int32_t>& predicted, const Tensor& labels) {
+// How many predictions equal their labels; with `hits`, each one's 1 or 0 appended to it.
+int64_t count_equal(const std::vector<int32_t>& predicted, const Tensor& labels, std::vector<double>* hits = nullptr) {
     int64_t equal = 0;
-    for (size_t i = 0; i < predicted.size(); ++i) equal += predicted[i] == labels.ints()[i];
+    for (size_t i = 0; i < predicted.size(); ++i) {
+        const bool hit = predicted[i] == labels.ints()[i];
+        equal += hit;
+        if (hits) hits->push_back(hit ? 1.0 : 0.0);
+    }
     return equal;
 }
 
@@ -70,6 +75,12 @@ public:
 
     std::optional<Validation> validate() override {
         if (!valid_) return std::nullopt;
+        return evaluate(nullptr);
+    }
+
+    // The validation loss and accuracies; with `masked_token_hits`, each masked token's 1 (predicted) or 0
+    // appended to it (the test's per-example scores).
+    Validation evaluate(std::vector<double>* masked_token_hits) {
         EvaluationMode evaluation(*model_);
         int64_t masked = 0, masked_right = 0, rows = 0, order_right = 0;
         Validation result = validation_loss(
@@ -77,7 +88,7 @@ public:
             [&](const data::MlmBatch& b) {
                 const Losses losses = losses_of(b);
                 masked += b.masked_labels.numel();
-                masked_right += count_equal(argmax_rows(losses.mlm_logits.value()), b.masked_labels);
+                masked_right += count_equal(argmax_rows(losses.mlm_logits.value()), b.masked_labels, masked_token_hits);
                 if (losses.sentence_order.defined()) {
                     rows += b.sentence_order.numel();
                     order_right += count_equal(argmax_rows(losses.order_logits.value()), b.sentence_order);
@@ -147,7 +158,8 @@ std::unique_ptr<Task> create(const config::ExperimentConfig& config, const data:
     return std::make_unique<MlmTask>(config, tokenizer, init, dropout);
 }
 
-// A pretraining run's test is its validation loss (and accuracies) on data.valid_sources.
+// A pretraining run's test is its validation loss (and accuracies) on data.valid_sources; each masked
+// token's 1 or 0 is its per-example score of mlm_accuracy.
 TestResult test(const TrainedCheckpoint& trained) {
     const config::ExperimentConfig& config = trained.config;
     HNAS_CHECK(!options(config).valid_sources.empty(),
@@ -156,8 +168,10 @@ TestResult test(const TrainedCheckpoint& trained) {
     MlmTask task(config, trained.tokenizer, init_rng, dropout_rng);
     models::load_parameters(trained.checkpoint, task.model());
     TestResult result;
-    const Validation validation = *task.validate();
+    std::vector<double> hits;
+    const Validation validation = task.evaluate(&hits);
     for (const Metric& metric : validation.metrics) result.metrics[metric.name] = metric.value;
+    result.per_example["mlm_accuracy"] = hits;
     Json sources = Json::array();
     for (const data::TextSource& source : options(config).valid_sources) sources.push_back(source.path);
     result.settings = {{"valid_sources", sources}};

@@ -137,17 +137,20 @@ public:
         return result;
     }
 
-    // `hnas test`: `batches` batches of the test stream at valid_length.
-    Tally test(int64_t batches) {
+    // `hnas test`: `batches` batches of the test stream at valid_length; the tally and the mean loss.
+    std::pair<Tally, double> test(int64_t batches) {
         EvaluationMode evaluation(*model_);
         Tally tally;
+        double weighted_loss = 0.0;
         for (int64_t k = 0; k < batches; ++k) {
             const data::SyntheticBatch batch =
                 data::synthetic_batch(stream(config_, options(config_).valid_length, kTestSeed), static_cast<uint64_t>(k));
             const Examples examples = examples_of(batch);
-            tally_batch(tally, model_->logits(examples.ids).value(), examples);
+            const Var logits = model_->logits(examples.ids);
+            weighted_loss += static_cast<double>(ops::cross_entropy(logits, examples.labels).item()) * static_cast<double>(batch.rows);
+            tally_batch(tally, logits.value(), examples);
         }
-        return tally;
+        return {tally, weighted_loss / static_cast<double>(tally.total)};
     }
 
 private:
@@ -186,9 +189,9 @@ TestResult test(const TrainedCheckpoint& trained) {
     Rng init_rng(config.seed, 0), dropout_rng(0, 1);  // every parameter is then overwritten from the checkpoint
     SyntheticTask task(config, trained.tokenizer, init_rng, dropout_rng);
     models::load_parameters(trained.checkpoint, task.model());
-    const Tally tally = task.test(options(config).test_batches);
+    const auto [tally, loss] = task.test(options(config).test_batches);
     TestResult result;
-    std::vector<Metric> metrics{{"accuracy", tally.accuracy()}};
+    std::vector<Metric> metrics{{"accuracy", tally.accuracy()}, {"loss", loss}};
     add_rule_metrics(tally, metrics);
     for (const Metric& metric : metrics) result.metrics[metric.name] = metric.value;
     result.per_example["accuracy"] = tally.correct;
