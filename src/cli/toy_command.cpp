@@ -1,5 +1,6 @@
 // `hnas toy mode-collapse` and `hnas toy centre-distance`: the mode-collapse analyses of paper 000
-// Sec. 5.2 (Eq. 11-12, Figs. 2, 5, 6) and paper 004 Appendix E (src/analysis/mode_collapse.h).
+// Sec. 5.2 (Eq. 11-12, Figs. 2, 5, 6) and paper 004 Appendix E (src/analysis/mode_collapse.h);
+// `hnas toy pooling-scale`: paper 002 Fig. 1 (src/analysis/pooling_scale.h).
 // Each prints a table and, with --output, writes JSON for scripts/plot_analysis.py.
 #include <spdlog/spdlog.h>
 
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "analysis/mode_collapse.h"
+#include "analysis/pooling_scale.h"
 #include "base/atomic_file.h"
 #include "base/check.h"
 #include "base/number_format.h"
@@ -132,13 +134,60 @@ void add_centre_distance_command(CLI::App& toy) {
     });
 }
 
+void add_pooling_scale_command(CLI::App& toy) {
+    struct Options {
+        analysis::PoolingScaleOptions analysis;
+        std::string output;
+    };
+    auto options = std::make_shared<Options>();
+    auto& defaults = options->analysis;
+    auto* command = toy.add_subcommand(
+        "pooling-scale", "Paper 002 Fig. 1: the output's standard deviation and norm against the sequence length, at random "
+                         "weights, for every attention kind and the poolings");
+    command->add_option("--lengths", defaults.lengths, "Sequence lengths N (each must divide --vectors)")
+        ->delimiter(',')
+        ->check(command_line::positive_integer<int64_t>());
+    command->add_option("--vectors", defaults.vectors, "Query, key and value vectors per length")
+        ->check(command_line::positive_integer<int64_t>())
+        ->capture_default_str();
+    command->add_option("--width", defaults.width, "Their dimension d_h")->check(command_line::positive_integer<int64_t>())->capture_default_str();
+    command->add_option("--seed", defaults.seed, "Seed of the samples")->check(command_line::non_negative_integer<uint64_t>())->capture_default_str();
+    command->add_option("--output", options->output, "Write every row and the slopes as JSON");
+    command->callback([options] {
+        const std::vector<analysis::PoolingScaleRow> rows = analysis::run_pooling_scale(options->analysis);
+        const Json slopes = analysis::pooling_scale_slopes(rows);
+        fmt::print("output standard deviation (mean norm) against N; {} vectors of width {} per N, seed {}\n{:<16}",
+                   options->analysis.vectors, options->analysis.width, options->analysis.seed, "aggregator");
+        for (const int64_t length : options->analysis.lengths) fmt::print(" {:>16}", length);
+        fmt::print(" {:>8}\n", "slope");
+        const size_t aggregators = rows.size() / options->analysis.lengths.size();  // each length lists them in one order
+        for (size_t a = 0; a < aggregators; ++a) {
+            const std::string& aggregator = rows[a].aggregator;
+            fmt::print("{:<16}", aggregator);
+            for (size_t r = a; r < rows.size(); r += aggregators) {
+                fmt::print(" {:>7.4f} ({:>6.3f})", portable(rows[r].output_std), portable(rows[r].mean_norm));
+            }
+            fmt::print(" {:>8}\n", slopes.contains(aggregator) ? fmt::format("{:.3f}", portable(slopes.at(aggregator).get<double>())) : "–");
+        }
+        fmt::print("slope: least squares of ln(std) on ln N over N >= 16 (–: fewer than two such N)\n");
+        if (options->output.empty()) return;
+        Json json = {{"analysis", "pooling_scale"}, {"slopes", slopes}, {"rows", Json::array()}};
+        for (const auto& row : rows) {
+            json["rows"].push_back({{"aggregator", row.aggregator}, {"length", row.length}, {"output_std", row.output_std},
+                                    {"mean_norm", row.mean_norm}});
+        }
+        write_json(json, options->output);
+    });
+}
+
 }  // namespace
 
 void add_toy_command(CLI::App& app) {
-    auto* toy = app.add_subcommand("toy", "Toy analyses of attention normalization (mode collapse, Eq. 11-12)");
+    auto* toy = app.add_subcommand("toy", "Toy analyses of attention normalization (mode collapse, Eq. 11-12, the output scale of paper 002 Fig. 1)");
     toy->require_subcommand(1);
     add_mode_collapse_command(*toy);
     add_centre_distance_command(*toy);
+    add_pooling_scale_command(*toy);
 }
 
 }  // namespace hnas::cli
