@@ -201,10 +201,10 @@ std::vector<double> normalize_scores(std::vector<double> scores, size_t n, const
     throw Error("normalize_scores: unknown toy kind");
 }
 
-Points attention_step(const Points& points, double score_scale, const Normalization& normalization) {
+Points attention_step(const Points& points, double score_scale, const Normalization& normalization, bool residual) {
     const auto weights = attention_weights(points, score_scale, normalization);
     const size_t n = points.size();
-    Points next{points.dim, std::vector<double>(points.coordinates.size(), 0.0)};
+    Points next{points.dim, residual ? points.coordinates : std::vector<double>(points.coordinates.size(), 0.0)};
     for (size_t i = 0; i < n; ++i) {
         double* output = next.coordinates.data() + i * points.dim;
         for (size_t j = 0; j < n; ++j) {
@@ -253,7 +253,8 @@ ModeCollapseResult run_mode_collapse(const ModeCollapseOptions& options) {
         run.normalization = {kind, options.hybrid_u};
         Points points = sampled;
         for (int step = 0; step <= options.steps; ++step) {
-            Points next = step < options.steps ? attention_step(points, options.score_scale, run.normalization) : Points{};
+            Points next = step < options.steps ? attention_step(points, options.score_scale, run.normalization, options.residual)
+                                               : Points{};
             run.steps.push_back(describe_step(step, std::move(points), n0, result.merge_distance, result.min_cluster_points));
             points = std::move(next);
         }
@@ -278,6 +279,7 @@ void to_json(nlohmann::json& json, const ModeCollapseResult& result) {
               {"hybrid_u", options.hybrid_u},
               {"merge_fraction", options.merge_fraction},
               {"min_cluster_fraction", options.min_cluster_fraction},
+              {"residual", options.residual},
               {"centre0", ModeCollapseOptions::centre0},
               {"centre1", ModeCollapseOptions::centre1}}},
             {"merge_distance", result.merge_distance},

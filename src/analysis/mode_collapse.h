@@ -61,8 +61,8 @@ std::vector<double> attention_weights(const Points& points, double score_scale, 
 // likewise lnas and hnas: tests/analysis/test_mode_collapse.cpp holds them equal on random scores.
 std::vector<double> normalize_scores(std::vector<double> scores, size_t n, const Normalization& normalization);
 
-// One step: every point replaced by sum_j W_ij x_j.
-Points attention_step(const Points& points, double score_scale, const Normalization& normalization);
+// One step: every point replaced by sum_j W_ij x_j (with `residual`, by x_i + sum_j W_ij x_j).
+Points attention_step(const Points& points, double score_scale, const Normalization& normalization, bool residual = false);
 
 // Clusters are the connected components of the graph that links two points closer than merge_distance
 // (single linkage). A component with fewer than min_cluster_points points is not a mode but stray points
@@ -95,6 +95,9 @@ struct ModeCollapseOptions {
     double score_scale = 1.0;
     std::vector<ToyKind> kinds{ToyKind::lnas, ToyKind::dnas};
     double hybrid_u = 0.5;  // u of hnas, when hnas is among the kinds
+    // Each step adds its input back (x + attention(x)): the residual that paper 004 App. E says keeps
+    // Transformers from collapsing modes.
+    bool residual = false;
     // Single-linkage distance as a fraction of the distance between the two generating centres (3.28):
     // 0.1 (0.33) is well below the gap between the initial clusters yet above the spacing of points inside
     // a cluster of spread 0.2. A larger distance (0.25) also works for the final counts but chains the

@@ -72,14 +72,16 @@ void add_mode_collapse_command(CLI::App& toy) {
                         "Smaller groups than this fraction of min(n0, n1) count as stray points, not clusters")
         ->check(command_line::number_in<double>(0, 1))
         ->capture_default_str();
+    command->add_flag("--residual", defaults.residual, "Each step adds its input back: x + attention(x) (paper 004 App. E)");
     command->add_option("--output", options->output, "Write the result (points of every step included) as JSON");
     command->callback([options] {
         options->analysis.kinds = options->kinds;
         const auto result = analysis::run_mode_collapse(options->analysis);
         const auto& o = result.options;
-        fmt::print("mode collapse: {} vs {} points, spread {:g}, score scale {:g}, seed {}; clusters: single linkage "
+        fmt::print("mode collapse: {} vs {} points, spread {:g}, score scale {:g}, seed {}{}; clusters: single linkage "
                    "at {:.3f}, at least {} points\n",
-                   o.n0, o.n1, portable(o.spread), portable(o.score_scale), o.seed, portable(result.merge_distance),
+                   o.n0, o.n1, portable(o.spread), portable(o.score_scale), o.seed, o.residual ? ", residual" : "",
+                   portable(result.merge_distance),
                    result.min_cluster_points);
         fmt::print("{:<6} {:>5} {:>9} {:<16} {:>6} {:>16}\n", "kind", "step", "clusters", "sizes", "stray", "centre distance");
         for (const auto& run : result.runs) {

@@ -196,6 +196,20 @@ TEST(ModeCollapseToy, BalancedBothKeepTwoClusters) {
     }
 }
 
+// Paper 004 App. E: the residual (x + attention(x)) pulls the points back, so with 500 vs 50 points
+// LNAS keeps two clusters at every step, as DNAS does; the centres move apart instead of together.
+TEST(ModeCollapseToy, ResidualKeepsTwoClustersForEveryKind) {
+    for (uint64_t seed = 1; seed <= 6; ++seed) {
+        const auto result = run_mode_collapse(ModeCollapseOptions{.seed = seed, .residual = true});
+        ASSERT_EQ(result.runs.size(), 2u);
+        for (const auto& run : result.runs) {
+            for (const auto& step : run.steps) expect_two_clusters(step, run.normalization.kind, seed);
+            EXPECT_GT(run.steps.back().centre_distance, 2.0 * run.steps.front().centre_distance)
+                << name_of(run.normalization.kind) << " seed " << seed;
+        }
+    }
+}
+
 TEST(ModeCollapseToy, RejectsBadOptions) {
     const auto expect_error = [](const ModeCollapseOptions& options, const std::string& mention) {
         try {
