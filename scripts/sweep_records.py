@@ -5,6 +5,7 @@ docs/experiments/README.md, "Run records".
     python3 scripts/sweep_records.py keep SWEEP [--records DIR]      # SWEEP → DIR (docs/experiments/records/NAME)
     python3 scripts/sweep_records.py restore SWEEP [--records DIR]   # DIR → SWEEP (runs/NAME, the sweep's --out)
     python3 scripts/sweep_records.py check [NAME …] [--hnas BIN]     # every record, or the NAMEs
+    python3 scripts/sweep_records.py figures [--findings FILE]        # docs/findings.md against FIGURES
 """
 import argparse, io, json, lzma, os, subprocess, sys, tarfile, tempfile
 
@@ -13,6 +14,8 @@ ARCHIVE = "trials.tar.xz"
 PLAIN = ("sweep.json", "settings.json", "learning_rates.md")
 RUN_FILES = ("config.json", "metrics.jsonl", "result.json", "test_outputs.txt")
 TRAINING_DIAGNOSTICS = ("kind", "min_sum", "fraction_below_epsilon")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FINDINGS, FIGURES = os.path.join(ROOT, "docs", "findings.md"), os.path.join(ROOT, "docs", "experiments", "findings_figures.json")
 
 def parse(line):
     try:
@@ -120,15 +123,71 @@ def check(names, hnas):
     print(f"sweep_records: check: {len(names)} records, " + (f"{failures} FAILED" if failures else "every comparison the same"))
     return failures == 0
 
+def stored_comparison(source):
+    """A comparison under docs/experiments: NAME.comparison.json.xz, or records/NAME/PATH inside a record's archive."""
+    path = os.path.join(ROOT, "docs", "experiments", source)
+    if source.endswith(".xz"):
+        return json.loads(lzma.open(path).read())
+    parts = source.split("/")
+    records = os.path.join(ROOT, RECORDS, parts[1])
+    results = os.path.join(records, "results.tar.xz")  # an intervention's test results, no trials
+    if os.path.exists(results):
+        with tarfile.open(results, "r:xz") as archive:
+            files = {os.path.normpath(m.name): archive.extractfile(m).read() for m in archive.getmembers() if m.isfile()}
+    else:
+        files = record_files(records)
+    return json.loads(files[os.path.join(*parts[2:])])
+
+def rounded(value, digits, sign=""):
+    """The texts value may print as at digits decimals: both roundings of a tie (36.25), which summation order decides."""
+    return {format(v, f"{sign}.{digits}f").replace("-", "\u2212") for v in (value * (1 - 1e-12), value * (1 + 1e-12))}
+
+def figure_text(comparison, spec):
+    """One figure as findings.md prints it. spec: 'mean|se SETTING METRIC SCALE DIGITS' or
+    'diff|dz|perm|boot|perm_holm|boot_holm A B METRIC SCALE DIGITS' (A − B, signed; a pair stored as B, A is negated)."""
+    what, *names, metric, scale, digits = spec.split()
+    scale, digits = float(scale), int(digits)
+    if what in ("mean", "se"):
+        [setting] = [s for s in comparison["settings"] if s["setting"] == names[0]]
+        return rounded(setting["metrics"][metric]["mean" if what == "mean" else "standard_error"] * scale, digits)
+    [(pair, sign)] = [(p, 1 if p["a"] == names[0] else -1) for p in comparison["pairs"]
+                      if p["metric"] == metric and {p["a"], p["b"]} == set(names)]
+    if what == "diff":
+        return rounded(sign * pair["mean_difference"] * scale, digits, "+")
+    if what == "dz":
+        return rounded(sign * pair["permutation"]["effect_size"], digits)
+    test = pair["permutation" if what.startswith("perm") else "bootstrap"]
+    p = test["p_holm" if what.endswith("holm") else "p_value"]
+    return {"< 0.001"} if p < 0.001 else rounded(p, digits)
+
+def check_figures(findings=FINDINGS):
+    """Every figure FIGURES names must appear, as recomputed from its stored comparison, in its row of findings."""
+    rows = {line.split("|")[1].strip(): line for line in open(findings, encoding="utf-8") if line.startswith("| ")}
+    failures = checked = 0
+    for group in json.load(open(FIGURES)):
+        comparison, row = stored_comparison(group["source"]), rows.get(group["row"], "")
+        for spec in group["figures"]:
+            texts, checked = figure_text(comparison, spec), checked + 1
+            if not any(text in row for text in texts):
+                failures += 1
+                print(f"figures: row {group['row']}: {spec} is {' or '.join(sorted(texts))} in {group['source']}, not in the row")
+    covered = len({g["row"] for g in json.load(open(FIGURES))})
+    print(f"sweep_records: figures: {checked} figures of {covered} rows of {os.path.relpath(findings, ROOT)}: "
+          + (f"{failures} NOT IN THEIR ROW" if failures else "each as its stored comparison gives it"))
+    return failures == 0
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("action", choices=("keep", "restore", "check"))
+    parser.add_argument("action", choices=("keep", "restore", "check", "figures"))
     parser.add_argument("sweep", nargs="*", help="keep, restore: the sweep's folder (runs/NAME); check: record names")
     parser.add_argument("--records", help="where the records are kept (default docs/experiments/records/NAME)")
+    parser.add_argument("--findings", default=FINDINGS, help="figures: the page to hold to the records")
     parser.add_argument("--hnas", default=os.environ.get("HNAS", "build/hnas"), help="check: the hnas executable")
     args = parser.parse_intermixed_args()
+    if args.action == "figures":
+        sys.exit(0 if check_figures(args.findings) else 1)
     if args.action == "check":
-        sys.exit(0 if check(args.sweep, os.path.abspath(args.hnas)) else 1)
+        sys.exit(0 if check(args.sweep, os.path.abspath(args.hnas)) and (args.sweep or check_figures()) else 1)
     if len(args.sweep) != 1:
         parser.error(f"{args.action} takes one sweep folder")
     sweep = os.path.normpath(args.sweep[0])
