@@ -5,7 +5,7 @@ installed, its screenshot (OUT/report.png); the README's command table tells mor
 interrupted sweep.
 
     scripts/sweep.py CONFIG [LIST] [--kinds K1,K2,…] [--grid k=[v,…] …] [--set k=v …] [--out OUT]
-                     [--seeds N] [--parallel P] [--rates '[r1,r2,…]'] [--prediction FILE]
+                     [--seeds N] [--first-seed K] [--parallel P] [--rates '[r1,r2,…]'] [--prediction FILE]
     scripts/sweep.py --report DIR          # only the report and its screenshot, of a sweep or a run
     scripts/sweep.py --choose PILOT OUT    # only the choice of rates on a finished pilot sweep
 
@@ -56,8 +56,8 @@ def choose_rates(pilot, out):
         if RATE not in overrides:
             sys.exit(f"sweep: pilot setting {setting['name']} of {pilot} sets no {RATE}")
         rate = overrides.pop(RATE)
-        # The name without the rate grid's part, which hnas sweep appends last, as a list file's name may be.
-        name = re.sub(r"[^A-Za-z0-9.+_-]", "_", re.sub(r"(^|,)learning_rate=[^,]*$", "", setting["name"])) or "base"
+        # The name without the rate grid's part, which hnas sweep appends last ("kind=lnas" from a --kinds pilot).
+        name = re.sub(r"(^|,)learning_rate=[^,]*$", "", setting["name"]) or "base"
         run = os.path.join(pilot, setting["name"], f"seed-{seed}")
         if not os.path.exists(os.path.join(run, "result.json")):
             sys.exit(f"sweep: {run} has no result.json; finish the pilot sweep first")
@@ -105,6 +105,7 @@ def main():
     parser.add_argument("--out")
     parser.add_argument("--seeds", type=int, default=6)
     parser.add_argument("--parallel", type=int, default=2)
+    parser.add_argument("--first-seed", type=int, default=1, help="the seed of each setting's first trial (the pilot's is 1)")
     parser.add_argument("--rates", help="'[r1,r2,…]': choose each setting's learning rate on validation first")
     parser.add_argument("--prediction")
     parser.add_argument("--report", metavar="DIR", help="only write DIR's report (a sweep or a run) and its screenshot")
@@ -137,7 +138,7 @@ def main():
         out = f"{out}/final"
     prediction = ["--prediction", args.prediction] if args.prediction else []
     subprocess.run([binary, "sweep", "--config", args.config, *settings, *grids, "--seeds", str(args.seeds),
-                    "--out", out, *prediction, *common], check=True)
+                    "--first-seed", str(args.first_seed), "--out", out, *prediction, *common], check=True)
     print(f"sweep wall time: {time.time() - start:.0f} s")
     report(binary, out)
 
