@@ -75,6 +75,10 @@ def points(metric):
 
 def sweep(args):
     metrics = args.metrics.split(",")
+    for name in ("sweep.json", "comparison.json"):
+        if not os.path.exists(os.path.join(args.out, name)):
+            sys.exit(f"summarize sweep: {args.out} has no {name} (a finished sweep has both; `hnas compare {args.out}` "
+                     "writes the comparison of an unfinished one)")
     sweep = json.load(open(os.path.join(args.out, "sweep.json")))
     comparison = json.load(open(os.path.join(args.out, "comparison.json")))
     names = [s["name"] for s in sweep["settings"]]
