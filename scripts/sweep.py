@@ -56,8 +56,9 @@ def choose_rates(pilot, out):
         if RATE not in overrides:
             sys.exit(f"sweep: pilot setting {setting['name']} of {pilot} sets no {RATE}")
         rate = overrides.pop(RATE)
-        # The name without the rate grid's part, which hnas sweep appends last ("kind=lnas" from a --kinds pilot).
-        name = re.sub(r"(^|,)learning_rate=[^,]*$", "", setting["name"]) or "base"
+        # The name without the rate grid's part, which hnas sweep appends last, as a list file's name may be
+        # (letters, digits, '.', '-', '+', '_': a --kinds pilot's kind=lnas becomes kind_lnas).
+        name = re.sub(r"[^A-Za-z0-9.+_-]", "_", re.sub(r"(^|,)learning_rate=[^,]*$", "", setting["name"])) or "base"
         run = os.path.join(pilot, setting["name"], f"seed-{seed}")
         if not os.path.exists(os.path.join(run, "result.json")):
             sys.exit(f"sweep: {run} has no result.json; finish the pilot sweep first")
