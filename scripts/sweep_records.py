@@ -56,12 +56,12 @@ def write_atomically(path, data):
         f.write(data)
     os.replace(path + ".part", path)
 
-def record_files(records):
+def record_files(records, archive_name=ARCHIVE):
     """{relative path: bytes} of a record: its archive and the plain files beside it."""
     files = {}
-    if os.path.exists(os.path.join(records, ARCHIVE)):
-        with tarfile.open(os.path.join(records, ARCHIVE), "r:xz") as archive:
-            files = {m.name: archive.extractfile(m).read() for m in archive.getmembers() if m.isfile()}
+    if os.path.exists(os.path.join(records, archive_name)):
+        with tarfile.open(os.path.join(records, archive_name), "r:xz") as archive:
+            files = {os.path.normpath(m.name): archive.extractfile(m).read() for m in archive.getmembers() if m.isfile()}
     plain = [os.path.join(root, n) for root, _, names in os.walk(records) for n in names if n in PLAIN]
     return files | {os.path.relpath(path, records): open(path, "rb").read() for path in plain}
 
@@ -130,12 +130,8 @@ def stored_comparison(source):
         return json.loads(lzma.open(path).read())
     parts = source.split("/")
     records = os.path.join(ROOT, RECORDS, parts[1])
-    results = os.path.join(records, "results.tar.xz")  # an intervention's test results, no trials
-    if os.path.exists(results):
-        with tarfile.open(results, "r:xz") as archive:
-            files = {os.path.normpath(m.name): archive.extractfile(m).read() for m in archive.getmembers() if m.isfile()}
-    else:
-        files = record_files(records)
+    results = "results.tar.xz"  # an intervention's test results, no trials
+    files = record_files(records, results if os.path.exists(os.path.join(records, results)) else ARCHIVE)
     return json.loads(files[os.path.join(*parts[2:])])
 
 def rounded(value, digits, sign=""):
@@ -164,14 +160,15 @@ def check_figures(findings=FINDINGS):
     """Every figure FIGURES names must appear, as recomputed from its stored comparison, in its row of findings."""
     rows = {line.split("|")[1].strip(): line for line in open(findings, encoding="utf-8") if line.startswith("| ")}
     failures = checked = 0
-    for group in json.load(open(FIGURES)):
+    groups = json.load(open(FIGURES))
+    for group in groups:
         comparison, row = stored_comparison(group["source"]), rows.get(group["row"], "")
         for spec in group["figures"]:
             texts, checked = figure_text(comparison, spec), checked + 1
             if not any(text in row for text in texts):
                 failures += 1
                 print(f"figures: row {group['row']}: {spec} is {' or '.join(sorted(texts))} in {group['source']}, not in the row")
-    covered = len({g["row"] for g in json.load(open(FIGURES))})
+    covered = len({g["row"] for g in groups})
     print(f"sweep_records: figures: {checked} figures of {covered} rows of {os.path.relpath(findings, ROOT)}: "
           + (f"{failures} NOT IN THEIR ROW" if failures else "each as its stored comparison gives it"))
     return failures == 0
