@@ -400,7 +400,7 @@ ExperimentConfig parse_experiment_config(const Json& raw, const TaskSchemas& tas
     ConfigNode train = root.child("train", "optimization, below");
     ConfigNode validation = root.child("validation", "validation cadence and metric, below");
     ConfigNode test = root.child("test", "what `hnas test` scores a finished run on (the result of a sweep's trial), below; "
-                                         "mlm: the validation loss of `data.valid_sources`");
+                                         "mlm: the validation loss and accuracies of `test.sources`");
     parse_data(data, config.data);
     parse_train(train, config.train);
     parse_validation_cadence(validation, config.validation);

@@ -2,6 +2,7 @@
 // keeps one document per sequence and the default masking, so that its accuracy compares across
 // pretraining recipes (issue 48).
 #include "data/mlm.h"
+#include "tasks/mlm/mlm_options.h"
 #include "tasks/mlm/mlm_task.h"
 #include "tasks/task.h"
 #include "test_support.h"
@@ -38,6 +39,21 @@ TEST(MlmTaskData, ValidationKeepsDocumentsAndDefaultMaskingWhateverTheRecipe) {
     EXPECT_FALSE(valid.shuffle);
     EXPECT_EQ(valid.epochs, 1);
     EXPECT_NE(valid.seed, train.seed);
+}
+
+TEST(MlmTaskData, TestSourcesAreCheckedAtTheStartAndDefaultToValidation) {
+    testing::Json raw = {{"task", "mlm"},
+                         {"data", {{"train_sources", {{{"path", "train.txt"}, {"unit", "line"}}}},
+                                   {"valid_sources", {{{"path", "valid.txt"}, {"unit", "line"}}}}}}};
+    EXPECT_TRUE(tasks::mlm::options(tasks::parse_config(raw)).test_sources.empty());
+    raw["test"] = {{"sources", {{{"path", "test.txt"}, {"unit", "line"}}}}};
+    const config::ExperimentConfig config = tasks::parse_config(raw);
+    ASSERT_EQ(tasks::mlm::options(config).test_sources.size(), 1u);
+    EXPECT_EQ(tasks::mlm::options(config).test_sources.front().path, "test.txt");
+    const std::vector<tasks::DataFile> files = tasks::task_definition(*config.task).data_files(config);
+    ASSERT_FALSE(files.empty());
+    EXPECT_EQ(files.back().key, "test.sources[0].path");
+    EXPECT_EQ(files.back().path, "test.txt");
 }
 
 }  // namespace

@@ -73,6 +73,9 @@ void parse(config::TaskSections& sections, config::ExperimentConfig& config) {
                                              "`max_predictions_per_seq`, 20 at 128 tokens): an n-gram that would "
                                              "pass it is left out; 0: no cap",
                                              0);
+    o.test_sources = parse_sources(sections.test, "sources", o.test_sources,
+                                   "held-out text `hnas test` scores as it scores validation (a sweep's rates are chosen on "
+                                   "`data.valid_sources`, its result read here); empty: `data.valid_sources`");
     o.sentence_order_weight = sections.train.number(
         "sentence_order_weight", o.sentence_order_weight,
         "weight of ALBERT's sentence-order loss (a 2-way head on the pooled `[CLS]`: are segments A and B swapped?) "

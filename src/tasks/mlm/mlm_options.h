@@ -11,6 +11,7 @@ namespace hnas::tasks::mlm {
 
 struct MlmOptions : config::TaskOptionsOf<MlmOptions> {
     std::vector<data::TextSource> train_sources{{"data/corpus/moby_dick.txt", data::DocumentUnit::block}}, valid_sources;
+    std::vector<data::TextSource> test_sources;  // what `hnas test` scores; empty: valid_sources
     std::string prepared;
     int64_t shuffle_sentences = data::MlmDataOptions{}.shuffle_sentences;
     int64_t shuffle_regions = data::MlmDataOptions{}.shuffle_regions;

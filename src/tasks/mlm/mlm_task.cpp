@@ -6,6 +6,7 @@
 #include "data/mlm.h"
 #include "models/bert.h"
 #include "tasks/mlm/mlm_options.h"
+#include "tasks/task_options.h"
 #include "tasks/task_support.h"
 
 namespace hnas::tasks::mlm {
@@ -142,6 +143,9 @@ std::vector<DataFile> data_files(const config::ExperimentConfig& config) {
     for (size_t i = 0; i < options(config).valid_sources.size(); ++i) {
         files.push_back({fmt::format("data.valid_sources[{}].path", i), options(config).valid_sources[i].path, false});
     }
+    for (size_t i = 0; i < options(config).test_sources.size(); ++i) {
+        files.push_back({fmt::format("test.sources[{}].path", i), options(config).test_sources[i].path, false});
+    }
     return files;
 }
 
@@ -158,12 +162,14 @@ std::unique_ptr<Task> create(const config::ExperimentConfig& config, const data:
     return std::make_unique<MlmTask>(config, tokenizer, init, dropout);
 }
 
-// A pretraining run's test is its validation loss (and accuracies) on data.valid_sources; each masked
-// token's 1 or 0 is its per-example score of mlm_accuracy.
+// A pretraining run's test is its validation loss (and accuracies) on test.sources, else on
+// data.valid_sources; each masked token's 1 or 0 is its per-example score of mlm_accuracy.
 TestResult test(const TrainedCheckpoint& trained) {
-    const config::ExperimentConfig& config = trained.config;
-    HNAS_CHECK(!options(config).valid_sources.empty(),
-               "test: the mlm run's config has no data.valid_sources, whose validation loss is its test");
+    config::ExperimentConfig config = trained.config;
+    MlmOptions& scored = options_of<MlmOptions>(config, schema());
+    if (!scored.test_sources.empty()) scored.valid_sources = scored.test_sources;
+    HNAS_CHECK(!scored.valid_sources.empty(),
+               "test: the mlm run's config has neither test.sources nor data.valid_sources, whose validation loss is its test");
     Rng init_rng(config.seed, 0), dropout_rng(0, 1);  // every parameter is then overwritten from the checkpoint
     MlmTask task(config, trained.tokenizer, init_rng, dropout_rng);
     models::load_parameters(trained.checkpoint, task.model());
@@ -174,7 +180,7 @@ TestResult test(const TrainedCheckpoint& trained) {
     result.per_example["mlm_accuracy"] = hits;
     Json sources = Json::array();
     for (const data::TextSource& source : options(config).valid_sources) sources.push_back(source.path);
-    result.settings = {{"valid_sources", sources}};
+    result.settings = {{"sources", sources}};
     return result;
 }
 
