@@ -13,6 +13,7 @@
 #include <optional>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <sstream>
+#include <string_view>
 #include <tuple>
 #include <unordered_map>
 
@@ -68,6 +69,7 @@ struct CachedMatmul {
     dnnl::matmul primitive;
     dnnl::memory::desc a_desc, b_desc, bias_desc, c_desc;
     dnnl::memory::desc scratchpad_desc;  // the temporary memory one execution needs (often none)
+    bool reference = false;              // oneDNN chose its reference kernel ("ref:…"), no generated code
 };
 
 // The descriptor of `batch` (rows, cols) matrices stored row-major, or transposed: stored (cols, rows).
@@ -79,7 +81,9 @@ dnnl::memory::desc matrix_desc(int64_t batch, int64_t heads, int64_t rows, int64
     const int64_t row_stride = interleaved ? heads * stored_cols : stored_cols;
     const int64_t row_step = transposed ? 1 : row_stride, col_step = transposed ? row_stride : 1;
     const int64_t matrix = stored_rows * stored_cols;
-    if (heads == 1) return dnnl::memory::desc({shared ? 1 : batch, rows, cols}, type, dims{shared ? 0 : matrix, row_step, col_step});
+    // A shared matrix is a batch of one, broadcast by its size; its batch stride stays the matrix's, as
+    // a stride of 0 sorts the batch innermost and a transposed B then falls to oneDNN's reference kernel.
+    if (heads == 1) return dnnl::memory::desc({shared ? 1 : batch, rows, cols}, type, dims{matrix, row_step, col_step});
     const int64_t head_stride = interleaved ? stored_cols : matrix;
     return dnnl::memory::desc({batch / heads, heads, rows, cols}, type, dims{heads * matrix, head_stride, row_step, col_step});
 }
@@ -112,6 +116,7 @@ CachedMatmul create_matmul(const MatmulKey& key) {
     try {
         const dnnl::matmul::primitive_desc primitive_desc(desc, attr, cpu().engine);
         cached.scratchpad_desc = primitive_desc.scratchpad_desc();
+        cached.reference = std::string_view(primitive_desc.impl_info_str()).starts_with("ref");
         cached.primitive = dnnl::matmul(primitive_desc);
     } catch (const dnnl::error& e) {
         // oneDNN offers bf16 only on CPUs with AVX-512 (or newer); say so instead of its bare status.
@@ -163,6 +168,7 @@ public:
         auto matmul = std::make_shared<const CachedMatmul>(create_matmul(key));
         creation_seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
         ++created_;
+        if (matmul->reference) ++reference_;
         if (entries_.size() == kMatmulCacheCapacity) {
             entries_.erase(recency_.back());
             recency_.pop_back();
@@ -172,10 +178,11 @@ public:
         return matmul;
     }
 
-    // Primitives created so far (evicted ones included) and the seconds that took.
-    std::pair<int64_t, double> created() {
+    // Primitives created so far (evicted ones included), those on oneDNN's reference kernel, and the
+    // seconds creating them took.
+    std::tuple<int64_t, int64_t, double> created() {
         std::lock_guard<std::mutex> lock(mutex_);
-        return {created_, creation_seconds_};
+        return {created_, reference_, creation_seconds_};
     }
 
 private:
@@ -186,7 +193,7 @@ private:
     std::mutex mutex_;
     std::list<MatmulKey> recency_;  // most recent first
     std::unordered_map<MatmulKey, Entry, MatmulKeyHash> entries_;
-    int64_t created_ = 0;
+    int64_t created_ = 0, reference_ = 0;
     double creation_seconds_ = 0.0;
 };
 
@@ -379,8 +386,8 @@ void matmul(MatmulOperand a, MatmulOperand b, MatmulResult c, const MatmulShape&
 }
 
 MatmulStats matmul_stats() {
-    const auto [created, creation_seconds] = matmul_cache().created();
-    return {calls.load(), created, flops.load(), seconds.load(), creation_seconds};
+    const auto [created, reference, creation_seconds] = matmul_cache().created();
+    return {calls.load(), created, reference, flops.load(), seconds.load(), creation_seconds};
 }
 
 void set_num_threads(int threads) {

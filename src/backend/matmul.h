@@ -102,10 +102,12 @@ MatmulPrecision matmul_precision();
 // What the matmuls have cost since the process started: calls, their FLOPs (2·batch·m·n·k) and
 // seconds (the whole call: primitive lookup, bf16 conversion, execution; and operand()'s conversions),
 // and the primitives created (one per shape, again when the cache had forgotten it) with the seconds
-// their creation took. Tests and benchmarks use it to prove that the hot path reuses primitives; the
-// trainer's profile records, to show what varying shapes cost.
+// their creation took, and how many of them run oneDNN's reference kernel (orders of magnitude slower:
+// a layout its generated kernels do not take). Tests and benchmarks use it to prove that the hot path
+// reuses primitives and never falls to the reference kernel; the trainer's profile records, to show
+// what varying shapes cost.
 struct MatmulStats {
-    int64_t calls = 0, primitives = 0;
+    int64_t calls = 0, primitives = 0, reference_primitives = 0;
     double flops = 0.0, seconds = 0.0, creation_seconds = 0.0;
 };
 MatmulStats matmul_stats();

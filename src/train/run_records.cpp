@@ -38,7 +38,7 @@ Json profile_record() {
     const backend::MatmulStats matmuls = backend::matmul_stats();
     return {{"minor_faults", process_memory().minor_faults}, {"matmul_calls", matmuls.calls}, {"matmul_flops", matmuls.flops},
             {"matmul_seconds", matmuls.seconds}, {"matmul_primitives", matmuls.primitives},
-            {"matmul_creation_seconds", matmuls.creation_seconds}};
+            {"matmul_reference_primitives", matmuls.reference_primitives}, {"matmul_creation_seconds", matmuls.creation_seconds}};
 }
 
 void log_stop(StopReason reason, int64_t patience, int64_t stop_after_steps) {

@@ -119,6 +119,22 @@ Tensor absolute(const Tensor& x) {
 // f32 accuracy, (k + 3)·2⁻²³ relative to M + |bias| + |C before| (f32 accumulation, scaling, bias and sum
 // post-op), far below bf16's effect — and that C differs from the f32 result.
 // bf16 is taken where oneDNN has it and refused up front, naming what is missing, where it has not.
+// oneDNN's reference kernel takes milliseconds where its generated ones take microseconds: a layout
+// it falls to is a defect of the descriptors (a shared transposed B once was, in every context prior).
+TEST(BackendMatmul, NoLayoutFallsToTheReferenceKernel) {
+    const auto reference_primitives_after = [](int64_t batch) {
+        for (const MatmulCase& mc : every_layout(batch, 48, 4, 32)) mc.run();
+        return backend::matmul_stats().reference_primitives;
+    };
+    const int64_t before = backend::matmul_stats().reference_primitives;
+    EXPECT_EQ(reference_primitives_after(1), before);
+    EXPECT_EQ(reference_primitives_after(3), before);
+    if (!backend::bf16_matmul_available()) return;
+    testing::PrecisionScope bf16(backend::MatmulPrecision::bf16);
+    EXPECT_EQ(reference_primitives_after(1), before);
+    EXPECT_EQ(reference_primitives_after(3), before);
+}
+
 TEST(BackendMatmul, Bf16IsRefusedClearlyOnACpuWithoutIt) {
     if (backend::bf16_matmul_available()) {
         const testing::PrecisionScope bf16(backend::MatmulPrecision::bf16);
