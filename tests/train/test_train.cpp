@@ -602,6 +602,31 @@ TEST(Trainer, WordPieceTokenizerTravelsInCheckpoints) {
                     "config tokenizer.model: is required for a wordpiece tokenizer");
 }
 
+// A pretraining run's test.sources: hnas test scores them as validation scores data.valid_sources, so
+// a rate chosen on validation is tested on text it never saw.
+TEST(Trainer, MaskedLmTestScoresTestSourcesNotValidation) {
+    const auto& env = TrainEnvironment::get();
+    Json raw = mlm_config(env);
+    raw["data"]["valid_sources"] = {{{"path", env.corpus}, {"unit", "block"}}};
+    raw["test"]["sources"] = {{{"path", env.articles}, {"unit", "line"}}};
+    raw["train"]["steps"] = 6;
+    raw["train"]["sentence_order_weight"] = 0;
+    raw["validation"]["every"] = 6;
+    RunDir dir("mlm_test_sources");
+    run(raw, dir.path);
+    const Json validation = last_validation(dir.path);
+    ASSERT_TRUE(validation.is_object()) << "no validation record";
+    const Json result = experiments::test_run(dir.path);
+    EXPECT_EQ(result.at("test_settings").at("sources"), Json::array({env.articles}));
+    EXPECT_NE(result.at("metrics").at("loss").get<double>(), validation.at("validation_loss").get<double>());
+    // The same run scored on its validation text gives its validation loss.
+    raw["test"].erase("sources");
+    RunDir same("mlm_no_test_sources");
+    run(raw, same.path);
+    EXPECT_NEAR(experiments::test_run(same.path).at("metrics").at("loss").get<double>(),
+                last_validation(same.path).at("validation_loss").get<double>(), 1e-9);
+}
+
 TEST(Trainer, ResumedRunIsBitIdentical) {
     const auto& env = TrainEnvironment::get();
     for (Json raw : {headline_config(env), mlm_config(env), classify_config(env), span_config(env), synthetic_config(),
