@@ -123,7 +123,9 @@ Tensor absolute(const Tensor& x) {
 // it falls to is a defect of the descriptors (a shared transposed B once was, in every context prior).
 TEST(BackendMatmul, NoLayoutFallsToTheReferenceKernel) {
     const auto reference_primitives_after = [](int64_t batch) {
+        const int64_t created = backend::matmul_stats().primitives;
         for (const MatmulCase& mc : every_layout(batch, 48, 4, 32)) mc.run();
+        EXPECT_GT(backend::matmul_stats().primitives, created) << "no new primitive: nothing was checked";
         return backend::matmul_stats().reference_primitives;
     };
     const int64_t before = backend::matmul_stats().reference_primitives;
