@@ -20,7 +20,8 @@
 #     --skip on. Needs root, Open MPI, iproute2 and taskset.
 #   scripts/bench.sh profile [--task headline|mlm] [--kind lnas|dnas|hnas] [--steps 15] [--warmup 2] [--threads 2]
 #                            [--precision f32|bf16] [--out DIR]
-#     `perf record -g` of hnas-bench train, the samples' self time in families. Needs linux-perf and hnas-bench.
+#     `perf record -g` of hnas-bench train's timed steps, the samples' self time in families. Needs linux-perf and
+#     hnas-bench.
 #   scripts/bench.sh bf16 [--steps 500] [--window 50] [--out DIR] [--no-build] [CONFIG[:KIND] …]
 #     the first N steps of each config (default the tiny ones; KIND sets the encoder's) in f32 and in bf16, their
 #     W-step moving-average losses checked to agree within 1 %.
@@ -431,10 +432,14 @@ profile() {
   out=${out:-$(mktemp -d /tmp/profile_train.XXXXXX)}
   mkdir -p "$out"
   local run="$task-$kind-$precision"
-  # oneDNN's JIT kernels are named for perf through DNNL_JIT_PROFILE=1 (a /tmp/perf-PID.map).
-  OMP_NUM_THREADS=$threads DNNL_JIT_PROFILE=1 perf record -q -g -F 499 -o "$out/perf-$run.data" -- \
+  # oneDNN's JIT kernels are named for perf through DNNL_JIT_PROFILE=1 (a /tmp/perf-PID.map). perf starts
+  # disabled and hnas-bench enables it for the timed steps alone (start-up and warm-up fault in every page).
+  rm -f "$out/perf-control" "$out/perf-ack"
+  mkfifo "$out/perf-control" "$out/perf-ack"
+  OMP_NUM_THREADS=$threads DNNL_JIT_PROFILE=1 perf record -q -g -F 499 --delay=-1 \
+    --control "fifo:$out/perf-control,$out/perf-ack" -o "$out/perf-$run.data" -- \
     "$bench" train --task "$task" --kind "$kind" --threads "$threads" --steps "$steps" --warmup "$warmup" \
-    --precision "$precision" >"$out/run-$run.json"
+    --precision "$precision" --perf-fifos "$out/perf-control" "$out/perf-ack" >"$out/run-$run.json"
   perf report -i "$out/perf-$run.data" --no-children --sort dso,sym --stdio -g none --percent-limit 0 2>/dev/null \
     >"$out/report-$run.txt"
   echo "bench.sh profile: $(cat "$out/run-$run.json")"

@@ -18,6 +18,21 @@ using Clock = std::chrono::steady_clock;
 double median_seconds(const std::function<void()>& body, int warmup, int repeats);
 double peak_rss_mib();
 
+// `perf record --delay=-1 --control fifo:CTL,ACK` measures only while this is on: enable() and disable()
+// write perf's command to CTL and wait for its "ack" on ACK, so a profile holds the timed steps alone,
+// not the start-up and warm-up (whose first-touch page faults would otherwise count as the step's).
+class PerfControl {
+public:
+    PerfControl() = default;  // no perf attached: enable() and disable() do nothing
+    PerfControl(const std::string& control_fifo, const std::string& ack_fifo);
+    void enable() { command("enable"); }
+    void disable() { command("disable"); }
+
+private:
+    void command(const char* word);
+    std::string control_fifo_, ack_fifo_;
+};
+
 // The numeric core (kernels.cpp).
 void bench_linear(int warmup, int repeats, backend::MatmulPrecision precision);
 void bench_attention(int warmup, int repeats, const std::vector<std::string>& only);
@@ -40,6 +55,7 @@ struct TrainBenchOptions {
     std::string dump_initial;      // checkpoint of the initial parameters and the first batch
     bool matmul_bound = false;     // also time the products of one more step in oneDNN alone
     int64_t evict_mib = 64;        // the bound again with a buffer this large written before each product
+    std::vector<std::string> perf_fifos;  // perf's control and ack FIFOs: profile the timed steps alone
 };
 
 void bench_train(const TrainBenchOptions& o);

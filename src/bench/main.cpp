@@ -94,6 +94,10 @@ void add_train_command(CLI::App& app) {
     train_command->add_option("--dump-initial", o->dump_initial,
                               "Write the initial parameters, the first batch and the dropout-off step-0 loss to this "
                               "checkpoint (every step then trains on that batch)");
+    train_command->add_option("--perf-fifos", o->perf_fifos,
+                              "CONTROL ACK: the FIFOs of `perf record --delay=-1 --control fifo:CONTROL,ACK`; perf "
+                              "then samples the timed steps alone")
+        ->expected(2);
     train_command->callback([o] {
         if (o->steps + o->warmup == 0) throw CLI::ValidationError("--steps", "--steps + --warmup must be at least 1");
         bench_train(*o);

@@ -263,11 +263,13 @@ struct StepRecord {
 // batch, so the other side can replay them.
 StepRecord run_steps(const TrainBenchOptions& o, TrainStep& train_step, const BenchBatch& first, Rng& data_rng) {
     StepRecord record;
+    PerfControl perf = o.perf_fifos.empty() ? PerfControl() : PerfControl(o.perf_fifos[0], o.perf_fifos[1]);
     const int total = o.warmup + o.steps;
     for (int step = 0; step < total; ++step) {
         if (step == o.warmup) {
             record.matmuls_before = backend::matmul_stats();
             record.faults_before = process_memory().minor_faults;
+            perf.enable();
         }
         const BenchBatch fresh = step == 0 || !o.dump_initial.empty() ? BenchBatch() : make_batch(o.task, data_rng);
         const BenchBatch& batch = fresh.tensors.empty() ? first : fresh;
@@ -281,6 +283,7 @@ StepRecord run_steps(const TrainBenchOptions& o, TrainStep& train_step, const Be
             record.grad_norms.push_back(norm);
         }
     }
+    if (o.steps > 0) perf.disable();
     return record;
 }
 
