@@ -98,15 +98,36 @@ PairedTest paired_permutation_test(const std::vector<double>& a, const std::vect
 
 PairedTest paired_bootstrap_test(const std::vector<double>& a, const std::vector<double>& b, int64_t samples,
                                  uint64_t seed) {
-    PairedTest result;
-    const std::vector<double> d = differences(a, b, "paired bootstrap test", result);
+    return stratified_paired_bootstrap_test({a}, {b}, samples, seed);
+}
+
+PairedTest stratified_paired_bootstrap_test(const std::vector<std::vector<double>>& a,
+                                            const std::vector<std::vector<double>>& b, int64_t samples, uint64_t seed) {
+    HNAS_CHECK(a.size() == b.size() && !a.empty(), "paired bootstrap test: ", a.size(), " strata against ", b.size(),
+               "; a paired test needs the same strata, at least one");
     HNAS_CHECK(samples > 0, "paired bootstrap test: samples must be positive, got ", samples);
+    PairedTest result;
+    std::vector<std::vector<double>> strata;
+    std::vector<double> pooled;
+    for (size_t s = 0; s < a.size(); ++s) {
+        PairedTest stratum;
+        strata.push_back(differences(a[s], b[s], "paired bootstrap test", stratum));
+        result.mean_difference += stratum.mean_difference / static_cast<double>(a.size());
+        pooled.insert(pooled.end(), strata.back().begin(), strata.back().end());
+    }
+    result.pairs = static_cast<int64_t>(pooled.size());
+    const double sd = standard_deviation(pooled, result.mean_difference);
+    result.effect_size = sd > 0.0 ? result.mean_difference / sd : 0.0;
     Rng rng(seed, 0);
     int64_t other_side = 0;
     for (int64_t k = 0; k < samples; ++k) {
-        double sum = 0.0;
-        for (size_t i = 0; i < d.size(); ++i) sum += d[rng.below(d.size())];
-        other_side += result.mean_difference > 0.0 ? sum <= 0.0 : result.mean_difference < 0.0 ? sum >= 0.0 : 1;
+        double mean = 0.0;
+        for (const std::vector<double>& d : strata) {
+            double sum = 0.0;
+            for (size_t i = 0; i < d.size(); ++i) sum += d[rng.below(d.size())];
+            mean += sum / static_cast<double>(d.size());
+        }
+        other_side += result.mean_difference > 0.0 ? mean <= 0.0 : result.mean_difference < 0.0 ? mean >= 0.0 : 1;
     }
     result.resamples = samples;
     result.p_value = std::min(1.0, 2.0 * static_cast<double>(other_side) / static_cast<double>(samples));

@@ -47,6 +47,15 @@ PairedTest paired_permutation_test(const std::vector<double>& a, const std::vect
 PairedTest paired_bootstrap_test(const std::vector<double>& a, const std::vector<double>& b, int64_t samples = 1000,
                                  uint64_t seed = 1);
 
+// The same bootstrap stratified by seed, for runs whose seeds scored different test examples (masked-LM
+// masks other tokens under each seed, the same ones in every setting): a[s][i] and b[s][i] are paired,
+// each resample draws every stratum's examples from that stratum alone, and the statistic is the mean over
+// strata of each stratum's mean difference, as a metric averaged over seeds is. d_z is over the pooled
+// differences. One stratum is paired_bootstrap_test, draw for draw.
+PairedTest stratified_paired_bootstrap_test(const std::vector<std::vector<double>>& a,
+                                            const std::vector<std::vector<double>>& b, int64_t samples = 1000,
+                                            uint64_t seed = 1);
+
 // Holm's step-down adjustment (Holm 1979) of a family of m p-values, each in [0, 1], in their input
 // order: with p sorted ascending, p_(i) becomes max over j ≤ i of min(1, (m − j + 1) · p_(j)). Rejecting
 // where the adjusted p is below α keeps the chance of any false rejection in the family below α, with

@@ -135,11 +135,18 @@ SharedSeeds shared_seeds(const Group& a, const Group& b, const std::string& metr
     return out;
 }
 
-// Per test example, averaged over the shared seeds, where every one of them has the scores; else nothing.
-std::optional<std::pair<std::vector<double>, std::vector<double>>> seed_averaged_examples(const Group& a, const Group& b,
-                                                                                         const std::vector<int64_t>& shared,
-                                                                                         const std::string& metric) {
-    std::vector<double> ea, eb;
+// Per test example, a's and b's scores in strata for the paired bootstrap: one stratum of each example
+// averaged over the shared seeds where every seed scored as many examples (the k-th example of each seed's
+// test, the same for a and b), else one stratum per seed (masked-LM masks other tokens under each seed);
+// nothing unless a and b ran the same test with per-example scores under every shared seed.
+struct ExampleStrata {
+    std::vector<std::vector<double>> a, b;
+    bool by_seed = false;
+};
+
+std::optional<ExampleStrata> paired_examples(const Group& a, const Group& b, const std::vector<int64_t>& shared,
+                                             const std::string& metric) {
+    ExampleStrata strata;
     for (const int64_t s : shared) {
         const Json& ra = a.by_seed.at(s)->result;
         const Json& rb = b.by_seed.at(s)->result;
@@ -149,18 +156,26 @@ std::optional<std::pair<std::vector<double>, std::vector<double>>> seed_averaged
         // The same test set, decoded and scored the same way.
         const bool same_test = ra.value("test_settings", none) == rb.value("test_settings", none);
         if (!same_test || !pa.contains(metric) || !pb.contains(metric) || pa.at(metric).size() != pb.at(metric).size() ||
-            (!ea.empty() && pa.at(metric).size() != ea.size())) {
+            pa.at(metric).empty()) {
             return std::nullopt;
         }
-        ea.resize(pa.at(metric).size(), 0.0);
-        eb.resize(pb.at(metric).size(), 0.0);
-        for (size_t k = 0; k < ea.size(); ++k) {
-            ea[k] += pa.at(metric)[k].get<double>() / static_cast<double>(shared.size());
-            eb[k] += pb.at(metric)[k].get<double>() / static_cast<double>(shared.size());
+        strata.a.push_back(pa.at(metric).get<std::vector<double>>());
+        strata.b.push_back(pb.at(metric).get<std::vector<double>>());
+    }
+    if (strata.a.empty()) return std::nullopt;
+    const size_t examples = strata.a.front().size();
+    strata.by_seed = std::any_of(strata.a.begin(), strata.a.end(), [&](const auto& seed) { return seed.size() != examples; });
+    if (strata.by_seed) return strata;
+    ExampleStrata averaged;
+    averaged.a.assign(1, std::vector<double>(examples, 0.0));
+    averaged.b.assign(1, std::vector<double>(examples, 0.0));
+    for (size_t s = 0; s < strata.a.size(); ++s) {
+        for (size_t k = 0; k < examples; ++k) {
+            averaged.a[0][k] += strata.a[s][k] / static_cast<double>(shared.size());
+            averaged.b[0][k] += strata.b[s][k] / static_cast<double>(shared.size());
         }
     }
-    if (ea.empty()) return std::nullopt;
-    return std::pair{std::move(ea), std::move(eb)};
+    return averaged;
 }
 
 // Every pair of settings, per metric on their shared seeds: JSON entries, and per test kind how many
@@ -182,13 +197,14 @@ void add_paired_difference(const Group& a, const Group& b, const std::string& me
                   {"seeds", shared.seeds},
                   {"mean_difference", seeds.mean_difference},
                   {"permutation", {{"effect_size", seeds.effect_size}, {"p_value", seeds.p_value}, {"resamples", seeds.resamples}}}};
-    if (const auto scores = seed_averaged_examples(a, b, shared.seeds, metric)) {
-        const eval::PairedTest examples = eval::paired_bootstrap_test(scores->first, scores->second, bootstrap_samples, seed);
+    if (const auto strata = paired_examples(a, b, shared.seeds, metric)) {
+        const eval::PairedTest examples = eval::stratified_paired_bootstrap_test(strata->a, strata->b, bootstrap_samples, seed);
         entry["bootstrap"] = {{"examples", examples.pairs},
                               {"mean_difference", examples.mean_difference},
                               {"effect_size", examples.effect_size},
                               {"p_value", examples.p_value},
                               {"resamples", examples.resamples}};
+        if (strata->by_seed) entry["bootstrap"]["within_each_seed"] = true;
     }
     out.pairs.push_back(std::move(entry));
 }
@@ -286,7 +302,7 @@ std::string comparison_markdown(const SettingSummaries& settings, const PairedDi
     markdown += fmt::format(
         "\nPaired differences a − b on the seeds both have: Cohen's d_z, the two-sided paired permutation test over "
         "seeds, and for metrics scored per test example the paired bootstrap ({} resamples) over the examples' "
-        "seed-averaged scores. Beside each p, Holm's adjustment within its family: {}permutation tests over seeds ({} in "
+        "seed-averaged scores (resampled within each seed where the seeds scored different examples). Beside each p, Holm's adjustment within its family: {}permutation tests over seeds ({} in "
         "this table) are one family{}\n\n{}",
         bootstrap_samples, named_family ? "the named family's tests alone (any other is descriptive: –); its " : "",
         differences.families.at("permutation").get<int64_t>(),

@@ -69,6 +69,32 @@ TEST(Statistics, ExactPermutationTestByHand) {
 // Holm's step-down adjustment by hand: sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1 give 0.02, 0.03,
 // 0.06, 0.04; the last is raised to 0.06 (an adjusted p never falls below a smaller raw p's), and each
 // goes back to its input place.
+// Stratified by seed, each seed's examples are resampled apart and each seed's mean weighs the same.
+TEST(Statistics, StratifiedBootstrapResamplesWithinEachSeed) {
+    // One stratum is the plain bootstrap, draw for draw.
+    const std::vector<double> a = {3, 1, 4, 1, 5, 9, 2, 6}, b = {2, 7, 1, 8, 2, 8, 1, 8};
+    const PairedTest plain = paired_bootstrap_test(a, b, 500, 3);
+    const PairedTest one = stratified_paired_bootstrap_test({a}, {b}, 500, 3);
+    EXPECT_EQ(one.p_value, plain.p_value);
+    EXPECT_EQ(one.mean_difference, plain.mean_difference);
+    EXPECT_EQ(one.effect_size, plain.effect_size);
+    EXPECT_EQ(one.pairs, 8);
+    // Seed 1's differences {1, 1}, seed 2's {−3}: the mean over seeds is −1 (pooled it would be −1/3), and
+    // no resample can move either seed's mean, so none crosses 0.
+    const PairedTest fixed = stratified_paired_bootstrap_test({{2, 2}, {0}}, {{1, 1}, {3}}, 1000, 1);
+    EXPECT_DOUBLE_EQ(fixed.mean_difference, -1.0);
+    EXPECT_EQ(fixed.pairs, 3);
+    EXPECT_EQ(fixed.p_value, 0.0);
+    // Seed 1's {3, −1} resamples to a mean of 3, 1 or −1 (¼, ½, ¼), seed 2's {1} stays 1: the mean over
+    // seeds, observed 1, reaches 0 only with seed 1 at −1, so p = 2 · ¼. The three differences pooled
+    // would reach a sum of 0 in 4 of 27 resamples (p 0.30).
+    const PairedTest split = stratified_paired_bootstrap_test({{3, -1}, {1}}, {{0, 0}, {0}}, 40000, 5);
+    EXPECT_DOUBLE_EQ(split.mean_difference, 1.0);
+    EXPECT_NEAR(split.p_value, 0.5, 0.02);
+    EXPECT_CONTAINS(testing::error_of([] { stratified_paired_bootstrap_test({{1}}, {{1}, {2}}); }), "1 strata against 2");
+    EXPECT_CONTAINS(testing::error_of([] { stratified_paired_bootstrap_test({{1, 2}}, {{1}}); }), "2 values against 1");
+}
+
 TEST(Statistics, HolmAdjustmentByHand) {
     const std::vector<double> adjusted = holm_adjusted({0.01, 0.04, 0.03, 0.005});
     ASSERT_EQ(adjusted.size(), 4u);

@@ -219,6 +219,28 @@ TEST(Compare, SummariesAndPairedTestsOverSeedsAndExamples) {
     EXPECT_TRUE(mixed.json.at("pairs").at(0).contains("permutation"));
 }
 
+// Masked-LM masks other tokens under each seed (the same ones in every setting): seeds that scored
+// different numbers of examples are resampled each apart, not averaged example by example.
+TEST(Compare, BootstrapsWithinEachSeedWhenTheSeedsScoredDifferentExamples) {
+    const testing::ScratchDir scratch("hnas_compare_strata_");
+    write_result(scratch.root / "a" / "seed-1", 1, 0.67, {1, 1, 0});
+    write_result(scratch.root / "b" / "seed-1", 1, 0.33, {0, 1, 0});
+    write_result(scratch.root / "a" / "seed-2", 2, 0.5, {1, 0});
+    write_result(scratch.root / "b" / "seed-2", 2, 0.0, {0, 0});
+    const Comparison strata = compare(collect_results({scratch.root.string()}), 1000, 7);
+    const Json& bootstrap = strata.json.at("pairs").at(0).at("bootstrap");
+    EXPECT_EQ(bootstrap.at("examples"), 5);
+    EXPECT_TRUE(bootstrap.at("within_each_seed").get<bool>());
+    EXPECT_DOUBLE_EQ(bootstrap.at("mean_difference").get<double>(), (1.0 / 3.0 + 1.0 / 2.0) / 2.0);
+    // As many examples under every seed: the k-th of each is averaged over the seeds, as before.
+    write_result(scratch.root / "a" / "seed-2", 2, 0.5, {1, 0, 1});
+    write_result(scratch.root / "b" / "seed-2", 2, 0.0, {0, 0, 0});
+    const Comparison seed_averaged = compare(collect_results({scratch.root.string()}), 1000, 7);
+    const Json& averaged = seed_averaged.json.at("pairs").at(0).at("bootstrap");
+    EXPECT_EQ(averaged.at("examples"), 3);
+    EXPECT_FALSE(averaged.contains("within_each_seed"));
+}
+
 // Holm's adjustment runs over a family of the whole comparison: every pair of settings and every metric
 // for the permutation tests, every bootstrap test for the other. Three settings, 6 seeds, two metrics:
 // rouge_l's permutation p are 2/64 (a − b: 1, 1, 1, 1, 1, 3), 2/64 (a − c: 2 on every seed) and 14/64
