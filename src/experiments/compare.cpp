@@ -302,8 +302,9 @@ std::string comparison_markdown(const SettingSummaries& settings, const PairedDi
     markdown += fmt::format(
         "\nPaired differences a − b on the seeds both have: Cohen's d_z, the two-sided paired permutation test over "
         "seeds, and for metrics scored per test example the paired bootstrap ({} resamples) over the examples' "
-        "seed-averaged scores (resampled within each seed where the seeds scored different examples). Beside each p, Holm's adjustment within its family: {}permutation tests over seeds ({} in "
-        "this table) are one family{}\n\n{}",
+        "seed-averaged scores (resampled within each seed where the seeds scored different examples). Beside each "
+        "p, Holm's adjustment within its family: {}permutation tests over seeds ({} in this table) are one "
+        "family{}\n\n{}",
         bootstrap_samples, named_family ? "the named family's tests alone (any other is descriptive: –); its " : "",
         differences.families.at("permutation").get<int64_t>(),
         bootstraps > 0 ? fmt::format(", bootstrap tests over examples ({}) another", bootstraps) : std::string(),
