@@ -27,8 +27,11 @@ class LinearGelu : public ::testing::TestWithParam<LinearGeluCase> {};
 // Recorded (training): the same product and GELU as gelu(linear(·)), and gradients from the fused
 // GELU-derivative-and-bias-sum pass equal to the composed ops' (the bias's sum added to the gradient
 // in another order). Each parameter is read twice, so the second backward accumulates into the first's.
-TEST_P(LinearGelu, RecordedEqualsGeluOfLinear) {
-    const auto [form, with_bias] = GetParam();
+// Under bf16 the fused pass writes dh as its bf16 copy alone, which dX and dW must read as the composed
+// ops' rounded copy.
+void expect_recorded_equals_gelu_of_linear(const LinearGeluCase& param, backend::MatmulPrecision precision) {
+    const testing::PrecisionScope scope(precision);
+    const auto [form, with_bias] = param;
     const Tensor x = random_tensor({3, 43, 48}, 1, -2.0f, 2.0f), x2 = random_tensor({2, 5, 48}, 2, -2.0f, 2.0f);
     const Tensor w = random_tensor({300, 48}, 3, -0.3f, 0.3f), b = random_tensor({300}, 4);
     auto run = [&](bool fused) {
@@ -48,6 +51,12 @@ TEST_P(LinearGelu, RecordedEqualsGeluOfLinear) {
     const std::vector<Tensor> fused = run(true), composed = run(false);
     const char* names[] = {"output", "second output", "dx", "dx2", "dW", "db"};
     for (size_t i = 0; i < fused.size(); ++i) EXPECT_LE(worst_difference(fused[i], composed[i]), 1e-5) << names[i];
+}
+
+TEST_P(LinearGelu, RecordedEqualsGeluOfLinear) { expect_recorded_equals_gelu_of_linear(GetParam(), backend::MatmulPrecision::f32); }
+
+TEST_P(LinearGelu, RecordedEqualsGeluOfLinearUnderBf16) {
+    expect_recorded_equals_gelu_of_linear(GetParam(), backend::MatmulPrecision::bf16);
 }
 
 // Unrecorded (evaluation, decoding): GELU in oneDNN's epilogue, its own erf or tanh against hnas's.
