@@ -175,7 +175,7 @@ namespace {
 // kept whole: a column-blocked walk crossed a page per row, beyond the prefetchers); each block's
 // sums are kept apart and added in block order, the same on any number of threads. Only the products
 // dX and dW read dh: under bf16 it is written as its bf16 copy alone (each row's f32 values stay in a
-// thread's buffer for the sums), a third less traffic than the f32 values and their copy.
+// thread's buffer for the sums): 10 bytes an element moved instead of 14.
 template <typename Derivative>
 Tensor gelu_backward_with_bias_sum(const float* dy, const float* h, const Shape& shape, int64_t rows, int64_t cols,
                                    Derivative derivative, float* bias_grad, bool accumulate) {

@@ -66,9 +66,6 @@ TEST(Statistics, ExactPermutationTestByHand) {
     EXPECT_CONTAINS(testing::error_of([] { paired_permutation_test({1, 2}, {1}); }), "2 values against 1");
 }
 
-// Holm's step-down adjustment by hand: sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1 give 0.02, 0.03,
-// 0.06, 0.04; the last is raised to 0.06 (an adjusted p never falls below a smaller raw p's), and each
-// goes back to its input place.
 // Stratified by seed, each seed's examples are resampled apart and each seed's mean weighs the same.
 TEST(Statistics, StratifiedBootstrapResamplesWithinEachSeed) {
     // One stratum is the plain bootstrap, draw for draw.
@@ -95,6 +92,9 @@ TEST(Statistics, StratifiedBootstrapResamplesWithinEachSeed) {
     EXPECT_CONTAINS(testing::error_of([] { stratified_paired_bootstrap_test({{1, 2}}, {{1}}); }), "2 values against 1");
 }
 
+// Holm's step-down adjustment by hand: sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1 give 0.02, 0.03,
+// 0.06, 0.04; the last is raised to 0.06 (an adjusted p never falls below a smaller raw p's), and each
+// goes back to its input place.
 TEST(Statistics, HolmAdjustmentByHand) {
     const std::vector<double> adjusted = holm_adjusted({0.01, 0.04, 0.03, 0.005});
     ASSERT_EQ(adjusted.size(), 4u);
