@@ -82,6 +82,20 @@ void convert_to_bf16(const float* x, uint16_t* out, int64_t n) {
 }
 #endif
 
+RowBlockSums::RowBlockSums(int64_t rows, int64_t columns, int64_t sums_per_row)
+    : rows_(rows), columns_(columns), blocks_((rows + kRows - 1) / kRows),
+      sums_(Tensor::zeros({sums_per_row, blocks_, columns})) {}
+
+void RowBlockSums::total(int64_t which, float* out, bool accumulate) const {
+    const float* sums = sums_.data() + which * blocks_ * columns_;
+#pragma omp parallel for schedule(static) if (blocks_ * columns_ >= kParallelGrain)
+    for (int64_t j = 0; j < columns_; ++j) {
+        float total = 0.0f;
+        for (int64_t block = 0; block < blocks_; ++block) total += sums[block * columns_ + j];
+        out[j] = accumulate ? out[j] + total : total;
+    }
+}
+
 void accumulate_reduced(const Tensor& src, Tensor& dst, bool accumulate) {
     const float* in = src.data();
     float* out = dst.data();

@@ -3,6 +3,7 @@
 // contiguous memory; OpenMP is the same pool oneDNN runs on, so the two never oversubscribe the cores.
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -184,6 +185,26 @@ inline void round_row_to_bf16(const float* x, uint16_t* out, int64_t n) {
 #pragma omp simd
     for (int64_t i = 0; i < n; ++i) out[i] = round_to_bf16(x[i]);
 }
+
+// Column sums over a walk of rows in blocks of kRows: each block's rows are added into that block's own
+// sums (f32, in vector lanes, while the rows are in cache), and total() adds the blocks in block order,
+// so the sums are the same on any number of threads. `sums_per_row` sums per column (layer norm's
+// weight and bias gradients: 2; 0: the blocks alone, nothing summed).
+class RowBlockSums {
+public:
+    static constexpr int64_t kRows = 32;
+    RowBlockSums(int64_t rows, int64_t columns, int64_t sums_per_row = 1);
+    int64_t blocks() const { return blocks_; }
+    int64_t first_row(int64_t block) const { return block * kRows; }
+    int64_t end_row(int64_t block) const { return std::min(rows_, (block + 1) * kRows); }
+    float* block(int64_t block, int64_t which = 0) { return sums_.data() + (which * blocks_ + block) * columns_; }
+    // The column sums of `which` into out: written over its values, or added to them.
+    void total(int64_t which, float* out, bool accumulate) const;
+
+private:
+    int64_t rows_, columns_, blocks_;
+    Tensor sums_;  // (sums_per_row, blocks, columns)
+};
 
 // dst = (accumulate ? dst : 0) + src summed over the axes along which dst's shape was broadcast
 // to src's shape: the adjoint of broadcasting.

@@ -1,10 +1,9 @@
 // Layer normalization over the last axis: a named forward and backward, each fused per row; and fused
 // with the residual sum and dropout before it (a post-LN sublayer), one pass each way.
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "backend/kernels.h"
@@ -97,51 +96,36 @@ void layer_norm_backward_input(const float* in, const float* w, const float* g, 
     }
 }
 
-// dw = Σ_rows dy ⊙ x̂ and db = Σ_rows dy, summed per thread in double over a static split of the rows,
-// then over the threads in order: the same sums on every run with the same thread count.
-class ParameterPartials {
-public:
-    explicit ParameterPartials(int64_t width)
-        : width_(width), threads_(omp_get_max_threads()), w_(static_cast<size_t>(threads_ * width), 0.0),
-          b_(static_cast<size_t>(threads_ * width), 0.0) {}
-
-    // One row's terms, into the calling thread's partial sums.
-    void add_row(const float* row, const float* grow, RowStatistics st) {
-        double* pw = w_.data() + omp_get_thread_num() * width_;
-        double* pb = b_.data() + omp_get_thread_num() * width_;
-        for (int64_t j = 0; j < width_; ++j) {
-            pw[j] += grow[j] * ((row[j] - st.mean) * st.rstd);
-            pb[j] += grow[j];
-        }
+// One row's terms of dw = Σ_rows dy ⊙ x̂ and db = Σ_rows dy, into its block's sums (0: dw, 1: db).
+inline void add_parameter_terms(const float* row, const float* grow, RowStatistics st, int64_t width,
+                                kernels::RowBlockSums& sums, int64_t block) {
+    float* dw = sums.block(block, 0);
+    float* db = sums.block(block, 1);
+#pragma omp simd
+    for (int64_t j = 0; j < width; ++j) {
+        dw[j] += grow[j] * ((row[j] - st.mean) * st.rstd);
+        db[j] += grow[j];
     }
+}
 
-    // The sums into the sink's inputs `weight` and `bias` (those it wants).
-    void write(GradSink& sink, size_t weight, size_t bias) const {
-        for (size_t input : {weight, bias}) {
-            if (!sink.wants(input)) continue;
-            const std::vector<double>& partial = input == weight ? w_ : b_;
-            const GradSink::Target target = sink.target(input);
-            float* dst = target.grad.data();
-            for (int64_t j = 0; j < width_; ++j) {
-                double total = 0.0;
-                for (int t = 0; t < threads_; ++t) total += partial[static_cast<size_t>(t * width_ + j)];
-                write_gradient(dst[j], static_cast<float>(total), target.accumulate);
-            }
-        }
+// The sums into the sink's inputs `weight` and `bias` (those it wants).
+void write_parameter_gradients(const kernels::RowBlockSums& sums, GradSink& sink, size_t weight, size_t bias) {
+    for (const auto& [which, input] : {std::pair<int64_t, size_t>{0, weight}, {1, bias}}) {
+        if (!sink.wants(input)) continue;
+        const GradSink::Target target = sink.target(input);
+        sums.total(which, target.grad.data(), target.accumulate);
     }
-
-private:
-    int64_t width_;
-    int threads_;
-    std::vector<double> w_, b_;
-};
+}
 
 void layer_norm_backward_parameters(const float* in, const float* g, const float* mean, const float* rstd,
                                     const RowLayout& l, GradSink& sink) {
-    ParameterPartials partials(l.width);
+    kernels::RowBlockSums sums(l.rows, l.width, 2);
 #pragma omp parallel for schedule(static) if (l.numel() >= kernels::kParallelGrain)
-    for (int64_t r = 0; r < l.rows; ++r) partials.add_row(in + r * l.width, g + r * l.width, {mean[r], rstd[r]});
-    partials.write(sink, 1, 2);
+    for (int64_t block = 0; block < sums.blocks(); ++block) {
+        for (int64_t r = sums.first_row(block); r < sums.end_row(block); ++r)
+            add_parameter_terms(in + r * l.width, g + r * l.width, {mean[r], rstd[r]}, l.width, sums, block);
+    }
+    write_parameter_gradients(sums, sink, 1, 2);
 }
 
 RowLayout check_layer_norm(const char* op, const Var& x, const Var& weight, const Var& bias) {
@@ -223,7 +207,7 @@ void dropout_add_layer_norm_backward(const Tensor& sum, const Tensor& weight, co
     const bool residual_accumulates = to_residual && to_residual->accumulate;
     const bool branch_accumulates = to_branch && to_branch->accumulate;
     const bool parameters = sink.wants(2) || sink.wants(3);
-    ParameterPartials partials(width);
+    kernels::RowBlockSums sums(l.rows, width, parameters ? 2 : 0);
     const float *s = sum.data(), *w = weight.data(), *g = dy.data(), *mean = row_mean.data(), *rstd = row_rstd.data();
     const uint8_t* m = mask.defined() ? mask.bytes() : nullptr;
 #pragma omp parallel if (l.numel() >= kernels::kParallelGrain)
@@ -231,33 +215,35 @@ void dropout_add_layer_norm_backward(const Tensor& sum, const Tensor& weight, co
         std::vector<float> ds(static_cast<size_t>(width));
         float* d = ds.data();
 #pragma omp for schedule(static)
-        for (int64_t r = 0; r < l.rows; ++r) {
-            const int64_t at = r * width;
-            const float *row = s + at, *grow = g + at;
-            const RowStatistics st{mean[r], rstd[r]};
-            const RowGradientMeans means = row_gradient_means(row, w, grow, st, width);
-#pragma omp simd
-            for (int64_t j = 0; j < width; ++j) {
-                d[j] = st.rstd * (grow[j] * w[j] - means.dxhat - (row[j] - st.mean) * st.rstd * means.dxhat_xhat);
-            }
-            if (d_residual) {
-#pragma omp simd
-                for (int64_t j = 0; j < width; ++j) write_gradient(d_residual[at + j], d[j], residual_accumulates);
-            }
-            if (d_branch) {
-                const uint8_t* mrow = m == nullptr ? nullptr : m + at;
+        for (int64_t block = 0; block < sums.blocks(); ++block) {
+            for (int64_t r = sums.first_row(block); r < sums.end_row(block); ++r) {
+                const int64_t at = r * width;
+                const float *row = s + at, *grow = g + at;
+                const RowStatistics st{mean[r], rstd[r]};
+                const RowGradientMeans means = row_gradient_means(row, w, grow, st, width);
 #pragma omp simd
                 for (int64_t j = 0; j < width; ++j) {
-                    const float factor = mrow == nullptr ? 1.0f : static_cast<float>(mrow[j]) * keep_scale;
-                    write_gradient(d_branch[at + j], d[j] * factor, branch_accumulates);
+                    d[j] = st.rstd * (grow[j] * w[j] - means.dxhat - (row[j] - st.mean) * st.rstd * means.dxhat_xhat);
                 }
-                kernels::round_row_to_bf16(d_branch + at, d_branch_rounded == nullptr ? nullptr : d_branch_rounded + at,
-                                           width);
+                if (d_residual) {
+#pragma omp simd
+                    for (int64_t j = 0; j < width; ++j) write_gradient(d_residual[at + j], d[j], residual_accumulates);
+                }
+                if (d_branch) {
+                    const uint8_t* mrow = m == nullptr ? nullptr : m + at;
+#pragma omp simd
+                    for (int64_t j = 0; j < width; ++j) {
+                        const float factor = mrow == nullptr ? 1.0f : static_cast<float>(mrow[j]) * keep_scale;
+                        write_gradient(d_branch[at + j], d[j] * factor, branch_accumulates);
+                    }
+                    kernels::round_row_to_bf16(d_branch + at,
+                                               d_branch_rounded == nullptr ? nullptr : d_branch_rounded + at, width);
+                }
+                if (parameters) add_parameter_terms(row, grow, st, width, sums, block);
             }
-            if (parameters) partials.add_row(row, grow, st);
         }
     }
-    partials.write(sink, 2, 3);
+    if (parameters) write_parameter_gradients(sums, sink, 2, 3);
 }
 
 }  // namespace

@@ -148,6 +148,49 @@ void linear_product_gradients(const Tensor& dy, const Tensor& x, const Tensor& w
     }
 }
 
+// One pass over a (rows, cols) gradient made row by row: `make_row(row, buffer)` returns the row's f32
+// values, computed into `buffer` (cols floats) or found in place. With `bias_grad`, the column sums
+// Σ_rows (written, or added when accumulating); with `rounded`, the bf16 copy of every row. Threads take
+// blocks of contiguous rows (kernels::RowBlockSums; columns kept whole: a column-blocked walk crossed a
+// page per row, beyond the prefetchers).
+template <typename MakeRow>
+void gradient_rows_with_column_sums(int64_t rows, int64_t cols, MakeRow make_row, uint16_t* rounded, float* bias_grad,
+                                    bool accumulate) {
+    kernels::RowBlockSums sums(rows, cols, bias_grad ? 1 : 0);
+#pragma omp parallel if (rows * cols >= kernels::kParallelGrain)
+    {
+        std::vector<float> buffer(static_cast<size_t>(cols));
+#pragma omp for schedule(static)
+        for (int64_t block = 0; block < sums.blocks(); ++block) {
+            float* block_sum = bias_grad ? sums.block(block) : nullptr;
+            for (int64_t row = sums.first_row(block); row < sums.end_row(block); ++row) {
+                const float* values = make_row(row, buffer.data());
+                if (block_sum) {
+#pragma omp simd
+                    for (int64_t j = 0; j < cols; ++j) block_sum[j] += values[j];
+                }
+                if (rounded) kernels::round_row_to_bf16(values, rounded + row * cols, cols);
+            }
+        }
+    }
+    if (bias_grad) sums.total(0, bias_grad, accumulate);
+}
+
+// db = Σ_rows dY into the sink's input 2. Under bf16, when dY has no bf16 copy yet (its producer, a
+// product or the loss, wrote f32 alone), the copy dX and dW read is written in the same pass.
+void linear_bias_gradient(const Tensor& dy, const LinearShape& s, GradSink& sink) {
+    const GradSink::Target target = sink.target(2);
+    uint16_t* rounded = nullptr;
+    if (backend::matmul_precision() == backend::MatmulPrecision::bf16 && (sink.wants(0) || sink.wants(1))) {
+        const auto [copy, current] = dy.bf16_copy();
+        if (!current) rounded = copy;
+    }
+    const float* values = dy.data();
+    gradient_rows_with_column_sums(
+        s.rows, s.out, [&](int64_t row, float*) { return values + row * s.out; }, rounded, target.grad.data(),
+        target.accumulate);
+}
+
 std::vector<Var> linear_inputs(const Var& x, const Var& weight, const Var& bias) {
     if (bias.defined()) return {x, weight, bias};
     return {x, weight};
@@ -163,58 +206,34 @@ Var linear(const Var& x, const Var& weight, const Var& bias, ResultReaders reade
                     {1, s.rows, s.out, s.in, false, true, false}, {1.0f, bias_data, false});
     Tensor xv = x.value(), wv = weight.value();
     return make_result("linear", out, linear_inputs(x, weight, bias), [=](const Tensor& dy, GradSink& sink) {
+        if (bias_data && sink.wants(2)) linear_bias_gradient(dy, s, sink);
         linear_product_gradients(dy, xv, wv, s, sink);
-        if (bias_data && sink.wants(2)) sink.add(2, dy.reshape({s.rows, s.out}));  // db = Σ_rows dY
     });
 }
 
 namespace {
 
-// dh = dy ⊙ gelu'(h) over (rows, cols), and with `bias_grad` its column sums Σ_rows dh (written, or
-// added when accumulating) from the same pass. Threads take blocks of kRows contiguous rows (columns
-// kept whole: a column-blocked walk crossed a page per row, beyond the prefetchers); each block's
-// sums are kept apart and added in block order, the same on any number of threads. Only the products
-// dX and dW read dh: under bf16 it is written as its bf16 copy alone (each row's f32 values stay in a
-// thread's buffer for the sums): 10 bytes an element moved instead of 14.
+// dh = dy ⊙ gelu'(h) over (rows, cols), and with `bias_grad` its column sums from the same pass. Only
+// the products dX and dW read dh: under bf16 it is written as its bf16 copy alone (each row's f32
+// values stay in a thread's buffer for the sums): 10 bytes an element moved instead of 14.
 template <typename Derivative>
 Tensor gelu_backward_with_bias_sum(const float* dy, const float* h, const Shape& shape, int64_t rows, int64_t cols,
                                    Derivative derivative, float* bias_grad, bool accumulate) {
-    constexpr int64_t kRows = 32;
-    const int64_t blocks = (rows + kRows - 1) / kRows;
     const bool bf16_only = backend::matmul_precision() == backend::MatmulPrecision::bf16;
     Tensor dh = bf16_only ? Tensor::bf16_only(shape) : Tensor::empty(shape);
     float* d = bf16_only ? nullptr : dh.data();
     uint16_t* rounded = bf16_only ? dh.bf16_copy().first : nullptr;
-    Tensor block_sums = bias_grad ? Tensor::zeros({blocks, cols}) : Tensor();
-    float* sums = bias_grad ? block_sums.data() : nullptr;
-    const bool parallel = rows * cols >= kernels::kParallelGrain;
-#pragma omp parallel if (parallel)
-    {
-        std::vector<float> row_values(bf16_only ? static_cast<size_t>(cols) : 0);
-#pragma omp for schedule(static)
-        for (int64_t block = 0; block < blocks; ++block) {
-            float* block_sum = sums ? sums + block * cols : nullptr;
-            for (int64_t row = block * kRows; row < std::min(rows, (block + 1) * kRows); ++row) {
-                const int64_t at = row * cols;
-                const float *g = dy + at, *v = h + at;
-                float* out = bf16_only ? row_values.data() : d + at;
+    gradient_rows_with_column_sums(
+        rows, cols,
+        [&](int64_t row, float* buffer) {
+            const int64_t at = row * cols;
+            const float *g = dy + at, *v = h + at;
+            float* out = bf16_only ? buffer : d + at;
 #pragma omp simd
-                for (int64_t j = 0; j < cols; ++j) out[j] = g[j] * derivative(v[j]);
-                if (block_sum) {
-#pragma omp simd
-                    for (int64_t j = 0; j < cols; ++j) block_sum[j] += out[j];
-                }
-                if (rounded) kernels::round_row_to_bf16(out, rounded + at, cols);
-            }
-        }
-    }
-    if (!bias_grad) return dh;
-#pragma omp parallel for schedule(static) if (parallel)
-    for (int64_t j = 0; j < cols; ++j) {
-        float total = 0.0f;
-        for (int64_t block = 0; block < blocks; ++block) total += sums[block * cols + j];
-        write_gradient(bias_grad[j], total, accumulate);
-    }
+            for (int64_t j = 0; j < cols; ++j) out[j] = g[j] * derivative(v[j]);
+            return static_cast<const float*>(out);
+        },
+        rounded, bias_grad, accumulate);
     return dh;
 }
 

@@ -520,6 +520,30 @@ TEST(BackendKernels, AccumulateReducedSumsBroadcastAxes) {
     }
 }
 
+// Each sum is its column's total over every row (a last block shorter than kRows included), written
+// over or added to the output.
+TEST(BackendKernels, RowBlockSumsAreColumnTotals) {
+    const int64_t rows = 2 * kernels::RowBlockSums::kRows + 5, columns = 7;
+    const Tensor values = random_tensor({rows, columns}, 31);
+    kernels::RowBlockSums sums(rows, columns, 2);
+    for (int64_t block = 0; block < sums.blocks(); ++block)
+        for (int64_t r = sums.first_row(block); r < sums.end_row(block); ++r)
+            for (int64_t j = 0; j < columns; ++j) {
+                sums.block(block, 0)[j] += values.data()[r * columns + j];
+                sums.block(block, 1)[j] += 2.0f;
+            }
+    ASSERT_EQ(sums.blocks(), 3);
+    std::vector<float> totals(columns, 0.5f), doubled(columns, 0.5f);
+    sums.total(0, totals.data(), true);
+    sums.total(1, doubled.data(), false);
+    for (int64_t j = 0; j < columns; ++j) {
+        double expected = 0.5;
+        for (int64_t r = 0; r < rows; ++r) expected += values.data()[r * columns + j];
+        EXPECT_NEAR(totals[static_cast<size_t>(j)], expected, 1e-5) << "column " << j;
+        EXPECT_EQ(doubled[static_cast<size_t>(j)], 2.0f * static_cast<float>(rows)) << "column " << j;
+    }
+}
+
 TEST(BackendKernels, PermuteCopyMatchesIndexArithmetic) {
     const Tensor in = random_tensor({2, 3, 4}, 8);
     Tensor out = Tensor::empty({4, 2, 3});

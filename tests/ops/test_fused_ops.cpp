@@ -78,6 +78,28 @@ INSTANTIATE_TEST_SUITE_P(FormsAndBias, LinearGelu,
                                     (info.param.bias ? "_bias" : "_no_bias");
                          });
 
+// Gradients summed over rows (a linear layer's bias, layer norm's weight and bias, fused or not) are
+// added up in blocks of rows, the blocks in order (kernels::RowBlockSums): the same bits on one thread
+// as on two. 600 rows of 64 are enough for the parallel loops.
+TEST(RowSummedGradients, AreTheSameBitsOnAnyThreadCount) {
+    const int threads_before = backend::num_threads();
+    const auto run = [](int threads) {
+        backend::set_num_threads(threads);
+        const Var x(random_tensor({4, 150, 48}, 21)), w(random_tensor({64, 48}, 22), true), b(random_tensor({64}, 23), true);
+        const Var norm_weight(random_tensor({64}, 24, 0.5f, 1.5f), true), norm_bias(random_tensor({64}, 25), true);
+        const Var residual(random_tensor({4, 150, 64}, 26));
+        Rng rng(27);
+        const Var sublayer = ops::dropout_add_layer_norm(residual, ops::linear(x, w, b), 0.1f, rng, norm_weight, norm_bias, 1e-5f);
+        const Var y = ops::layer_norm(sublayer, norm_weight, norm_bias, 1e-5f);
+        ops::sum_all(ops::mul(y, Var(random_tensor(y.shape(), 28)))).backward();
+        return std::vector<Tensor>{b.grad(), norm_weight.grad(), norm_bias.grad()};
+    };
+    const std::vector<Tensor> one = run(1), two = run(2);
+    backend::set_num_threads(threads_before);
+    const char* names[] = {"linear's bias", "layer norm's weight", "layer norm's bias"};
+    for (size_t i = 0; i < one.size(); ++i) EXPECT_TRUE(testing::same_tensor(one[i], two[i])) << names[i];
+}
+
 // The error an op throws, or "" when it throws none.
 std::string error_of(const std::function<void()>& op) {
     try {
