@@ -88,11 +88,17 @@ RowBlockSums::RowBlockSums(int64_t rows, int64_t columns, int64_t sums_per_row)
 
 void RowBlockSums::total(int64_t which, float* out, bool accumulate) const {
     const float* sums = sums_.data() + which * blocks_ * columns_;
+    constexpr int64_t kColumns = 256;  // a stretch of columns at a time, its totals in vector lanes
 #pragma omp parallel for schedule(static) if (blocks_ * columns_ >= kParallelGrain)
-    for (int64_t j = 0; j < columns_; ++j) {
-        float total = 0.0f;
-        for (int64_t block = 0; block < blocks_; ++block) total += sums[block * columns_ + j];
-        out[j] = accumulate ? out[j] + total : total;
+    for (int64_t first = 0; first < columns_; first += kColumns) {
+        const int64_t count = std::min(kColumns, columns_ - first);
+        alignas(64) float total[kColumns] = {};
+        for (int64_t block = 0; block < blocks_; ++block) {
+            const float* row = sums + block * columns_ + first;
+#pragma omp simd
+            for (int64_t j = 0; j < count; ++j) total[j] += row[j];
+        }
+        for (int64_t j = 0; j < count; ++j) out[first + j] = accumulate ? out[first + j] + total[j] : total[j];
     }
 }
 

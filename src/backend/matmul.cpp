@@ -29,12 +29,18 @@ using dt = dnnl::memory::data_type;
 
 struct Engine {
     dnnl::engine engine{dnnl::engine::kind::cpu, 0};
-    dnnl::stream stream{engine};
 };
 
 Engine& cpu() {
     static Engine instance;
     return instance;
+}
+
+// The calling thread's stream: ops::blocked_attention runs products on every thread of a parallel
+// region at once (each then on one thread), and a stream is not to be shared by concurrent executions.
+dnnl::stream& thread_stream() {
+    thread_local dnnl::stream stream{cpu().engine};
+    return stream;
 }
 
 struct MatmulKey {
@@ -326,13 +332,13 @@ double matmul_only_seconds(const std::vector<MatmulCall>& calls, int repeats, si
         const auto args = execution_args(*entry, bf16 ? static_cast<const void*>(a16.data()) : a32.data(),
                                          bf16 ? static_cast<const void*>(b16.data()) : b32.data(), c.data(),
                                          call.bias ? bias.data() : nullptr);
-        entry->primitive.execute(cpu().stream, args);
-        cpu().stream.wait();
+        entry->primitive.execute(thread_stream(), args);
+        thread_stream().wait();
         for (double& seconds : times) {
             std::fill(evictor.begin(), evictor.end(), static_cast<unsigned char>(&seconds - times.data()));
             const auto start = Clock::now();
-            entry->primitive.execute(cpu().stream, args);
-            cpu().stream.wait();
+            entry->primitive.execute(thread_stream(), args);
+            thread_stream().wait();
             seconds = std::chrono::duration<double>(Clock::now() - start).count();
         }
         std::nth_element(times.begin(), times.begin() + repeats / 2, times.end());
@@ -377,8 +383,8 @@ void matmul(MatmulOperand a, MatmulOperand b, MatmulResult c, const MatmulShape&
         b_operand = b.bf16 ? b.bf16 : b_scratch.convert(b.f32, (shape.shared_b ? 1 : shape.batch) * shape.k * shape.n);
     }
     void* result = call.bf16_result ? static_cast<void*>(c.bf16) : static_cast<void*>(c.f32);
-    cached.primitive.execute(cpu().stream, execution_args(cached, a_operand, b_operand, result, options.bias));
-    cpu().stream.wait();
+    cached.primitive.execute(thread_stream(), execution_args(cached, a_operand, b_operand, result, options.bias));
+    thread_stream().wait();
     record(call);
     calls.fetch_add(1);
     flops.fetch_add(shape.flops());

@@ -226,10 +226,18 @@ Var MultiHeadAttention::attend(const Var& query, const Var& input_memory, const 
         k = Var(cache->keys);
         v = Var(cache->values);
     }
-    Var scores = ops::head_scores(q, k, heads_, alpha_ * score_scale_);  // (B, H, Tq, Tk), Tk doubled with partners
     const int64_t input_templates = with_partners ? k.dim(1) / 2 : k.dim(1);
-    const Var prior = preference(input_memory, input_mask, scores.dim(2), input_templates, cache, stack_prior);
+    const Var prior = preference(input_memory, input_mask, q.dim(1), input_templates, cache, stack_prior);
     AttentionRecord* probed = AttentionProbe::slot_for(*this);
+    // Without a prior, probe, intervention or decoding cache (training, evaluation): the scores, the
+    // kind's normalization, dropout and the product with V one block of rows at a time, in cache.
+    if (!compares_templates_ && !prior.defined() && !probed && !cache && AttentionIntervention::change_for(*this) == nullptr) {
+        if (const std::optional<ops::SliceNormalizer> normalizer = norm_.slice_normalizer()) {
+            return ops::blocked_attention(q, k, v, heads_, alpha_ * score_scale_, mask, *normalizer,
+                                          attention_dropout_.active_probability(), attention_dropout_.rng(), context_readers);
+        }
+    }
+    Var scores = ops::head_scores(q, k, heads_, alpha_ * score_scale_);  // (B, H, Tq, Tk), Tk doubled with partners
     // log u at every (query, input template), (B, H, Tq, Tk): the preference a kind that compares
     // templates takes, and what the dual analysis reads; undefined without priors
     const Var log_preference = prior.defined() && (compares_templates_ || probed)

@@ -65,6 +65,10 @@ public:
         return normalize(in, mask);
     }
     virtual std::vector<HeadValues> head_values() const { return {}; }
+    // The kind's fused kernels slice by slice, which attention runs one block of rows at a time while
+    // the block is in cache (ops::blocked_attention); none: the kind runs composed, normalize() on the
+    // whole scores tensor.
+    virtual std::optional<ops::SliceNormalizer> slice_normalizer() const { return std::nullopt; }
 };
 
 // Where an attention runs: bidirectional (encoder self-attention, or cross-attention whose queries may

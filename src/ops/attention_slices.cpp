@@ -2,14 +2,18 @@
 
 namespace hnas::ops {
 
+void check_attention_mask(const AttentionDims& d, const AttentionMask& mask, const char* op) {
+    const Shape scores{d.batch, d.heads, d.queries, d.keys};
+    HNAS_CHECK(!mask.key_valid.defined() || (mask.key_valid.shape() == Shape{d.batch, d.keys}), op, ": key_valid ",
+               shape_str(mask.key_valid.shape()), " does not match scores ", shape_str(scores));
+    HNAS_CHECK(!mask.query_valid.defined() || (mask.query_valid.shape() == Shape{d.batch, d.queries}), op,
+               ": query_valid ", shape_str(mask.query_valid.shape()), " does not match scores ", shape_str(scores));
+}
+
 AttentionDims check_attention_shapes(const Var& scores, const AttentionMask& mask, const char* op) {
     HNAS_CHECK(scores.rank() == 4, op, ": scores must be (B, H, Lq, Lk), got ", shape_str(scores.shape()));
     const AttentionDims d{scores.dim(0), scores.dim(1), scores.dim(2), scores.dim(3)};
-    HNAS_CHECK(!mask.key_valid.defined() || (mask.key_valid.shape() == Shape{d.batch, d.keys}), op, ": key_valid ",
-               shape_str(mask.key_valid.shape()), " does not match scores ", shape_str(scores.shape()));
-    HNAS_CHECK(!mask.query_valid.defined() || (mask.query_valid.shape() == Shape{d.batch, d.queries}), op,
-               ": query_valid ", shape_str(mask.query_valid.shape()), " does not match scores ",
-               shape_str(scores.shape()));
+    check_attention_mask(d, mask, op);
     return d;
 }
 
@@ -42,6 +46,34 @@ void add_head_gradient(GradSink& sink, size_t input, const std::vector<double>& 
         for (int64_t b = 0; b < d.batch; ++b) total += per_slice[static_cast<size_t>(b * d.heads + h)];
         write_gradient(target.grad.data()[h], static_cast<float>(total), target.accumulate);
     }
+}
+
+Var normalize_slices(const char* op, const Var& scores, const AttentionMask& mask, const SliceNormalizer& normalizer) {
+    const AttentionDims d = check_attention_shapes(scores, mask, op);
+    Tensor weights = Tensor::empty(scores.shape());
+    const std::shared_ptr<SliceNormalization> norm = normalizer.make(d, {scores.value(), weights});
+    const int64_t n = d.slice();
+    const float* S = scores.value().data();
+    float* A = weights.data();
+    for_each_slice(d, [&](int64_t s, SliceScratch& scratch) {
+        norm->forward(s, S + s * n, SliceMask(mask, d, s / d.heads), A + s * n, scratch);
+    });
+    std::vector<Var> inputs{scores};
+    inputs.insert(inputs.end(), normalizer.parameters.begin(), normalizer.parameters.end());
+    return make_result(op, weights, inputs, [=](const Tensor& dy, GradSink& sink) {
+        const WantedGradient dscores = wanted_gradient(sink, 0).with_operand_copy();
+        for_each_slice(d, [&](int64_t s, SliceScratch& scratch) {
+            float* out = dscores.slice(s, n);
+            float* G = out != nullptr && dscores.accumulate ? SliceScratch::sized(scratch.gradient, n) : out;
+            norm->backward(s, dy.data() + s * n, SliceMask(mask, d, s / d.heads), G, scratch);
+            if (G != out) {
+#pragma omp simd
+                for (int64_t e = 0; e < n; ++e) out[e] += G[e];
+            }
+            dscores.round_slice(s, n);
+        });
+        norm->write_parameter_gradients(sink, 1);
+    });
 }
 
 }  // namespace hnas::ops

@@ -18,15 +18,10 @@ namespace hnas::ops {
 
 inline constexpr float kMinusInfinity = -std::numeric_limits<float>::infinity();
 
-// Scores (B, H, Lq, Lk), cut into B·H slices of Lq·Lk.
-struct AttentionDims {
-    int64_t batch, heads, queries, keys;
-    int64_t slices() const { return batch * heads; }
-    int64_t slice() const { return queries * keys; }
-};
-
 // Checks scores against the mask at the op's boundary; errors name `op` and both shapes.
 AttentionDims check_attention_shapes(const Var& scores, const AttentionMask& mask, const char* op);
+// The same for scores of dimensions d that no tensor holds (blocked_attention's).
+void check_attention_mask(const AttentionDims& d, const AttentionMask& mask, const char* op);
 
 // Which entries of batch element b's (Lq, Lk) slices are allowed.
 struct SliceMask {
@@ -75,6 +70,29 @@ void for_each_slice(const AttentionDims& d, Body&& body) {
         for (int64_t s = 0; s < d.slices(); ++s) body(s, scratch);
     }
 }
+
+// A normalization's kernels for one (b, h) slice at a time, holding what its forward keeps for its
+// backward: one implementation serves normalize_slices (a whole scores tensor, the kinds' normalize())
+// and blocked_attention (block by block while the block's scores are in cache). Calls for different
+// slices may run on different threads at once.
+class SliceNormalization {
+public:
+    explicit SliceNormalization(const AttentionDims& d) : dims(d) {}
+    virtual ~SliceNormalization() = default;
+    // Slice s's weights from its scores S (Lq·Lk values, not kept: copy what the backward needs),
+    // into `A`.
+    virtual void forward(int64_t s, const float* S, const SliceMask& mask, float* A, SliceScratch& scratch) = 0;
+    // Slice s's weights again, from what forward() kept: a pointer to them, or computed into `A` (which
+    // is then returned).
+    virtual const float* weights(int64_t s, const SliceMask& mask, float* A, SliceScratch& scratch) = 0;
+    // Slice s's dS (written) from g = dLoss/dA, and its terms of the parameters' gradients; dS null:
+    // those terms alone.
+    virtual void backward(int64_t s, const float* g, const SliceMask& mask, float* dS, SliceScratch& scratch) = 0;
+    // The parameters' gradients from every slice's terms, into the sink's inputs first, first + 1, …
+    virtual void write_parameter_gradients(GradSink& /*sink*/, size_t /*first*/) const {}
+
+    const AttentionDims dims;
+};
 
 // Input `input`'s gradient when it is wanted (undefined otherwise), and whether to add into it. Its
 // values are taken once (each data() call would mark a bf16 copy stale again).

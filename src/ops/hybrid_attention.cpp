@@ -33,7 +33,7 @@ void hybrid_attention_forward(const float* S, const SliceMask& mask, const Atten
 // One slice: dS into `dS` (null: not wanted) and the slice's part of Σ g ⊙ (A_d − A_l), from which
 // dθ = u(1 − u) Σ g ⊙ (A_d − A_l) follows.
 double hybrid_attention_backward(const float* g, const float* A_d, const float* A_l, const float* r, float w,
-                                 const AttentionDims& d, float* dS, bool accumulate, SliceScratch& scratch) {
+                                 const AttentionDims& d, float* dS, SliceScratch& scratch) {
     float* column = SliceScratch::sized(scratch.per_key, d.keys);
     std::fill(column, column + d.keys, 0.0f);
     double mix = 0.0;
@@ -54,7 +54,7 @@ double hybrid_attention_backward(const float* g, const float* A_d, const float* 
         for (int64_t j = 0; j < d.keys; ++j) {
             const float dL1 = w * A_d[row + j] * (g[row + j] - dot_d);
             column[j] += dL1;
-            write_gradient(dS[row + j], (1.0f - w) * A_l[row + j] * (g[row + j] - dot_l) + dL1, accumulate);
+            dS[row + j] = (1.0f - w) * A_l[row + j] * (g[row + j] - dot_l) + dL1;
         }
     }
     if (!dS) return mix;
@@ -67,35 +67,64 @@ double hybrid_attention_backward(const float* g, const float* A_d, const float* 
     return mix;
 }
 
+// HNAS's kernels slice by slice: each slice's DNAS and LNAS weights and DNAS's row normalizers kept for
+// the backward, with its term of dθ.
+class HybridNormalization final : public SliceNormalization {
+public:
+    HybridNormalization(const AttentionDims& d, const Tensor& theta)
+        : SliceNormalization(d),
+          u_(static_cast<size_t>(d.heads)),
+          doubly_(Tensor::empty({d.slices(), d.slice()})),
+          softmax_(Tensor::empty({d.slices(), d.slice()})),
+          row_normalizers_(Tensor::empty({d.slices(), d.queries})),
+          dtheta_(static_cast<size_t>(d.slices())),
+          A_d_(doubly_.data()),
+          A_l_(softmax_.data()),
+          r_(row_normalizers_.data()) {
+        for (int64_t h = 0; h < d.heads; ++h) u_[static_cast<size_t>(h)] = 1.0f / (1.0f + std::exp(-theta.data()[h]));
+    }
+
+    void forward(int64_t s, const float* S, const SliceMask& mask, float* A, SliceScratch& scratch) override {
+        const int64_t n = dims.slice();
+        hybrid_attention_forward(S, mask, dims, u(s), A_d_ + s * n, A_l_ + s * n, A, r_ + s * dims.queries, scratch);
+    }
+    const float* weights(int64_t s, const SliceMask&, float* A, SliceScratch&) override {
+        const int64_t n = dims.slice();
+        const float w = u(s), *A_d = A_d_ + s * n, *A_l = A_l_ + s * n;
+#pragma omp simd
+        for (int64_t e = 0; e < n; ++e) A[e] = w * A_d[e] + (1.0f - w) * A_l[e];
+        return A;
+    }
+    void backward(int64_t s, const float* g, const SliceMask&, float* dS, SliceScratch& scratch) override {
+        const int64_t n = dims.slice();
+        const float w = u(s);
+        const double mix = hybrid_attention_backward(g, A_d_ + s * n, A_l_ + s * n, r_ + s * dims.queries, w, dims, dS, scratch);
+        dtheta_[static_cast<size_t>(s)] = mix * w * (1.0f - w);  // forward: u = sigmoid(θ)
+    }
+    void write_parameter_gradients(GradSink& sink, size_t first) const override { add_head_gradient(sink, first, dtheta_, dims); }
+
+private:
+    float u(int64_t s) const { return u_[static_cast<size_t>(s % dims.heads)]; }
+
+    std::vector<float> u_;
+    Tensor doubly_, softmax_, row_normalizers_;
+    std::vector<double> dtheta_;
+    float *A_d_, *A_l_, *r_;
+};
+
 }  // namespace
 
+SliceNormalizer hybrid_normalizer(const Var& theta) {
+    return {[theta = theta.value()](const AttentionDims& d, const KeptAttention&) -> std::unique_ptr<SliceNormalization> {
+                HNAS_CHECK(theta.shape() == Shape{d.heads}, "hybrid_attention: theta ", shape_str(theta.shape()),
+                           " must be (", d.heads, ")");
+                return std::make_unique<HybridNormalization>(d, theta);
+            },
+            {theta}};
+}
+
 Var hybrid_attention(const Var& scores, const Var& theta, const AttentionMask& mask) {
-    const AttentionDims d = check_attention_shapes(scores, mask, "hybrid_attention");
-    HNAS_CHECK(theta.shape() == Shape{d.heads}, "hybrid_attention: theta ", shape_str(theta.shape()), " must be (",
-               d.heads, ")");
-    std::vector<float> u(static_cast<size_t>(d.heads));
-    for (int64_t h = 0; h < d.heads; ++h) u[static_cast<size_t>(h)] = 1.0f / (1.0f + std::exp(-theta.value().data()[h]));
-    Tensor doubly = Tensor::empty(scores.shape()), softmax = Tensor::empty(scores.shape()), mixed = Tensor::empty(scores.shape());
-    Tensor row_normalizers = Tensor::empty({d.slices(), d.queries});
-    const int64_t n = d.slice();
-    for_each_slice(d, [&](int64_t s, SliceScratch& scratch) {
-        hybrid_attention_forward(scores.value().data() + s * n, SliceMask(mask, d, s / d.heads), d,
-                                 u[static_cast<size_t>(s % d.heads)], doubly.data() + s * n, softmax.data() + s * n,
-                                 mixed.data() + s * n, row_normalizers.data() + s * d.queries, scratch);
-    });
-    return make_result("hybrid_attention", mixed, {scores, theta}, [=](const Tensor& dy, GradSink& sink) {
-        std::vector<double> dtheta(static_cast<size_t>(d.slices()));
-        const WantedGradient dscores = wanted_gradient(sink, 0).with_operand_copy();
-        for_each_slice(d, [&](int64_t s, SliceScratch& scratch) {
-            const float w = u[static_cast<size_t>(s % d.heads)];
-            const double mix = hybrid_attention_backward(dy.data() + s * n, doubly.data() + s * n, softmax.data() + s * n,
-                                                         row_normalizers.data() + s * d.queries, w, d,
-                                                         dscores.slice(s, n), dscores.accumulate, scratch);
-            dscores.round_slice(s, n);
-            dtheta[static_cast<size_t>(s)] = mix * w * (1.0f - w);  // forward: u = sigmoid(θ)
-        });
-        add_head_gradient(sink, 1, dtheta, d);
-    });
+    return normalize_slices("hybrid_attention", scores, mask, hybrid_normalizer(theta));
 }
 
 }  // namespace hnas::ops

@@ -2,6 +2,7 @@
 // queries or query prefixes — LNAS {keys}, DNAS {queries, keys} (paper 000, Eq. 6-8), Sinkhorn-k
 // (k × {queries, keys}), causal DNAS {queries_prefix, keys}. The kinds' composed definitions, which a
 // test holds equal to this kernel, are their reference() (src/nn/attention_kinds/).
+#include <algorithm>
 #include <cmath>
 
 #include "ops/attention_slices.h"
@@ -150,35 +151,53 @@ void normalize_attention_backward(const float* g, const float* A, const float* L
     }
 }
 
+// The steps' kernels slice by slice: each slice's normalizers and weights (and with more than two
+// steps its final log values) kept for the backward; the weights where the caller keeps them, if it does.
+class StepNormalization final : public SliceNormalization {
+public:
+    StepNormalization(const AttentionDims& d, std::vector<NormalizeAxis> steps, const KeptAttention& kept)
+        : SliceNormalization(d),
+          steps_(std::move(steps)),
+          normalizers_(steps_, d),
+          kept_weights_(kept.weights.defined() ? kept.weights : Tensor::empty({d.slices(), d.slice()})),
+          log_values_(keeps_final_log(steps_) ? Tensor::empty({d.slices(), d.slice()}) : Tensor()),
+          weights_(kept_weights_.data()),
+          log_(log_values_.defined() ? log_values_.data() : nullptr) {}
+
+    void forward(int64_t s, const float* S, const SliceMask& mask, float* A, SliceScratch& scratch) override {
+        const int64_t n = dims.slice();
+        float* L = log_ ? log_ + s * n : SliceScratch::sized(scratch.log_values, n);
+        normalize_attention_forward(S, mask, dims, steps_, normalizers_, s, L, A, scratch);
+        if (A != weights_ + s * n) std::copy_n(A, n, weights_ + s * n);
+    }
+    const float* weights(int64_t s, const SliceMask&, float*, SliceScratch&) override { return weights_ + s * dims.slice(); }
+    void backward(int64_t s, const float* g, const SliceMask& mask, float* dS, SliceScratch& scratch) override {
+        if (dS == nullptr) return;
+        const int64_t n = dims.slice();
+        normalize_attention_backward(g, weights_ + s * n, log_ ? log_ + s * n : nullptr, normalizers_, s, steps_, mask, dims,
+                                     dS, scratch);
+    }
+
+private:
+    std::vector<NormalizeAxis> steps_;
+    StepNormalizers normalizers_;
+    Tensor kept_weights_, log_values_;  // the caller's weights, or a copy
+    float* weights_;
+    float* log_;
+};
+
 }  // namespace
 
-Var normalize_attention(const Var& scores, const AttentionMask& mask, const std::vector<NormalizeAxis>& steps) {
-    const AttentionDims d = check_attention_shapes(scores, mask, "normalize_attention");
+SliceNormalizer step_normalizer(const std::vector<NormalizeAxis>& steps) {
     HNAS_CHECK(!steps.empty(), "normalize_attention: no normalization steps");
-    StepNormalizers normalizers(steps, d);
-    const bool keep_log = keeps_final_log(steps);
-    Tensor log_values = keep_log ? Tensor::empty(scores.shape()) : Tensor();
-    Tensor weights = Tensor::empty(scores.shape());
-    const int64_t n = d.slice();
-    for_each_slice(d, [&](int64_t s, SliceScratch& scratch) {
-        float* L = keep_log ? log_values.data() + s * n : SliceScratch::sized(scratch.log_values, n);
-        normalize_attention_forward(scores.value().data() + s * n, SliceMask(mask, d, s / d.heads), d, steps,
-                                    normalizers, s, L, weights.data() + s * n, scratch);
-    });
-    return make_result("normalize_attention", weights, {scores}, [=](const Tensor& dy, GradSink& sink) {
-        const WantedGradient dscores = wanted_gradient(sink, 0).with_operand_copy();
-        for_each_slice(d, [&](int64_t s, SliceScratch& scratch) {
-            float* out = dscores.slice(s, n);
-            float* G = dscores.accumulate ? SliceScratch::sized(scratch.gradient, n) : out;
-            normalize_attention_backward(dy.data() + s * n, weights.data() + s * n, keep_log ? log_values.data() + s * n : nullptr,
-                                         normalizers, s, steps, SliceMask(mask, d, s / d.heads), d, G, scratch);
-            if (dscores.accumulate) {
-#pragma omp simd
-                for (int64_t e = 0; e < n; ++e) out[e] += G[e];
-            }
-            dscores.round_slice(s, n);
-        });
-    });
+    return {[steps](const AttentionDims& d, const KeptAttention& kept) -> std::unique_ptr<SliceNormalization> {
+                return std::make_unique<StepNormalization>(d, steps, kept);
+            },
+            {}};
+}
+
+Var normalize_attention(const Var& scores, const AttentionMask& mask, const std::vector<NormalizeAxis>& steps) {
+    return normalize_slices("normalize_attention", scores, mask, step_normalizer(steps));
 }
 
 }  // namespace hnas::ops

@@ -3,6 +3,8 @@
 // Shapes are checked here, at the op's boundary; an error names the op and the shapes involved.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include "autograd/variable.h"
@@ -113,6 +115,34 @@ struct AttentionMask {
     int64_t query_offset = 0;  // absolute position of query 0 (incremental decoding)
 };
 
+// Scores (B, H, Lq, Lk), cut into B·H slices of Lq·Lk.
+struct AttentionDims {
+    int64_t batch, heads, queries, keys;
+    int64_t slices() const { return batch * heads; }
+    int64_t slice() const { return queries * keys; }
+};
+
+// A normalization run slice by slice (attention_slices.h): how a kind's kernels are made for scores of
+// given dimensions, and the parameters they read (hnas: θ; nap: gain, bias), whose gradients they
+// write. Each kind with fused kernels gives one (nn::AttentionNorm::slice_normalizer).
+// The scores and weights, when the caller keeps them until the backward (undefined when it does not):
+// a normalization reads them there instead of keeping copies.
+struct KeptAttention {
+    Tensor scores, weights;
+};
+class SliceNormalization;
+struct SliceNormalizer {
+    std::function<std::unique_ptr<SliceNormalization>(const AttentionDims&, const KeptAttention&)> make;
+    std::vector<Var> parameters;
+};
+// The normalizer's weights for scores (B, H, Lq, Lk), each slice normalized by its kernels.
+Var normalize_slices(const char* op, const Var& scores, const AttentionMask& mask, const SliceNormalizer& normalizer);
+// blocked_attention.cpp: head_context(dropout(normalize_slices(head_scores(q, k, heads, alpha), mask,
+// normalizer), p, rng, products), v, readers) computed one block of batch rows at a time while the
+// block is in cache, for v (B, Tk, H·Kv): the same values and gradients, the same mask for the same rng.
+Var blocked_attention(const Var& q, const Var& k, const Var& v, int64_t heads, float alpha, const AttentionMask& mask,
+                      const SliceNormalizer& normalizer, float dropout, Rng& rng, ResultReaders readers = ResultReaders::any);
+
 // One normalization step in log space: subtract the logsumexp over the allowed keys of each query
 // (keys), over the allowed queries of each key (queries), or, per entry (i, j), over the allowed
 // queries i' <= i of key j (queries_prefix: the causal doubly-normalized attention's first step).
@@ -123,6 +153,7 @@ enum class NormalizeAxis { keys, queries, queries_prefix };
 // normalize_attention.cpp: exp of the scores after the given log-normalization steps ({keys} is LNAS,
 // {queries, keys} DNAS, k repetitions of that Sinkhorn-k, {queries_prefix, keys} causal DNAS).
 Var normalize_attention(const Var& scores, const AttentionMask& mask, const std::vector<NormalizeAxis>& steps);
+SliceNormalizer step_normalizer(const std::vector<NormalizeAxis>& steps);
 // How a standardization divides the centred scores: by √(variance + eps), layer norm's form, or by
 // σ + eps, the form of paper 002's code (normalize_masked in OliverRichter/normalized-attention, eps 1e-3).
 enum class StandardizeDenominator { sqrt_variance_eps, std_plus_eps };
@@ -137,8 +168,10 @@ struct Standardization {
 // scores standardized with their mean and biased variance, then gain[h]·z + bias[h]; gain, bias (H).
 Var standardize_attention(const Var& scores, const Var& gain, const Var& bias, const AttentionMask& mask,
                           const Standardization& form);
+SliceNormalizer standardize_normalizer(const Var& gain, const Var& bias, const Standardization& form);
 // hybrid_attention.cpp: HNAS (paper 004, Alg. 1): u[h]·DNAS(S) + (1 − u[h])·LNAS(S), u = sigmoid(theta), theta (H).
 Var hybrid_attention(const Var& scores, const Var& theta, const AttentionMask& mask);
+SliceNormalizer hybrid_normalizer(const Var& theta);
 // ot_attention.cpp: paper 003's optimal-transport attention (§9, Eq. 25): for query i and template t of
 // the set A (the keys), P[i, t] = Σ_j u[i, j] · softmax_t(S[i, t] + G[t, j]) over the N input templates
 // j (the first N keys), u[i, ·] the softmax of log_preference over the allowed inputs (uniform when it

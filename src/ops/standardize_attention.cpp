@@ -1,7 +1,9 @@
 // standardize_attention: normalized attention pooling (paper 002, Eq. 1), per query the allowed scores
 // standardized with their mean and biased variance, then gain[h]·z + bias[h]. Its composed definition
 // is the nap kind's reference().
+#include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "ops/attention_slices.h"
@@ -57,7 +59,7 @@ struct HeadGradients {
 
 // One slice: dS into `dS` (null: not wanted) and the slice's parts of dgain and dbias.
 HeadGradients standardize_attention_backward(const float* S, const float* g, const RowStatistics* row_stats, float gain,
-                                             const SliceMask& allowed, const AttentionDims& d, float* dS, bool accumulate) {
+                                             const SliceMask& allowed, const AttentionDims& d, float* dS) {
     HeadGradients parts;
     for (int64_t i = 0; i < d.queries; ++i) {
         const int64_t row = i * d.keys;
@@ -89,42 +91,77 @@ HeadGradients standardize_attention_backward(const float* S, const float* g, con
                 const float z = (S[row + j] - mean) * r;
                 value = r * (g[row + j] * gain - mean_dz - c * z * mean_dz_z);
             }
-            write_gradient(dS[row + j], value, accumulate);
+            dS[row + j] = value;
         }
     }
     return parts;
 }
 
+// NAP's kernels slice by slice: each query's statistics kept for the backward, which also reads the
+// scores (where the caller keeps them, or a copy), with the slice's terms of dgain and dbias.
+class StandardizeNormalization final : public SliceNormalization {
+public:
+    StandardizeNormalization(const AttentionDims& d, const Tensor& gain, const Tensor& bias, const Standardization& form,
+                             const KeptAttention& kept)
+        : SliceNormalization(d),
+          gain_(gain.to_floats()),
+          bias_(bias.to_floats()),
+          form_(form),
+          kept_scores_(kept.scores.defined() ? kept.scores : Tensor::empty({d.slices(), d.slice()})),
+          own_(kept.scores.defined() ? nullptr : kept_scores_.data()),
+          scores_(std::as_const(kept_scores_).data()),
+          stats_(static_cast<size_t>(d.slices() * d.queries)),
+          dgain_(static_cast<size_t>(d.slices())),
+          dbias_(static_cast<size_t>(d.slices())) {}
+
+    void forward(int64_t s, const float* S, const SliceMask& mask, float* A, SliceScratch&) override {
+        const int64_t n = dims.slice();
+        if (own_ && S != own_ + s * n) std::copy_n(S, n, own_ + s * n);
+        const auto h = static_cast<size_t>(s % dims.heads);
+        standardize_attention_forward(S, mask, dims, gain_[h], bias_[h], form_, A, stats(s));
+    }
+    const float* weights(int64_t s, const SliceMask& mask, float* A, SliceScratch& scratch) override {
+        forward(s, scores_ + s * dims.slice(), mask, A, scratch);  // the same statistics again
+        return A;
+    }
+    void backward(int64_t s, const float* g, const SliceMask& mask, float* dS, SliceScratch&) override {
+        const HeadGradients parts = standardize_attention_backward(scores_ + s * dims.slice(), g, stats(s),
+                                                                   gain_[static_cast<size_t>(s % dims.heads)], mask, dims, dS);
+        dgain_[static_cast<size_t>(s)] = parts.gain;
+        dbias_[static_cast<size_t>(s)] = parts.bias;
+    }
+    void write_parameter_gradients(GradSink& sink, size_t first) const override {
+        add_head_gradient(sink, first, dgain_, dims);
+        add_head_gradient(sink, first + 1, dbias_, dims);
+    }
+
+private:
+    RowStatistics* stats(int64_t s) { return stats_.data() + s * dims.queries; }
+
+    std::vector<float> gain_, bias_;
+    Standardization form_;
+    Tensor kept_scores_;  // the caller's scores, or a copy
+    float* own_;          // the copy's values, when it is one
+    const float* scores_;
+    std::vector<RowStatistics> stats_;
+    std::vector<double> dgain_, dbias_;
+};
+
 }  // namespace
+
+SliceNormalizer standardize_normalizer(const Var& gain, const Var& bias, const Standardization& form) {
+    return {[gain = gain.value(), bias = bias.value(), form](const AttentionDims& d,
+                                                               const KeptAttention& kept) -> std::unique_ptr<SliceNormalization> {
+                HNAS_CHECK(gain.shape() == Shape{d.heads} && bias.shape() == Shape{d.heads}, "standardize_attention: gain ",
+                           shape_str(gain.shape()), " and bias ", shape_str(bias.shape()), " must be (", d.heads, ")");
+                return std::make_unique<StandardizeNormalization>(d, gain, bias, form, kept);
+            },
+            {gain, bias}};
+}
 
 Var standardize_attention(const Var& scores, const Var& gain, const Var& bias, const AttentionMask& mask,
                           const Standardization& form) {
-    const AttentionDims d = check_attention_shapes(scores, mask, "standardize_attention");
-    HNAS_CHECK(gain.shape() == Shape{d.heads} && bias.shape() == Shape{d.heads}, "standardize_attention: gain ",
-               shape_str(gain.shape()), " and bias ", shape_str(bias.shape()), " must be (", d.heads, ")");
-    Tensor weights = Tensor::empty(scores.shape());
-    std::vector<RowStatistics> stats(static_cast<size_t>(d.slices() * d.queries));  // per (slice, query)
-    const int64_t n = d.slice();
-    const Tensor S = scores.value(), g = gain.value(), b = bias.value();
-    for_each_slice(d, [&](int64_t s, SliceScratch&) {
-        const int64_t h = s % d.heads;
-        standardize_attention_forward(S.data() + s * n, SliceMask(mask, d, s / d.heads), d, g.data()[h], b.data()[h], form,
-                                      weights.data() + s * n, stats.data() + s * d.queries);
-    });
-    return make_result("standardize_attention", weights, {scores, gain, bias},
-                       [=, stats = std::move(stats)](const Tensor& dy, GradSink& sink) {
-        std::vector<double> dgain(static_cast<size_t>(d.slices())), dbias(static_cast<size_t>(d.slices()));
-        WantedGradient dscores = wanted_gradient(sink, 0);
-        for_each_slice(d, [&](int64_t s, SliceScratch&) {
-            const HeadGradients parts = standardize_attention_backward(
-                S.data() + s * n, dy.data() + s * n, stats.data() + s * d.queries, g.data()[s % d.heads], SliceMask(mask, d, s / d.heads), d,
-                dscores.slice(s, n), dscores.accumulate);
-            dgain[static_cast<size_t>(s)] = parts.gain;
-            dbias[static_cast<size_t>(s)] = parts.bias;
-        });
-        add_head_gradient(sink, 1, dgain, d);
-        add_head_gradient(sink, 2, dbias, d);
-    });
+    return normalize_slices("standardize_attention", scores, mask, standardize_normalizer(gain, bias, form));
 }
 
 }  // namespace hnas::ops

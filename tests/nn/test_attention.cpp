@@ -108,6 +108,44 @@ TEST(AttentionGradients, MultiHeadAttentionWithPriorAllParameters) {
     }
 }
 
+// ops::blocked_attention against finite differences: q, k and v, and the kind's parameters, for every
+// kind with a slice normalizer, in each setting it may run in (3 batch rows: blocks of one and of
+// several). Also one tensor as queries, keys and values: each block overwrites its rows' gradient with
+// the first product and adds the others.
+TEST(AttentionGradients, BlockedAttentionEveryKind) {
+    for (const std::string& kind : nn::attention_kind_names()) {
+        auto norm = make_kind(kind);
+        set_distinct_parameters(*norm);
+        if (!norm->slice_normalizer()) continue;
+        for (const Setting& setting : settings()) {
+            if (!nn::find_attention_kind(kind).future_leak.empty() && setting.mask.causal) continue;
+            const std::string label = "blocked " + kind + "/" + setting.name;
+            ops::AttentionMask mask = setting.mask;
+            for (Tensor* valid : {&mask.key_valid, &mask.query_valid})
+                *valid = ops::concat({Var(*valid), Var(ops::slice(Var(*valid), 0, 0, 1).value())}, 0).value();  // a third row
+            const int64_t batch = kBatch + 1;
+            const auto attend = [&](const Var& q, const Var& k, const Var& v) {
+                Rng rng(7);
+                return ops::blocked_attention(q, k, v, kHeads, 0.6f, mask, *norm->slice_normalizer(), 0.0f, rng);
+            };
+            testing::check_gradients({random_tensor({batch, setting.queries, kHeads * 2}, 71, -1.5f, 1.5f),
+                                      random_tensor({batch, setting.keys, kHeads * 2}, 72, -1.5f, 1.5f),
+                                      random_tensor({batch, setting.keys, kHeads * 3}, 73)},
+                                     [&](const std::vector<Var>& v) { return attend(v[0], v[1], v[2]); }, {}, label);
+            if (!norm->named_parameters().empty()) {
+                const Var q(random_tensor({batch, setting.queries, kHeads * 2}, 74)), k(random_tensor({batch, setting.keys, kHeads * 2}, 75));
+                const Var v(random_tensor({batch, setting.keys, kHeads * 3}, 76));
+                testing::check_parameter_gradients(*norm, [&] { return attend(q, k, v); }, {}, label + " parameters");
+            }
+            if (setting.queries == setting.keys) {
+                testing::check_gradients({random_tensor({batch, setting.keys, kHeads * 2}, 77, -1.5f, 1.5f)},
+                                         [&](const std::vector<Var>& v) { return attend(v[0], v[0], v[0]); }, {},
+                                         label + " one tensor");
+            }
+        }
+    }
+}
+
 // T5's prior, shared by a stack's layers (`prior.shared`): its bias computed once and added in two
 // attentions of different kinds; its table's gradient, the sum over both, passes the finite-difference
 // check. An attention with a prior of its own refuses a shared one.
@@ -218,6 +256,71 @@ TEST(AttentionFused, HeadProductsMatchSplitMatmulMerge) {
         for (const auto& [got, expected] : {std::pair{fused_a, reference_a}, std::pair{fused_b, reference_b}}) {
             for (int64_t e = 0; e < got.numel(); ++e) {
                 ASSERT_NEAR(got.grad().data()[e], expected.grad().data()[e], 1e-5) << product.name << " gradient " << e;
+            }
+        }
+    }
+}
+
+// ops::blocked_attention (the scores, normalization, dropout and product with V one block of rows at a
+// time, in cache) against the composed ops it fuses, for every kind with fused kernels (each kind but
+// those that compare templates has them): the output and the gradients of q, k, v and the kind's
+// parameters, in every setting the kind may run in, with dropout (the same mask from the same draw) and
+// without, in f32 and bf16. 9 batch rows, so blocks of one row and of several, and threads, are met.
+TEST(AttentionFused, BlockedAttentionMatchesTheComposedOps) {
+    const int64_t batch = 9, heads = 2, width = 3;
+    for (const std::string& kind : nn::attention_kind_names()) {
+        auto norm = make_kind(kind);
+        set_distinct_parameters(*norm);
+        const std::optional<ops::SliceNormalizer> normalizer = norm->slice_normalizer();
+        if (nn::find_attention_kind(kind).compares_templates || kind == "non") {
+            EXPECT_FALSE(normalizer.has_value()) << kind;
+            continue;
+        }
+        ASSERT_TRUE(normalizer.has_value()) << kind << " has fused kernels but no slice normalizer";
+        for (const bool causal : {false, true}) {
+            if (causal && !nn::find_attention_kind(kind).future_leak.empty()) continue;
+            const int64_t queries = causal ? 6 : 5, keys = 6;
+            std::vector<int64_t> real_keys, real_queries;
+            for (int64_t b = 0; b < batch; ++b) {
+                real_keys.push_back(keys - b % 3);
+                real_queries.push_back(causal ? real_keys.back() : queries - b % 2);
+            }
+            const ops::AttentionMask mask{valid_prefix(keys, real_keys), valid_prefix(queries, real_queries), causal};
+            for (const auto precision : {backend::MatmulPrecision::f32, backend::MatmulPrecision::bf16}) {
+                if (precision == backend::MatmulPrecision::bf16 && !backend::bf16_matmul_available()) continue;
+                const testing::PrecisionScope scope(precision);
+                for (const float p : {0.0f, 0.3f}) {
+                    const std::string label = kind + (causal ? "/causal" : "/padded") + "/" + name_of(precision) + "/p " +
+                                              std::to_string(p);
+                    const Tensor q = random_tensor({batch, queries, heads * width}, 61, -1.5f, 1.5f);
+                    const Tensor k = random_tensor({batch, keys, heads * width}, 62, -1.5f, 1.5f);
+                    const Tensor v = random_tensor({batch, keys, heads * 4}, 63);
+                    const Tensor upstream = random_tensor({batch, queries, heads * 4}, 64);
+                    auto run = [&](bool blocked) {
+                        std::vector<Var> inputs{Var(q.clone(), true), Var(k.clone(), true), Var(v.clone(), true)};
+                        for (auto& named : norm->named_parameters()) named.parameter.zero_grad();
+                        Rng rng(65);
+                        Var out =
+                            blocked ? ops::blocked_attention(inputs[0], inputs[1], inputs[2], heads, 0.7f, mask,
+                                                             *norm->slice_normalizer(), p, rng)
+                                    : ops::head_context(ops::dropout(norm->normalize(ops::head_scores(inputs[0], inputs[1], heads, 0.7f), mask),
+                                                                     p, rng, ops::ResultReaders::products),
+                                                        inputs[2]);
+                        out.backward(upstream);
+                        std::vector<Tensor> results{out.value(), inputs[0].grad(), inputs[1].grad(), inputs[2].grad()};
+                        for (auto& named : norm->named_parameters()) results.push_back(named.parameter.grad().clone());
+                        return results;
+                    };
+                    const std::vector<Tensor> blocked = run(true), composed = run(false);
+                    const double tolerance = precision == backend::MatmulPrecision::f32 ? 2e-5 : 2e-2;
+                    for (size_t r = 0; r < blocked.size(); ++r) {
+                        for (int64_t e = 0; e < blocked[r].numel(); ++e) {
+                            ASSERT_NEAR(blocked[r].data()[e], composed[r].data()[e],
+                                        tolerance * (1.0 + std::abs(composed[r].data()[e])))
+                                << label << " result " << r << " element " << e;
+                        }
+                    }
+                }
             }
         }
     }

@@ -8,6 +8,9 @@ namespace hnas::nn {
 namespace {
 class Dnas : public AttentionNorm {
 public:
+    std::optional<ops::SliceNormalizer> slice_normalizer() const override {
+        return ops::step_normalizer({ops::NormalizeAxis::queries, ops::NormalizeAxis::keys});
+    }
     Var normalize(const AttentionScores& in, const ops::AttentionMask& mask) const override {
         return ops::normalize_attention(in.scores, mask, {ops::NormalizeAxis::queries, ops::NormalizeAxis::keys});
     }

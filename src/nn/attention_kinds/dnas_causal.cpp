@@ -25,6 +25,9 @@ float log_add_exp(float a, float b) {
 
 class DnasCausal : public AttentionNorm {
 public:
+    std::optional<ops::SliceNormalizer> slice_normalizer() const override {
+        return ops::step_normalizer({ops::NormalizeAxis::queries_prefix, ops::NormalizeAxis::keys});
+    }
     Var normalize(const AttentionScores& in, const ops::AttentionMask& mask) const override {
         return ops::normalize_attention(in.scores, mask, {ops::NormalizeAxis::queries_prefix, ops::NormalizeAxis::keys});
     }

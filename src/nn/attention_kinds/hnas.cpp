@@ -53,6 +53,7 @@ public:
         const int64_t thetas = settings.hybrid_per == HybridPer::layer ? 1 : heads;
         theta_ = register_parameter("hybrid_theta", Tensor::full({thetas}, std::log(u / (1.0f - u))), ParameterRole::hybrid_gate);
     }
+    std::optional<ops::SliceNormalizer> slice_normalizer() const override { return ops::hybrid_normalizer(theta_per_head()); }
     Var normalize(const AttentionScores& in, const ops::AttentionMask& mask) const override {
         return ops::hybrid_attention(in.scores, theta_per_head(), mask);
     }

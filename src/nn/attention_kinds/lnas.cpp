@@ -7,6 +7,7 @@ namespace hnas::nn {
 namespace {
 class Lnas : public AttentionNorm {
 public:
+    std::optional<ops::SliceNormalizer> slice_normalizer() const override { return ops::step_normalizer({ops::NormalizeAxis::keys}); }
     Var normalize(const AttentionScores& in, const ops::AttentionMask& mask) const override {
         return ops::normalize_attention(in.scores, mask, {ops::NormalizeAxis::keys});
     }

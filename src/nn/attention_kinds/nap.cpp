@@ -27,6 +27,9 @@ public:
         gain_ = register_parameter("gain", Tensor::full({heads}, 1.0f), ParameterRole::no_decay);
         bias_ = register_parameter("bias", Tensor::zeros({heads}), ParameterRole::no_decay);
     }
+    std::optional<ops::SliceNormalizer> slice_normalizer() const override {
+        return ops::standardize_normalizer(gain_, bias_, form_);
+    }
     Var normalize(const AttentionScores& in, const ops::AttentionMask& mask) const override {
         return ops::standardize_attention(in.scores, gain_, bias_, mask, form_);
     }

@@ -27,6 +27,7 @@ public:
             steps_.push_back(ops::NormalizeAxis::keys);
         }
     }
+    std::optional<ops::SliceNormalizer> slice_normalizer() const override { return ops::step_normalizer(steps_); }
     Var normalize(const AttentionScores& in, const ops::AttentionMask& mask) const override {
         return ops::normalize_attention(in.scores, mask, steps_);
     }
