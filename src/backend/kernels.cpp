@@ -83,11 +83,15 @@ void convert_to_bf16(const float* x, uint16_t* out, int64_t n) {
 #endif
 
 RowBlockSums::RowBlockSums(int64_t rows, int64_t columns, int64_t sums_per_row)
-    : rows_(rows), columns_(columns), blocks_((rows + kRows - 1) / kRows),
-      sums_(Tensor::zeros({sums_per_row, blocks_, columns})) {}
+    : rows_(rows), columns_(columns), blocks_((rows + kRows - 1) / kRows), sums_per_row_(sums_per_row),
+      sums_(Tensor::empty({sums_per_row, blocks_, columns})), values_(sums_.data()) {}
+
+void RowBlockSums::start_block(int64_t block) {
+    for (int64_t which = 0; which < sums_per_row_; ++which) std::fill_n(this->block(block, which), columns_, 0.0f);
+}
 
 void RowBlockSums::total(int64_t which, float* out, bool accumulate) const {
-    const float* sums = sums_.data() + which * blocks_ * columns_;
+    const float* sums = values_ + which * blocks_ * columns_;
     constexpr int64_t kColumns = 256;  // a stretch of columns at a time, its totals in vector lanes
 #pragma omp parallel for schedule(static) if (blocks_ * columns_ >= kParallelGrain)
     for (int64_t first = 0; first < columns_; first += kColumns) {

@@ -197,13 +197,16 @@ public:
     int64_t blocks() const { return blocks_; }
     int64_t first_row(int64_t block) const { return block * kRows; }
     int64_t end_row(int64_t block) const { return std::min(rows_, (block + 1) * kRows); }
-    float* block(int64_t block, int64_t which = 0) { return sums_.data() + (which * blocks_ + block) * columns_; }
+    // Zeroes a block's sums, in its thread and in cache: call it before adding the block's first row.
+    void start_block(int64_t block);
+    float* block(int64_t block, int64_t which = 0) { return values_ + (which * blocks_ + block) * columns_; }
     // The column sums of `which` into out: written over its values, or added to them.
     void total(int64_t which, float* out, bool accumulate) const;
 
 private:
-    int64_t rows_, columns_, blocks_;
+    int64_t rows_, columns_, blocks_, sums_per_row_;
     Tensor sums_;  // (sums_per_row, blocks, columns)
+    float* values_;
 };
 
 // dst = (accumulate ? dst : 0) + src summed over the axes along which dst's shape was broadcast

@@ -122,6 +122,7 @@ void layer_norm_backward_parameters(const float* in, const float* g, const float
     kernels::RowBlockSums sums(l.rows, l.width, 2);
 #pragma omp parallel for schedule(static) if (l.numel() >= kernels::kParallelGrain)
     for (int64_t block = 0; block < sums.blocks(); ++block) {
+        sums.start_block(block);
         for (int64_t r = sums.first_row(block); r < sums.end_row(block); ++r)
             add_parameter_terms(in + r * l.width, g + r * l.width, {mean[r], rstd[r]}, l.width, sums, block);
     }
@@ -216,6 +217,7 @@ void dropout_add_layer_norm_backward(const Tensor& sum, const Tensor& weight, co
         float* d = ds.data();
 #pragma omp for schedule(static)
         for (int64_t block = 0; block < sums.blocks(); ++block) {
+            sums.start_block(block);
             for (int64_t r = sums.first_row(block); r < sums.end_row(block); ++r) {
                 const int64_t at = r * width;
                 const float *row = s + at, *grow = g + at;

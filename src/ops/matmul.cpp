@@ -162,6 +162,7 @@ void gradient_rows_with_column_sums(int64_t rows, int64_t cols, MakeRow make_row
         std::vector<float> buffer(static_cast<size_t>(cols));
 #pragma omp for schedule(static)
         for (int64_t block = 0; block < sums.blocks(); ++block) {
+            sums.start_block(block);
             float* block_sum = bias_grad ? sums.block(block) : nullptr;
             for (int64_t row = sums.first_row(block); row < sums.end_row(block); ++row) {
                 const float* values = make_row(row, buffer.data());

@@ -526,12 +526,14 @@ TEST(BackendKernels, RowBlockSumsAreColumnTotals) {
     const int64_t rows = 2 * kernels::RowBlockSums::kRows + 5, columns = 7;
     const Tensor values = random_tensor({rows, columns}, 31);
     kernels::RowBlockSums sums(rows, columns, 2);
-    for (int64_t block = 0; block < sums.blocks(); ++block)
+    for (int64_t block = 0; block < sums.blocks(); ++block) {
+        sums.start_block(block);
         for (int64_t r = sums.first_row(block); r < sums.end_row(block); ++r)
             for (int64_t j = 0; j < columns; ++j) {
                 sums.block(block, 0)[j] += values.data()[r * columns + j];
                 sums.block(block, 1)[j] += 2.0f;
             }
+    }
     ASSERT_EQ(sums.blocks(), 3);
     std::vector<float> totals(columns, 0.5f), doubled(columns, 0.5f);
     sums.total(0, totals.data(), true);
