@@ -169,6 +169,10 @@ struct Standardization {
 Var standardize_attention(const Var& scores, const Var& gain, const Var& bias, const AttentionMask& mask,
                           const Standardization& form);
 SliceNormalizer standardize_normalizer(const Var& gain, const Var& bias, const Standardization& form);
+// unnormalized_attention.cpp: paper 002's NON (§4): the scores as weights, times 1/√n for a query with n
+// allowed keys, 0 where not allowed.
+Var unnormalized_attention(const Var& scores, const AttentionMask& mask);
+SliceNormalizer unnormalized_normalizer();
 // hybrid_attention.cpp: HNAS (paper 004, Alg. 1): u[h]·DNAS(S) + (1 − u[h])·LNAS(S), u = sigmoid(theta), theta (H).
 Var hybrid_attention(const Var& scores, const Var& theta, const AttentionMask& mask);
 SliceNormalizer hybrid_normalizer(const Var& theta);

@@ -1,8 +1,8 @@
 // non: no online logit normalization (paper 002, §4 "NON"): the scores themselves are the weights,
 // scaled by 1/√n for a query with n allowed keys, so that at initialization the output's contribution
 // does not depend on the sequence length. Paper 002's block then applies GELU to the heads' output
-// in place of its layer norm (model.mte_attention_norm false). No fused kernel: the composed form is
-// two elementwise products.
+// in place of its layer norm (model.mte_attention_norm false). Its fused kernel is
+// ops/unnormalized_attention.cpp.
 #include <cmath>
 #include <numeric>
 
@@ -27,7 +27,10 @@ Tensor scaled_allowed_entries(const ops::AttentionMask& mask, const Shape& score
 
 class Non : public AttentionNorm {
 public:
-    Var normalize(const AttentionScores& in, const ops::AttentionMask& mask) const override { return reference(in, mask); }
+    std::optional<ops::SliceNormalizer> slice_normalizer() const override { return ops::unnormalized_normalizer(); }
+    Var normalize(const AttentionScores& in, const ops::AttentionMask& mask) const override {
+        return ops::unnormalized_attention(in.scores, mask);
+    }
     Var reference(const AttentionScores& in, const ops::AttentionMask& mask) const override {
         return ops::mul(in.scores, Var(scaled_allowed_entries(mask, in.scores.shape())));
     }
