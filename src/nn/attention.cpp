@@ -180,6 +180,33 @@ Var intervened(const MultiHeadAttention& attention, const Var& weights, const Va
 }
 }  // namespace
 
+// The keys and values (B, Tk, D) of `memory`: read by the head products alone, but a decoding cache
+// appends keys and values, and comparing templates slices the keys.
+std::pair<Var, Var> MultiHeadAttention::keys_and_values(const Var& query, const Var& memory, AttentionCache* cache) const {
+    if (!cache) {
+        using ops::ResultReaders;
+        const ResultReaders readers = compares_templates_ ? ResultReaders::any : ResultReaders::products;
+        return {k_proj_.forward(memory, readers), v_proj_ ? v_proj_->forward(memory, readers) : memory};
+    }
+    HNAS_CHECK(role_ != AttentionRole::bidirectional && query.dim(1) == 1, "attention: step-by-step decoding takes ",
+               "one query position in a decoder attention, got ", shape_str(query.shape()), " in ", name_of(role_));
+    const bool grows = role_ == AttentionRole::causal_self;
+    if (grows || !cache->keys.defined()) {
+        const Var new_keys = k_proj_.forward(memory), new_values = v_proj_ ? v_proj_->forward(memory) : memory;
+        if (grows && cache->keys.defined()) {
+            HNAS_CHECK(!grad_enabled(), "attention: step-by-step decoding runs without gradients (NoGradScope)");
+            cache->keys = append_position(cache->keys, cache->pending_rows, new_keys.value());
+            cache->values = append_position(cache->values, cache->pending_rows, new_values.value());
+            cache->pending_rows.clear();
+        } else {
+            cache->keys = new_keys.value();
+            cache->values = new_values.value();
+        }
+        cache->from_memory = !grows;
+    }
+    return {Var(cache->keys), Var(cache->values)};
+}
+
 Var MultiHeadAttention::attend(const Var& query, const Var& input_memory, const ops::AttentionMask& input_mask,
                                AttentionCache* cache, const Var& stack_prior, const TemplatePartners* partners,
                                ops::ResultReaders context_readers) const {
@@ -196,36 +223,9 @@ Var MultiHeadAttention::attend(const Var& query, const Var& input_memory, const 
     const Var& memory = extended.memory;
     const ops::AttentionMask& mask = extended.mask;
     // Projections keep their heads side by side, (B, T, H·K); the head products read them in place, and
-    // only they (ops::ResultReaders): but a decoding cache appends keys and values, and comparing
-    // templates slices the keys.
-    using ops::ResultReaders;
-    Var q = q_proj_.forward(query, ResultReaders::products);  // (B, Tq, D)
-    Var k, v;                                                 // (B, Tk, D)
-    if (!cache) {
-        const ResultReaders readers = compares_templates_ ? ResultReaders::any : ResultReaders::products;
-        k = k_proj_.forward(memory, readers);
-        v = v_proj_ ? v_proj_->forward(memory, readers) : memory;
-    } else {
-        HNAS_CHECK(role_ != AttentionRole::bidirectional && query.dim(1) == 1, "attention: step-by-step decoding takes ",
-                   "one query position in a decoder attention, got ", shape_str(query.shape()), " in ",
-                   name_of(role_));
-        const bool grows = role_ == AttentionRole::causal_self;
-        if (grows || !cache->keys.defined()) {
-            const Var new_keys = k_proj_.forward(memory), new_values = v_proj_ ? v_proj_->forward(memory) : memory;
-            if (grows && cache->keys.defined()) {
-                HNAS_CHECK(!grad_enabled(), "attention: step-by-step decoding runs without gradients (NoGradScope)");
-                cache->keys = append_position(cache->keys, cache->pending_rows, new_keys.value());
-                cache->values = append_position(cache->values, cache->pending_rows, new_values.value());
-                cache->pending_rows.clear();
-            } else {
-                cache->keys = new_keys.value();
-                cache->values = new_values.value();
-            }
-            cache->from_memory = !grows;
-        }
-        k = Var(cache->keys);
-        v = Var(cache->values);
-    }
+    // only they (ops::ResultReaders).
+    const Var q = q_proj_.forward(query, ops::ResultReaders::products);  // (B, Tq, D)
+    const auto [k, v] = keys_and_values(query, memory, cache);             // (B, Tk, D)
     const int64_t input_templates = with_partners ? k.dim(1) / 2 : k.dim(1);
     const Var prior = preference(input_memory, input_mask, q.dim(1), input_templates, cache, stack_prior);
     AttentionRecord* probed = AttentionProbe::slot_for(*this);
@@ -265,7 +265,7 @@ Var MultiHeadAttention::attend(const Var& query, const Var& input_memory, const 
                    .memory = input_memory.value(),
                    .log_preference = log_preference.defined() ? log_preference.value() : Tensor()};
     }
-    weights = attention_dropout_.forward(weights, ResultReaders::products);
+    weights = attention_dropout_.forward(weights, ops::ResultReaders::products);
     return ops::head_context(weights, v, context_readers);  // (B, Tq, D)
 }
 

@@ -8,6 +8,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nn/attention_norm.h"
@@ -110,6 +111,7 @@ public:
     bool projects_values() const { return v_proj_ != nullptr; }
 
 private:
+    std::pair<Var, Var> keys_and_values(const Var& query, const Var& memory, AttentionCache* cache) const;
     // The bias (1, H, Tq, Tk) of this attention's prior, or of the stack's; undefined without either.
     Var prior_bias(int64_t queries, int64_t keys, const ops::AttentionMask& mask, const Var& stack_prior) const;
     // log u over the memory's keys from every prior that is on: (1 or B, H, Tq or 1, Tk); undefined

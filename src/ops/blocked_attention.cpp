@@ -5,7 +5,9 @@
 // backward reads it keeps (SliceNormalization), and the dropout mask is kept one byte an entry. The
 // composed ops it equals are in its test (AttentionFused.BlockedAttentionMatchesTheComposedOps).
 #include <algorithm>
+#include <memory>
 #include <optional>
+#include <utility>
 
 #include "backend/kernels.h"
 #include "backend/matmul.h"
@@ -117,6 +119,82 @@ struct Gradient {
     bool accumulate = false;
 };
 
+// The operands of one call's products: q, k and v forward, and the output's gradient backward.
+struct CoreOperands {
+    backend::MatmulOperand q, k, v;
+};
+
+// What the blocks of one call share, forward and backward.
+struct BlockedCore {
+    AttentionDims d;
+    CoreProducts products;
+    AttentionMask mask;
+    float alpha;
+    std::shared_ptr<SliceNormalization> norm;
+    std::optional<KeepFactors> dropout;  // drawn when p > 0
+    Tensor kept;                         // the dropout's kept entries, one byte each, when a backward follows
+
+    SliceMask slice_mask(int64_t s) const { return SliceMask(mask, d, s / d.heads); }
+
+    // A block's scores, normalization and dropped weights A′, and out = A′ V at the block's rows.
+    void forward(int64_t first, int64_t rows, BlockBuffers& buffers, const CoreOperands& in, float* out_values,
+                 uint16_t* out_rounded) {
+        const int64_t n = d.slice(), slices = rows * d.heads, first_slice = first * d.heads;
+        float *S = buffers.scores.data(), *A = buffers.weights.data();
+        backend::matmul(in.q.plus(products.query_rows(first)), in.k.plus(products.key_rows(first)), S,
+                        products.shape(rows, d.queries, d.keys, products.width, false, true, true, false), {alpha});
+        for (int64_t i = 0; i < slices; ++i) norm->forward(first_slice + i, S + i * n, slice_mask(first_slice + i), A + i * n, buffers.scratch);
+        drop_weights(dropout ? &*dropout : nullptr, first_slice, slices, n, A, kept.defined() ? kept.bytes() : nullptr);
+        const int64_t at = products.output_rows(first);
+        const backend::MatmulResult result =
+            out_rounded ? backend::MatmulResult::bf16_only(out_rounded + at) : backend::MatmulResult(out_values + at);
+        backend::matmul(block_operand(A, slices * n, buffers), in.v.plus(products.value_rows(first)), result,
+                        products.shape(rows, d.queries, products.value_width, d.keys, false, false, false, true));
+    }
+
+    // A block's backward from dout (the rows of dy): dV, then dA′, dA, the normalization's dS, dQ and dK.
+    void backward(int64_t first, int64_t rows, BlockBuffers& buffers, const CoreOperands& in, backend::MatmulOperand dy,
+                  const Gradient& dq, const Gradient& dk, const Gradient& dv) {
+        const int64_t n = d.slice(), slices = rows * d.heads, first_slice = first * d.heads;
+        float *dS = buffers.scores.data(), *A = buffers.weights.data(), *G = buffers.gradient.data();
+        const uint8_t* kept_entries = kept.defined() ? std::as_const(kept).bytes() : nullptr;
+        const float keep_scale = dropout ? dropout->keep_scale : 1.0f;
+        const backend::MatmulOperand block_dy = dy.plus(products.output_rows(first));
+        // forward: out_h = A′_h V_h, so dA′_h = dout_h V_hᵀ and dV_h = A′_hᵀ dout_h
+        backend::matmul(block_dy, in.v.plus(products.value_rows(first)), G,
+                        products.shape(rows, d.queries, d.keys, products.value_width, false, true, true, false));
+        if (dv.values) {
+            for (int64_t i = 0; i < slices; ++i) {
+                const float* weights = norm->weights(first_slice + i, slice_mask(first_slice + i), A + i * n, buffers.scratch);
+                if (weights != A + i * n) std::copy_n(weights, n, A + i * n);
+            }
+            apply_kept(kept_entries, keep_scale, first_slice, slices, n, A);
+            backend::matmul(block_operand(A, slices * n, buffers), block_dy, dv.values + products.value_rows(first),
+                            products.shape(rows, d.keys, products.value_width, d.queries, true, false, false, true),
+                            {1.0f, nullptr, dv.accumulate});
+        }
+        apply_kept(kept_entries, keep_scale, first_slice, slices, n, G);  // forward: A′ = A ⊙ factor
+        const bool scores_wanted = dq.values || dk.values;
+        for (int64_t i = 0; i < slices; ++i) {
+            norm->backward(first_slice + i, G + i * n, slice_mask(first_slice + i), scores_wanted ? dS + i * n : nullptr,
+                           buffers.scratch);
+        }
+        if (!scores_wanted) return;
+        // forward: S_h = α Q_h K_hᵀ, so dQ_h = α dS_h K_h and dK_h = α dS_hᵀ Q_h
+        const backend::MatmulOperand block_dS = block_operand(dS, slices * n, buffers);
+        if (dq.values) {
+            backend::matmul(block_dS, in.k.plus(products.key_rows(first)), dq.values + products.query_rows(first),
+                            products.shape(rows, d.queries, products.width, d.keys, false, false, false, true),
+                            {alpha, nullptr, dq.accumulate});
+        }
+        if (dk.values) {
+            backend::matmul(block_dS, in.q.plus(products.query_rows(first)), dk.values + products.key_rows(first),
+                            products.shape(rows, d.keys, products.width, d.queries, true, false, false, true),
+                            {alpha, nullptr, dk.accumulate});
+        }
+    }
+};
+
 }  // namespace
 
 Var blocked_attention(const Var& q, const Var& k, const Var& v, int64_t heads, float alpha, const AttentionMask& mask,
@@ -130,43 +208,28 @@ Var blocked_attention(const Var& q, const Var& k, const Var& v, int64_t heads, f
     const AttentionDims d{q.dim(0), heads, q.dim(1), k.dim(1)};
     check_attention_mask(d, mask, "blocked_attention");
     const CoreProducts products{d, q.dim(2) / heads, v.dim(2) / heads};
-    const Shape out_shape{d.batch, d.queries, v.dim(2)};
     if (d.slices() * d.slice() == 0 || products.width == 0 || products.value_width == 0) {  // no product to run
         const Var weights = normalize_slices("blocked_attention", head_scores(q, k, heads, alpha), mask, normalizer);
         return head_context(ops::dropout(weights, dropout, rng, ResultReaders::products), v, readers);
     }
-    const std::optional<KeepFactors> drawn = dropout > 0.0f ? std::optional(KeepFactors::draw(dropout, rng)) : std::nullopt;
-    const KeepFactors* factors = drawn ? &*drawn : nullptr;
-    Tensor kept = drawn && grad_enabled() ? Tensor::empty({d.slices(), d.slice()}, DType::u8) : Tensor();
-    uint8_t* kept_entries = kept.defined() ? kept.bytes() : nullptr;
-    const std::shared_ptr<SliceNormalization> norm = normalizer.make(d, {});
+    const auto core = std::make_shared<BlockedCore>(BlockedCore{d, products, mask, alpha, normalizer.make(d, {}), std::nullopt, Tensor()});
+    if (dropout > 0.0f) {
+        core->dropout = KeepFactors::draw(dropout, rng);
+        if (grad_enabled()) core->kept = Tensor::empty({d.slices(), d.slice()}, DType::u8);
+    }
+    const Shape out_shape{d.batch, d.queries, v.dim(2)};
     const bool bf16_only = readers == ResultReaders::products && backend::matmul_precision() == backend::MatmulPrecision::bf16;
     Tensor out = bf16_only ? Tensor::bf16_only(out_shape) : Tensor::empty(out_shape);
     float* out_values = bf16_only ? nullptr : out.data();
     uint16_t* out_rounded = bf16_only ? out.bf16_copy().first : nullptr;
-    const backend::MatmulOperand qo = backend::operand(q.value()), ko = backend::operand(k.value()), vo = backend::operand(v.value());
-    const int64_t n = d.slice();
+    const CoreOperands in{backend::operand(q.value()), backend::operand(k.value()), backend::operand(v.value())};
     for_each_block(d, [&](int64_t first, int64_t rows, BlockBuffers& buffers) {
-        float *S = buffers.scores.data(), *A = buffers.weights.data();
-        backend::matmul(qo.plus(products.query_rows(first)), ko.plus(products.key_rows(first)), S,
-                        products.shape(rows, d.queries, d.keys, products.width, false, true, true, false), {alpha});
-        for (int64_t i = 0; i < rows * d.heads; ++i) {
-            const int64_t s = first * d.heads + i;
-            norm->forward(s, S + i * n, SliceMask(mask, d, s / d.heads), A + i * n, buffers.scratch);
-        }
-        drop_weights(factors, first * d.heads, rows * d.heads, n, A, kept_entries);
-        const int64_t at = products.output_rows(first);
-        const backend::MatmulResult result =
-            bf16_only ? backend::MatmulResult::bf16_only(out_rounded + at) : backend::MatmulResult(out_values + at);
-        backend::matmul(block_operand(A, rows * d.heads * n, buffers), vo.plus(products.value_rows(first)), result,
-                        products.shape(rows, d.queries, products.value_width, d.keys, false, false, false, true));
+        core->forward(first, rows, buffers, in, out_values, out_rounded);
     });
     std::vector<Var> inputs{q, k, v};
     inputs.insert(inputs.end(), normalizer.parameters.begin(), normalizer.parameters.end());
     const Tensor qv = q.value(), kv = k.value(), vv = v.value();
     return make_result("blocked_attention", out, inputs, [=](const Tensor& dy, GradSink& sink) {
-        const uint8_t* kept_entries = kept.defined() ? kept.bytes() : nullptr;
-        const float keep_scale = drawn ? drawn->keep_scale : 1.0f;
         // Asked for in the order each block writes them, so that when two inputs are one tensor the first
         // written overwrites and the second adds, block by block.
         Gradient dv, dq, dk;
@@ -175,48 +238,12 @@ Var blocked_attention(const Var& q, const Var& k, const Var& v, int64_t heads, f
             const GradSink::Target target = sink.target(input);
             *gradient = {target.grad.data(), target.accumulate};
         }
-        const backend::MatmulOperand dyo = backend::operand(dy), qo = backend::operand(qv), ko = backend::operand(kv),
-                                     vo = backend::operand(vv);
-        for_each_block(d, [&](int64_t first, int64_t rows, BlockBuffers& buffers) {
-            float *dS = buffers.scores.data(), *A = buffers.weights.data(), *G = buffers.gradient.data();
-            const int64_t slices = rows * d.heads, first_slice = first * d.heads;
-            const backend::MatmulOperand block_dy = dyo.plus(products.output_rows(first));
-            // forward: out_h = A′_h V_h, so dA′_h = dout_h V_hᵀ and dV_h = A′_hᵀ dout_h
-            backend::matmul(block_dy, vo.plus(products.value_rows(first)), G,
-                            products.shape(rows, d.queries, d.keys, products.value_width, false, true, true, false));
-            if (dv.values) {
-                for (int64_t i = 0; i < slices; ++i) {
-                    const int64_t s = first_slice + i;
-                    const float* weights = norm->weights(s, SliceMask(mask, d, s / d.heads), A + i * n, buffers.scratch);
-                    if (weights != A + i * n) std::copy_n(weights, n, A + i * n);
-                }
-                apply_kept(kept_entries, keep_scale, first_slice, slices, n, A);
-                backend::matmul(block_operand(A, slices * n, buffers), block_dy, dv.values + products.value_rows(first),
-                                products.shape(rows, d.keys, products.value_width, d.queries, true, false, false, true),
-                                {1.0f, nullptr, dv.accumulate});
-            }
-            apply_kept(kept_entries, keep_scale, first_slice, slices, n, G);  // forward: A′ = A ⊙ factor
-            const bool scores_wanted = dq.values || dk.values;
-            for (int64_t i = 0; i < slices; ++i) {
-                const int64_t s = first_slice + i;
-                norm->backward(s, G + i * n, SliceMask(mask, d, s / d.heads), scores_wanted ? dS + i * n : nullptr,
-                               buffers.scratch);
-            }
-            if (!scores_wanted) return;
-            // forward: S_h = α Q_h K_hᵀ, so dQ_h = α dS_h K_h and dK_h = α dS_hᵀ Q_h
-            const backend::MatmulOperand block_dS = block_operand(dS, slices * n, buffers);
-            if (dq.values) {
-                backend::matmul(block_dS, ko.plus(products.key_rows(first)), dq.values + products.query_rows(first),
-                                products.shape(rows, d.queries, products.width, d.keys, false, false, false, true),
-                                {alpha, nullptr, dq.accumulate});
-            }
-            if (dk.values) {
-                backend::matmul(block_dS, qo.plus(products.query_rows(first)), dk.values + products.key_rows(first),
-                                products.shape(rows, d.keys, products.width, d.queries, true, false, false, true),
-                                {alpha, nullptr, dk.accumulate});
-            }
+        const CoreOperands in{backend::operand(qv), backend::operand(kv), backend::operand(vv)};
+        const backend::MatmulOperand dyo = backend::operand(dy);
+        for_each_block(core->d, [&](int64_t first, int64_t rows, BlockBuffers& buffers) {
+            core->backward(first, rows, buffers, in, dyo, dq, dk, dv);
         });
-        norm->write_parameter_gradients(sink, 3);
+        core->norm->write_parameter_gradients(sink, 3);
     });
 }
 
