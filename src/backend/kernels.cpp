@@ -90,19 +90,25 @@ void RowBlockSums::start_block(int64_t block) {
     for (int64_t which = 0; which < sums_per_row_; ++which) std::fill_n(this->block(block, which), columns_, 0.0f);
 }
 
-void RowBlockSums::total(int64_t which, float* out, bool accumulate) const {
-    const float* sums = values_ + which * blocks_ * columns_;
-    constexpr int64_t kColumns = 256;  // a stretch of columns at a time, its totals in vector lanes
-#pragma omp parallel for schedule(static) if (blocks_ * columns_ >= kParallelGrain)
-    for (int64_t first = 0; first < columns_; first += kColumns) {
+void RowBlockSums::total(std::span<const Total> totals) const {
+    HNAS_CHECK(static_cast<int64_t>(totals.size()) <= sums_per_row_, "RowBlockSums: ", totals.size(), " totals of ",
+               sums_per_row_, " sums a row");
+    constexpr int64_t kColumns = 64;  // a stretch of columns at a time, its totals in vector lanes
+    const int64_t stretches = (columns_ + kColumns - 1) / kColumns;
+    const int64_t items = static_cast<int64_t>(totals.size()) * stretches;
+#pragma omp for schedule(static)
+    for (int64_t item = 0; item < items; ++item) {
+        const int64_t which = item / stretches, first = item % stretches * kColumns;
+        const Total& to = totals[static_cast<size_t>(which)];
+        if (to.out == nullptr) continue;
         const int64_t count = std::min(kColumns, columns_ - first);
+        const float* sums = values_ + which * blocks_ * columns_ + first;
         alignas(64) float total[kColumns] = {};
         for (int64_t block = 0; block < blocks_; ++block) {
-            const float* row = sums + block * columns_ + first;
 #pragma omp simd
-            for (int64_t j = 0; j < count; ++j) total[j] += row[j];
+            for (int64_t j = 0; j < count; ++j) total[j] += sums[block * columns_ + j];
         }
-        for (int64_t j = 0; j < count; ++j) out[first + j] = accumulate ? out[first + j] + total[j] : total[j];
+        for (int64_t j = 0; j < count; ++j) to.out[first + j] = to.accumulate ? to.out[first + j] + total[j] : total[j];
     }
 }
 

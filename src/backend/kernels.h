@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <vector>
 
 #include "tensor/tensor.h"
@@ -200,8 +201,15 @@ public:
     // Zeroes a block's sums, in its thread and in cache: call it before adding the block's first row.
     void start_block(int64_t block);
     float* block(int64_t block, int64_t which = 0) { return values_ + (which * blocks_ + block) * columns_; }
-    // The column sums of `which` into out: written over its values, or added to them.
-    void total(int64_t which, float* out, bool accumulate) const;
+    // Where the column sums of one `which` go: over out's values, or added to them; out null: not wanted.
+    struct Total {
+        float* out = nullptr;
+        bool accumulate = false;
+    };
+    // The column sums of each `which` into totals[which]. Called inside the parallel region that filled
+    // the blocks, after its loop (whose barrier makes every block final), the region's threads share the
+    // columns (an orphaned omp for), so totalling forks no region of its own; outside a region, one thread.
+    void total(std::span<const Total> totals) const;
 
 private:
     int64_t rows_, columns_, blocks_, sums_per_row_;

@@ -1,6 +1,7 @@
 // Layer normalization over the last axis: a named forward and backward, each fused per row; and fused
 // with the residual sum and dropout before it (a post-LN sublayer), one pass each way.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <optional>
 #include <utility>
@@ -108,25 +109,32 @@ inline void add_parameter_terms(const float* row, const float* grow, RowStatisti
     }
 }
 
-// The sums into the sink's inputs `weight` and `bias` (those it wants).
-void write_parameter_gradients(const kernels::RowBlockSums& sums, GradSink& sink, size_t weight, size_t bias) {
-    for (const auto& [which, input] : {std::pair<int64_t, size_t>{0, weight}, {1, bias}}) {
+// Where the block sums go (0: dw, 1: db): the sink's inputs `weight` and `bias`, those it wants, taken
+// before the parallel region that totals into them.
+std::array<kernels::RowBlockSums::Total, 2> parameter_totals(GradSink& sink, size_t weight, size_t bias) {
+    std::array<kernels::RowBlockSums::Total, 2> totals;
+    for (const auto& [which, input] : {std::pair<size_t, size_t>{0, weight}, {1, bias}}) {
         if (!sink.wants(input)) continue;
         const GradSink::Target target = sink.target(input);
-        sums.total(which, target.grad.data(), target.accumulate);
+        totals[which] = {target.grad.data(), target.accumulate};
     }
+    return totals;
 }
 
 void layer_norm_backward_parameters(const float* in, const float* g, const float* mean, const float* rstd,
                                     const RowLayout& l, GradSink& sink) {
     kernels::RowBlockSums sums(l.rows, l.width, 2);
-#pragma omp parallel for schedule(static) if (l.numel() >= kernels::kParallelGrain)
-    for (int64_t block = 0; block < sums.blocks(); ++block) {
-        sums.start_block(block);
-        for (int64_t r = sums.first_row(block); r < sums.end_row(block); ++r)
-            add_parameter_terms(in + r * l.width, g + r * l.width, {mean[r], rstd[r]}, l.width, sums, block);
+    const std::array<kernels::RowBlockSums::Total, 2> totals = parameter_totals(sink, 1, 2);
+#pragma omp parallel if (l.numel() >= kernels::kParallelGrain)
+    {
+#pragma omp for schedule(static)
+        for (int64_t block = 0; block < sums.blocks(); ++block) {
+            sums.start_block(block);
+            for (int64_t r = sums.first_row(block); r < sums.end_row(block); ++r)
+                add_parameter_terms(in + r * l.width, g + r * l.width, {mean[r], rstd[r]}, l.width, sums, block);
+        }
+        sums.total(totals);
     }
-    write_parameter_gradients(sums, sink, 1, 2);
 }
 
 RowLayout check_layer_norm(const char* op, const Var& x, const Var& weight, const Var& bias) {
@@ -209,6 +217,8 @@ void dropout_add_layer_norm_backward(const Tensor& sum, const Tensor& weight, co
     const bool branch_accumulates = to_branch && to_branch->accumulate;
     const bool parameters = sink.wants(2) || sink.wants(3);
     kernels::RowBlockSums sums(l.rows, width, parameters ? 2 : 0);
+    const std::array<kernels::RowBlockSums::Total, 2> totals =
+        parameters ? parameter_totals(sink, 2, 3) : std::array<kernels::RowBlockSums::Total, 2>{};
     const float *s = sum.data(), *w = weight.data(), *g = dy.data(), *mean = row_mean.data(), *rstd = row_rstd.data();
     const uint8_t* m = mask.defined() ? mask.bytes() : nullptr;
 #pragma omp parallel if (l.numel() >= kernels::kParallelGrain)
@@ -244,8 +254,8 @@ void dropout_add_layer_norm_backward(const Tensor& sum, const Tensor& weight, co
                 if (parameters) add_parameter_terms(row, grow, st, width, sums, block);
             }
         }
+        if (parameters) sums.total(totals);
     }
-    if (parameters) write_parameter_gradients(sums, sink, 2, 3);
 }
 
 }  // namespace

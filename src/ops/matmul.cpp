@@ -173,8 +173,11 @@ void gradient_rows_with_column_sums(int64_t rows, int64_t cols, MakeRow make_row
                 if (rounded) kernels::round_row_to_bf16(values, rounded + row * cols, cols);
             }
         }
+        if (bias_grad) {
+            const kernels::RowBlockSums::Total total{bias_grad, accumulate};
+            sums.total({&total, 1});
+        }
     }
-    if (bias_grad) sums.total(0, bias_grad, accumulate);
 }
 
 // db = Σ_rows dY into the sink's input 2. Under bf16, when dY has no bf16 copy yet (its producer, a

@@ -521,28 +521,38 @@ TEST(BackendKernels, AccumulateReducedSumsBroadcastAxes) {
 }
 
 // Each sum is its column's total over every row (a last block shorter than kRows included), written
-// over or added to the output.
+// over or added to the output; totalled by the threads of the region that filled the blocks (as the ops
+// call it) or by one thread outside any region, the same bits. 135 columns: three stretches, one partial.
 TEST(BackendKernels, RowBlockSumsAreColumnTotals) {
-    const int64_t rows = 2 * kernels::RowBlockSums::kRows + 5, columns = 7;
+    const int64_t rows = 2 * kernels::RowBlockSums::kRows + 5, columns = 135;
     const Tensor values = random_tensor({rows, columns}, 31);
     kernels::RowBlockSums sums(rows, columns, 2);
-    for (int64_t block = 0; block < sums.blocks(); ++block) {
-        sums.start_block(block);
-        for (int64_t r = sums.first_row(block); r < sums.end_row(block); ++r)
-            for (int64_t j = 0; j < columns; ++j) {
-                sums.block(block, 0)[j] += values.data()[r * columns + j];
-                sums.block(block, 1)[j] += 2.0f;
-            }
+    std::vector<float> totals(columns, 0.5f), doubled(columns, 0.5f);
+    const kernels::RowBlockSums::Total wanted[] = {{totals.data(), true}, {doubled.data(), false}};
+#pragma omp parallel num_threads(2)
+    {
+#pragma omp for schedule(static)
+        for (int64_t block = 0; block < sums.blocks(); ++block) {
+            sums.start_block(block);
+            for (int64_t r = sums.first_row(block); r < sums.end_row(block); ++r)
+                for (int64_t j = 0; j < columns; ++j) {
+                    sums.block(block, 0)[j] += values.data()[r * columns + j];
+                    sums.block(block, 1)[j] += 2.0f;
+                }
+        }
+        sums.total(wanted);
     }
     ASSERT_EQ(sums.blocks(), 3);
-    std::vector<float> totals(columns, 0.5f), doubled(columns, 0.5f);
-    sums.total(0, totals.data(), true);
-    sums.total(1, doubled.data(), false);
+    std::vector<float> serial(columns, 0.5f);
+    const kernels::RowBlockSums::Total only_first[] = {{serial.data(), true}};
+    sums.total(only_first);
     for (int64_t j = 0; j < columns; ++j) {
         double expected = 0.5;
         for (int64_t r = 0; r < rows; ++r) expected += values.data()[r * columns + j];
-        EXPECT_NEAR(totals[static_cast<size_t>(j)], expected, 1e-5) << "column " << j;
-        EXPECT_EQ(doubled[static_cast<size_t>(j)], 2.0f * static_cast<float>(rows)) << "column " << j;
+        const size_t at = static_cast<size_t>(j);
+        EXPECT_NEAR(totals[at], expected, 1e-5) << "column " << j;
+        EXPECT_EQ(serial[at], totals[at]) << "column " << j;
+        EXPECT_EQ(doubled[at], 2.0f * static_cast<float>(rows)) << "column " << j;
     }
 }
 
