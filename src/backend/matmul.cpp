@@ -90,6 +90,7 @@ dnnl::memory::desc matrix_desc(int64_t batch, int64_t heads, int64_t rows, int64
     // A shared matrix is a batch of one, broadcast by its size; its batch stride stays the matrix's, as
     // a stride of 0 sorts the batch innermost and a transposed B then falls to oneDNN's reference kernel.
     if (heads == 1) return dnnl::memory::desc({shared ? 1 : batch, rows, cols}, type, dims{matrix, row_step, col_step});
+    if (shared) return dnnl::memory::desc({1, 1, rows, cols}, type, dims{matrix, matrix, row_step, col_step});
     const int64_t head_stride = interleaved ? stored_cols : matrix;
     return dnnl::memory::desc({batch / heads, heads, rows, cols}, type, dims{heads * matrix, head_stride, row_step, col_step});
 }
@@ -284,6 +285,22 @@ void record(const MatmulCall& call) {
     if (recording) recording->push_back(call);
 }
 
+// oneDNN's bf16 matmul gives a product with A transposed to one thread when its result is small: every
+// 256 × 256 weight gradient dW = dYᵀ X of the headline decoder's 512 rows, 24 a step, 3.3 ms of 116 on one
+// core of two (docs/performance.md). Such a product runs as one batch entry per thread, A's columns as
+// interleaved heads and B shared, which oneDNN spreads over the threads; the sums are the same terms.
+MatmulShape spread_over_threads(MatmulShape s, const MatmulCall& call) {
+    constexpr int64_t kSmallResult = 256 * 256;
+    const int64_t threads = num_threads();
+    if (call.precision != MatmulPrecision::bf16 || threads < 2 || omp_in_parallel() || s.batch != 1 || s.heads != 1 ||
+        !s.trans_a || call.bias || s.m % threads != 0 || s.m * s.n > kSmallResult)
+        return s;
+    s.batch = s.heads = threads;
+    s.m /= threads;
+    s.shared_b = s.a_interleaved = true;
+    return s;
+}
+
 }  // namespace
 
 MatmulRecorder::MatmulRecorder() {
@@ -360,16 +377,17 @@ MatmulOperand operand(const Tensor& tensor) {
 void matmul(MatmulOperand a, MatmulOperand b, MatmulResult c, const MatmulShape& shape, const MatmulOptions& options) {
     HNAS_CHECK(shape.batch > 0 && shape.m > 0 && shape.n > 0 && shape.k > 0, "backend.matmul: empty problem (batch ",
                shape.batch, ", m ", shape.m, ", n ", shape.n, ", k ", shape.k, ")");
-    HNAS_CHECK(shape.heads >= 1 && shape.batch % shape.heads == 0 && (shape.heads == 1 || (!shape.shared_b && !options.bias)),
+    HNAS_CHECK(shape.heads >= 1 && shape.batch % shape.heads == 0 && (shape.heads == 1 || !options.bias),
                "backend.matmul: ", shape.heads, " heads for a batch of ", shape.batch,
-               " (heads must divide the batch, and products of heads take no shared B and no bias)");
+               " (heads must divide the batch, and products of heads take no bias)");
     HNAS_CHECK(options.alpha == 1.0f || options.bias == nullptr,
                "backend.matmul: alpha with a bias is not supported (oneDNN would scale the bias too)");
     const auto start = Clock::now();
     HNAS_CHECK(options.epilogue == MatmulEpilogue::none || (options.alpha == 1.0f && !options.accumulate),
                "backend.matmul: an epilogue function needs alpha 1 and no accumulation");
-    const MatmulCall call{shape,           options.alpha,         options.bias != nullptr, options.accumulate,
-                          matmul_precision(), c.bf16 != nullptr, options.epilogue};
+    MatmulCall call{shape,           options.alpha,         options.bias != nullptr, options.accumulate,
+                    matmul_precision(), c.bf16 != nullptr, options.epilogue};
+    call.shape = spread_over_threads(shape, call);
     const bool bf16 = call.precision == MatmulPrecision::bf16;
     HNAS_CHECK(!call.bf16_result || (bf16 && !call.accumulate && c.f32 == nullptr),
                "backend.matmul: a bf16 result needs bf16 precision, no accumulation and no f32 result beside it");

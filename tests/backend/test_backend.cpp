@@ -111,8 +111,8 @@ Tensor absolute(const Tensor& x) {
     return out;
 }
 
-// bf16 products in every layout, on a small problem and on one large enough for oneDNN's blocked
-// (AMX / AVX512-BF16) kernels. With u = 2⁻⁸, bf16's unit roundoff (8 significant bits), and
+// bf16 products in every layout, on a small problem and on two large enough for oneDNN's blocked
+// (AMX / AVX512-BF16) kernels, one of a single product (with A transposed, split over the threads). With u = 2⁻⁸, bf16's unit roundoff (8 significant bits), and
 // M = Σ_q |alpha·a_iq·b_qj|, each product of rounded operands is off by at most (2u + u²)·|a·b|, so
 // |C − exact| ≤ (2u + u²)·M + the f32 error. That bound would also hold for f32 products; what proves
 // the operands were rounded is that C matches the double-precision product of the *rounded* operands to
@@ -151,7 +151,8 @@ TEST(BackendMatmul, Bf16IsRefusedClearlyOnACpuWithoutIt) {
 TEST(BackendMatmul, Bf16RoundsTheOperandsAndAccumulatesInF32InEveryLayout) {
     HNAS_SKIP_WITHOUT_BF16();
     const double u = std::ldexp(1.0, -8);
-    for (const auto& [batch, m, n, k] : {std::array<int64_t, 4>{3, 5, 7, 6}, std::array<int64_t, 4>{2, 64, 80, 96}}) {
+    for (const auto& [batch, m, n, k] : {std::array<int64_t, 4>{3, 5, 7, 6}, std::array<int64_t, 4>{2, 64, 80, 96},
+                                         std::array<int64_t, 4>{1, 64, 80, 96}}) {
         for (const MatmulCase& mc : every_layout(batch, m, n, k)) {
             const Tensor c_f32 = mc.run();
             Tensor c_bf16;
@@ -244,7 +245,8 @@ TEST(BackendMatmul, Bf16OnlyResultsAreTheRoundedF32Results) {
         backend::matmul(a.data(), b.data(), backend::MatmulResult::bf16_only(rounded.data()), shape, options);
         EXPECT_EQ(rounded, expected) << name;
     };
-    for (const auto& [batch, m, n, k] : {std::array<int64_t, 4>{3, 5, 7, 6}, std::array<int64_t, 4>{2, 64, 80, 96}}) {
+    for (const auto& [batch, m, n, k] : {std::array<int64_t, 4>{3, 5, 7, 6}, std::array<int64_t, 4>{2, 64, 80, 96},
+                                         std::array<int64_t, 4>{1, 64, 80, 96}}) {
         for (const MatmulCase& mc : every_layout(batch, m, n, k)) {
             if (!mc.accumulate) check(mc.a, mc.b, mc.shape, mc.options(), mc.name());
         }
