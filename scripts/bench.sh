@@ -22,6 +22,10 @@
 #                            [--precision f32|bf16] [--out DIR]
 #     `perf record -g` of hnas-bench train's timed steps, the samples' self time in families. Needs linux-perf and
 #     hnas-bench.
+#   scripts/bench.sh regions [--task headline|mlm] [--kind lnas|dnas|hnas] [--steps 16] [--warmup 2] [--threads 2]
+#                            [--precision f32|bf16] [--out DIR]
+#     a timed step's wall time inside OpenMP's parallel regions and between them (scripts/openmp_regions.c,
+#     preloaded): regions a step, ms outside any, the products oneDNN ran on one thread. Needs gcc and hnas-bench.
 #   scripts/bench.sh bf16 [--steps 500] [--window 50] [--out DIR] [--no-build] [CONFIG[:KIND] …]
 #     the first N steps of each config (default the tiny ones; KIND sets the encoder's) in f32 and in bf16, their
 #     W-step moving-average losses checked to agree within 1 %.
@@ -552,8 +556,26 @@ data_run() {
     "$dir.log" "${launch[@]}" "${@:3}" --config configs/pretrain.json --set "${settings[@]}" >>"$out/results.jsonl"
 }
 
+regions() {
+  local task=headline kind=hnas steps=16 warmup=2 threads=2 precision=f32 out=""
+  options "task kind steps warmup threads precision out" "" 0 "$@"
+  local bench="$build_dir/hnas-bench"
+  [ -x "$bench" ] || fail "$bench is missing; build the hnas-bench target first"
+  out=${out:-$(mktemp -d /tmp/regions.XXXXXX)}
+  mkdir -p "$out"
+  gcc -O2 -shared -fPIC -o "$out/openmp_regions.so" scripts/openmp_regions.c -ldl -lgomp -ldnnl \
+    || fail "cannot build scripts/openmp_regions.c (needs gcc and libdnnl-dev)"
+  # Runs of 2 and of 2 + --steps timed steps: their difference is --steps steps, without start-up and warm-up.
+  for n in 2 $((steps + 2)); do
+    OMP_NUM_THREADS=$threads HNAS_REGIONS_OUT="$out/regions-$n.json" LD_PRELOAD="$out/openmp_regions.so" \
+      "$bench" train --task "$task" --kind "$kind" --threads "$threads" --steps "$n" --warmup "$warmup" \
+      --precision "$precision" >"$out/run-$n.json"
+  done
+  "$python" scripts/summarize.py bench regions "$out/regions-2.json" "$out/regions-$((steps + 2)).json" "$steps"
+}
+
 case "$command" in
-  train | real | decode | ddp | profile | bf16 | twin | data) shift; "$command" "$@" ;;
+  train | real | decode | ddp | profile | regions | bf16 | twin | data) shift; "$command" "$@" ;;
   -h | --help) usage 0 ;;
   *) usage 2 >&2 ;;
 esac

@@ -664,7 +664,7 @@ FAMILIES = [
     ("matmul (oneDNN: JIT kernels and library)", r"^libdnnl|^\[JIT\]|dnnl::|jit:|brgemm"),
     ("bf16 operand conversion (f32 -> bf16)", r"convert_to_bf16|round_to_bf16"),
     ("OpenMP runtime (libgomp: spin-waiting at barriers, team start)", r"^libgomp|GOMP_|gomp_"),
-    ("attention normalization (softmax/DNAS/HNAS)", r"normalize_attention|hybrid_attention|normalize_rows|ops::.*attention|softmax|load_masked|Normalization::"),
+    ("attention normalization (softmax/DNAS/HNAS)", r"normalize_attention|hybrid_attention|normalize_rows|ops::.*attention|softmax|load_masked|Normalization::|BlockedCore"),
     ("layer norm", r"layer_norm|sum_row|row_statistics|row_gradient_means"),
     ("model initialization (not the step)", r"Rng::normal_tensor|Rng::uniform_tensor|init_xavier|init_normal|__cos|__sin"),
     ("GELU (incl. libm erff)", r"gelu|erf"),
@@ -786,6 +786,21 @@ def bench_data(results):
                                                                               ("first_step_s", 2), ("steps_per_s", 2))]
         cells += [" / ".join(f"{v:.0f}" for v in r[k]) or "–" for k in ("peak_anon_mib", "peak_rss_mib")]
         print(f"| {r['bytes'] / 1e9:.3f} | {r['ranks']} | {r['run']} | {r['status'] or 'ok'} | " + " | ".join(cells) + " |")
+
+
+def bench_regions(short, long, steps):
+    """The timed steps' share of two runs of scripts/openmp_regions.c (the longer minus the shorter), per step."""
+    a, b, steps = json.load(open(short)), json.load(open(long)), int(steps)
+    per_step = lambda key, scale=1.0: (b[key] - a[key]) * scale / steps
+    wall, inside = per_step("wall_seconds", 1e3), per_step("inside_seconds", 1e3)
+    print(f"a step: {per_step('regions'):.0f} outermost parallel regions; {wall:.1f} ms from the first region's start to "
+          f"the last one's end, {inside:.1f} inside the regions, {wall - inside:.1f} outside ({100 * (wall - inside) / wall:.1f} %)")
+    print(f"  products executed outside a region: {per_step('products'):.0f} a step, {per_step('product_seconds', 1e3):.1f} ms; "
+          f"on one thread (no region opened): {per_step('serial_products'):.0f}, {per_step('serial_product_seconds', 1e3):.1f} ms")
+    for shape, (count, seconds) in sorted(b["serial_shapes"].items(), key=lambda kv: -kv[1][1]):
+        before = a["serial_shapes"].get(shape, [0, 0.0])
+        if count > before[0]:
+            print(f"    {shape}: {(count - before[0]) / steps:.1f} a step, {(seconds - before[1]) * 1e3 / steps:.2f} ms")
 
 
 def bench(args):
