@@ -23,11 +23,17 @@ Optimizer::Optimizer(std::vector<nn::NamedParameter> parameters, const Optimizer
 
 namespace {
 
-// The constants of one step of Adam or LAMB: the moments' decay rates, ε, the bias corrections
-// (1 for ALBERT's LAMB), and the weight decay and gradient factor (clipping) of the tensor at hand.
+// The constants of one step of Adam or LAMB: the moments' decay rates, ε, the bias corrections c1, c2 (1
+// for ALBERT's LAMB) as 1/c1 and 1/√c2, and the weight decay and gradient factor (clipping) of the tensor.
 struct MomentStep {
-    float beta1, beta2, eps, correction1, correction2, decay, gradient_factor;
+    float beta1, beta2, eps, inverse_correction1, inverse_root_correction2, decay, gradient_factor;
 };
+
+// m̂ / (√v̂ + ε) with m̂ = m/c1 and √v̂ = √v/√c2 (PyTorch's order), the corrections applied as scalar
+// products: one division an element, where dividing by c1 and c2 took three (Adam's pass is bound by them).
+inline float moment_ratio(float m, float v, const MomentStep& s) {
+    return m * s.inverse_correction1 / (std::sqrt(v) * s.inverse_root_correction2 + s.eps);
+}
 
 // The updates run over blocks of kUpdateBlock values, each block's new weights rounded to their bf16
 // copy right after (while in L1) when the products read one: then no product converts a weight.
@@ -46,7 +52,7 @@ void adam_stretch(float* w, float* m, float* v, const float* g, int64_t begin, i
         const float gi = decoupled ? clipped : clipped + s.decay * w[i];
         m[i] = s.beta1 * m[i] + (1.0f - s.beta1) * gi;
         v[i] = s.beta2 * v[i] + (1.0f - s.beta2) * gi * gi;
-        const float update = (m[i] / s.correction1) / (std::sqrt(v[i] / s.correction2) + s.eps);
+        const float update = moment_ratio(m[i], v[i], s);
         w[i] -= learning_rate * (decoupled ? update + s.decay * w[i] : update);
     }
     kernels::round_row_to_bf16(w + begin, rounded == nullptr ? nullptr : rounded + begin, end - begin);
@@ -77,7 +83,7 @@ int64_t values_in(const std::vector<Stretch>& stretches) {
 
 // LAMB's update before the trust ratio, from the updated moments: r = m̂ / (√v̂ + ε) + λ·w.
 inline float lamb_direction(float m, float v, float w, const MomentStep& s) {
-    return (m / s.correction1) / (std::sqrt(v / s.correction2) + s.eps) + s.decay * w;
+    return moment_ratio(m, v, s) + s.decay * w;
 }
 
 // LAMB's first pass over n values: the moments updated, and ‖w‖² and ‖r‖² returned. The squares are
@@ -164,7 +170,7 @@ void Optimizer::step(float learning_rate, std::span<const float> gradient_factor
         u.g = grad.data();
         u.n = value.numel();
         u.rate = learning_rate * rate_scales_[p];
-        u.step = {options_.beta1, options_.beta2, options_.epsilon, correction1, correction2,
+        u.step = {options_.beta1, options_.beta2, options_.epsilon, 1.0f / correction1, 1.0f / std::sqrt(correction2),
                   decayed_[p] ? options_.weight_decay : 0.0f, gradient_factors.empty() ? 1.0f : gradient_factors[p]};
     }
     if (lamb) {
