@@ -30,7 +30,8 @@ struct MomentStep {
 };
 
 // m̂ / (√v̂ + ε) with m̂ = m/c1 and √v̂ = √v/√c2 (PyTorch's order), the corrections applied as scalar
-// products: one division an element, where dividing by c1 and c2 took three (Adam's pass is bound by them).
+// products: one division an element where dividing by c1 and c2 took three (LAMB's passes were bound by
+// them; Adam's is bound by memory).
 inline float moment_ratio(float m, float v, const MomentStep& s) {
     return m * s.inverse_correction1 / (std::sqrt(v) * s.inverse_root_correction2 + s.eps);
 }
