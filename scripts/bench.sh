@@ -561,7 +561,7 @@ regions() {
   options "task kind steps warmup threads precision out" "" 0 "$@"
   local bench="$build_dir/hnas-bench"
   [ -x "$bench" ] || fail "$bench is missing; build the hnas-bench target first"
-  out=${out:-$(mktemp -d /tmp/regions.XXXXXX)}
+  out=${out:-$(mktemp -d /tmp/bench_regions.XXXXXX)}
   mkdir -p "$out"
   gcc -O2 -shared -fPIC -o "$out/openmp_regions.so" scripts/openmp_regions.c -ldl -lgomp -ldnnl \
     || fail "cannot build scripts/openmp_regions.c (needs gcc and libdnnl-dev)"
