@@ -703,10 +703,12 @@ def bert_inputs(segment_lengths, length, masked):
             "masked_positions": ids(positions), "masked_labels": ids(labels)}
 
 
-def model_config(architecture, kinds):
-    """kinds: {stack: kind}, encoder first, then a seq2seq model's decoder and cross."""
+def model_config(architecture, kinds, shared=False):
+    """kinds: {stack: kind}, encoder first, then a seq2seq model's decoder and cross; shared: the seq2seq
+    model's decoder layers on its encoder layers' weights."""
     positions = {"max_positions": MODEL_POSITIONS} if architecture != "seq2seq" else {
-        "decoder_layers": MODEL_LAYERS, "max_source_positions": MODEL_POSITIONS, "max_target_positions": MODEL_POSITIONS}
+        "decoder_layers": MODEL_LAYERS, "max_source_positions": MODEL_POSITIONS, "max_target_positions": MODEL_POSITIONS,
+        **({"share_encoder_decoder": True} if shared else {})}
     model = {"vocab_size": MODEL_VOCAB, "d_model": MODEL_WIDTH, "heads": MODEL_HEADS, "ffn_dim": MODEL_FFN,
              "encoder_layers": MODEL_LAYERS, **positions, "dropout": dict.fromkeys(("embedding", "attention", "residual", "ffn"), 0),
              "attention": {stack: {"kind": k, **({"hybrid_init": HYBRID_INIT} if k == "hnas" else {})} for stack, k in kinds.items()}}
@@ -731,10 +733,11 @@ def check_directional_derivative(name, forward, ref, grads):
 check_gen = torch.Generator().manual_seed(7)  # only for self-check directions; nothing written depends on it
 
 
-def twin_model(architecture, kind, **heads):
-    """The twin's model of the fixtures' sizes: seq2seq with `kind` in the encoder, or BERT with its heads."""
+def twin_model(architecture, kind, shared=False, **heads):
+    """The twin's model of the fixtures' sizes: seq2seq with `kind` in the encoder (shared: its decoder on
+    the encoder's weights), or BERT with its heads."""
     if architecture == "seq2seq":
-        return twin.Seq2Seq(MODEL_SHAPES, kind, label_smoothing=SEQ2SEQ_LABEL_SMOOTHING)
+        return twin.Seq2Seq(MODEL_SHAPES, kind, label_smoothing=SEQ2SEQ_LABEL_SMOOTHING, shared=shared)
     return twin.Bert(MODEL_SHAPES, kind, **heads)
 
 
@@ -759,11 +762,11 @@ def model_json(inputs, params, logits, loss, grads):
             "grads": jsons(grads, F64_DIGITS)}
 
 
-def add_model_case(architecture, kinds, inputs):
-    name = f"{architecture}_{'hnas' if 'hnas' in kinds.values() else 'lnas'}"
+def add_model_case(architecture, kinds, inputs, shared=False):
+    name = f"{architecture}_{'hnas' if 'hnas' in kinds.values() else 'lnas'}{'_shared' if shared else ''}"
     assert all(c["name"] != name for c in model_cases), f"duplicate case name {name}"
     seq2seq = architecture == "seq2seq"
-    model = twin_model(architecture, kinds["encoder"])
+    model = twin_model(architecture, kinds["encoder"], shared)
     label_smoothing = SEQ2SEQ_LABEL_SMOOTHING if seq2seq else 0.0
     # BERT's pooler is outside the masked-LM loss: no gradient, written as zeros
     params, x, ref, logits, loss, grads = run_model(name, model, inputs, [] if seq2seq else POOLER)
@@ -777,7 +780,7 @@ def add_model_case(architecture, kinds, inputs):
         with torch.no_grad():
             limit = {k: (torch.full_like(v, -80.0) if k.endswith("hybrid_theta") else v) for k, v in detached.items()}
             hnas_limit = functional_call(model, limit, (x,))[0]
-            lnas = functional_call(twin_model(architecture, "lnas"),
+            lnas = functional_call(twin_model(architecture, "lnas", shared),
                                    {k: v for k, v in detached.items() if not k.endswith("hybrid_theta")}, (x,))[0]
         assert (hnas_limit - lnas).abs().max() < 1e-12, (name, "hnas at theta -> -inf vs lnas")
         gap = (logits - lnas).abs().max().item()
@@ -788,7 +791,7 @@ def add_model_case(architecture, kinds, inputs):
     else:
         check_against_torch_transformer(name, model, ref, x, logits)
     print(f"{name}: loss {loss.item():.4f}, logits std {logits.std().item():.3f}")
-    model_cases.append({"name": name, "architecture": architecture, "config": model_config(architecture, kinds),
+    model_cases.append({"name": name, "architecture": architecture, "config": model_config(architecture, kinds, shared),
                         "label_smoothing": label_smoothing, **model_json(inputs, params, logits, loss, grads)})
 
 
@@ -799,6 +802,9 @@ def build_models():
                        seq2seq_inputs([7, 5, 3], [6, 4, 2]))
     for kind in ("lnas", "hnas"):
         add_model_case("bert", {"encoder": kind}, bert_inputs([(3, 4), (2, 2), (1, 1)], 10, MASKED))
+    # the paper's shared stack (configs/gigaword_paper.json), last so that the cases above draw as before
+    add_model_case("seq2seq", {"encoder": "hnas", "decoder": "lnas", "cross": "lnas"}, seq2seq_inputs([7, 5, 3], [6, 4, 2]),
+                   shared=True)
 
 
 # ---------------------------------------------------------------- BERT heads

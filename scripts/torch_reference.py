@@ -290,7 +290,7 @@ def twin_of(config):
                          m.get("max_source_positions"), m.get("max_target_positions"))
     dropout = next(iter(rates.values()), 0.0)
     if task == "headline":
-        return twin.Seq2Seq(shapes, kind, dropout, train["label_smoothing"])
+        return twin.Seq2Seq(shapes, kind, dropout, train["label_smoothing"], m["share_encoder_decoder"])
     return twin.Bert(shapes, kind, dropout, sentence_order_weight=train["sentence_order_weight"])
 
 

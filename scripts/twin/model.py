@@ -325,6 +325,15 @@ class Layer(nn.Module):
                 return F.gelu(heads if self.kind == "non" else self.self_attn_hidden_norm(heads))
         return self.self_attn(h, h, masks, between)[0]
 
+    def share(self, layer):
+        """hnas's model.share_encoder_decoder (src/nn/transformer_layer.h): this decoder layer runs on encoder
+        `layer`'s weights, its self- and cross-attention on that layer's self-attention projections, its
+        feed-forward and norms the same modules; only its cross-attention's norm stays its own."""
+        for attention in (self.self_attn, self.cross_attn):
+            for name in ("q_proj", "k_proj", "v_proj", "out_proj"):
+                setattr(attention, name, getattr(layer.self_attn, name))
+        self.self_attn_norm, self.ffn, self.ffn_norm = layer.self_attn_norm, layer.ffn, layer.ffn_norm
+
     def forward(self, x, masks, memory=None, memory_masks=None):
         h = self.sublayer(x, lambda y: self.mix(y, masks), self.self_attn_norm)
         if memory is not None:
@@ -359,9 +368,11 @@ class Stack(nn.Module):
 class Seq2Seq(nn.Module):
     """hnas's Seq2SeqModel: one token embedding, times sqrt(D), plus learned positions; the encoder (its
     self-attention of `kind`) and the decoder (lnas, causal, then cross-attention), post-LN; the output
-    projection tied to the embedding; cross-entropy with label smoothing over the non-padding targets."""
+    projection tied to the embedding; cross-entropy with label smoothing over the non-padding targets.
+    shared: each decoder layer runs on its encoder layer's weights (Layer.share); torch names a shared
+    parameter by its first place, the encoder's, as hnas does."""
 
-    def __init__(self, shapes, kind, dropout=0.0, label_smoothing=0.1):
+    def __init__(self, shapes, kind, dropout=0.0, label_smoothing=0.1, shared=False):
         super().__init__()
         if shapes.norm != "post":
             raise ValueError(f"the seq2seq twin is post-LN, not {shapes.norm}")
@@ -369,6 +380,9 @@ class Seq2Seq(nn.Module):
         self.embedding = embedding(shapes.vocab, shapes.width, 1.0 / math.sqrt(shapes.width))
         self.encoder = Stack(shapes, shapes.source_positions, kind, dropout)
         self.decoder = Stack(shapes, shapes.target_positions, "lnas", dropout, cross_kind="lnas")
+        if shared:
+            for decoder_layer, encoder_layer in zip(self.decoder.layers, self.encoder.layers):
+                decoder_layer.share(encoder_layer)
 
     def embed(self, stack, ids):
         x = self.embedding(ids) * math.sqrt(self.width) + stack.positions.weight[:ids.shape[1]]
