@@ -74,19 +74,28 @@ inline float fast_erf(float x) { return fast_erf_with_gaussian(x).erf; }
 // GELU and its derivative, for the ops that apply it alone (ops::gelu) or fused (ops::linear_gelu).
 // Exact form: gelu(x) = x·Φ(x), gelu'(x) = Φ(x) + x·φ(x), with Φ(x) = (1 + erf(x/√2))/2 and
 // φ(x) = e^(−(x/√2)²)/√(2π), erf's own exponential.
+// The _with_derivative forms give both from one erf (or tanh): a forward that keeps gelu'(x) for its
+// backward instead of x (ops::linear_gelu) spares the backward its own.
+struct GeluWithDerivative {
+    float value, derivative;
+};
 inline constexpr float kInvSqrt2 = 0.70710678118654752f, kInvSqrt2Pi = 0.39894228040143268f;
 inline float gelu_erf(float x) { return 0.5f * x * (1.0f + fast_erf(x * kInvSqrt2)); }
-inline float gelu_erf_derivative(float x) {
+inline GeluWithDerivative gelu_erf_with_derivative(float x) {
     const ErfWithGaussian e = fast_erf_with_gaussian(x * kInvSqrt2);
-    return 0.5f * (1.0f + e.erf) + x * kInvSqrt2Pi * e.gaussian;
+    const float cdf = 0.5f * (1.0f + e.erf);
+    return {x * cdf, cdf + x * kInvSqrt2Pi * e.gaussian};
 }
+inline float gelu_erf_derivative(float x) { return gelu_erf_with_derivative(x).derivative; }
 // The tanh approximation: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
 inline constexpr float kSqrt2OverPi = 0.79788456080286536f;
 inline float gelu_tanh(float x) { return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x))); }
-inline float gelu_tanh_derivative(float x) {
+inline GeluWithDerivative gelu_tanh_with_derivative(float x) {
     const float t = std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x));
-    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kSqrt2OverPi * (1.0f + 3.0f * 0.044715f * x * x);
+    return {0.5f * x * (1.0f + t),
+            0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kSqrt2OverPi * (1.0f + 3.0f * 0.044715f * x * x)};
 }
+inline float gelu_tanh_derivative(float x) { return gelu_tanh_with_derivative(x).derivative; }
 
 // The largest of n contiguous values (−∞ when n is 0), in vector lanes. Written without std::max,
 // which returns a reference: GCC 12 then leaves the reduction scalar, one dependent compare per value

@@ -217,12 +217,51 @@ Var linear(const Var& x, const Var& weight, const Var& bias, ResultReaders reade
 
 namespace {
 
-// dh = dy ⊙ gelu'(h) over (rows, cols), and with `bias_grad` its column sums from the same pass. Only
-// the products dX and dW read dh: under bf16 it is written as its bf16 copy alone (each row's f32
-// values stay in a thread's buffer for the sums): 10 bytes an element moved instead of 14.
-template <typename Derivative>
-Tensor gelu_backward_with_bias_sum(const float* dy, const float* h, const Shape& shape, int64_t rows, int64_t cols,
-                                   Derivative derivative, float* bias_grad, bool accumulate) {
+// y = gelu(h) written as linear_gelu's readers ask (ops::unary_op's rule; a product reads y), and h
+// overwritten by gelu'(h) in the same pass: one erf an element serves both directions.
+template <typename ValueAndDerivative>
+Tensor gelu_keeping_derivative(Tensor& h, ResultReaders readers, ValueAndDerivative both) {
+    float* v = h.data();
+    const int64_t n = h.numel();
+    if (readers == ResultReaders::products && backend::matmul_precision() == backend::MatmulPrecision::bf16) {
+        Tensor y = Tensor::bf16_only(h.shape());
+        uint16_t* rounded = y.bf16_copy().first;
+#pragma omp parallel for simd schedule(static) if (n >= kernels::kParallelGrain)
+        for (int64_t i = 0; i < n; ++i) {
+            const kernels::GeluWithDerivative g = both(v[i]);
+            rounded[i] = kernels::round_to_bf16(g.value);
+            v[i] = g.derivative;
+        }
+        return y;
+    }
+    Tensor y = Tensor::empty(h.shape());
+    float* out = y.data();
+    uint16_t* rounded = backend::operand_copy_to_fill(y);
+    if (rounded == nullptr) {
+#pragma omp parallel for simd schedule(static) if (n >= kernels::kParallelGrain)
+        for (int64_t i = 0; i < n; ++i) {
+            const kernels::GeluWithDerivative g = both(v[i]);
+            out[i] = g.value;
+            v[i] = g.derivative;
+        }
+    } else {
+#pragma omp parallel for simd schedule(static) if (n >= kernels::kParallelGrain)
+        for (int64_t i = 0; i < n; ++i) {
+            const kernels::GeluWithDerivative g = both(v[i]);
+            out[i] = g.value;
+            rounded[i] = kernels::round_to_bf16(g.value);
+            v[i] = g.derivative;
+        }
+    }
+    return y;
+}
+
+// dh = dy ⊙ gelu'(h) over (rows, cols), gelu'(h) kept by the forward, and with `bias_grad` its column
+// sums from the same pass. Only the products dX and dW read dh: under bf16 it is written as its bf16
+// copy alone (each row's f32 values stay in a thread's buffer for the sums): 10 bytes an element moved
+// instead of 14.
+Tensor gelu_backward_with_bias_sum(const float* dy, const float* derivative, const Shape& shape, int64_t rows, int64_t cols,
+                                   float* bias_grad, bool accumulate) {
     const bool bf16_only = backend::matmul_precision() == backend::MatmulPrecision::bf16;
     Tensor dh = bf16_only ? Tensor::bf16_only(shape) : Tensor::empty(shape);
     float* d = bf16_only ? nullptr : dh.data();
@@ -231,10 +270,10 @@ Tensor gelu_backward_with_bias_sum(const float* dy, const float* h, const Shape&
         rows, cols,
         [&](int64_t row, float* buffer) {
             const int64_t at = row * cols;
-            const float *g = dy + at, *v = h + at;
+            const float *g = dy + at, *slope = derivative + at;
             float* out = bf16_only ? buffer : d + at;
 #pragma omp simd
-            for (int64_t j = 0; j < cols; ++j) out[j] = g[j] * derivative(v[j]);
+            for (int64_t j = 0; j < cols; ++j) out[j] = g[j] * slope[j];
             return static_cast<const float*>(out);
         },
         rounded, bias_grad, accumulate);
@@ -255,31 +294,26 @@ Var linear_gelu(const Var& x, const Var& weight, const Var& bias, GeluForm form,
                         {1, s.rows, s.out, s.in, false, true, false}, {1.0f, bias_data, false, epilogue});
         return Var(out);
     }
-    // The backward reads the pre-activation h = x·Wᵀ + b: the product writes it, one pass makes gelu(h).
-    Tensor h = Tensor::empty(s.result);
-    backend::matmul(backend::operand(x.value()), backend::operand(weight.value()), h.data(),
+    // The product writes h = x·Wᵀ + b; one pass makes gelu(h) and leaves gelu'(h) in h for the backward.
+    Tensor slope = Tensor::empty(s.result);
+    backend::matmul(backend::operand(x.value()), backend::operand(weight.value()), slope.data(),
                     {1, s.rows, s.out, s.in, false, true, false}, {1.0f, bias_data, false});
-    const Var activation = gelu(Var(h), form, readers);
+    const Tensor activation =
+        form == GeluForm::erf
+            ? gelu_keeping_derivative(slope, readers, [](float v) { return kernels::gelu_erf_with_derivative(v); })
+            : gelu_keeping_derivative(slope, readers, [](float v) { return kernels::gelu_tanh_with_derivative(v); });
     Tensor xv = x.value(), wv = weight.value();
-    return make_result("linear_gelu", activation.value(), linear_inputs(x, weight, bias),
-                       [=](const Tensor& dy, GradSink& sink) {
-                           float* bias_grad = nullptr;
-                           bool accumulate = false;
-                           if (bias_data && sink.wants(2)) {
-                               const GradSink::Target target = sink.target(2);
-                               bias_grad = target.grad.data();
-                               accumulate = target.accumulate;
-                           }
-                           const Tensor dh =
-                               form == GeluForm::erf
-                                   ? gelu_backward_with_bias_sum(dy.data(), h.data(), h.shape(), s.rows, s.out,
-                                                                 [](float v) { return kernels::gelu_erf_derivative(v); },
-                                                                 bias_grad, accumulate)
-                                   : gelu_backward_with_bias_sum(dy.data(), h.data(), h.shape(), s.rows, s.out,
-                                                                 [](float v) { return kernels::gelu_tanh_derivative(v); },
-                                                                 bias_grad, accumulate);
-                           linear_product_gradients(dh, xv, wv, s, sink);
-                       });
+    return make_result("linear_gelu", activation, linear_inputs(x, weight, bias), [=](const Tensor& dy, GradSink& sink) {
+        float* bias_grad = nullptr;
+        bool accumulate = false;
+        if (bias_data && sink.wants(2)) {
+            const GradSink::Target target = sink.target(2);
+            bias_grad = target.grad.data();
+            accumulate = target.accumulate;
+        }
+        const Tensor dh = gelu_backward_with_bias_sum(dy.data(), slope.data(), slope.shape(), s.rows, s.out, bias_grad, accumulate);
+        linear_product_gradients(dh, xv, wv, s, sink);
+    });
 }
 
 namespace {

@@ -59,6 +59,30 @@ TEST_P(LinearGelu, RecordedEqualsGeluOfLinearUnderBf16) {
     expect_recorded_equals_gelu_of_linear(GetParam(), backend::MatmulPrecision::bf16);
 }
 
+// Under bf16, a result only products read (the feed-forward block's, ops::ResultReaders) is written as its
+// bf16 copy alone; the fused op, which keeps gelu'(h) in place of h, must give the composed ops' copy and
+// gradients. A second product reads it, as the feed-forward's fc2 does.
+TEST_P(LinearGelu, ProductsOnlyReaderUnderBf16) {
+    const testing::PrecisionScope scope(backend::MatmulPrecision::bf16);
+    const auto [form, with_bias] = GetParam();
+    const Tensor x = random_tensor({3, 43, 48}, 11, -2.0f, 2.0f), w = random_tensor({300, 48}, 12, -0.3f, 0.3f);
+    const Tensor b = random_tensor({300}, 13), w2 = random_tensor({20, 300}, 14, -0.1f, 0.1f);
+    auto run = [&](bool fused) {
+        std::vector<Var> inputs{Var(x.clone(), true), Var(w.clone(), true), Var(b.clone(), true)};
+        const Var bias = with_bias ? inputs[2] : Var();
+        const Var hidden = fused ? ops::linear_gelu(inputs[0], inputs[1], bias, form, ops::ResultReaders::products)
+                                 : ops::gelu(ops::linear(inputs[0], inputs[1], bias), form, ops::ResultReaders::products);
+        const Var y = ops::linear(hidden, Var(w2), Var());
+        ops::sum_all(ops::mul(y, Var(random_tensor(y.shape(), 15)))).backward();
+        std::vector<Tensor> results{y.value()};
+        for (size_t i = 0; i < (with_bias ? 3u : 2u); ++i) results.push_back(inputs[i].grad());
+        return results;
+    };
+    const std::vector<Tensor> fused = run(true), composed = run(false);
+    const char* names[] = {"the product of the output", "dx", "dW", "db"};
+    for (size_t i = 0; i < fused.size(); ++i) EXPECT_LE(worst_difference(fused[i], composed[i]), 1e-5) << names[i];
+}
+
 // Unrecorded (evaluation, decoding): GELU in oneDNN's epilogue, its own erf or tanh against hnas's.
 TEST_P(LinearGelu, UnrecordedEqualsGeluOfLinear) {
     const auto [form, with_bias] = GetParam();
