@@ -2,7 +2,8 @@
 every source starts with `beam` rows of which one is alive; per step the best 2·beam extensions of a
 source's beams, eos ending a hypothesis only when it ranks among the best `beam`; n-gram bans, min and max
 length; hypotheses ranked by log P / (tokens + 1)^A. The decoder caches its self-attention keys and values
-and projects the encoder memory once, as fairseq's incremental decoding does; beams are reordered with
+and projects the encoder memory once, as fairseq's incremental decoding does (but once a source, not once
+a beam: hnas's start_decoding); beams are reordered with
 index_select. The decoder's attentions are lnas, written here in their cached form.
 """
 import math
@@ -57,11 +58,12 @@ def decode_step(model, tokens, position, self_kv, cross, memory_bias):
 
 
 def encode(model, ids, valid, rows):
-    """The encoder memory of ids (B, S), repeated to `rows` (its row for each beam), projected to every
-    decoder layer's cross-attention keys and values."""
-    memory = model.encode(ids, valid).index_select(0, rows)
-    return [(split_heads(layer.cross_attn.k_proj(memory), model.heads),
-             split_heads(layer.cross_attn.v_proj(memory), model.heads)) for layer in model.decoder.layers]
+    """The encoder memory of ids (B, S) projected to every decoder layer's cross-attention keys and values,
+    once a source, then repeated to `rows` (its row for each beam), as hnas's start_decoding does."""
+    memory = model.encode(ids, valid)
+    return [(split_heads(layer.cross_attn.k_proj(memory), model.heads).index_select(0, rows),
+             split_heads(layer.cross_attn.v_proj(memory), model.heads).index_select(0, rows))
+            for layer in model.decoder.layers]
 
 
 def banned_tokens(tokens, n):

@@ -86,6 +86,12 @@ DecoderState Seq2SeqModel::start_decoding(const Tensor& source_ids, const Tensor
     state.layers.resize(decoder_layers_.size());
     state.row_sources.resize(static_cast<size_t>(source_ids.dim(0)));
     std::iota(state.row_sources.begin(), state.row_sources.end(), 0);
+    // The memory's keys and values, one row a source: beam search repeats them for its beams
+    // (keep_rows) instead of projecting every beam's copy of the memory.
+    const ops::AttentionMask memory_mask{source_valid, Tensor()};
+    for (size_t i = 0; i < decoder_layers_.size(); ++i) {
+        decoder_layers_[i]->cross_attention()->cache_memory(state.memory, memory_mask, state.layers[i].cross);
+    }
     return state;
 }
 

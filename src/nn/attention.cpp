@@ -190,10 +190,9 @@ std::pair<Var, Var> MultiHeadAttention::keys_and_values(const Var& query, const 
     }
     HNAS_CHECK(role_ != AttentionRole::bidirectional && query.dim(1) == 1, "attention: step-by-step decoding takes ",
                "one query position in a decoder attention, got ", shape_str(query.shape()), " in ", name_of(role_));
-    const bool grows = role_ == AttentionRole::causal_self;
-    if (grows || !cache->keys.defined()) {
+    if (role_ == AttentionRole::causal_self) {
         const Var new_keys = k_proj_.forward(memory), new_values = v_proj_ ? v_proj_->forward(memory) : memory;
-        if (grows && cache->keys.defined()) {
+        if (cache->keys.defined()) {
             HNAS_CHECK(!grad_enabled(), "attention: step-by-step decoding runs without gradients (NoGradScope)");
             cache->keys = append_position(cache->keys, cache->pending_rows, new_keys.value());
             cache->values = append_position(cache->values, cache->pending_rows, new_values.value());
@@ -202,9 +201,17 @@ std::pair<Var, Var> MultiHeadAttention::keys_and_values(const Var& query, const 
             cache->keys = new_keys.value();
             cache->values = new_values.value();
         }
-        cache->from_memory = !grows;
     }
     return {Var(cache->keys), Var(cache->values)};
+}
+
+void MultiHeadAttention::cache_memory(const Var& memory, const ops::AttentionMask& mask, AttentionCache& cache) const {
+    HNAS_CHECK(role_ == AttentionRole::decoder_cross, "attention: only decoder cross-attention caches the memory, not ",
+               name_of(role_));
+    cache.keys = k_proj_.forward(memory).value();
+    cache.values = v_proj_ ? v_proj_->forward(memory).value() : memory.value();
+    if (context_prior_) cache.preference = context_prior_->forward(memory, mask.key_valid).value();
+    cache.from_memory = true;
 }
 
 Var MultiHeadAttention::attend(const Var& query, const Var& input_memory, const ops::AttentionMask& input_mask,
@@ -225,6 +232,7 @@ Var MultiHeadAttention::attend(const Var& query, const Var& input_memory, const 
     // Projections keep their heads side by side, (B, T, H·K); the head products read them in place, and
     // only they (ops::ResultReaders).
     const Var q = q_proj_.forward(query, ops::ResultReaders::products);  // (B, Tq, D)
+    if (cache && role_ == AttentionRole::decoder_cross && !cache->keys.defined()) cache_memory(memory, mask, *cache);
     const auto [k, v] = keys_and_values(query, memory, cache);             // (B, Tk, D)
     const int64_t input_templates = with_partners ? k.dim(1) / 2 : k.dim(1);
     const Var prior = preference(input_memory, input_mask, q.dim(1), input_templates, cache, stack_prior);

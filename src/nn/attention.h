@@ -97,6 +97,10 @@ public:
                const Var& stack_prior = Var(), const TemplatePartners* partners = nullptr,
                ops::ResultReaders context_readers = ops::ResultReaders::any) const;
     Var project_output(const Var& merged) const { return out_proj_ ? out_proj_->forward(merged) : merged; }
+    // Fills a decoder cross-attention's cache from the encoder memory (B, S, D): its keys, values and
+    // context preference, which every later step reuses. The first decoding step does it if no one has;
+    // beam search does it before each source's rows are repeated for its beams, projecting each once.
+    void cache_memory(const Var& memory, const ops::AttentionMask& mask, AttentionCache& cache) const;
 
     const Linear& query_projection() const { return q_proj_; }
     const Linear& key_projection() const { return k_proj_; }

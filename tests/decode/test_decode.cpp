@@ -164,17 +164,20 @@ TEST_P(CachedDecoding, StepLogitsEqualFullRecomputation) {
     EXPECT_LT(worst, 2e-5) << "largest difference between cached and recomputed logits";
 }
 
-// Beam search's reorderings: rows moved among the hypotheses of one source (the memory's share stays
-// in place, uncopied), then a source dropped and rows repeated; every step's logits equal the full
-// recomputation of each row's own prefix.
+// Beam search's reorderings: each source's row repeated, rows moved among the hypotheses of one source
+// (the memory's share stays in place, uncopied), then a source dropped and rows repeated; every step's
+// logits equal the full recomputation of each row's own prefix.
 TEST_P(CachedDecoding, ReorderedRowsEqualFullRecomputation) {
     const auto model = tiny_model(GetParam(), 23);
     const int64_t sources = 3, source_length = 9, vocabulary = model->config().vocab_size;
     const auto [ids, valid] = ragged_sources(sources, source_length, vocabulary, 5);
     NoGradScope no_grad;
     models::DecoderState state = model->start_decoding(ids, valid);
+    // The memory's keys and values are projected once a source, then repeated for the source's rows.
+    for (const nn::LayerCache& layer : state.layers) ASSERT_EQ(layer.cross.keys.dim(0), sources);
     std::vector<int64_t> source_of{0, 0, 1, 1, 2, 2};
     state.keep_rows(source_of);
+    for (const nn::LayerCache& layer : state.layers) ASSERT_EQ(layer.cross.values.dim(0), 6);
     std::vector<std::vector<int32_t>> prefixes(source_of.size(), std::vector<int32_t>{data::kBosId});
     const std::vector<std::vector<int64_t>> reorders{{}, {1, 0, 3, 2, 5, 4}, {}, {4, 4, 0, 1}, {}};
     double worst = 0;
