@@ -80,21 +80,21 @@ struct GeluWithDerivative {
     float value, derivative;
 };
 inline constexpr float kInvSqrt2 = 0.70710678118654752f, kInvSqrt2Pi = 0.39894228040143268f;
-inline float gelu_erf(float x) { return 0.5f * x * (1.0f + fast_erf(x * kInvSqrt2)); }
 inline GeluWithDerivative gelu_erf_with_derivative(float x) {
     const ErfWithGaussian e = fast_erf_with_gaussian(x * kInvSqrt2);
     const float cdf = 0.5f * (1.0f + e.erf);
     return {x * cdf, cdf + x * kInvSqrt2Pi * e.gaussian};
 }
+inline float gelu_erf(float x) { return gelu_erf_with_derivative(x).value; }
 inline float gelu_erf_derivative(float x) { return gelu_erf_with_derivative(x).derivative; }
 // The tanh approximation: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
 inline constexpr float kSqrt2OverPi = 0.79788456080286536f;
-inline float gelu_tanh(float x) { return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x))); }
 inline GeluWithDerivative gelu_tanh_with_derivative(float x) {
     const float t = std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x));
     return {0.5f * x * (1.0f + t),
             0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kSqrt2OverPi * (1.0f + 3.0f * 0.044715f * x * x)};
 }
+inline float gelu_tanh(float x) { return gelu_tanh_with_derivative(x).value; }
 inline float gelu_tanh_derivative(float x) { return gelu_tanh_with_derivative(x).derivative; }
 
 // The largest of n contiguous values (−∞ when n is 0), in vector lanes. Written without std::max,

@@ -287,8 +287,9 @@ void record(const MatmulCall& call) {
 
 // oneDNN's bf16 matmul gives a product with A transposed to one thread when its result is small: every
 // 256 × 256 weight gradient dW = dYᵀ X of the headline decoder's 512 rows, 24 a step, 3.7 ms of 126.5 on
-// one core of two (`scripts/bench.sh regions`, docs/performance.md). Such a product runs as one batch entry per thread, A's columns as
-// interleaved heads and B shared, which oneDNN spreads over the threads; the sums are the same terms.
+// one core of two (`scripts/bench.sh regions`, docs/performance.md). Such a product runs as one batch
+// entry per thread, A's columns as interleaved heads and B shared, which oneDNN spreads over the
+// threads; the sums are the same terms.
 MatmulShape spread_over_threads(MatmulShape s, const MatmulCall& call) {
     constexpr int64_t kSmallResult = 256 * 256;
     const int64_t threads = num_threads();

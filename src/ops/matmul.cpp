@@ -217,15 +217,15 @@ Var linear(const Var& x, const Var& weight, const Var& bias, ResultReaders reade
 
 namespace {
 
-// y = gelu(h) written as linear_gelu's readers ask (ops::unary_op's rule; a product reads y), and h
+// y = gelu(h) written as linear_gelu's readers ask (product_result; the next product reads y), and h
 // overwritten by gelu'(h) in the same pass: one erf an element serves both directions.
 template <typename ValueAndDerivative>
 Tensor gelu_keeping_derivative(Tensor& h, ResultReaders readers, ValueAndDerivative both) {
     float* v = h.data();
     const int64_t n = h.numel();
-    if (readers == ResultReaders::products && backend::matmul_precision() == backend::MatmulPrecision::bf16) {
-        Tensor y = Tensor::bf16_only(h.shape());
-        uint16_t* rounded = y.bf16_copy().first;
+    auto [y, target] = product_result(h.shape(), readers);
+    if (target.f32 == nullptr) {  // the bf16 copy alone
+        uint16_t* rounded = target.bf16;
 #pragma omp parallel for simd schedule(static) if (n >= kernels::kParallelGrain)
         for (int64_t i = 0; i < n; ++i) {
             const kernels::GeluWithDerivative g = both(v[i]);
@@ -234,8 +234,7 @@ Tensor gelu_keeping_derivative(Tensor& h, ResultReaders readers, ValueAndDerivat
         }
         return y;
     }
-    Tensor y = Tensor::empty(h.shape());
-    float* out = y.data();
+    float* out = target.f32;
     uint16_t* rounded = backend::operand_copy_to_fill(y);
     if (rounded == nullptr) {
 #pragma omp parallel for simd schedule(static) if (n >= kernels::kParallelGrain)
