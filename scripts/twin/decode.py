@@ -2,9 +2,10 @@
 every source starts with `beam` rows of which one is alive; per step the best 2·beam extensions of a
 source's beams, eos ending a hypothesis only when it ranks among the best `beam`; n-gram bans, min and max
 length; hypotheses ranked by log P / (tokens + 1)^A. The decoder caches its self-attention keys and values
-and projects the encoder memory once, as fairseq's incremental decoding does (but once a source, not once
-a beam: hnas's start_decoding); beams are reordered with
-index_select. The decoder's attentions are lnas, written here in their cached form.
+and projects the encoder memory once, as fairseq's incremental decoding does, but once a source, not once
+a beam, and attends a source's beams to it as one product (hnas's start_decoding and grouped
+cross-attention); beams are reordered with index_select. The decoder's attentions are lnas, written here in
+their cached form.
 """
 import math
 
@@ -16,8 +17,9 @@ IMPOSSIBLE = -math.inf
 
 
 class DecoderState:
-    """The encoder memory's projected keys and values per decoder layer, its padding as an additive
-    bias, and the self-attention keys and values of the tokens fed so far."""
+    """The encoder memory's projected keys and values per decoder layer and its padding as an additive
+    bias, a row a source being decoded; the self-attention keys and values of the tokens fed so far, a
+    row a hypothesis."""
 
     def __init__(self, cross, source_valid):
         self.cross = cross
@@ -25,9 +27,11 @@ class DecoderState:
         self.self_kv = [None] * len(cross)
         self.position = 0
 
-    def keep_rows(self, rows):
-        self.cross = [(k.index_select(0, rows), v.index_select(0, rows)) for k, v in self.cross]
-        self.memory_bias = self.memory_bias.index_select(0, rows)
+    def keep_rows(self, rows, sources):
+        """Keeps the hypotheses `rows` and the memory's rows `sources`, in order."""
+        if not torch.equal(sources, torch.arange(self.memory_bias.shape[0])):
+            self.cross = [(k.index_select(0, sources), v.index_select(0, sources)) for k, v in self.cross]
+            self.memory_bias = self.memory_bias.index_select(0, sources)
         self.self_kv = [(k.index_select(0, rows), v.index_select(0, rows)) for k, v in self.self_kv]
 
 
@@ -52,17 +56,19 @@ def decode_step(model, tokens, position, self_kv, cross, memory_bias):
         h = layer.self_attn_norm(x + a.out_proj(attend(split_heads(a.q_proj(x), heads), k, v)))
         c = layer.cross_attn
         memory_k, memory_v = cross[i]
-        h = layer.cross_attn_norm(h + c.out_proj(attend(split_heads(c.q_proj(h), heads), memory_k, memory_v, memory_bias)))
+        # a source's G beams as the G queries of one product over its memory: (M, H, G, K)
+        q = c.q_proj(h).reshape(memory_k.shape[0], -1, heads, model.width // heads).transpose(1, 2)
+        h = layer.cross_attn_norm(h + c.out_proj(attend(q, memory_k, memory_v, memory_bias).reshape(h.shape)))
         x = layer.ffn_norm(h + layer.ffn(h))
     return x[:, 0] @ model.embedding.weight.t(), appended
 
 
-def encode(model, ids, valid, rows):
+def encode(model, ids, valid):
     """The encoder memory of ids (B, S) projected to every decoder layer's cross-attention keys and values,
-    once a source, then repeated to `rows` (its row for each beam), as hnas's start_decoding does."""
+    once a source, as hnas's start_decoding does."""
     memory = model.encode(ids, valid)
-    return [(split_heads(layer.cross_attn.k_proj(memory), model.heads).index_select(0, rows),
-             split_heads(layer.cross_attn.v_proj(memory), model.heads).index_select(0, rows))
+    heads = model.heads
+    return [(split_heads(layer.cross_attn.k_proj(memory), heads), split_heads(layer.cross_attn.v_proj(memory), heads))
             for layer in model.decoder.layers]
 
 
@@ -81,8 +87,7 @@ def beam_search(model, run, ids, valid, settings):
     beam, eos, vocabulary = settings["beam"], settings["eos_id"], model.embedding.num_embeddings
     sources = ids.shape[0]
     limit = min(settings["max_length"], model.decoder.positions.num_embeddings - 1)
-    rows = torch.arange(sources).repeat_interleave(beam)
-    state = DecoderState(run["encode"](ids, valid, rows), valid.index_select(0, rows))
+    state = DecoderState(run["encode"](ids, valid), valid)
     active = list(range(sources))
     beam_log_probabilities = torch.full((sources * beam,), IMPOSSIBLE, dtype=torch.float64)
     beam_log_probabilities[::beam] = 0.0
@@ -109,7 +114,7 @@ def beam_search(model, run, ids, valid, settings):
         candidates = (beam_log_probabilities[:, None] + log_probabilities).view(len(active), beam * vocabulary)
         top_values, top_indices = candidates.topk(keep, dim=1)
         top_values, top_indices = top_values.tolist(), top_indices.tolist()
-        next_rows, next_active, next_log_probabilities, next_tokens = [], [], [], []
+        next_rows, next_memory_rows, next_active, next_log_probabilities, next_tokens = [], [], [], [], []
         for a, source in enumerate(active):
             done, continuing = finished[source], []
             ranked = [(lp, index) for lp, index in zip(top_values[a], top_indices[a]) if lp != IMPOSSIBLE]
@@ -125,6 +130,7 @@ def beam_search(model, run, ids, valid, settings):
             if len(done) >= beam or step == limit or not continuing:
                 continue
             next_active.append(source)
+            next_memory_rows.append(a)
             for k in range(beam):
                 lp, row, token = continuing[k] if k < len(continuing) else (IMPOSSIBLE, a * beam, eos)
                 next_rows.append(row)
@@ -133,6 +139,6 @@ def beam_search(model, run, ids, valid, settings):
         active, beam_tokens = next_active, next_tokens
         beam_log_probabilities = torch.tensor(next_log_probabilities, dtype=torch.float64)
         if active:
-            state.keep_rows(torch.tensor(next_rows))
+            state.keep_rows(torch.tensor(next_rows), torch.tensor(next_memory_rows))
     # sorted is stable, as hnas's stable_sort: of equal scores the first finished wins
     return [sorted(done, key=lambda scored: -scored[0])[0][1] if done else [] for done in finished]

@@ -1,5 +1,6 @@
 #include "models/seq2seq.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -63,6 +64,18 @@ Var Seq2SeqModel::decode(const Var& memory, const Tensor& source_valid, const Te
     return run_decoder(y, self_mask, memory, memory_mask, nullptr);
 }
 
+namespace {
+// G when `sources` is runs of G equal sources each (beam search's beams), else 1.
+size_t uniform_run_length(const std::vector<int64_t>& sources) {
+    size_t run = 1;
+    while (run < sources.size() && sources[run] == sources[0]) ++run;
+    if (sources.size() % run != 0) return 1;
+    for (size_t i = 0; i < sources.size(); ++i)
+        if (sources[i] != sources[i - i % run]) return 1;
+    return run;
+}
+}  // namespace
+
 void DecoderState::keep_rows(const std::vector<int64_t>& rows) {
     std::vector<int64_t> sources(rows.size());
     for (size_t i = 0; i < rows.size(); ++i) {
@@ -70,13 +83,22 @@ void DecoderState::keep_rows(const std::vector<int64_t>& rows) {
                    " of ", row_sources.size(), " rows");
         sources[i] = row_sources[static_cast<size_t>(rows[i])];
     }
-    const bool memory_unchanged = sources == row_sources;
-    if (!memory_unchanged) {
-        memory = Var(memory.value().take_rows(rows));
-        source_valid = source_valid.take_rows(rows);
+    const size_t group = uniform_run_length(sources);
+    std::vector<int64_t> kept_memory_sources;
+    for (size_t i = 0; i < sources.size(); i += group) kept_memory_sources.push_back(sources[i]);
+    std::vector<int64_t> memory_rows;  // of the memory now, for each memory row kept
+    const bool memory_changes = kept_memory_sources != memory_sources;
+    if (memory_changes) {
+        for (int64_t source : kept_memory_sources) {
+            const auto found = std::find(memory_sources.begin(), memory_sources.end(), source);
+            memory_rows.push_back(found - memory_sources.begin());  // every row's source has a memory row
+        }
+        memory = Var(memory.value().take_rows(memory_rows));
+        source_valid = source_valid.take_rows(memory_rows);
     }
-    for (auto& layer : layers) layer.keep_rows(rows, memory_unchanged);
+    for (auto& layer : layers) layer.keep_rows(rows, memory_changes ? &memory_rows : nullptr);
     row_sources = std::move(sources);
+    memory_sources = std::move(kept_memory_sources);
 }
 
 DecoderState Seq2SeqModel::start_decoding(const Tensor& source_ids, const Tensor& source_valid) const {
@@ -86,8 +108,9 @@ DecoderState Seq2SeqModel::start_decoding(const Tensor& source_ids, const Tensor
     state.layers.resize(decoder_layers_.size());
     state.row_sources.resize(static_cast<size_t>(source_ids.dim(0)));
     std::iota(state.row_sources.begin(), state.row_sources.end(), 0);
-    // The memory's keys and values, one row a source: beam search repeats them for its beams
-    // (keep_rows) instead of projecting every beam's copy of the memory.
+    state.memory_sources = state.row_sources;
+    // The memory's keys and values, one row a source, which its beams read (keep_rows) instead of
+    // projecting every beam's copy of the memory.
     const ops::AttentionMask memory_mask{source_valid, Tensor()};
     for (size_t i = 0; i < decoder_layers_.size(); ++i) {
         decoder_layers_[i]->cross_attention()->cache_memory(state.memory, memory_mask, state.layers[i].cross);
@@ -96,9 +119,9 @@ DecoderState Seq2SeqModel::start_decoding(const Tensor& source_ids, const Tensor
 }
 
 Tensor Seq2SeqModel::decode_step(DecoderState& state, const Tensor& tokens) const {
-    const int64_t rows = state.memory.dim(0);
+    const auto rows = static_cast<int64_t>(state.row_sources.size());
     HNAS_CHECK(tokens.rank() == 1 && tokens.dim(0) == rows, "decode step: tokens ", shape_str(tokens.shape()),
-               " must be one per row of the memory ", shape_str(state.memory.shape()));
+               " must be one per row of the decoder state's ", rows);
     Var y = target_embeddings_.forward(tokens_, tokens.reshape({rows, 1}), Tensor(), state.position);  // (N, 1, D)
     // The new position sees every cached one (causal, offset by its position); no padding while decoding.
     const ops::AttentionMask self_mask{Tensor(), Tensor(), true, state.position};

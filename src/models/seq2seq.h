@@ -12,15 +12,19 @@
 namespace hnas::models {
 
 // Step-by-step decoding state: the encoder's memory and every decoder layer's cached keys, values
-// and normalizer state. Rows are hypotheses (a batch row, or a beam of one).
+// and normalizer state. Rows are hypotheses (a batch row, or a beam of one); the memory has a row for
+// every G consecutive rows (G = rows / memory rows: beam search's beams of one source, whose
+// cross-attention reads the memory's keys and values once for the G of them).
 struct DecoderState {
-    Var memory;                          // (N, S, D)
-    Tensor source_valid;                 // (N, S)
+    Var memory;                          // (M, S, D)
+    Tensor source_valid;                 // (M, S)
     std::vector<nn::LayerCache> layers;  // one per decoder layer
     int64_t position = 0;                // of the next token fed to decode_step
     std::vector<int64_t> row_sources;    // the source (row of start_decoding's batch) each row decodes
-    // Keeps the given rows, in that order (beam search's reordering; repeats allowed). What comes from
-    // the memory is copied only when the rows' sources change, the rest only when rows move.
+    std::vector<int64_t> memory_sources;  // the source of each memory row
+    // Keeps the given rows, in that order (beam search's reordering; repeats allowed). The memory keeps
+    // a row for each run of G rows of one source when the runs have one length G, else one a row; it is
+    // copied only when its sources change, the rest only when rows move.
     void keep_rows(const std::vector<int64_t>& rows);
 };
 

@@ -70,6 +70,14 @@ bool keeps_rows_in_place(const std::vector<int64_t>& rows, int64_t count) {
     return true;
 }
 
+// Each row of `x` `times` times, in order: a memory row's share for each of its G query rows.
+Tensor each_row_repeated(const Tensor& x, int64_t times) {
+    std::vector<int64_t> rows;
+    rows.reserve(static_cast<size_t>(x.dim(0) * times));
+    for (int64_t row = 0; row < x.dim(0); ++row) rows.insert(rows.end(), static_cast<size_t>(times), row);
+    return x.take_rows(rows);
+}
+
 // The cached (B, T, D) positions of `rows` (all rows when empty), each followed by its row of `added`
 // (rows.size(), 1, D): causal self-attention's append with beam search's pending reorder in one copy.
 Tensor append_position(const Tensor& cached, const std::vector<int64_t>& rows, const Tensor& added) {
@@ -93,10 +101,8 @@ Tensor append_position(const Tensor& cached, const std::vector<int64_t>& rows, c
 
 }  // namespace
 
-void AttentionCache::keep_rows(const std::vector<int64_t>& rows, bool memory_unchanged) {
-    const bool memory_stays = from_memory && memory_unchanged;
-    const bool grows = keys.defined() && !from_memory;
-    if (grows) {
+void AttentionCache::keep_rows(const std::vector<int64_t>& rows, const std::vector<int64_t>* memory_rows) {
+    if (keys.defined() && !from_memory) {
         const int64_t count = pending_rows.empty() ? keys.dim(0) : static_cast<int64_t>(pending_rows.size());
         if (!keeps_rows_in_place(rows, count)) {
             std::vector<int64_t> kept(rows.size());
@@ -107,10 +113,10 @@ void AttentionCache::keep_rows(const std::vector<int64_t>& rows, bool memory_unc
             pending_rows = std::move(kept);
         }
     }
-    for (Tensor* tensor : {&keys, &values, &norm_state, &preference}) {
-        if (!tensor->defined() || (memory_stays && tensor != &norm_state)) continue;
-        if (grows && (tensor == &keys || tensor == &values)) continue;
-        if (!keeps_rows_in_place(rows, tensor->dim(0))) *tensor = tensor->take_rows(rows);
+    if (norm_state.defined() && !keeps_rows_in_place(rows, norm_state.dim(0))) norm_state = norm_state.take_rows(rows);
+    if (!from_memory || memory_rows == nullptr) return;
+    for (Tensor* tensor : {&keys, &values, &preference}) {
+        if (tensor->defined() && !keeps_rows_in_place(*memory_rows, tensor->dim(0))) *tensor = tensor->take_rows(*memory_rows);
     }
 }
 
@@ -217,10 +223,16 @@ void MultiHeadAttention::cache_memory(const Var& memory, const ops::AttentionMas
 Var MultiHeadAttention::attend(const Var& query, const Var& input_memory, const ops::AttentionMask& input_mask,
                                AttentionCache* cache, const Var& stack_prior, const TemplatePartners* partners,
                                ops::ResultReaders context_readers) const {
-    HNAS_CHECK(query.rank() == 3 && input_memory.rank() == 3 && query.dim(2) == width_ && input_memory.dim(2) == width_ &&
-                   query.dim(0) == input_memory.dim(0),
+    HNAS_CHECK(query.rank() == 3 && input_memory.rank() == 3 && query.dim(2) == width_ && input_memory.dim(2) == width_,
                "attention: query ", shape_str(query.shape()), " and memory ", shape_str(input_memory.shape()),
-               " must be (B, T, ", width_, ") with the same batch");
+               " must be (B, T, ", width_, ")");
+    // G query rows a row of the memory: 1, or in decoding's cross-attention any whole number.
+    const bool grouped = cache && role_ == AttentionRole::decoder_cross && query.dim(0) != input_memory.dim(0);
+    HNAS_CHECK(query.dim(0) == input_memory.dim(0) ||
+                   (grouped && input_memory.dim(0) > 0 && query.dim(0) % input_memory.dim(0) == 0),
+               "attention: query ", shape_str(query.shape()), " and memory ", shape_str(input_memory.shape()),
+               " must have the same batch, or in decoding's cross-attention a whole number of query rows a memory row");
+    const int64_t group = grouped ? query.dim(0) / input_memory.dim(0) : 1;
     HNAS_CHECK(input_mask.causal == (role_ == AttentionRole::causal_self), "attention: a ",
                input_mask.causal ? "causal" : "non-causal", " mask given to ", name_of(role_));
     const bool with_partners = partners && compares_templates_;
@@ -233,15 +245,28 @@ Var MultiHeadAttention::attend(const Var& query, const Var& input_memory, const 
     // only they (ops::ResultReaders).
     const Var q = q_proj_.forward(query, ops::ResultReaders::products);  // (B, Tq, D)
     if (cache && role_ == AttentionRole::decoder_cross && !cache->keys.defined()) cache_memory(memory, mask, *cache);
-    const auto [k, v] = keys_and_values(query, memory, cache);             // (B, Tk, D)
+    auto [k, v] = keys_and_values(query, memory, cache);  // (B, Tk, D), or (B/G, Tk, D) grouped
     const int64_t input_templates = with_partners ? k.dim(1) / 2 : k.dim(1);
-    const Var prior = preference(input_memory, input_mask, q.dim(1), input_templates, cache, stack_prior);
+    Var prior = preference(input_memory, input_mask, q.dim(1), input_templates, cache, stack_prior);
     AttentionRecord* probed = AttentionProbe::slot_for(*this);
+    const bool intervening = AttentionIntervention::change_for(*this) != nullptr;
+    // Grouped, the products read each memory row once for its G query rows; what pairs with the queries
+    // row by row (the mask, a context preference) is repeated, and so is everything for a kind that
+    // compares templates, a probe or an intervention.
+    ops::AttentionMask row_mask = mask;
+    if (grouped) {
+        if (compares_templates_ || probed || intervening) {
+            k = Var(each_row_repeated(k.value(), group));
+            v = Var(each_row_repeated(v.value(), group));
+        }
+        if (row_mask.key_valid.defined()) row_mask.key_valid = each_row_repeated(row_mask.key_valid, group);
+        if (prior.defined() && prior.dim(0) > 1) prior = Var(each_row_repeated(prior.value(), group));
+    }
     // Without a prior, probe, intervention or decoding cache (training, evaluation): the scores, the
     // kind's normalization, dropout and the product with V one block of rows at a time, in cache.
-    if (!compares_templates_ && !prior.defined() && !probed && !cache && AttentionIntervention::change_for(*this) == nullptr) {
+    if (!compares_templates_ && !prior.defined() && !probed && !cache && !intervening) {
         if (const std::optional<ops::SliceNormalizer> normalizer = norm_.slice_normalizer()) {
-            return ops::blocked_attention(q, k, v, heads_, alpha_ * score_scale_, mask, *normalizer,
+            return ops::blocked_attention(q, k, v, heads_, alpha_ * score_scale_, row_mask, *normalizer,
                                           attention_dropout_.active_probability(), attention_dropout_.rng(), context_readers);
         }
     }
@@ -257,20 +282,20 @@ Var MultiHeadAttention::attend(const Var& query, const Var& input_memory, const 
         // scores' scale (without α); the prior is the preference u over the input's
         const Var inputs = k.dim(1) == input_templates ? k : ops::slice(k, 1, 0, input_templates);
         const Var similarity = ops::head_scores(k, inputs, heads_, score_scale_);  // (B, H, A, Tk)
-        weights = norm_.normalize({scores, similarity, log_preference}, mask);
+        weights = norm_.normalize({scores, similarity, log_preference}, row_mask);
     } else {
         if (prior.defined()) scores = ops::add(scores, prior);
-        weights = intervened(*this, cache ? norm_.normalize_step(scores, mask, cache->norm_state) : norm_.normalize(scores, mask),
-                             scores, mask);
+        weights = intervened(*this, cache ? norm_.normalize_step(scores, row_mask, cache->norm_state) : norm_.normalize(scores, row_mask),
+                             scores, row_mask);
     }
     if (probed) {
         // Padded queries and masked entries hold exactly zero weight, so a plain sum over queries is
         // the sum over real queries.
         NoGradScope no_grad;
         *probed = {.key_weight_sums = ops::sum(Var(weights.value()), 2).value(),  // (B, H, Tk)
-                   .key_valid = mask.key_valid,
+                   .key_valid = row_mask.key_valid,
                    .query = query.value(),
-                   .memory = input_memory.value(),
+                   .memory = grouped ? each_row_repeated(input_memory.value(), group) : input_memory.value(),
                    .log_preference = log_preference.defined() ? log_preference.value() : Tensor()};
     }
     weights = attention_dropout_.forward(weights, ops::ResultReaders::products);

@@ -56,19 +56,21 @@ struct TemplatePartners {
 
 // What a decoder attention keeps between the steps of step-by-step decoding.
 struct AttentionCache {
-    Tensor keys, values;  // (B, Tk, D): causal self-attention appends one position per step;
-                          // cross-attention projects the encoder memory once, at the first step
+    // (B, Tk, D): causal self-attention appends one position per step; cross-attention projects the
+    // encoder memory once, a row of it that G consecutive query rows may read (beam search's beams of a
+    // source: grouped queries, ops::head_scores).
+    Tensor keys, values;
     Tensor norm_state;    // the normalization's own running state (AttentionNorm::normalize_step)
-    Tensor preference;    // cross-attention's context preference (B, H, 1, Tk), from the first step
+    Tensor preference;    // cross-attention's context preference (B, H, 1, Tk) a memory row, from the first step
     bool from_memory = false;  // keys, values and preference are the encoder memory's (cross-attention)
     // The rows of causal self-attention's keys and values that are kept, in order (empty: all, as they
     // are). keep_rows leaves them to the next step's append, which copies every cached position anyway:
     // a reorder then costs no copy of its own.
     std::vector<int64_t> pending_rows;
-    // Keeps the given batch rows, in that order (beam search's reordering of hypotheses); rows kept in
-    // place copy nothing. `memory_unchanged`: every row keeps the source it had (hypotheses of one
-    // source reordered among themselves), so what comes from the memory is left as it is.
-    void keep_rows(const std::vector<int64_t>& rows, bool memory_unchanged = false);
+    // Keeps the given query rows, in that order (beam search's reordering of hypotheses), and of what
+    // comes from the memory the given `memory_rows`, or all as they are when null; rows kept in place
+    // copy nothing.
+    void keep_rows(const std::vector<int64_t>& rows, const std::vector<int64_t>* memory_rows);
 };
 
 class MultiHeadAttention : public Module {
@@ -82,7 +84,8 @@ public:
     // With a cache (decoder attentions only), one decoding step: query (B, 1, D) at absolute position
     // mask.query_offset; causal self-attention takes the new position's keys and values from `memory`
     // (the query's own input) and attends over every cached position; cross-attention reuses the
-    // memory's keys and values projected at the first step. `stack_prior`: the bias (1, H, Tq, Tk) of
+    // memory's keys and values projected at the first step, and its memory (B/G, Tk, D) and mask may
+    // hold a row for G consecutive query rows. `stack_prior`: the bias (1, H, Tq, Tk) of
     // a prior the whole stack shares (T5's), added to the scores; only for an attention without its own.
     // `partners`: extra templates for a kind that compares templates, appended after the memory's keys.
     Var forward(const Var& query, const Var& memory, const ops::AttentionMask& mask, AttentionCache* cache = nullptr,

@@ -52,9 +52,9 @@ struct StackPriors {
 struct LayerCache {
     AttentionCache self, cross;
     // AttentionCache::keep_rows for both attentions.
-    void keep_rows(const std::vector<int64_t>& rows, bool memory_unchanged) {
-        self.keep_rows(rows, memory_unchanged);
-        cross.keep_rows(rows, memory_unchanged);
+    void keep_rows(const std::vector<int64_t>& rows, const std::vector<int64_t>* memory_rows) {
+        self.keep_rows(rows, memory_rows);
+        cross.keep_rows(rows, memory_rows);
     }
 };
 

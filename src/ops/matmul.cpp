@@ -341,17 +341,31 @@ int64_t head_width(const char* op, const Var& x, const Var& other, int64_t heads
     return x.dim(2) / heads;
 }
 
+// G, the rows of queries (or weights) a row of keys serves: 1, or with one query position any whole
+// number (grouped queries, ops.h), for which the (row, head) products take G queries each.
+int64_t query_group(const char* op, const Var& queries, int64_t query_positions, const Var& keys) {
+    const int64_t query_rows = queries.dim(0), key_rows = keys.dim(0);
+    if (query_rows == key_rows) return 1;
+    HNAS_CHECK(key_rows > 0 && query_rows % key_rows == 0 && query_positions == 1, op, ": ", shape_str(queries.shape()),
+               " and ", shape_str(keys.shape()), " need the same rows, or one query position and a whole number of query ",
+               "rows a row of keys");
+    return query_rows / key_rows;
+}
+
 }  // namespace
 
 Var head_scores(const Var& q, const Var& k, int64_t heads, float alpha) {
     const int64_t width = head_width("head_scores", q, k, heads);
-    HNAS_CHECK(k.rank() == 3 && k.dim(0) == q.dim(0) && k.dim(2) == q.dim(2), "head_scores: keys ", shape_str(k.shape()),
+    HNAS_CHECK(k.rank() == 3 && k.dim(2) == q.dim(2), "head_scores: keys ", shape_str(k.shape()),
                " do not match queries ", shape_str(q.shape()));
-    const int64_t rows = q.dim(0), queries = q.dim(1), keys = k.dim(1);
-    Tensor out = Tensor::empty({rows, heads, queries, keys});
+    // Grouped, the scores (B·G, H, 1, Tk) are (B, G, H, Tk): the G queries' scores interleaved by head.
+    const int64_t group = query_group("head_scores", q, q.dim(1), k);
+    const bool grouped = group > 1;
+    const int64_t rows = k.dim(0), queries = grouped ? group : q.dim(1), keys = k.dim(1);
+    Tensor out = Tensor::empty({q.dim(0), heads, q.dim(1), keys});
     if (out.numel() > 0 && width > 0) {
         head_gemm({backend::operand(q.value()), false, true}, {backend::operand(k.value()), true, true}, out.data(),
-                  false, rows, heads, queries, keys, width, alpha, false);
+                  grouped, rows, heads, queries, keys, width, alpha, false);
     } else {
         out.fill(0.0f);
     }
@@ -359,29 +373,32 @@ Var head_scores(const Var& q, const Var& k, int64_t heads, float alpha) {
     return make_result("head_scores", out, {q, k}, [=](const Tensor& ds, GradSink& sink) {
         if (sink.wants(0)) {  // dQ_h = alpha · dS_h · K_h
             const GradSink::Target target = sink.target(0);
-            head_gemm({backend::operand(ds), false, false}, {backend::operand(kv), false, true}, target.grad.data(), true,
+            head_gemm({backend::operand(ds), false, grouped}, {backend::operand(kv), false, true}, target.grad.data(), true,
                       rows, heads, queries, width, keys, alpha, target.accumulate);
         }
-        if (sink.wants(1)) {  // dK_h = alpha · dS_hᵀ · Q_h
+        if (sink.wants(1)) {  // dK_h = alpha · dS_hᵀ · Q_h, summed over a group's queries
             const GradSink::Target target = sink.target(1);
-            head_gemm({backend::operand(ds), true, false}, {backend::operand(qv), false, true}, target.grad.data(), true,
+            head_gemm({backend::operand(ds), true, grouped}, {backend::operand(qv), false, true}, target.grad.data(), true,
                       rows, heads, keys, width, queries, alpha, target.accumulate);
         }
     });
 }
 
 Var head_context(const Var& weights, const Var& v, ResultReaders readers) {
-    HNAS_CHECK(weights.rank() == 4 && v.rank() == 3 && weights.dim(0) == v.dim(0) && weights.dim(3) == v.dim(1),
-               "head_context: weights ", shape_str(weights.shape()), " are not (B, H, Tq, Tk) for values ",
-               shape_str(v.shape()));
-    const int64_t rows = weights.dim(0), heads = weights.dim(1), queries = weights.dim(2), keys = weights.dim(3);
+    HNAS_CHECK(weights.rank() == 4 && v.rank() == 3 && weights.dim(3) == v.dim(1), "head_context: weights ",
+               shape_str(weights.shape()), " are not (B, H, Tq, Tk) for values ", shape_str(v.shape()));
+    const int64_t heads = weights.dim(1), keys = weights.dim(3);
     const int64_t width = head_width("head_context", v, weights, heads);
-    const Shape out_shape{rows, queries, heads * width};
+    // Grouped, the weights (B·G, H, 1, Tk) are (B, G, H, Tk), the G queries' weights interleaved by head.
+    const int64_t group = query_group("head_context", weights, weights.dim(2), v);
+    const bool grouped = group > 1;
+    const int64_t rows = v.dim(0), queries = grouped ? group : weights.dim(2);
+    const Shape out_shape{weights.dim(0), weights.dim(2), heads * width};
     Tensor out;
     if (shape_numel(out_shape) > 0 && keys > 0) {
         const ProductResult result = product_result(out_shape, readers);
         out = result.tensor;
-        head_gemm({backend::operand(weights.value()), false, false}, {backend::operand(v.value()), false, true},
+        head_gemm({backend::operand(weights.value()), false, grouped}, {backend::operand(v.value()), false, true},
                   result.target, true, rows, heads, queries, width, keys, 1.0f, false);
     } else {
         out = Tensor::zeros(out_shape);
@@ -390,12 +407,12 @@ Var head_context(const Var& weights, const Var& v, ResultReaders readers) {
     return make_result("head_context", out, {weights, v}, [=](const Tensor& dc, GradSink& sink) {
         if (sink.wants(0)) {  // dW_h = dC_h · V_hᵀ
             const GradSink::Target target = sink.target(0);
-            head_gemm({backend::operand(dc), false, true}, {backend::operand(vv), true, true}, target.grad.data(), false,
+            head_gemm({backend::operand(dc), false, true}, {backend::operand(vv), true, true}, target.grad.data(), grouped,
                       rows, heads, queries, keys, width, 1.0f, target.accumulate);
         }
-        if (sink.wants(1)) {  // dV_h = W_hᵀ · dC_h
+        if (sink.wants(1)) {  // dV_h = W_hᵀ · dC_h, summed over a group's queries
             const GradSink::Target target = sink.target(1);
-            head_gemm({backend::operand(wv), true, false}, {backend::operand(dc), false, true}, target.grad.data(), true,
+            head_gemm({backend::operand(wv), true, grouped}, {backend::operand(dc), false, true}, target.grad.data(), true,
                       rows, heads, keys, width, queries, 1.0f, target.accumulate);
         }
     });

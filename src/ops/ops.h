@@ -36,8 +36,12 @@ Var linear_gelu(const Var& x, const Var& weight, const Var& bias, GeluForm form,
 // heads side by side in each row; equal to splitting the heads (reshape to (B, T, H, K), permute to
 // (B, H, T, K)) before matmul and merging them after, without those copies.
 // head_scores: alpha · Q_h K_hᵀ for q (B, Tq, H·K), k (B, Tk, H·K) -> (B, H, Tq, Tk).
+// Grouped queries: q (B·G, 1, H·K) against k (B, Tk, H·K), G consecutive rows of q reading one row of
+// k (beam search's hypotheses of one source), -> (B·G, H, 1, Tk); equal to k's rows repeated G times,
+// as one product of G queries a (row, head) instead of G products of one.
 Var head_scores(const Var& q, const Var& k, int64_t heads, float alpha = 1.0f);
-// head_context: W_h V_h for weights (B, H, Tq, Tk), v (B, Tk, H·K) -> merged (B, Tq, H·K).
+// head_context: W_h V_h for weights (B, H, Tq, Tk), v (B, Tk, H·K) -> merged (B, Tq, H·K); grouped as
+// head_scores: weights (B·G, H, 1, Tk), v (B, Tk, H·K) -> (B·G, 1, H·K).
 Var head_context(const Var& weights, const Var& v, ResultReaders readers = ResultReaders::any);
 
 // ---- elementwise.cpp ------------------------------------------------------------------------------

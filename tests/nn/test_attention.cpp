@@ -219,14 +219,21 @@ TEST(AttentionFused, EveryKindMatchesItsDefinition) {
 }
 
 // The head products against their definition: split the heads of (B, T, H·K) with reshape + permute,
-// batched matmul, merge with permute + reshape. Values and both inputs' gradients.
+// batched matmul, merge with permute + reshape; grouped queries against the keys' rows repeated. Values
+// and both inputs' gradients.
 TEST(AttentionFused, HeadProductsMatchSplitMatmulMerge) {
-    const int64_t heads = 3, width = 4, queries = 5, keys = 7;
+    const int64_t heads = 3, width = 4, queries = 5, keys = 7, group = 3;
     auto split = [&](const Var& x) {
         return ops::permute(ops::reshape(x, {x.dim(0), x.dim(1), heads, width}), {0, 2, 1, 3});
     };
     auto merge = [&](const Var& x) {
         return ops::reshape(ops::permute(x, {0, 2, 1, 3}), {x.dim(0), x.dim(2), heads * width});
+    };
+    auto repeat_rows = [&](const Var& x) {  // each row `group` times, in order
+        std::vector<Var> rows;
+        for (int64_t b = 0; b < x.dim(0); ++b)
+            for (int64_t g = 0; g < group; ++g) rows.push_back(ops::slice(x, 0, b, b + 1));
+        return ops::concat(rows, 0);
     };
     struct Product {
         std::string name;
@@ -241,7 +248,15 @@ TEST(AttentionFused, HeadProductsMatchSplitMatmulMerge) {
         {"head_context",
          {random_tensor({kBatch, heads, queries, keys}, 53), random_tensor({kBatch, keys, heads * width}, 54)},
          [&](const Var& w, const Var& v) { return ops::head_context(w, v); },
-         [&](const Var& w, const Var& v) { return merge(ops::matmul(w, split(v))); }}};
+         [&](const Var& w, const Var& v) { return merge(ops::matmul(w, split(v))); }},
+        {"grouped head_scores",
+         {random_tensor({kBatch * group, 1, heads * width}, 56), random_tensor({kBatch, keys, heads * width}, 57)},
+         [&](const Var& q, const Var& k) { return ops::head_scores(q, k, heads, 0.3f); },
+         [&](const Var& q, const Var& k) { return ops::matmul(split(q), split(repeat_rows(k)), false, true, 0.3f); }},
+        {"grouped head_context",
+         {random_tensor({kBatch * group, heads, 1, keys}, 58), random_tensor({kBatch, keys, heads * width}, 59)},
+         [&](const Var& w, const Var& v) { return ops::head_context(w, v); },
+         [&](const Var& w, const Var& v) { return merge(ops::matmul(w, split(repeat_rows(v)))); }}};
     for (const Product& product : products) {
         Var fused_a(product.inputs[0].clone(), true), fused_b(product.inputs[1].clone(), true);
         Var reference_a(product.inputs[0].clone(), true), reference_b(product.inputs[1].clone(), true);

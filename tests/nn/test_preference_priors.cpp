@@ -139,7 +139,7 @@ TEST(PreferencePriors, ContextPreferenceMatchesFiniteDifferences) {
 }
 
 // Decoding reads the cross-attention's context preference from the first step's memory, and beam
-// search's reordering of rows carries it along.
+// search's reordering of rows carries it along, also when two query rows read each memory row.
 TEST(PreferencePriors, CrossAttentionStepsKeepTheContextPreference) {
     NoGradScope no_grad;
     nn::AttentionOptions options = options_of("lnas", nn::AttentionRole::decoder_cross);
@@ -151,22 +151,29 @@ TEST(PreferencePriors, CrossAttentionStepsKeepTheContextPreference) {
     const Tensor key_valid = valid_rows(6, {6, 4});
     const Tensor full = attention.forward(Var(queries), Var(memory), {key_valid, Tensor()}).value();
     nn::AttentionCache cache;
+    const std::vector<int64_t> swapped{1, 0}, grouped_rows{1, 1, 0, 0};
     for (int64_t step = 0; step < 3; ++step) {
-        if (step == 2) cache.keep_rows({1, 0});  // reorder, then check row 0 against full row 1
-        const int64_t row = step == 2 ? 1 : 0;
-        Tensor query = Tensor::empty({kBatch, 1, kWidth});
-        for (int64_t b = 0; b < kBatch; ++b) {
-            const int64_t source = step == 2 ? 1 - b : b;
-            std::copy_n(queries.data() + (source * 3 + step) * kWidth, kWidth, query.data() + b * kWidth);
+        // at the last step the memory's rows are swapped and each is read by two query rows
+        if (step == 2) cache.keep_rows(grouped_rows, &swapped);
+        const std::vector<int64_t> row_sources = step == 2 ? grouped_rows : std::vector<int64_t>{0, 1};
+        const auto rows = static_cast<int64_t>(row_sources.size());
+        Tensor query = Tensor::empty({rows, 1, kWidth});
+        for (int64_t r = 0; r < rows; ++r) {
+            std::copy_n(queries.data() + (row_sources[static_cast<size_t>(r)] * 3 + step) * kWidth, kWidth,
+                        query.data() + r * kWidth);
         }
-        const Tensor& mem = step == 2 ? memory.take_rows({1, 0}) : memory;
-        const Tensor& valid = step == 2 ? key_valid.take_rows({1, 0}) : key_valid;
+        const Tensor& mem = step == 2 ? memory.take_rows(swapped) : memory;
+        const Tensor& valid = step == 2 ? key_valid.take_rows(swapped) : key_valid;
         ops::AttentionMask mask{valid, Tensor()};
         mask.query_offset = step;
         const Tensor out = attention.forward(Var(query), Var(mem), mask, &cache).value();
-        for (int64_t d = 0; d < kWidth; ++d) EXPECT_NEAR(out.data()[d], full.data()[(row * 3 + step) * kWidth + d], 1e-5) << step;
+        ASSERT_EQ(out.shape(), (Shape{rows, 1, kWidth}));
+        for (int64_t r = 0; r < rows; ++r)
+            for (int64_t d = 0; d < kWidth; ++d)
+                EXPECT_NEAR(out.data()[r * kWidth + d], full.data()[(row_sources[static_cast<size_t>(r)] * 3 + step) * kWidth + d], 1e-5)
+                    << "step " << step << " row " << r;
     }
-    ASSERT_TRUE(cache.preference.defined());
+    ASSERT_EQ(cache.preference.dim(0), kBatch);
 }
 
 TEST(PreferencePriors, ConfigsRefuseAContextPriorThatWouldSeeTheFuture) {

@@ -66,6 +66,11 @@ std::vector<GradCase> all_cases() {
         [](const std::vector<Var>& v) { return ops::head_scores(v[0], v[1], 3, 0.5f); });
     add("head_context", {random_tensor({2, 3, 3, 4}, 181), random_tensor({2, 4, 6}, 182)},
         [](const std::vector<Var>& v) { return ops::head_context(v[0], v[1]); });
+    // Grouped queries: two rows of queries (or weights) a row of keys (beam search's hypotheses).
+    add("head_scores_grouped", {random_tensor({4, 1, 6}, 183), random_tensor({2, 3, 6}, 184)},
+        [](const std::vector<Var>& v) { return ops::head_scores(v[0], v[1], 3, 0.5f); });
+    add("head_context_grouped", {random_tensor({4, 3, 1, 4}, 185), random_tensor({2, 4, 6}, 186)},
+        [](const std::vector<Var>& v) { return ops::head_context(v[0], v[1]); });
     add("linear", {random_tensor({2, 3, 4}, 9), random_tensor({5, 4}, 10), random_tensor({5}, 11)},
         [](const std::vector<Var>& v) { return ops::linear(v[0], v[1], v[2]); });
     add("linear_no_bias", {random_tensor({3, 4}, 12), random_tensor({2, 4}, 13)},
