@@ -4,8 +4,8 @@ source's beams, eos ending a hypothesis only when it ranks among the best `beam`
 length; hypotheses ranked by log P / (tokens + 1)^A. The decoder caches its self-attention keys and values
 and projects the encoder memory once, as fairseq's incremental decoding does, but once a source, not once
 a beam, and attends a source's beams to it as one product (hnas's start_decoding and grouped
-cross-attention); beams are reordered with index_select. The decoder's attentions are lnas, written here in
-their cached form.
+cross-attention); the first step decodes each source once, its beams all starting from bos; beams are
+reordered with index_select. The decoder's attentions are lnas, written here in their cached form.
 """
 import math
 
@@ -97,9 +97,12 @@ def beam_search(model, run, ids, valid, settings):
     for step in range(limit + 1):
         if not active:
             break
-        inputs = torch.tensor([t[-1] if t else settings["bos_id"] for t in beam_tokens])
+        # every beam of a source starts from bos alone: the first step decodes each source once
+        rows_a_state_row = beam if step == 0 else 1
+        inputs = torch.tensor([settings["bos_id"]] * sources if step == 0 else [t[-1] for t in beam_tokens])
         logits, state.self_kv = run["decode_step"](inputs, model.decoder.positions.weight[state.position], state.self_kv,
                                                    state.cross, state.memory_bias)
+        logits = logits.repeat_interleave(rows_a_state_row, 0)
         state.position += 1
         log_probabilities = torch.log_softmax(logits.double(), dim=-1)
         if step < settings["min_length"]:
@@ -139,6 +142,6 @@ def beam_search(model, run, ids, valid, settings):
         active, beam_tokens = next_active, next_tokens
         beam_log_probabilities = torch.tensor(next_log_probabilities, dtype=torch.float64)
         if active:
-            state.keep_rows(torch.tensor(next_rows), torch.tensor(next_memory_rows))
+            state.keep_rows(torch.tensor(next_rows) // rows_a_state_row, torch.tensor(next_memory_rows))
     # sorted is stable, as hnas's stable_sort: of equal scores the first finished wins
     return [sorted(done, key=lambda scored: -scored[0])[0][1] if done else [] for done in finished]

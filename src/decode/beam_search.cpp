@@ -112,8 +112,9 @@ Beams start_beams(int64_t sources, int64_t beam) {
     return beams;
 }
 
-// Each live row's best extensions. The rows are independent of each other: the threads share them out.
-void extend_rows(const Search& search, const Tensor& logits, const Beams& beams, int64_t step,
+// Each live row's best extensions, row r's from row r / rows_a_logits_row of `logits`. The rows are
+// independent of each other: the threads share them out.
+void extend_rows(const Search& search, const Tensor& logits, int64_t rows_a_logits_row, const Beams& beams, int64_t step,
                  std::vector<RowScratch>& scratches, std::vector<std::vector<Extension>>& extensions) {
     const auto live_rows = static_cast<int64_t>(beams.tokens.size());
     extensions.resize(static_cast<size_t>(live_rows));
@@ -125,7 +126,8 @@ void extend_rows(const Search& search, const Tensor& logits, const Beams& beams,
             auto& best = extensions[static_cast<size_t>(row)];
             best.clear();
             if (beams.log_probabilities[static_cast<size_t>(row)] == kImpossible) continue;
-            best_extensions(logits.data() + row * search.vocabulary, beams.tokens[static_cast<size_t>(row)], search.options,
+            best_extensions(logits.data() + row / rows_a_logits_row * search.vocabulary, beams.tokens[static_cast<size_t>(row)],
+                            search.options,
                             step, search.limit, search.eos_id, search.keep, scratch, best);
         }
     }
@@ -220,11 +222,10 @@ std::vector<std::vector<Hypothesis>> beam_search(const models::Seq2SeqModel& mod
                " target positions leave room for ", limit, " tokens, fewer than --min-len ", options.min_length);
     const Search search{options, beam, vocabulary, limit, eos_id, static_cast<size_t>(std::min(2 * beam, vocabulary))};
 
+    // The decoder state starts with a row a source: every beam of a source starts from bos alone, so
+    // the first step decodes each source once and its logits serve all its beams.
     models::DecoderState state = model.start_decoding(source_ids, source_valid);
     std::vector<int64_t> rows;
-    for (int64_t s = 0; s < sources; ++s)
-        for (int64_t k = 0; k < beam; ++k) rows.push_back(s);
-    state.keep_rows(rows);
     Beams beams = start_beams(sources, beam);
     std::vector<std::vector<Hypothesis>> finished(static_cast<size_t>(sources));
 
@@ -233,11 +234,16 @@ std::vector<std::vector<Hypothesis>> beam_search(const models::Seq2SeqModel& mod
                                       RowScratch{std::vector<double>(static_cast<size_t>(vocabulary)),
                                                  std::vector<int32_t>(static_cast<size_t>(vocabulary))});
     for (int64_t step = 0; step <= limit && !beams.sources.empty(); ++step) {
-        std::vector<int32_t> inputs;
-        for (const auto& tokens : beams.tokens) inputs.push_back(tokens.empty() ? bos_id : tokens.back());
+        const int64_t rows_a_state_row = step == 0 ? beam : 1;
+        std::vector<int32_t> inputs(static_cast<size_t>(sources), bos_id);
+        if (step > 0) {
+            inputs.clear();
+            for (const auto& tokens : beams.tokens) inputs.push_back(tokens.back());
+        }
         const Tensor logits = model.decode_step(state, Tensor::from_ints({static_cast<int64_t>(inputs.size())}, inputs));
-        extend_rows(search, logits, beams, step, scratches, extensions);
+        extend_rows(search, logits, rows_a_state_row, beams, step, scratches, extensions);
         beams = advance(search, beams, extensions, step, finished, rows);
+        for (int64_t& row : rows) row /= rows_a_state_row;
         if (!beams.sources.empty()) state.keep_rows(rows);
     }
     for (auto& done : finished) {
