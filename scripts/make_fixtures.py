@@ -273,6 +273,12 @@ def build_head_products():
              lambda q, k: 0.5 * twin.split_heads(q, 3) @ twin.split_heads(k, 3).transpose(-1, -2))
     add_case("head_context_3_heads", "head_context", {}, {"weights": uniform((2, 3, 3, 4)), "v": uniform((2, 4, 6))},
              lambda weights, v: twin.merge_heads(weights @ twin.split_heads(v, 3)))
+    # Grouped queries: two rows of q (or of the weights) a row of k (or v), beam search's beams of a source.
+    add_case("head_scores_grouped", "head_scores", {"heads": 3, "alpha": 0.5},
+             {"q": uniform((4, 1, 6)), "k": uniform((2, 4, 6))},
+             lambda q, k: 0.5 * twin.split_heads(q, 3) @ twin.split_heads(k, 3).repeat_interleave(2, 0).transpose(-1, -2))
+    add_case("head_context_grouped", "head_context", {}, {"weights": uniform((4, 3, 1, 4)), "v": uniform((2, 4, 6))},
+             lambda weights, v: twin.merge_heads(weights @ twin.split_heads(v, 3).repeat_interleave(2, 0)))
 
 
 # ---------------------------------------------------------------- attention layer
