@@ -126,9 +126,9 @@ void extend_rows(const Search& search, const Tensor& logits, int64_t rows_a_logi
             auto& best = extensions[static_cast<size_t>(row)];
             best.clear();
             if (beams.log_probabilities[static_cast<size_t>(row)] == kImpossible) continue;
-            best_extensions(logits.data() + row / rows_a_logits_row * search.vocabulary, beams.tokens[static_cast<size_t>(row)],
-                            search.options,
-                            step, search.limit, search.eos_id, search.keep, scratch, best);
+            const float* row_logits = logits.data() + row / rows_a_logits_row * search.vocabulary;
+            best_extensions(row_logits, beams.tokens[static_cast<size_t>(row)], search.options, step, search.limit,
+                            search.eos_id, search.keep, scratch, best);
         }
     }
 }
@@ -235,9 +235,10 @@ std::vector<std::vector<Hypothesis>> beam_search(const models::Seq2SeqModel& mod
                                                  std::vector<int32_t>(static_cast<size_t>(vocabulary))});
     for (int64_t step = 0; step <= limit && !beams.sources.empty(); ++step) {
         const int64_t rows_a_state_row = step == 0 ? beam : 1;
-        std::vector<int32_t> inputs(static_cast<size_t>(sources), bos_id);
-        if (step > 0) {
-            inputs.clear();
+        std::vector<int32_t> inputs;
+        if (step == 0) {
+            inputs.assign(static_cast<size_t>(sources), bos_id);
+        } else {
             for (const auto& tokens : beams.tokens) inputs.push_back(tokens.back());
         }
         const Tensor logits = model.decode_step(state, Tensor::from_ints({static_cast<int64_t>(inputs.size())}, inputs));

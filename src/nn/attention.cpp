@@ -116,7 +116,8 @@ void AttentionCache::keep_rows(const std::vector<int64_t>& rows, const std::vect
     if (norm_state.defined() && !keeps_rows_in_place(rows, norm_state.dim(0))) norm_state = norm_state.take_rows(rows);
     if (!from_memory || memory_rows == nullptr) return;
     for (Tensor* tensor : {&keys, &values, &preference}) {
-        if (tensor->defined() && !keeps_rows_in_place(*memory_rows, tensor->dim(0))) *tensor = tensor->take_rows(*memory_rows);
+        if (!tensor->defined() || keeps_rows_in_place(*memory_rows, tensor->dim(0))) continue;
+        *tensor = tensor->take_rows(*memory_rows);
     }
 }
 
@@ -245,20 +246,16 @@ Var MultiHeadAttention::attend(const Var& query, const Var& input_memory, const 
     // only they (ops::ResultReaders).
     const Var q = q_proj_.forward(query, ops::ResultReaders::products);  // (B, Tq, D)
     if (cache && role_ == AttentionRole::decoder_cross && !cache->keys.defined()) cache_memory(memory, mask, *cache);
-    auto [k, v] = keys_and_values(query, memory, cache);  // (B, Tk, D), or (B/G, Tk, D) grouped
+    const auto [k, v] = keys_and_values(query, memory, cache);  // (B, Tk, D), or (B/G, Tk, D) grouped
     const int64_t input_templates = with_partners ? k.dim(1) / 2 : k.dim(1);
     Var prior = preference(input_memory, input_mask, q.dim(1), input_templates, cache, stack_prior);
     AttentionRecord* probed = AttentionProbe::slot_for(*this);
     const bool intervening = AttentionIntervention::change_for(*this) != nullptr;
-    // Grouped, the products read each memory row once for its G query rows; what pairs with the queries
-    // row by row (the mask, a context preference) is repeated, and so is everything for a kind that
-    // compares templates, a probe or an intervention.
+    // Grouped, the products read each memory row once for its G query rows (no kind that compares
+    // templates decodes: each leaks the future); what pairs with the queries row by row, the mask and a
+    // context preference, is repeated.
     ops::AttentionMask row_mask = mask;
     if (grouped) {
-        if (compares_templates_ || probed || intervening) {
-            k = Var(each_row_repeated(k.value(), group));
-            v = Var(each_row_repeated(v.value(), group));
-        }
         if (row_mask.key_valid.defined()) row_mask.key_valid = each_row_repeated(row_mask.key_valid, group);
         if (prior.defined() && prior.dim(0) > 1) prior = Var(each_row_repeated(prior.value(), group));
     }
@@ -285,8 +282,9 @@ Var MultiHeadAttention::attend(const Var& query, const Var& input_memory, const 
         weights = norm_.normalize({scores, similarity, log_preference}, row_mask);
     } else {
         if (prior.defined()) scores = ops::add(scores, prior);
-        weights = intervened(*this, cache ? norm_.normalize_step(scores, row_mask, cache->norm_state) : norm_.normalize(scores, row_mask),
-                             scores, row_mask);
+        const Var normalized =
+            cache ? norm_.normalize_step(scores, row_mask, cache->norm_state) : norm_.normalize(scores, row_mask);
+        weights = intervened(*this, normalized, scores, row_mask);
     }
     if (probed) {
         // Padded queries and masked entries hold exactly zero weight, so a plain sum over queries is

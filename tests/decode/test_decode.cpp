@@ -10,6 +10,7 @@
 #include "data/tokenizer.h"
 #include "decode/beam_search.h"
 #include "decode/headlines.h"
+#include "nn/attention_probe.h"
 #include "tasks/task.h"
 #include "test_support.h"
 
@@ -222,6 +223,47 @@ TEST_P(CachedDecoding, ReorderedRowsEqualFullRecomputation) {
         }
     }
     EXPECT_LT(worst, 2e-5) << "largest difference between reordered cached and recomputed logits";
+}
+
+// Two hypotheses a memory row (grouped cross-attention) against each its own (rows of the sources
+// interleaved, so the memory repeats): the same logits, and a probe on the cross-attentions records the
+// same rows, a memory row for each query row.
+TEST(CachedDecodingGroups, GroupedCrossAttentionUnderAProbeEqualsUngrouped) {
+    const auto model = tiny_model({"lnas", "lnas", false, false}, 29);
+    const auto [ids, valid] = ragged_sources(2, 7, model->config().vocab_size, 6);
+    NoGradScope no_grad;
+    std::vector<const nn::MultiHeadAttention*> cross;
+    for (nn::TransformerLayer* layer : model->decoder_layers()) cross.push_back(layer->cross_attention());
+    struct Run {
+        Tensor logits;
+        std::vector<nn::AttentionRecord> records;
+    };
+    auto run = [&](const std::vector<int64_t>& rows, const std::vector<int32_t>& tokens, int64_t memory_rows) {
+        models::DecoderState state = model->start_decoding(ids, valid);
+        state.keep_rows(rows);
+        EXPECT_EQ(state.memory.dim(0), memory_rows);
+        nn::AttentionProbe probe(cross);
+        Run out{model->decode_step(state, Tensor::from_ints({4}, tokens)), {}};
+        for (const nn::MultiHeadAttention* attention : cross) out.records.push_back(probe.record(*attention));
+        return out;
+    };
+    const Run grouped = run({0, 0, 1, 1}, {4, 5, 6, 7}, 2), apart = run({0, 1, 0, 1}, {4, 6, 5, 7}, 4);
+    const std::vector<int64_t> same_row{0, 2, 1, 3};  // grouped row r is apart's row same_row[r]
+    auto expect_rows_equal = [&](const Tensor& a, const Tensor& b, const std::string& what) {
+        ASSERT_EQ(a.shape(), b.shape()) << what;
+        const int64_t width = a.numel() / a.dim(0);
+        for (int64_t r = 0; r < a.dim(0); ++r)
+            for (int64_t e = 0; e < width; ++e)
+                ASSERT_NEAR(a.data()[r * width + e], b.data()[same_row[static_cast<size_t>(r)] * width + e], 1e-5)
+                    << what << " row " << r;
+    };
+    expect_rows_equal(grouped.logits, apart.logits, "logits");
+    for (size_t layer = 0; layer < cross.size(); ++layer) {
+        const nn::AttentionRecord &g = grouped.records[layer], &a = apart.records[layer];
+        expect_rows_equal(g.key_weight_sums, a.key_weight_sums, "key weight sums");
+        expect_rows_equal(g.key_valid, a.key_valid, "key mask");
+        expect_rows_equal(g.memory, a.memory, "memory");
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(DecoderKinds, CachedDecoding,
