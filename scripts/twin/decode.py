@@ -102,7 +102,8 @@ def beam_search(model, run, ids, valid, settings):
         inputs = torch.tensor([settings["bos_id"]] * sources if step == 0 else [t[-1] for t in beam_tokens])
         logits, state.self_kv = run["decode_step"](inputs, model.decoder.positions.weight[state.position], state.self_kv,
                                                    state.cross, state.memory_bias)
-        logits = logits.repeat_interleave(rows_a_state_row, 0)
+        if step == 0:
+            logits = logits.repeat_interleave(beam, 0)
         state.position += 1
         log_probabilities = torch.log_softmax(logits.double(), dim=-1)
         if step < settings["min_length"]:

@@ -102,7 +102,7 @@ public:
     Var project_output(const Var& merged) const { return out_proj_ ? out_proj_->forward(merged) : merged; }
     // Fills a decoder cross-attention's cache from the encoder memory (B, S, D): its keys, values and
     // context preference, which every later step reuses. The first decoding step does it if no one has;
-    // beam search does it before each source's rows are repeated for its beams, projecting each once.
+    // start_decoding does it once a source, whose beams then read that row (grouped queries).
     void cache_memory(const Var& memory, const ops::AttentionMask& mask, AttentionCache& cache) const;
 
     const Linear& query_projection() const { return q_proj_; }
