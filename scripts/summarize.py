@@ -434,7 +434,7 @@ def bench_train(results, skipped):
     configs = list(dict.fromkeys((r["task"], r["kind"]) for r in runs))
     precision = next(r.get("precision", "f32") for r in runs if r["impl"] == "hnas")
     head = ["task", "kind", "precision", "hnas ms"] + [f"{title[c]()} ms" for c in present] \
-        + [f"hnas / {short[c]} speed" for c in present] + ["step / bound in cache", "step / bound evicted"] \
+        + [f"hnas / {short[c]} speed" for c in present] + ["step / bound in cache", "step / bound evicted", "ceiling: fastest peer / bound"] \
         + [f"peak RSS hnas / {short[c]}" for c in present]
     table(" | ".join(head), "lll" + "r" * len(head[3:]))
     for task, kind in configs:
@@ -444,6 +444,8 @@ def bench_train(results, skipped):
         cells += [f"{med(pick(c, task, kind, 'step_ms_median')) / med(hm):.2f}" for c in present]
         cells += [spread(pick("hnas", task, kind, "step_over_matmul_bound"), "{:.2f}"),
                   spread(pick("hnas", task, kind, "step_over_matmul_bound_evicted"), "{:.2f}")]
+        fastest = min((med(pick(c, task, kind, "step_ms_median")) for c in present), default=None)
+        cells += [f"{fastest / med(pick('hnas', task, kind, 'matmul_bound_ms')):.2f}" if fastest else "–"]
         cells += [f"{med(pick('hnas', task, kind, 'peak_rss_mib')) / med(pick(c, task, kind, 'peak_rss_mib')):.2f}"
                   for c in present]
         print("| " + " | ".join(cells) + " |")
@@ -454,7 +456,8 @@ def bench_train(results, skipped):
           + ", PyTorch 1.13 in f32; speed = peer ms / hnas ms (medians); bound = one step's matrix products, each timed "
           "alone in oneDNN with the step's shapes and layouts (hnas-bench train --matmul-bound), summed; evicted: the "
           f"same with a {next(r['matmul_bound_evict_mib'] for r in runs if r['impl'] == 'hnas')} MiB buffer written "
-          "before each product.")
+          "before each product; ceiling = the fastest peer's ms / hnas's bound in cache: hnas's speed over that peer were "
+          "its step its products alone.")
     print_skipped(skipped)
     if "compile" in present:
         print("\n| task | kind | precision | torch.compile first step s (compiles) | compile s (first step − median step) |")
