@@ -366,18 +366,18 @@ inline double check_gradients(const std::vector<Tensor>& inputs, const TestFunct
         const Tensor analytic = vars[which].grad();
         EXPECT_TRUE(analytic.defined()) << label << ": no gradient reached input " << which;
         if (!analytic.defined()) continue;
-        float* x = values[which].data();
         for (int64_t j = 0; j < values[which].numel(); ++j) {
-            const float original = x[j];
+            const float original = values[which].data()[j];
+            // data() before each write: it marks the copies products keep (bf16, packed) stale.
             auto at = [&](float offset) {
-                x[j] = original + offset;
+                values[which].data()[j] = original + offset;
                 return evaluate(values);
             };
             const double h = options.step;
             const double numeric =
                 (8.0 * (at(options.step / 2) - at(-options.step / 2)) - (at(options.step) - at(-options.step))) /
                 (6.0 * h);
-            x[j] = original;
+            values[which].data()[j] = original;
             const double exact = analytic.data()[j];
             const double error = std::abs(numeric - exact) / (1.0 + std::abs(exact));
             worst = std::max(worst, error);
@@ -472,16 +472,17 @@ inline double check_parameter_gradients(const nn::Module& module, const std::fun
         const Tensor analytic = named.parameter.grad();
         EXPECT_TRUE(analytic.defined()) << label << ": no gradient reached " << named.name;
         if (!analytic.defined()) continue;
-        float* x = const_cast<Var&>(named.parameter).value().data();
+        Tensor& value = const_cast<Var&>(named.parameter).value();
         for (int64_t j = 0; j < named.parameter.numel(); ++j) {
-            const float original = x[j];
+            const float original = value.data()[j];
+            // data() before each write: it marks the copies products keep (bf16, packed) stale.
             auto at = [&](float offset) {
-                x[j] = original + offset;
+                value.data()[j] = original + offset;
                 return evaluate();
             };
             const double h = options.step;
             const double numeric = (8.0 * (at(options.step / 2) - at(-options.step / 2)) - (at(options.step) - at(-options.step))) / (6.0 * h);
-            x[j] = original;
+            value.data()[j] = original;
             const double exact = analytic.data()[j];
             const double error = std::abs(numeric - exact) / (1.0 + std::abs(exact));
             worst = std::max(worst, error);

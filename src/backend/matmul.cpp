@@ -19,6 +19,7 @@
 
 #include "backend/kernels.h"
 #include "base/check.h"
+#include "base/hash.h"
 
 namespace hnas::backend {
 
@@ -46,7 +47,7 @@ dnnl::stream& thread_stream() {
 struct MatmulKey {
     int64_t batch, m, n, k, heads;
     bool trans_a, trans_b, shared_b, a_interleaved, b_interleaved, c_interleaved, has_bias, accumulate, bf16,
-        bf16_result;
+        bf16_result, b_packed;
     float alpha;
     MatmulEpilogue epilogue;
     bool operator==(const MatmulKey&) const = default;
@@ -64,7 +65,7 @@ struct MatmulKeyHash {
         mix((key.trans_a ? 1u : 0u) | (key.trans_b ? 2u : 0u) | (key.shared_b ? 4u : 0u) |
             (key.has_bias ? 8u : 0u) | (key.accumulate ? 16u : 0u) | (key.bf16 ? 32u : 0u) |
             (key.a_interleaved ? 64u : 0u) | (key.b_interleaved ? 128u : 0u) | (key.c_interleaved ? 256u : 0u) |
-            (key.bf16_result ? 512u : 0u));
+            (key.bf16_result ? 512u : 0u) | (key.b_packed ? 1024u : 0u));
         mix(std::hash<float>{}(key.alpha));
         mix(static_cast<uint64_t>(key.epilogue));
         return h;
@@ -74,6 +75,9 @@ struct MatmulKeyHash {
 struct CachedMatmul {
     dnnl::matmul primitive;
     dnnl::memory::desc a_desc, b_desc, bias_desc, c_desc;
+    // A packed B: the f32 layout its tensor holds, reordered into b_desc, and b_desc's fingerprint.
+    dnnl::memory::desc b_source_desc;
+    uint64_t b_layout = 0;
     dnnl::memory::desc scratchpad_desc;  // the temporary memory one execution needs (often none)
     bool reference = false;              // oneDNN chose its reference kernel ("ref:…"), no generated code
 };
@@ -95,6 +99,24 @@ dnnl::memory::desc matrix_desc(int64_t batch, int64_t heads, int64_t rows, int64
     return dnnl::memory::desc({batch / heads, heads, rows, cols}, type, dims{heads * matrix, head_stride, row_step, col_step});
 }
 
+// What identifies a memory layout: its type, dimensions, padding, strides and blocks.
+uint64_t layout_fingerprint(const dnnl::memory::desc& desc) {
+    const dnnl_memory_desc_t& d = desc.data;
+    const dnnl_blocking_desc_t& blocking = d.format_desc.blocking;
+    uint64_t hash = hash_combine(static_cast<uint64_t>(d.ndims), static_cast<uint64_t>(d.data_type));
+    hash = hash_combine(hash, static_cast<uint64_t>(d.format_kind));
+    for (int i = 0; i < d.ndims; ++i) {
+        hash = hash_combine(hash, static_cast<uint64_t>(d.dims[i]));
+        hash = hash_combine(hash, static_cast<uint64_t>(d.padded_dims[i]));
+        hash = hash_combine(hash, static_cast<uint64_t>(blocking.strides[i]));
+    }
+    for (int i = 0; i < blocking.inner_nblks; ++i) {
+        hash = hash_combine(hash, static_cast<uint64_t>(blocking.inner_blks[i]));
+        hash = hash_combine(hash, static_cast<uint64_t>(blocking.inner_idxs[i]));
+    }
+    return hash_combine(hash, static_cast<uint64_t>(d.extra.flags));
+}
+
 CachedMatmul create_matmul(const MatmulKey& key) {
     CachedMatmul cached;
     // bf16 operands keep the f32 arrays' layout (they are elementwise copies); the bias stays f32, and
@@ -102,6 +124,10 @@ CachedMatmul create_matmul(const MatmulKey& key) {
     const dt operand_type = key.bf16 ? dt::bf16 : dt::f32;
     cached.a_desc = matrix_desc(key.batch, key.heads, key.m, key.k, key.trans_a, false, key.a_interleaved, operand_type);
     cached.b_desc = matrix_desc(key.batch, key.heads, key.k, key.n, key.trans_b, key.shared_b, key.b_interleaved, operand_type);
+    if (key.b_packed) {  // the kernel chooses B's layout
+        cached.b_source_desc = matrix_desc(1, 1, key.k, key.n, key.trans_b, true, false, dt::f32);
+        cached.b_desc = dnnl::memory::desc({1, key.k, key.n}, operand_type, dnnl::memory::format_tag::any);
+    }
     cached.c_desc = matrix_desc(key.batch, key.heads, key.m, key.n, false, false, key.c_interleaved,
                                 key.bf16_result ? dt::bf16 : dt::f32);
     if (key.has_bias) cached.bias_desc = dnnl::memory::desc({1, 1, key.n}, dt::f32, dims{key.n, key.n, 1});
@@ -123,6 +149,10 @@ CachedMatmul create_matmul(const MatmulKey& key) {
     try {
         const dnnl::matmul::primitive_desc primitive_desc(desc, attr, cpu().engine);
         cached.scratchpad_desc = primitive_desc.scratchpad_desc();
+        if (key.b_packed) {
+            cached.b_desc = primitive_desc.weights_desc();
+            cached.b_layout = layout_fingerprint(cached.b_desc);
+        }
         cached.reference = std::string_view(primitive_desc.impl_info_str()).starts_with("ref");
         cached.primitive = dnnl::matmul(primitive_desc);
     } catch (const dnnl::error& e) {
@@ -142,8 +172,8 @@ bool bf16_matmul_available() {
         try {
             create_matmul(MatmulKey{.batch = 1, .m = 2, .n = 2, .k = 2, .heads = 1, .trans_a = false, .trans_b = false,
                                     .shared_b = false, .a_interleaved = false, .b_interleaved = false, .c_interleaved = false,
-                                    .has_bias = false, .accumulate = false, .bf16 = true, .bf16_result = false, .alpha = 1.0f,
-                                    .epilogue = MatmulEpilogue::none});
+                                    .has_bias = false, .accumulate = false, .bf16 = true, .bf16_result = false,
+                                    .b_packed = false, .alpha = 1.0f, .epilogue = MatmulEpilogue::none});
             return true;
         } catch (const Error&) {
             return false;
@@ -254,7 +284,7 @@ MatmulKey key_of(const MatmulCall& call) {
     const MatmulShape& s = call.shape;
     return {s.batch, s.m, s.n, s.k, s.heads, s.trans_a, s.trans_b, s.shared_b, s.a_interleaved, s.b_interleaved,
             s.c_interleaved, call.bias, call.accumulate, call.precision == MatmulPrecision::bf16, call.bf16_result,
-            call.alpha, call.epilogue};
+            call.b_packed, call.alpha, call.epilogue};
 }
 
 dnnl::memory wrap(const dnnl::memory::desc& desc, const void* pointer) {
@@ -293,7 +323,7 @@ void record(const MatmulCall& call) {
 MatmulShape spread_over_threads(MatmulShape s, const MatmulCall& call) {
     constexpr int64_t kSmallResult = 256 * 256;
     const int64_t threads = num_threads();
-    if (call.precision != MatmulPrecision::bf16 || threads < 2 || omp_in_parallel() || s.batch != 1 || s.heads != 1 ||
+    if (call.precision != MatmulPrecision::bf16 || call.b_packed || threads < 2 || omp_in_parallel() || s.batch != 1 || s.heads != 1 ||
         !s.trans_a || call.bias || s.m % threads != 0 || s.m * s.n > kSmallResult)
         return s;
     s.batch = s.heads = threads;
@@ -324,38 +354,41 @@ std::vector<MatmulCall> MatmulRecorder::calls() const {
 
 double matmul_only_seconds(const std::vector<MatmulCall>& calls, int repeats, size_t evict_bytes) {
     HNAS_CHECK(repeats >= 1, "backend.matmul: the matmul-only bound needs at least one timed repeat, got ", repeats);
-    // One set of operand buffers per precision present, as large as its largest call needs; the values
-    // only must be normal numbers (0.5, exact in bf16).
-    int64_t a_f32 = 0, b_f32 = 0, a_bf16 = 0, b_bf16 = 0, c_size = 0, bias_size = 0;
+    // One set of operand buffers per precision present, as large as its largest call's layout needs (a
+    // packed B's may be padded); the values only must be normal numbers (0.5, exact in bf16).
+    std::vector<std::shared_ptr<const CachedMatmul>> entries;
+    size_t a_f32 = 0, b_f32 = 0, a_bf16 = 0, b_bf16 = 0, c_bytes = 0, bias_bytes = 0;
     for (const MatmulCall& call : calls) {
-        const MatmulShape& s = call.shape;
+        entries.push_back(matmul_cache().lookup(key_of(call)));
+        const CachedMatmul& entry = *entries.back();
         const bool bf16 = call.precision == MatmulPrecision::bf16;
-        int64_t& a_size = bf16 ? a_bf16 : a_f32;
-        int64_t& b_size = bf16 ? b_bf16 : b_f32;
-        a_size = std::max(a_size, s.batch * s.m * s.k);
-        b_size = std::max(b_size, (s.shared_b ? 1 : s.batch) * s.k * s.n);
-        c_size = std::max(c_size, s.batch * s.m * s.n);
-        bias_size = std::max(bias_size, s.n);
+        size_t& a_bytes = bf16 ? a_bf16 : a_f32;
+        size_t& b_bytes = bf16 ? b_bf16 : b_f32;
+        a_bytes = std::max(a_bytes, entry.a_desc.get_size());
+        b_bytes = std::max(b_bytes, entry.b_desc.get_size());
+        c_bytes = std::max(c_bytes, entry.c_desc.get_size());
+        if (call.bias) bias_bytes = std::max(bias_bytes, entry.bias_desc.get_size());
     }
     constexpr uint16_t kBf16Half = 0x3F00;
-    std::vector<float> a32(static_cast<size_t>(a_f32), 0.5f), b32(static_cast<size_t>(b_f32), 0.5f);
-    std::vector<uint16_t> a16(static_cast<size_t>(a_bf16), kBf16Half), b16(static_cast<size_t>(b_bf16), kBf16Half);
-    std::vector<float> c(static_cast<size_t>(c_size), 0.0f), bias(static_cast<size_t>(bias_size), 0.5f);
+    std::vector<float> a32(a_f32 / sizeof(float), 0.5f), b32(b_f32 / sizeof(float), 0.5f);
+    std::vector<uint16_t> a16(a_bf16 / sizeof(uint16_t), kBf16Half), b16(b_bf16 / sizeof(uint16_t), kBf16Half);
+    std::vector<float> c(c_bytes / sizeof(float), 0.0f), bias(bias_bytes / sizeof(float), 0.5f);
     std::vector<unsigned char> evictor(evict_bytes);
     double total = 0.0;
     std::vector<double> times(static_cast<size_t>(repeats));
-    for (const MatmulCall& call : calls) {
-        const std::shared_ptr<const CachedMatmul> entry = matmul_cache().lookup(key_of(call));
+    for (size_t i = 0; i < calls.size(); ++i) {
+        const MatmulCall& call = calls[i];
+        const CachedMatmul& entry = *entries[i];
         const bool bf16 = call.precision == MatmulPrecision::bf16;
-        const auto args = execution_args(*entry, bf16 ? static_cast<const void*>(a16.data()) : a32.data(),
+        const auto args = execution_args(entry, bf16 ? static_cast<const void*>(a16.data()) : a32.data(),
                                          bf16 ? static_cast<const void*>(b16.data()) : b32.data(), c.data(),
                                          call.bias ? bias.data() : nullptr);
-        entry->primitive.execute(thread_stream(), args);
+        entry.primitive.execute(thread_stream(), args);
         thread_stream().wait();
         for (double& seconds : times) {
             std::fill(evictor.begin(), evictor.end(), static_cast<unsigned char>(&seconds - times.data()));
             const auto start = Clock::now();
-            entry->primitive.execute(thread_stream(), args);
+            entry.primitive.execute(thread_stream(), args);
             thread_stream().wait();
             seconds = std::chrono::duration<double>(Clock::now() - start).count();
         }
@@ -364,6 +397,32 @@ double matmul_only_seconds(const std::vector<MatmulCall>& calls, int repeats, si
     }
     return total;
 }
+
+MatmulOperand packed_operand(const Tensor& matrix) {
+    MatmulOperand packed(nullptr);
+    packed.packable = &matrix;
+    return packed;
+}
+
+namespace {
+
+// A packed B's values in the primitive's layout, reordered from the tensor's f32 values (rounded to bf16
+// on the way under bf16, to nearest even as convert_to_bf16) when they changed since.
+const void* packed_values(const Tensor& matrix, const CachedMatmul& cached, const MatmulShape& shape) {
+    HNAS_CHECK(shape.batch == 1 && shape.heads == 1 && matrix.numel() == shape.k * shape.n,
+               "backend.matmul: a packed operand is one ", shape.k, " x ", shape.n, " matrix, got a tensor of ",
+               matrix.numel(), " values for a batch of ", shape.batch, " with ", shape.heads, " heads");
+    const auto [block, current] = matrix.layout_copy(cached.b_layout, cached.b_desc.get_size());
+    if (!current) {
+        dnnl::memory source = wrap(cached.b_source_desc, matrix.data());
+        dnnl::memory packed = wrap(cached.b_desc, block);
+        dnnl::reorder(source, packed).execute(thread_stream(), source, packed);
+        thread_stream().wait();
+    }
+    return block;
+}
+
+}  // namespace
 
 MatmulOperand operand(const Tensor& tensor) {
     if (matmul_precision() != MatmulPrecision::bf16) return tensor.data();
@@ -387,7 +446,7 @@ void matmul(MatmulOperand a, MatmulOperand b, MatmulResult c, const MatmulShape&
     HNAS_CHECK(options.epilogue == MatmulEpilogue::none || (options.alpha == 1.0f && !options.accumulate),
                "backend.matmul: an epilogue function needs alpha 1 and no accumulation");
     MatmulCall call{shape,           options.alpha,         options.bias != nullptr, options.accumulate,
-                    matmul_precision(), c.bf16 != nullptr, options.epilogue};
+                    matmul_precision(), c.bf16 != nullptr, options.epilogue, b.packable != nullptr};
     call.shape = spread_over_threads(shape, call);
     const bool bf16 = call.precision == MatmulPrecision::bf16;
     HNAS_CHECK(!call.bf16_result || (bf16 && !call.accumulate && c.f32 == nullptr),
@@ -395,11 +454,12 @@ void matmul(MatmulOperand a, MatmulOperand b, MatmulResult c, const MatmulShape&
     const std::shared_ptr<const CachedMatmul> matmul_entry = matmul_cache().lookup(key_of(call));
     const CachedMatmul& cached = *matmul_entry;
     const void* a_operand = a.f32;
-    const void* b_operand = b.f32;
+    const void* b_operand = b.packable ? packed_values(*b.packable, cached, shape) : b.f32;
     if (bf16) {
         // The stored arrays are contiguous (any transpose lives in the descriptors' strides).
         a_operand = a.bf16 ? a.bf16 : a_scratch.convert(a.f32, shape.batch * shape.m * shape.k);
-        b_operand = b.bf16 ? b.bf16 : b_scratch.convert(b.f32, (shape.shared_b ? 1 : shape.batch) * shape.k * shape.n);
+        if (!b.packable)
+            b_operand = b.bf16 ? b.bf16 : b_scratch.convert(b.f32, (shape.shared_b ? 1 : shape.batch) * shape.k * shape.n);
     }
     void* result = call.bf16_result ? static_cast<void*>(c.bf16) : static_cast<void*>(c.f32);
     cached.primitive.execute(thread_stream(), execution_args(cached, a_operand, b_operand, result, options.bias));

@@ -49,7 +49,8 @@ struct MatmulOptions {
 };
 
 // An operand of a product: its f32 values and, when already made, the same values rounded to bf16,
-// which a bf16 product reads instead of converting them again (then the f32 values may be null).
+// which a bf16 product reads instead of converting them again (then the f32 values may be null); or
+// (packed_operand) a matrix whose tensor keeps it in the layout the product's kernel reads.
 struct MatmulOperand {
     MatmulOperand(const float* values) : f32(values) {}  // implicit: any f32 array is an operand
     MatmulOperand(const float* values, const uint16_t* rounded) : f32(values), bf16(rounded) {}
@@ -58,6 +59,7 @@ struct MatmulOperand {
     }
     const float* f32;
     const uint16_t* bf16 = nullptr;
+    const Tensor* packable = nullptr;  // packed_operand's tensor, which must outlive the product
 };
 
 // Where a product writes C: its f32 values, or, under bf16 precision for a result only products read,
@@ -77,6 +79,13 @@ struct MatmulResult {
 // A tensor as an operand: under bf16 precision with its bf16 copy (Tensor::bf16_copy), converted only
 // when its values changed since a product last read it.
 MatmulOperand operand(const Tensor& tensor);
+
+// A matrix that products read as B many times while its values stay (a weight while decoding or
+// evaluating): kept with its tensor (Tensor::layout_copy) in the blocked layout oneDNN's kernel reads,
+// packed on first use and again only after its values change. A product of a plain B packs it on every
+// call: f32 decoding's 8,000-word output projection ran at 60 % of the rate of its packed form
+// (docs/performance.md). B only, one matrix (batch 1, one head).
+MatmulOperand packed_operand(const Tensor& matrix);
 
 // For an op whose output (or input gradient) is a product's operand in the models here: under bf16
 // precision, that tensor's bf16 copy, marked current, for the op to fill with round_to_bf16 of every
@@ -120,6 +129,7 @@ struct MatmulCall {
     MatmulPrecision precision = MatmulPrecision::f32;
     bool bf16_result = false;  // C written as bf16 alone (MatmulResult::bf16_only)
     MatmulEpilogue epilogue = MatmulEpilogue::none;
+    bool b_packed = false;  // B in the kernel's own layout (packed_operand)
 };
 
 // Records every product matmul() runs, on any thread, while it lives; one recorder at a time.

@@ -195,6 +195,14 @@ void linear_bias_gradient(const Tensor& dy, const LinearShape& s, GradSink& sink
         target.accumulate);
 }
 
+// A layer's weight as the forward product's B: while training it changes every step, so its values
+// (converted once a step under bf16); else (decoding, evaluation, a frozen weight) packed once in the
+// kernel's layout, kept with the tensor (backend::packed_operand).
+backend::MatmulOperand forward_weight(const Var& weight) {
+    if (grad_enabled() && weight.requires_grad()) return backend::operand(weight.value());
+    return backend::packed_operand(weight.value());
+}
+
 std::vector<Var> linear_inputs(const Var& x, const Var& weight, const Var& bias) {
     if (bias.defined()) return {x, weight, bias};
     return {x, weight};
@@ -206,8 +214,8 @@ Var linear(const Var& x, const Var& weight, const Var& bias, ResultReaders reade
     const LinearShape s = check_linear("linear", x, weight, bias);
     const auto [out, target] = product_result(s.result, readers);
     const float* bias_data = bias.defined() ? bias.value().data() : nullptr;
-    backend::matmul(backend::operand(x.value()), backend::operand(weight.value()), target,
-                    {1, s.rows, s.out, s.in, false, true, false}, {1.0f, bias_data, false});
+    backend::matmul(backend::operand(x.value()), forward_weight(weight), target, {1, s.rows, s.out, s.in, false, true, false},
+                    {1.0f, bias_data, false});
     Tensor xv = x.value(), wv = weight.value();
     return make_result("linear", out, linear_inputs(x, weight, bias), [=](const Tensor& dy, GradSink& sink) {
         if (bias_data && sink.wants(2)) linear_bias_gradient(dy, s, sink);
@@ -289,7 +297,7 @@ Var linear_gelu(const Var& x, const Var& weight, const Var& bias, GeluForm form,
     if (!recording) {  // no backward needs the pre-activation: GELU in the product's epilogue, in cache
         const auto [out, target] = product_result(s.result, readers);
         const auto epilogue = form == GeluForm::erf ? backend::MatmulEpilogue::gelu_erf : backend::MatmulEpilogue::gelu_tanh;
-        backend::matmul(backend::operand(x.value()), backend::operand(weight.value()), target,
+        backend::matmul(backend::operand(x.value()), forward_weight(weight), target,
                         {1, s.rows, s.out, s.in, false, true, false}, {1.0f, bias_data, false, epilogue});
         return Var(out);
     }

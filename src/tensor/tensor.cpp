@@ -162,6 +162,7 @@ struct Tensor::Storage {
     ~Storage() {
         if (void* block = data.load(std::memory_order_relaxed)) BlockPool::instance().release(block, bytes);
         if (bf16 != nullptr) BlockPool::instance().release(bf16, bf16_bytes);
+        if (packed != nullptr) BlockPool::instance().release(packed, packed_bytes);
     }
     Storage(const Storage&) = delete;
     Storage& operator=(const Storage&) = delete;
@@ -180,6 +181,11 @@ struct Tensor::Storage {
     void* bf16 = nullptr;
     size_t bf16_bytes = 0;
     std::atomic<bool> bf16_current{false};
+    // Tensor::layout_copy's block, the layout it holds, and whether it holds the values as they are now.
+    void* packed = nullptr;
+    size_t packed_bytes = 0;
+    uint64_t packed_layout = 0;
+    std::atomic<bool> packed_current{false};
 
 private:
     void* widen() {
@@ -256,6 +262,7 @@ float* Tensor::data() {
     const float* values = std::as_const(*this).data();
     // Loaded first: the flag's cache line stays shared while threads read it.
     if (storage_->bf16_current.load(std::memory_order_relaxed)) storage_->bf16_current.store(false, std::memory_order_relaxed);
+    if (storage_->packed_current.load(std::memory_order_relaxed)) storage_->packed_current.store(false, std::memory_order_relaxed);
     return const_cast<float*>(values);
 }
 
@@ -269,6 +276,24 @@ std::pair<uint16_t*, bool> Tensor::bf16_copy() const {
     }
     const bool current = storage.bf16_current.exchange(true, std::memory_order_relaxed);
     return {static_cast<uint16_t*>(storage.bf16), current};
+}
+
+std::pair<void*, bool> Tensor::layout_copy(uint64_t layout, size_t bytes) const {
+    HNAS_CHECK(defined() && dtype_ == DType::f32, "tensor: asked for a copy in another layout, but the tensor is ",
+               defined() ? name_of(dtype_) : "undefined");
+    Storage& storage = *storage_;
+    if (storage.packed != nullptr && (storage.packed_layout != layout || storage.packed_bytes != block_size(bytes))) {
+        BlockPool::instance().release(storage.packed, storage.packed_bytes);
+        storage.packed = nullptr;
+    }
+    if (storage.packed == nullptr) {
+        storage.packed_bytes = block_size(bytes);
+        storage.packed = BlockPool::instance().acquire(storage.packed_bytes);
+        storage.packed_layout = layout;
+        storage.packed_current.store(false, std::memory_order_relaxed);
+    }
+    const bool current = storage.packed_current.exchange(true, std::memory_order_relaxed);
+    return {storage.packed, current};
 }
 
 int32_t* Tensor::ints() {

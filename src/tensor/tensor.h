@@ -66,6 +66,13 @@ public:
     // tensor (the thread that runs the products).
     std::pair<uint16_t*, bool> bf16_copy() const;
 
+    // The values in a product's own layout (oneDNN's blocked weights: backend::packed_operand), kept with
+    // the storage like the bf16 copy for a matrix read by many products while it stays unchanged (a
+    // weight while decoding). Returns the block of `bytes` kept for `layout` (one layout at a time: another
+    // replaces it) and whether it already holds the current values; when it does not, the caller fills it
+    // at once. A non-const data() call marks it stale. One thread at a time per tensor.
+    std::pair<void*, bool> layout_copy(uint64_t layout, size_t bytes) const;
+
 private:
     struct Storage;
     std::shared_ptr<Storage> storage_;

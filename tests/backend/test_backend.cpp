@@ -230,6 +230,82 @@ TEST(BackendMatmul, TensorOperandsAreConvertedOnceUntilWritten) {
     EXPECT_FALSE(fresh.bf16_copy().second);
 }
 
+// A packed B (backend::packed_operand: kept with its tensor in the kernel's layout) gives the plain
+// product in either orientation and precision; after the tensor is written, or the precision changes
+// its layout, the next product packs it again (a stale copy would give the old product). The recorder
+// marks the call packed and the bound replays it in that layout.
+TEST(BackendMatmul, PackedOperandsGiveThePlainProductUntilWritten) {
+    const int64_t m = 33, n = 24, k = 40;
+    const Tensor a = random_tensor({m, k}, 1), bias = random_tensor({n}, 2);
+    std::vector<backend::MatmulPrecision> precisions{backend::MatmulPrecision::f32};
+    if (backend::bf16_matmul_available())
+        precisions.insert(precisions.end(), {backend::MatmulPrecision::bf16, backend::MatmulPrecision::f32});
+    for (bool trans_b : {true, false}) {
+        Tensor b = random_tensor({trans_b ? n : k, trans_b ? k : n}, 3);
+        const backend::MatmulShape shape{1, m, n, k, false, trans_b, false};
+        const auto product = [&](backend::MatmulOperand b_operand) {
+            Tensor c = Tensor::empty({m, n});
+            backend::matmul(a.data(), b_operand, c.data(), shape, {1.0f, bias.data(), false});
+            return c;
+        };
+        for (backend::MatmulPrecision precision : precisions) {
+            testing::PrecisionScope scope(precision);
+            for (int write = 0; write < 2; ++write) {
+                const Tensor plain = product(b.data());
+                std::vector<backend::MatmulCall> calls;
+                for (int use = 0; use < 2; ++use) {  // packed on the first use, read as packed on the second
+                    backend::MatmulRecorder recorder;
+                    const Tensor packed = product(backend::packed_operand(b));
+                    calls = recorder.calls();
+                    for (int64_t i = 0; i < plain.numel(); ++i)
+                        ASSERT_NEAR(packed.data()[i], plain.data()[i], 1e-5f * (1.0f + std::abs(plain.data()[i])))
+                            << "trans_b " << trans_b << " " << name_of(precision) << " write " << write << " use " << use
+                            << " element " << i;
+                }
+                ASSERT_EQ(calls.size(), 1u);
+                EXPECT_TRUE(calls[0].b_packed);
+                EXPECT_GT(backend::matmul_only_seconds(calls, 1, 0), 0.0);
+                float* values = b.data();
+                for (int64_t i = 0; i < b.numel(); ++i) values[i] = 3.0f - 2.0f * values[i];
+            }
+        }
+    }
+    // One tensor read packed in both orientations, as B transposed (k → n) and as B (n → k): each
+    // product packs the layout it reads, of the same size.
+    const Tensor w = random_tensor({n, k}, 5), a_n = random_tensor({m, n}, 6);
+    const auto both_ways = [&](backend::MatmulOperand w_operand) {
+        Tensor c = Tensor::empty({2, m * std::max(n, k)});
+        backend::matmul(a.data(), w_operand, c.data(), {1, m, n, k, false, true, false});
+        backend::matmul(a_n.data(), w_operand, c.data() + m * n, {1, m, k, n, false, false, false});
+        return c;
+    };
+    const Tensor plain = both_ways(w.data());
+    for (int round = 0; round < 2; ++round) {
+        const Tensor packed = both_ways(backend::packed_operand(w));
+        for (int64_t i = 0; i < m * (n + k); ++i)
+            ASSERT_NEAR(packed.data()[i], plain.data()[i], 1e-5f * (1.0f + std::abs(plain.data()[i]))) << "element " << i;
+    }
+    Tensor c = Tensor::empty({2, m, n});
+    const Tensor batched_b = random_tensor({2, k, n}, 4);
+    EXPECT_THROW(backend::matmul(a.data(), backend::packed_operand(batched_b), c.data(), {2, m / 2, n, k, false, false, false}),
+                 Error);
+}
+
+// A layer's forward packs its weight when no backward will change it (backend::packed_operand:
+// decoding, evaluation) and gives what the training forward gives.
+TEST(BackendMatmul, ForwardsWithoutGradientsGiveTheTrainingForwardsValues) {
+    const Var x(random_tensor({6, 16}, 1)), weight(random_tensor({12, 16}, 2), true), bias(random_tensor({12}, 3), true);
+    const Tensor linear = ops::linear(x, weight, bias).value();
+    const Tensor linear_gelu = ops::linear_gelu(x, weight, bias, ops::GeluForm::erf).value();
+    NoGradScope no_grad;
+    const Tensor linear_evaluated = ops::linear(x, weight, bias).value();
+    const Tensor linear_gelu_evaluated = ops::linear_gelu(x, weight, bias, ops::GeluForm::erf).value();
+    for (int64_t i = 0; i < linear.numel(); ++i) {
+        ASSERT_NEAR(linear_evaluated.data()[i], linear.data()[i], 1e-5f) << "linear element " << i;
+        ASSERT_NEAR(linear_gelu_evaluated.data()[i], linear_gelu.data()[i], 1e-5f) << "linear_gelu element " << i;
+    }
+}
+
 // A product written as bf16 alone (MatmulResult::bf16_only) holds the rounding of the f32 result, bit
 // for bit, in every layout without accumulation, interleaved heads too; it needs bf16 precision and
 // no accumulation.
