@@ -124,13 +124,21 @@ CachedMatmul create_matmul(const MatmulKey& key) {
     const dt operand_type = key.bf16 ? dt::bf16 : dt::f32;
     cached.a_desc = matrix_desc(key.batch, key.heads, key.m, key.k, key.trans_a, false, key.a_interleaved, operand_type);
     cached.b_desc = matrix_desc(key.batch, key.heads, key.k, key.n, key.trans_b, key.shared_b, key.b_interleaved, operand_type);
-    if (key.b_packed) {  // the kernel chooses B's layout
-        cached.b_source_desc = matrix_desc(1, 1, key.k, key.n, key.trans_b, true, false, dt::f32);
-        cached.b_desc = dnnl::memory::desc({1, key.k, key.n}, operand_type, dnnl::memory::format_tag::any);
-    }
     cached.c_desc = matrix_desc(key.batch, key.heads, key.m, key.n, false, false, key.c_interleaved,
                                 key.bf16_result ? dt::bf16 : dt::f32);
     if (key.has_bias) cached.bias_desc = dnnl::memory::desc({1, 1, key.n}, dt::f32, dims{key.n, key.n, 1});
+    if (key.b_packed) {
+        // One product of plain matrices, described in 2-D: only for those does oneDNN 2.6's kernel choose
+        // a blocked B (16 × 64 blocks; bf16 with pairs of k interleaved, as its dot products read them).
+        const auto matrix = [](int64_t rows, int64_t cols, bool transposed, dt type) {
+            return dnnl::memory::desc({rows, cols}, type, transposed ? dims{1, rows} : dims{cols, 1});
+        };
+        cached.a_desc = matrix(key.m, key.k, key.trans_a, operand_type);
+        cached.b_source_desc = matrix(key.k, key.n, key.trans_b, dt::f32);
+        cached.b_desc = dnnl::memory::desc({key.k, key.n}, operand_type, dnnl::memory::format_tag::any);
+        cached.c_desc = matrix(key.m, key.n, false, key.bf16_result ? dt::bf16 : dt::f32);
+        if (key.has_bias) cached.bias_desc = dnnl::memory::desc({1, key.n}, dt::f32, dims{key.n, 1});
+    }
 
     dnnl::primitive_attr attr;
     // The caller lends each execution its scratchpad: in oneDNN's default mode every primitive keeps
@@ -408,10 +416,7 @@ namespace {
 
 // A packed B's values in the primitive's layout, reordered from the tensor's f32 values (rounded to bf16
 // on the way under bf16, to nearest even as convert_to_bf16) when they changed since.
-const void* packed_values(const Tensor& matrix, const CachedMatmul& cached, const MatmulShape& shape) {
-    HNAS_CHECK(shape.batch == 1 && shape.heads == 1 && matrix.numel() == shape.k * shape.n,
-               "backend.matmul: a packed operand is one ", shape.k, " x ", shape.n, " matrix, got a tensor of ",
-               matrix.numel(), " values for a batch of ", shape.batch, " with ", shape.heads, " heads");
+const void* packed_values(const Tensor& matrix, const CachedMatmul& cached) {
     const auto [block, current] = matrix.layout_copy(cached.b_layout, cached.b_desc.get_size());
     if (!current) {
         dnnl::memory source = wrap(cached.b_source_desc, matrix.data());
@@ -448,13 +453,17 @@ void matmul(MatmulOperand a, MatmulOperand b, MatmulResult c, const MatmulShape&
     MatmulCall call{shape,           options.alpha,         options.bias != nullptr, options.accumulate,
                     matmul_precision(), c.bf16 != nullptr, options.epilogue, b.packable != nullptr};
     call.shape = spread_over_threads(shape, call);
+    HNAS_CHECK(!b.packable || (shape.batch == 1 && shape.heads == 1 && !shape.a_interleaved && !shape.c_interleaved &&
+                               b.packable->numel() == shape.k * shape.n),
+               "backend.matmul: a packed operand is one ", shape.k, " x ", shape.n, " matrix, got a tensor of ",
+               b.packable->numel(), " values for a batch of ", shape.batch, " with ", shape.heads, " heads");
     const bool bf16 = call.precision == MatmulPrecision::bf16;
     HNAS_CHECK(!call.bf16_result || (bf16 && !call.accumulate && c.f32 == nullptr),
                "backend.matmul: a bf16 result needs bf16 precision, no accumulation and no f32 result beside it");
     const std::shared_ptr<const CachedMatmul> matmul_entry = matmul_cache().lookup(key_of(call));
     const CachedMatmul& cached = *matmul_entry;
     const void* a_operand = a.f32;
-    const void* b_operand = b.packable ? packed_values(*b.packable, cached, shape) : b.f32;
+    const void* b_operand = b.packable ? packed_values(*b.packable, cached) : b.f32;
     if (bf16) {
         // The stored arrays are contiguous (any transpose lives in the descriptors' strides).
         a_operand = a.bf16 ? a.bf16 : a_scratch.convert(a.f32, shape.batch * shape.m * shape.k);
