@@ -434,7 +434,8 @@ def bench_train(results, skipped):
     configs = list(dict.fromkeys((r["task"], r["kind"]) for r in runs))
     precision = next(r.get("precision", "f32") for r in runs if r["impl"] == "hnas")
     head = ["task", "kind", "precision", "hnas ms"] + [f"{title[c]()} ms" for c in present] \
-        + [f"hnas / {short[c]} speed" for c in present] + ["step / bound in cache", "step / bound evicted", "ceiling: fastest peer / bound"] \
+        + [f"hnas / {short[c]} speed" for c in present] \
+        + ["step / bound in cache", "step / bound evicted", "ceiling: fastest peer / bound"] \
         + [f"peak RSS hnas / {short[c]}" for c in present]
     table(" | ".join(head), "lll" + "r" * len(head[3:]))
     for task, kind in configs:

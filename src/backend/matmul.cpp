@@ -453,6 +453,7 @@ void matmul(MatmulOperand a, MatmulOperand b, MatmulResult c, const MatmulShape&
     MatmulCall call{shape,           options.alpha,         options.bias != nullptr, options.accumulate,
                     matmul_precision(), c.bf16 != nullptr, options.epilogue, b.packable != nullptr};
     call.shape = spread_over_threads(shape, call);
+    HNAS_CHECK(!a.packable, "backend.matmul: a packed operand is B only; A was given one");
     HNAS_CHECK(!b.packable || (shape.batch == 1 && shape.heads == 1 && !shape.a_interleaved && !shape.c_interleaved &&
                                b.packable->numel() == shape.k * shape.n),
                "backend.matmul: a packed operand is one ", shape.k, " x ", shape.n, " matrix, got a tensor of ",

@@ -289,6 +289,7 @@ TEST(BackendMatmul, PackedOperandsGiveThePlainProductUntilWritten) {
     const Tensor batched_b = random_tensor({2, k, n}, 4);
     EXPECT_THROW(backend::matmul(a.data(), backend::packed_operand(batched_b), c.data(), {2, m / 2, n, k, false, false, false}),
                  Error);
+    EXPECT_THROW(backend::matmul(backend::packed_operand(a), w.data(), c.data(), {1, m, n, k, false, true, false}), Error);
 }
 
 // A layer's forward packs its weight when no backward will change it (backend::packed_operand:
