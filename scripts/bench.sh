@@ -447,7 +447,9 @@ profile() {
     --control "fifo:$out/perf-control,$out/perf-ack" -o "$out/perf-$run.data" -- \
     "$bench" train --task "$task" --kind "$kind" --threads "$threads" --steps "$steps" --warmup "$warmup" \
     --precision "$precision" --perf-fifos "$out/perf-control" "$out/perf-ack" >"$out/run-$run.json"
-  perf report -i "$out/perf-$run.data" --no-children --sort dso,sym --stdio -g none --percent-limit 0 2>/dev/null \
+  # -n: sample counts, from which the shares are computed (perf's per-symbol percentages are rounded, and
+  # thousands of one-sample JIT addresses each rounded up summed to 110 %).
+  perf report -i "$out/perf-$run.data" --no-children --sort dso,sym --stdio -g none --percent-limit 0 -n 2>/dev/null \
     >"$out/report-$run.txt"
   echo "bench.sh profile: $(cat "$out/run-$run.json")"
   "$python" scripts/summarize.py bench profile "$out/report-$run.txt"

@@ -691,21 +691,27 @@ FAMILIES = [
 
 
 def bench_profile(report):
+    """perf report -n's lines in families, each family's share of all samples (from the counts, not perf's
+    rounded per-symbol percentages)."""
     totals, examples = {}, {}
     for line in open(report):
-        m = re.match(r"\s*([\d.]+)%\s+(\S.*?)\s+(\[.\])\s+(.*\S)\s*$", line)
+        m = re.match(r"\s*[\d.]+%\s+(\d+)\s+(\S.*?)\s+(\[.\])\s+(.*\S)\s*$", line)
         if not m:
             continue
-        percent, dso, space, symbol = float(m.group(1)), m.group(2).strip(), m.group(3), m.group(4)
+        samples, dso, space, symbol = int(m.group(1)), m.group(2).strip(), m.group(3), m.group(4)
         name = f"{dso} {space} {symbol}"
         family = next((label for label, pattern in FAMILIES if re.search(pattern, name)),
                       "kernel: other" if space == "[k]" else "other")
-        totals[family] = totals.get(family, 0.0) + percent
-        examples.setdefault(family, []).append((percent, symbol))
-    print(f"{'family':48s} {'% of samples':>12s}  top symbols")
-    for family, percent in sorted(totals.items(), key=lambda kv: -kv[1]):
-        top = "; ".join(f"{s[:70]} {p:.1f}" for p, s in sorted(examples[family], reverse=True)[:3])
-        print(f"{family:48s} {percent:12.1f}  {top}")
+        totals[family] = totals.get(family, 0) + samples
+        examples.setdefault(family, []).append((samples, symbol))
+    if not totals:
+        sys.exit(f"bench.sh profile: no samples in {report} (perf report -n's lines expected)")
+    everything = sum(totals.values())
+    percent = lambda samples: 100.0 * samples / everything
+    print(f"{'family':48s} {'% of samples':>12s}  top symbols ({everything} samples)")
+    for family, samples in sorted(totals.items(), key=lambda kv: -kv[1]):
+        top = "; ".join(f"{s[:70]} {percent(n):.1f}" for n, s in sorted(examples[family], reverse=True)[:3])
+        print(f"{family:48s} {percent(samples):12.1f}  {top}")
 
 
 def bench_bf16(window, steps, *runs):
